@@ -1,0 +1,156 @@
+"""What every search backend is: a query in, ranked hits out.
+
+HTTP backends are two pure halves, as SearXNG's engine modules are: ``build_request``
+(query -> request parts) and ``parse_response`` (status, headers, body -> hits). The I/O,
+timeouts and error translation live once, in ``HttpBackend``. A backend that is a library
+(DuckDuckGo through ``ddgs``) implements ``Backend.search`` itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from searcher.errors import (
+    BackendBadResponse,
+    BackendConnectError,
+    BackendError,
+    BackendHTTPError,
+    BackendTimeout,
+)
+
+
+@dataclass(frozen=True)
+class BackendQuery:
+    """One search, as every backend receives it."""
+
+    text: str
+    max_results: int = 10
+    lang: str | None = None
+    pageno: int = 1
+    time_range: str | None = None  # day | week | month | year
+    safesearch: int | None = None  # 0 off | 1 moderate | 2 strict
+    engines: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One result as a backend gave it, normalised."""
+
+    url: str
+    title: str
+    snippet: str
+    backend: str
+    engines: tuple[str, ...] = ()
+    positions: tuple[int, ...] = ()
+    score: float | None = None
+    published: str | None = None  # ISO 8601, UTC where known
+    category: str | None = None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can honour; the service leaves out what it cannot."""
+
+    paging: bool = False
+    time_range: bool = False
+    safesearch: bool = False
+    language: bool = False
+    engines: bool = False
+    categories: bool = False
+
+
+@dataclass
+class BackendAnswer:
+    backend: str
+    hits: list[Hit]
+    elapsed_ms: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+class Backend(Protocol):
+    """A configured search backend instance."""
+
+    name: str
+    capabilities: Capabilities
+
+    async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
+        """Run one search; raise a ``BackendError`` subclass on any failure."""
+        ...
+
+
+@dataclass(frozen=True)
+class RequestParts:
+    method: str
+    url: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+BuildRequest = Callable[[BackendQuery], RequestParts]
+ParseResponse = Callable[[int, Mapping[str, str], bytes], BackendAnswer]
+
+
+class HttpBackend:
+    """The shared runner for HTTP backends: sends the request, translates failures."""
+
+    def __init__(
+        self,
+        name: str,
+        capabilities: Capabilities,
+        build_request: BuildRequest,
+        parse_response: ParseResponse,
+        client: httpx.AsyncClient,
+    ) -> None:
+        self.name = name
+        self.capabilities = capabilities
+        self._build_request = build_request
+        self._parse_response = parse_response
+        self._client = client
+
+    async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
+        parts = self._build_request(query)
+        started = time.perf_counter()
+        try:
+            response = await self._client.request(
+                parts.method,
+                parts.url,
+                params=dict(parts.params),
+                headers=dict(parts.headers),
+                timeout=timeout_s,
+            )
+        except httpx.TimeoutException as exc:
+            raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
+        except httpx.TransportError as exc:
+            raise BackendConnectError(self.name, f"connection failed: {exc!r}") from exc
+        if response.status_code >= 400:
+            raise BackendHTTPError(self.name, response.status_code)
+        try:
+            answer = self._parse_response(response.status_code, response.headers, response.content)
+        except BackendError:
+            raise
+        except Exception as exc:  # a parser bug must read as a bad answer, not a crash
+            raise BackendBadResponse(self.name, f"unparseable answer: {exc!r}") from exc
+        answer.elapsed_ms = int((time.perf_counter() - started) * 1000)
+        return answer
+
+
+def json_object(backend: str, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+    """Decode a JSON object body or raise ``BackendBadResponse`` saying what came instead."""
+    import json
+
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        ctype = headers.get("content-type", "unknown")
+        raise BackendBadResponse(
+            backend, f"expected JSON, got {ctype!s} ({len(body)} bytes) that does not parse"
+        ) from exc
+    if not isinstance(data, dict):
+        raise BackendBadResponse(backend, f"expected a JSON object, got {type(data).__name__}")
+    return data

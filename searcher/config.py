@@ -1,0 +1,204 @@
+"""Settings from ``searcher.yaml`` and the environment (the environment wins).
+
+Every setting has a default, so searcher works on a fresh machine with no configuration:
+DuckDuckGo only, extraction cache in the user's cache directory. Settings are read once,
+validated strictly (a typo in a key is an error, not a silent default) and passed down
+explicitly; nothing below this module reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from searcher.errors import ConfigError
+
+BACKEND_NAMES = ("searxng", "duckduckgo", "brave")
+SECRET_KEYS = frozenset({"api_key"})
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BreakerSettings(_Section):
+    failure_threshold: int = Field(default=5, ge=1, description="Consecutive failures to open.")
+    recovery_timeout: float = Field(default=60.0, gt=0, description="Seconds open before a trial.")
+    half_open_max_calls: int = Field(default=3, ge=1, description="Trial successes to close.")
+
+
+class BackendSettings(_Section):
+    enabled: bool = True
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = Field(default=8.0, gt=0)
+    weight: float = Field(default=1.0, ge=0)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+
+
+class FetchSettings(_Section):
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts (host or host:port) exempt from the private-address guard.",
+    )
+    user_agent: str = "Mozilla/5.0 (compatible; searcher/0.1; +https://github.com/searcher)"
+    max_concurrency: int = Field(default=8, ge=1, description="Pages fetched at once.")
+    extract_workers: int = Field(
+        default=0, ge=0, description="Extraction processes; 0 means one per CPU core."
+    )
+
+
+class CacheSettings(_Section):
+    enabled: bool = True
+    dir: str | None = Field(default=None, description="Default: the user's cache directory.")
+    ttl_s: int = Field(default=7 * 24 * 3600, ge=1)
+    sweep_interval_s: int = Field(default=3600, ge=1)
+
+
+class ServiceSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+
+
+class BudgetDefaults(_Section):
+    """Defaults for every ``budget`` field a request leaves out."""
+
+    max_tool_calls: int = Field(default=1, ge=0)
+    max_search_retries: int = Field(default=1, ge=0)
+    max_results: int = Field(default=5, ge=1, le=100)
+    max_fetch_pages: int = Field(default=3, ge=0, le=50)
+    max_download_bytes_per_page: int = Field(default=2_000_000, ge=0)
+    max_extract_chars_per_page: int = Field(default=300_000, ge=0)
+    allowed_content_types: list[str] = Field(
+        default_factory=lambda: ["text/html", "application/xhtml+xml", "text/plain"]
+    )
+    max_redirects: int = Field(default=5, ge=0, le=30)
+    max_context_chars: int = Field(default=8000, ge=0)
+    max_total_time_ms: int = Field(default=12_000, ge=0)
+    search_timeout_ms: int = Field(default=8000, ge=0)
+    fetch_timeout_ms: int = Field(default=8000, ge=0)
+
+
+def _default_backends() -> dict[str, BackendSettings]:
+    return {
+        "searxng": BackendSettings(),
+        "duckduckgo": BackendSettings(timeout_s=10.0),
+        "brave": BackendSettings(base_url="https://api.search.brave.com"),
+    }
+
+
+class BackendsSettings(_Section):
+    order: list[Literal["searxng", "duckduckgo", "brave"]] = Field(
+        default_factory=lambda: list(BACKEND_NAMES),
+        description="Fallback order; backends that are not configured are skipped.",
+    )
+    searxng: BackendSettings = Field(default_factory=lambda: _default_backends()["searxng"])
+    duckduckgo: BackendSettings = Field(default_factory=lambda: _default_backends()["duckduckgo"])
+    brave: BackendSettings = Field(default_factory=lambda: _default_backends()["brave"])
+
+    def get(self, name: str) -> BackendSettings:
+        settings: BackendSettings = getattr(self, name)
+        return settings
+
+
+class Settings(_Section):
+    backends: BackendsSettings = Field(default_factory=BackendsSettings)
+    fetch: FetchSettings = Field(default_factory=FetchSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    budget: BudgetDefaults = Field(default_factory=BudgetDefaults)
+
+    def cache_dir(self) -> Path:
+        """Where the extraction cache lives."""
+        if self.service.cache.dir:
+            return Path(self.service.cache.dir).expanduser()
+        return Path(platformdirs.user_cache_dir("searcher")) / "extract"
+
+
+# Environment variables -> dotted setting keys. Kept as data so the README table and the
+# loader cannot drift apart.
+ENV_VARS: dict[str, str] = {
+    "SEARXNG_BASE_URL": "backends.searxng.base_url",
+    "BRAVE_API_KEY": "backends.brave.api_key",
+    "BRAVE_BASE_URL": "backends.brave.base_url",
+    "ENABLE_SEARXNG": "backends.searxng.enabled",
+    "ENABLE_DUCKDUCKGO": "backends.duckduckgo.enabled",
+    "ENABLE_BRAVE": "backends.brave.enabled",
+    "SEARCHER_CACHE_DIR": "service.cache.dir",
+    "SEARCHER_HOST": "service.host",
+    "SEARCHER_PORT": "service.port",
+}
+CONFIG_ENV_VAR = "SEARCHER_CONFIG"
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = tree
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[leaf] = value
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return data
+
+
+def load_settings(
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Read settings from a YAML file (``path`` or ``$SEARCHER_CONFIG``) and the environment."""
+    env = os.environ if environ is None else environ
+    config_path = path or env.get(CONFIG_ENV_VAR)
+    tree: dict[str, Any] = _read_yaml(Path(config_path)) if config_path else {}
+    for var, dotted in ENV_VARS.items():
+        value = env.get(var)
+        if value is not None and value != "":
+            _set_dotted(tree, dotted, value)
+    try:
+        return Settings.model_validate(tree)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        source = f" (file {config_path})" if config_path else ""
+        raise ConfigError(f"invalid configuration{source}: {problems}") from exc
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """The settings as a plain dict with secrets replaced by ``***``."""
+
+    def mask(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: ("***" if key in SECRET_KEYS and value else mask(value))
+                for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [mask(v) for v in node]
+        return node
+
+    result: dict[str, Any] = mask(settings.model_dump(mode="json"))
+    return result

@@ -1,0 +1,260 @@
+"""The wire contract: the search request, its budget, and the UCP-1 response.
+
+Field for field the contract of Search API v1 (request sections 4-5, response sections
+6-7). These pydantic models are used at the boundary only (HTTP, CLI, client); the pipeline
+works on plain dataclasses.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+
+MAX_QUERY_CHARS = 2000
+SCHEMA = "ucp-1"
+
+SearchMode = Literal["simple", "full"]
+FetchStatus = Literal["skipped", "fetched", "failed"]
+SkipReason = Literal["content_type", "too_large", "timeout", "budget", "blocked", "error"]
+TimeRange = Literal["day", "week", "month", "year"]
+
+NonNegInt = Annotated[StrictInt, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    # Unknown fields are refused so that a typo ("serch_mode") is a clear 422, not ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class Query(_Strict):
+    """Object form of the query: ``{"text": "...", "lang": "en"}``."""
+
+    text: str
+    lang: str | None = Field(default=None, max_length=35)
+
+    @field_validator("text")
+    @classmethod
+    def _text_not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("must not be empty")
+        if len(value) > MAX_QUERY_CHARS:
+            raise ValueError(f"must be at most {MAX_QUERY_CHARS} characters")
+        return value
+
+
+class Constraints(_Strict):
+    """How to search: backend choice, mode, language and backend filters."""
+
+    backend: str | list[str] | None = Field(
+        default=None,
+        description='A backend name, a list of names (tried in that order), or "auto" '
+        "(the configured order). Default: auto.",
+    )
+    search_mode: SearchMode = "simple"
+    lang: str | None = Field(default=None, max_length=35)
+    pick_ids: list[StrictInt] | None = Field(
+        default=None,
+        description="0-based indices into the backend-ordered result list; invalid and "
+        "duplicate indices are ignored, order is kept.",
+    )
+    engines: list[str] | None = Field(default=None, description="SearXNG engines to use.")
+    categories: list[str] | None = Field(default=None, description="SearXNG categories.")
+    time_range: TimeRange | None = None
+    safesearch: Annotated[StrictInt, Field(ge=0, le=2)] | None = Field(
+        default=None, description="0 off, 1 moderate, 2 strict."
+    )
+    pageno: Annotated[StrictInt, Field(ge=1, le=50)] = 1
+    include_domains: list[str] | None = Field(
+        default=None, description="Keep only results on these domains (or their subdomains)."
+    )
+    exclude_domains: list[str] | None = Field(
+        default=None, description="Drop results on these domains (or their subdomains)."
+    )
+
+    @field_validator("engines", "categories", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        # SearXNG users write "google,bing"; accept that as well as a list.
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("backend")
+    @classmethod
+    def _backend_not_empty(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and not value:
+            raise ValueError("must name at least one backend")
+        return value
+
+
+class Want(_Strict):
+    """Which parts of the response to include."""
+
+    items: bool = True
+    rendered_text: bool = True
+
+
+class PerRequestTimeouts(_Strict):
+    search: NonNegInt | None = None
+    fetch: NonNegInt | None = None
+
+
+class Budget(_Strict):
+    """Execution limits. Unset fields take the configured defaults; every field is enforced."""
+
+    max_tool_calls: NonNegInt | None = None
+    max_search_retries: NonNegInt | None = None
+    max_results: Annotated[StrictInt, Field(ge=1, le=100)] | None = None
+    max_fetch_pages: Annotated[StrictInt, Field(ge=0, le=50)] | None = None
+    max_download_bytes_per_page: NonNegInt | None = None
+    max_extract_chars_per_page: NonNegInt | None = None
+    allowed_content_types: list[str] | None = None
+    max_redirects: Annotated[StrictInt, Field(ge=0, le=30)] | None = None
+    max_context_chars: NonNegInt | None = None
+    max_total_time_ms: NonNegInt | None = None
+    per_request_timeout_ms: PerRequestTimeouts | None = None
+
+
+class SearchRequest(_Strict):
+    """``POST /v1/search`` body."""
+
+    query: str | Query = Field(description='A string, or {"text": ..., "lang": ...}.')
+    intent: str | None = Field(
+        default=None,
+        max_length=64,
+        description="A hint: fact_check, fresh_data, background, verification. Echoed.",
+    )
+    constraints: Constraints = Field(default_factory=Constraints)
+    want: Want = Field(default_factory=Want)
+    context_hint: dict[str, Any] | None = None
+    budget: Budget = Field(default_factory=Budget)
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _query_shape(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return Query(text=value)
+        if isinstance(value, dict):
+            return value
+        raise ValueError("must be a string or an object with 'text'")
+
+    @model_validator(mode="after")
+    def _normalise_query(self) -> SearchRequest:
+        if isinstance(self.query, str):  # pragma: no cover - the before-validator converts
+            self.query = Query(text=self.query)
+        return self
+
+    @property
+    def query_text(self) -> str:
+        assert isinstance(self.query, Query)
+        return self.query.text
+
+    @property
+    def lang(self) -> str | None:
+        """``query.lang`` wins over ``constraints.lang``."""
+        assert isinstance(self.query, Query)
+        return self.query.lang or self.constraints.lang
+
+
+# --- response --------------------------------------------------------------------------
+
+
+class Score(BaseModel):
+    rank: int = Field(description="1-based position in the response.")
+    relevance: float = Field(ge=0.0, le=1.0)
+    method: str
+
+
+class FetchInfo(BaseModel):
+    status: FetchStatus = "skipped"
+    skip_reason: SkipReason | None = None
+    error: str | None = Field(default=None, description="Why the fetch failed or was skipped.")
+    http_status: int | None = None
+    content_type: str | None = None
+    downloaded_bytes: int = 0
+    truncated: bool = False
+    extracted_chars: int = 0
+    cached: bool = False
+
+
+class Item(BaseModel):
+    """One web result (UCP-1 section 7.1)."""
+
+    id: str
+    type: Literal["web_result"] = "web_result"
+    title: str
+    url: str
+    retrieved_utc: str
+    engine: str
+    engines: list[str] = Field(default_factory=list, description="Engines inside the backend.")
+    snippet: str
+    published_utc: str | None = None
+    category: str | None = None
+    score: Score
+    fetch: FetchInfo = Field(default_factory=FetchInfo)
+    content: str | None = Field(default=None, description="Extracted text (full mode).")
+
+
+class ErrorEntry(BaseModel):
+    stage: str = Field(description="search, fetch, extract, render, ...")
+    source: str = Field(description="The backend name or page URL concerned.")
+    reason: str
+
+
+class Meta(BaseModel):
+    backend_used: str | None
+    fallback_used: bool
+    pick_applied: bool
+    pick_ids: list[int]
+    mode_used: SearchMode
+    timing_ms: dict[str, int]
+    errors: list[ErrorEntry] = Field(default_factory=list)
+    backends_tried: list[str] = Field(default_factory=list)
+
+
+class Usage(BaseModel):
+    results_returned: int
+    context_chars: int
+    fetch_pages_used: int
+
+
+class Producer(BaseModel):
+    name: str
+    version: str
+
+
+class SearchResponse(BaseModel):
+    """The Universal Context Pack, version 1."""
+
+    schema_: Literal["ucp-1"] = Field(default=SCHEMA, alias="schema")
+    created_utc: str
+    producer: Producer
+    request: dict[str, Any]
+    meta: Meta
+    usage: Usage
+    items: list[Item] | None = None
+    rendered_text: str | None = None
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    def to_wire(self, want: Want) -> dict[str, Any]:
+        """The JSON-ready dict, leaving out the parts the request did not want."""
+        data = self.model_dump(mode="json", by_alias=True)
+        if not want.items:
+            data.pop("items", None)
+        if not want.rendered_text:
+            data.pop("rendered_text", None)
+        return data
+
+
+class ErrorBody(BaseModel):
+    type: str
+    message: str
+    field: str | None = None
+    backends: list[dict[str, str]] | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody

@@ -1,0 +1,110 @@
+"""Deadlines and circuit breakers.
+
+Both take an injectable clock so that tests can move time instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from searcher.config import BreakerSettings
+
+Clock = Callable[[], float]
+BreakerState = Literal["closed", "open", "half_open"]
+
+
+class Deadline:
+    """A point in time after which a request must return what it has."""
+
+    def __init__(self, budget_s: float, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self.started = clock()
+        self.at = self.started + budget_s
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self.at - self._clock())
+
+    @property
+    def expired(self) -> bool:
+        return self._clock() >= self.at
+
+    def cap(self, timeout_s: float) -> float:
+        """``timeout_s``, shortened so that it ends no later than the deadline."""
+        return max(0.0, min(timeout_s, self.remaining()))
+
+    def elapsed_ms(self) -> int:
+        return int((self._clock() - self.started) * 1000)
+
+
+@dataclass(frozen=True)
+class BreakerSnapshot:
+    state: BreakerState
+    consecutive_failures: int
+    last_error: str | None
+    opened_for_s: float | None
+
+
+class CircuitBreaker:
+    """Closed -> open after ``failure_threshold`` consecutive failures (calls then fail fast)
+    -> half-open after ``recovery_timeout`` seconds, letting up to ``half_open_max_calls``
+    trial calls through -> closed after that many successes, or open again on a failure.
+    """
+
+    def __init__(self, settings: BreakerSettings, clock: Clock = time.monotonic) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._state: BreakerState = "closed"
+        self._failures = 0
+        self._opened_at = 0.0
+        self._trial_in_flight = 0
+        self._trial_successes = 0
+        self.last_error: str | None = None
+
+    @property
+    def state(self) -> BreakerState:
+        if self._state == "open" and self._clock() - self._opened_at >= self._settings.recovery_timeout:
+            self._state = "half_open"
+            self._trial_in_flight = 0
+            self._trial_successes = 0
+        return self._state
+
+    def allow(self) -> bool:
+        """Whether a call may go ahead now; a half-open breaker admits a bounded few."""
+        state = self.state
+        if state == "closed":
+            return True
+        if state == "open":
+            return False
+        if self._trial_in_flight + self._trial_successes >= self._settings.half_open_max_calls:
+            return False
+        self._trial_in_flight += 1
+        return True
+
+    def record_success(self) -> None:
+        self._failures = 0
+        if self._state == "half_open":
+            self._trial_in_flight = max(0, self._trial_in_flight - 1)
+            self._trial_successes += 1
+            if self._trial_successes >= self._settings.half_open_max_calls:
+                self._state = "closed"
+
+    def record_failure(self, reason: str) -> None:
+        self.last_error = reason
+        self._failures += 1
+        if self._state == "half_open" or self._failures >= self._settings.failure_threshold:
+            self._state = "open"
+            self._opened_at = self._clock()
+
+    def release(self) -> None:
+        """A call admitted by ``allow`` ended without a verdict (e.g. it was cancelled)."""
+        if self._state == "half_open":
+            self._trial_in_flight = max(0, self._trial_in_flight - 1)
+
+    def snapshot(self) -> BreakerSnapshot:
+        state = self.state
+        opened_for = self._clock() - self._opened_at if state == "open" else None
+        return BreakerSnapshot(state, self._failures, self.last_error, opened_for)
