@@ -1,0 +1,248 @@
+"""Pages that misbehave: hangs, error statuses, huge and bomb bodies, slow drips,
+redirect chains and loops, wrong or mislabelled content types."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import threading
+import zlib
+from collections.abc import AsyncIterator
+
+from .asgi import HTML, TEXT, Request, Router
+from .corpus import corpus
+
+router = Router()
+
+MB = 1024 * 1024
+
+
+def _int(req: Request, name: str, default: int, lo: int = 0, hi: int = 1 << 40) -> int | None:
+    raw = req.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        return None
+    return value if lo <= value <= hi else None
+
+
+@router.route("/hang")
+async def hang(req: Request) -> None:
+    await req.hang()
+
+
+@router.route("/status/{code:int}")
+async def status(req: Request) -> None:
+    code = int(req.params["code"])
+    if not 200 <= code <= 599:
+        await req.respond(400, b"status must be 200-599", TEXT)
+        return
+    body = f"<html><head><title>{code}</title></head><body><h1>Status {code}</h1></body></html>"
+    await req.respond(code, body.encode())
+
+
+# ---- /huge ---------------------------------------------------------------------------
+
+_HUGE_HEAD = b"<!doctype html><html><head><title>Huge page</title></head><body>\n"
+_HUGE_TAIL = b"</body></html>\n"
+_HUGE_LINE = b"<p>All work and no play makes Jack a dull boy. " * 8 + b"</p>\n"
+_HUGE_CHUNK = (_HUGE_LINE * (64 * 1024 // len(_HUGE_LINE) + 1))[: 64 * 1024]
+
+
+async def _huge_chunks(n: int) -> AsyncIterator[bytes]:
+    if n < len(_HUGE_HEAD) + len(_HUGE_TAIL):
+        yield (_HUGE_HEAD + _HUGE_TAIL)[:n]
+        return
+    yield _HUGE_HEAD
+    left = n - len(_HUGE_HEAD) - len(_HUGE_TAIL)
+    while left > 0:
+        chunk = _HUGE_CHUNK if left >= len(_HUGE_CHUNK) else _HUGE_CHUNK[:left]
+        left -= len(chunk)
+        yield chunk
+    yield _HUGE_TAIL
+
+
+@router.route("/huge")
+async def huge(req: Request) -> None:
+    n = _int(req, "bytes", 50 * MB)
+    if n is None:
+        await req.respond(400, b"bad bytes", TEXT)
+        return
+    await req.stream(200, _huge_chunks(n), HTML, length=n)
+
+
+# ---- /gzip-bomb ----------------------------------------------------------------------
+
+GZIP_BOMB_SIZE = 1 << 30  # decompressed size, 1 GiB
+_bomb: bytes | None = None
+_bomb_lock = threading.Lock()
+
+
+def gzip_bomb() -> bytes:
+    """A ~1 MB gzip member that inflates to 1 GiB of HTML-ish text (built once, cached).
+
+    A 1 MiB block of one repeated byte is deflated once after a full flush; since a full
+    flush resets the compressor's state, the same compressed segment is valid again and
+    again, so it is repeated instead of compressing a gigabyte.
+    """
+    global _bomb
+    with _bomb_lock:
+        if _bomb is not None:
+            return _bomb
+        head = b"<!doctype html><html><head><title>Bomb</title></head><body>\n<p>"
+        block = b"A" * MB
+        n = (GZIP_BOMB_SIZE - len(head)) // MB - 1
+        tail = b"A" * (GZIP_BOMB_SIZE - len(head) - n * MB - 32) + b"</p>\n</body></html>\n"
+        tail = tail.ljust(GZIP_BOMB_SIZE - len(head) - n * MB, b"\n")
+        comp = zlib.compressobj(9, zlib.DEFLATED, -15, 9)
+        first = comp.compress(head) + comp.flush(zlib.Z_FULL_FLUSH)
+        segment = comp.compress(block) + comp.flush(zlib.Z_FULL_FLUSH)
+        last = comp.compress(tail) + comp.flush()
+        crc = zlib.crc32(head)
+        for _ in range(n):
+            crc = zlib.crc32(block, crc)
+        crc = zlib.crc32(tail, crc)
+        header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+        trailer = struct.pack("<II", crc & 0xFFFFFFFF, GZIP_BOMB_SIZE & 0xFFFFFFFF)
+        _bomb = b"".join([header, first, segment * n, last, trailer])
+        return _bomb
+
+
+async def _chunks(data: bytes, size: int = 64 * 1024) -> AsyncIterator[bytes]:
+    view = memoryview(data)
+    for i in range(0, len(data), size):
+        yield bytes(view[i : i + size])
+
+
+@router.route("/gzip-bomb")
+async def bomb(req: Request) -> None:
+    data = _bomb if _bomb is not None else await asyncio.to_thread(gzip_bomb)
+    await req.stream(
+        200, _chunks(data), "text/html", length=len(data), headers=[("content-encoding", "gzip")]
+    )
+
+
+# ---- /drip ---------------------------------------------------------------------------
+
+
+async def _drip_chunks(req: Request, n: int, interval: float) -> AsyncIterator[bytes]:
+    body = (_HUGE_HEAD + _HUGE_LINE * (n // len(_HUGE_LINE) + 1))[: max(0, n - len(_HUGE_TAIL))]
+    body = (body + _HUGE_TAIL)[:n]
+    for i in range(0, n, 10):
+        if i:
+            await asyncio.sleep(interval)
+            if req.app.shutting_down.is_set():  # finish at once so shutdown is quick
+                yield body[i:]
+                return
+        yield body[i : i + 10]
+
+
+@router.route("/drip")
+async def drip(req: Request) -> None:
+    n = _int(req, "bytes", 1000)
+    ms = _int(req, "interval_ms", 100)
+    if n is None or ms is None:
+        await req.respond(400, b"bad bytes or interval_ms", TEXT)
+        return
+    await req.stream(200, _drip_chunks(req, n, ms / 1000), HTML, length=n)
+
+
+# ---- redirects -----------------------------------------------------------------------
+
+
+@router.route("/redirect-loop/a")
+async def loop_a(req: Request) -> None:
+    await req.redirect("/redirect-loop/b")
+
+
+@router.route("/redirect-loop/b")
+async def loop_b(req: Request) -> None:
+    await req.redirect("/redirect-loop/a")
+
+
+@router.route("/redirect/{n:int}")
+async def chain(req: Request) -> None:
+    n = int(req.params["n"])
+    if n < 0:
+        await req.respond(400, b"negative n", TEXT)
+    elif n == 0:
+        await req.redirect(f"/pages/{corpus().first_id}")
+    else:
+        await req.redirect(f"/redirect/{n - 1}")
+
+
+@router.route("/redirect-to")
+async def redirect_to(req: Request) -> None:
+    url = req.query.get("url")
+    if not url:
+        await req.respond(400, b"missing url", TEXT)
+        return
+    await req.redirect(url)
+
+
+# ---- wrong or mislabelled types ------------------------------------------------------
+
+_PDF = (
+    b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n"
+    b"2 0 obj\n<< /Type /Pages /Kids [3 0 R] /Count 1 >>\nendobj\n"
+    b"3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>\nendobj\n"
+    + b"% padding so the document is a few kilobytes long\n" * 80
+    + b"trailer\n<< /Root 1 0 R >>\n%%EOF\n"
+)
+
+
+def _png(width: int = 16, height: int = 16) -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
+    rows = b"".join(b"\x00" + b"\xcc\x33\x33" * width for _ in range(height))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+_PNG = _png()
+
+TEXT_PAGE = (
+    "Plain text page\n\n"
+    "This document is served as text/plain rather than HTML. It has a few paragraphs so "
+    "that an extractor has something to keep.\n\n"
+    "The second paragraph talks about the testbed: a local web on 127.0.0.1 that speaks the "
+    "real wire formats of SearXNG and Brave and serves real news pages.\n\n"
+    "The third paragraph has non-ASCII text to check decoding: café, naïve, Zürich, 東京.\n"
+)
+
+MISLABELLED = json.dumps(
+    {"note": "this is JSON served as text/html", "items": [1, 2, 3], "ok": True}
+).encode()
+
+
+@router.route("/wrong-type")
+async def wrong_type(req: Request) -> None:
+    await req.respond(200, _PDF, "application/pdf")
+
+
+@router.route("/image")
+async def image(req: Request) -> None:
+    await req.respond(200, _PNG, "image/png")
+
+
+@router.route("/text")
+async def text(req: Request) -> None:
+    await req.respond(200, TEXT_PAGE.encode("utf-8"), TEXT)
+
+
+@router.route("/mislabelled")
+async def mislabelled(req: Request) -> None:
+    await req.respond(200, MISLABELLED, "text/html")

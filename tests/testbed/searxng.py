@@ -1,0 +1,266 @@
+"""SearXNG's JSON API (``/search?format=json``), with behaviours chosen by base path.
+
+A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
+``{base}/search?q=...&format=json&pageno=...``:
+
+- ``/searxng``                   normal answers from the in-memory search (10 per page)
+- ``/searxng/slow/{ms}``         the same, after ``ms`` milliseconds
+- ``/searxng/hang``              never answers
+- ``/searxng/status/{code}``     that status, small HTML body
+- ``/searxng/garbage``           200 ``application/json`` whose body is not JSON
+- ``/searxng/html``              200 ``text/html`` page instead of JSON
+- ``/searxng/unresponsive``      200, no results, two unresponsive engines
+- ``/searxng/empty``             200, no results
+- ``/searxng/fixed/{n}``         200 at once with ``n`` canned results (overhead benchmark)
+- ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
+- ``/searxng/mixed``             normal results with misbehaving URLs interleaved
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from .asgi import HTML, JSON, Request, Router
+from .corpus import Corpus, corpus
+
+router = Router()
+
+PER_PAGE = 10
+
+# URL paths (on the testbed itself) that misbehave when fetched; ``mixed`` results use them.
+MISBEHAVING_PATHS = (
+    "/hang",
+    "/status/500",
+    "/gzip-bomb",
+    "/redirect-loop/a",
+    "/wrong-type",
+    "/huge",
+    "/drip?bytes=100000&interval_ms=200",
+    "/status/404",
+    "/image",
+    "/redirect-to?url=http://169.254.169.254/latest/meta-data/",
+)
+
+
+def _envelope(query: str, results: list[dict[str, Any]], unresponsive: list[list[str]]) -> dict:
+    return {
+        "query": query,
+        "number_of_results": 0,
+        "results": results,
+        "answers": [],
+        "corrections": [],
+        "infoboxes": [],
+        "suggestions": [],
+        "unresponsive_engines": unresponsive,
+    }
+
+
+def result(c: Corpus, base: str, pid: str, query: str, rank: int, score: float) -> dict[str, Any]:
+    page = c.pages[pid]
+    url = f"{base}/pages/{pid}"
+    return _result(
+        url, page.title, c.snippet(pid, query), page.engines, rank, score, page.published
+    )
+
+
+def _result(
+    url: str,
+    title: str,
+    content: str,
+    engines: list[str],
+    rank: int,
+    score: float,
+    published: str | None,
+) -> dict[str, Any]:
+    parts = urlsplit(url)
+    return {
+        "url": url,
+        "title": title,
+        "content": content,
+        "engine": engines[0],
+        "engines": engines,
+        "positions": [rank + i for i in range(len(engines))],
+        "score": score,
+        "category": "general",
+        "publishedDate": published,
+        "parsed_url": [parts.scheme, parts.netloc, parts.path, "", parts.query, parts.fragment],
+        "template": "default.html",
+        "thumbnail": "",
+        "img_src": "",
+        "priority": "",
+    }
+
+
+def search_results(base: str, query: str, pageno: int) -> list[dict[str, Any]]:
+    c = corpus().load()
+    hits = c.search(query)
+    start = (pageno - 1) * PER_PAGE
+    return [
+        result(c, base, h.id, query, start + i + 1, h.score)
+        for i, h in enumerate(hits[start : start + PER_PAGE])
+    ]
+
+
+async def _check(req: Request) -> tuple[str, int] | None:
+    """Validate like SearXNG does; answer the error and return None when invalid."""
+    if req.query.get("format") != "json":
+        await req.respond(403, b"<html><body><h1>403 Forbidden</h1></body></html>", HTML)
+        return None
+    q = req.query.get("q", "")
+    if not q.strip():
+        await req.json(400, {"error": "No query"})
+        return None
+    try:
+        pageno = int(req.query.get("pageno") or 1)
+    except ValueError:
+        pageno = 0
+    if pageno < 1:
+        await req.json(400, {"error": "search error: invalid pageno"})
+        return None
+    return q, pageno
+
+
+async def answer(req: Request) -> None:
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, pageno = checked
+    await req.json(200, _envelope(q, search_results(req.base_url, q, pageno), []))
+
+
+@router.route("/searxng/search")
+async def normal(req: Request) -> None:
+    await answer(req)
+
+
+@router.route("/searxng/slow/{ms:int}/search")
+async def slow(req: Request) -> None:
+    if await req.pause(max(0, int(req.params["ms"])) / 1000):
+        await answer(req)
+
+
+@router.route("/searxng/hang/search")
+async def hang(req: Request) -> None:
+    await req.hang()
+
+
+@router.route("/searxng/status/{code:int}/search")
+async def status(req: Request) -> None:
+    code = int(req.params["code"])
+    if not 200 <= code <= 599:
+        code = 500
+    body = f"<html><head><title>{code}</title></head><body><h1>Error {code}</h1></body></html>"
+    await req.respond(code, body.encode())
+
+
+@router.route("/searxng/garbage/search")
+async def garbage(req: Request) -> None:
+    await req.respond(200, b'{"query": "x", "results": [{"url": "http://', JSON)
+
+
+@router.route("/searxng/html/search")
+async def html_page(req: Request) -> None:
+    body = (
+        "<!DOCTYPE html><html><head><title>SearXNG</title></head><body>"
+        "<form id='search' action='/search'><input name='q'></form>"
+        "<article class='result'><h3><a href='https://example.org/'>Example</a></h3></article>"
+        "</body></html>"
+    )
+    await req.respond(200, body.encode())
+
+
+@router.route("/searxng/unresponsive/search")
+async def unresponsive(req: Request) -> None:
+    checked = await _check(req)
+    if checked is not None:
+        await req.json(200, _envelope(checked[0], [], [["google", "timeout"], ["bing", "CAPTCHA"]]))
+
+
+@router.route("/searxng/empty/search")
+async def empty(req: Request) -> None:
+    checked = await _check(req)
+    if checked is not None:
+        await req.json(200, _envelope(checked[0], [], []))
+
+
+@router.route("/searxng/flaky/{k:int}/search")
+async def flaky(req: Request) -> None:
+    if req.app.count(("searxng-flaky", int(req.params["k"]))) <= int(req.params["k"]):
+        await req.respond(500, b"<html><body><h1>500 Internal Server Error</h1></body></html>")
+    else:
+        await answer(req)
+
+
+@router.route("/searxng/mixed/search")
+async def mixed(req: Request) -> None:
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, pageno = checked
+    base = req.base_url
+    good = search_results(base, q, pageno)
+    out: list[dict[str, Any]] = []
+    for i, r in enumerate(good):
+        out.append(r)
+        path = MISBEHAVING_PATHS[i % len(MISBEHAVING_PATHS)]
+        bad = _result(
+            base + path,
+            f"Misbehaving {path}",
+            f"This result points at {path}.",
+            ["bing"],
+            len(out) + 1,
+            0.1,
+            None,
+        )
+        out.append(bad)
+    for i, r in enumerate(out):
+        r["positions"] = [i + 1]
+    await req.json(200, _envelope(q, out, []))
+
+
+# ---- fixed: canned answers, precomputed bytes ------------------------------------------
+
+_fixed_cache: dict[tuple[str, int], bytes] = {}
+
+
+def fixed_tail(base: str, n: int) -> bytes:
+    """Everything after ``{"query": <q>`` for ``n`` canned results (cached)."""
+    key = (base, n)
+    tail = _fixed_cache.get(key)
+    if tail is None:
+        c = corpus().load()
+        results = []
+        for i in range(n):
+            pid = c.ids[i % len(c.ids)]
+            page = c.pages[pid]
+            url = f"{base}/pages/{pid}" + (f"?v={i // len(c.ids)}" if i >= len(c.ids) else "")
+            body = " ".join(page.body.split())[:200]
+            results.append(
+                _result(
+                    url,
+                    page.title,
+                    body,
+                    page.engines,
+                    i + 1,
+                    round(1.0 / (i + 1), 4),
+                    page.published,
+                )
+            )
+        env = _envelope("", results, [])
+        del env["query"]
+        tail = b", " + json.dumps(env, ensure_ascii=False).encode()[1:]
+        _fixed_cache[key] = tail
+    return tail
+
+
+@router.route("/searxng/fixed/{n:int}/search")
+async def fixed(req: Request) -> None:
+    if req.query.get("format") != "json":
+        await req.respond(403, b"<html><body><h1>403 Forbidden</h1></body></html>", HTML)
+        return
+    n = max(0, int(req.params["n"]))
+    q = req.query.get("q", "")
+    body = b'{"query": ' + json.dumps(q, ensure_ascii=False).encode() + fixed_tail(req.base_url, n)
+    await req.respond(200, body, JSON)

@@ -1,0 +1,201 @@
+"""Run the testbed app under uvicorn on 127.0.0.1: in a background thread
+(``TestbedServer``, for tests) or in the foreground (``python -m tests.testbed``)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+from .app import LoggedRequest, TestbedApp
+from .corpus import corpus
+
+HOST = "127.0.0.1"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which first calls ``on_shutdown`` (the testbed uses it to end
+    hanging and slow handlers at once instead of holding up the graceful shutdown)."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Any = None) -> None:
+        super().__init__(config)
+        self.on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.on_shutdown is not None:
+            self.on_shutdown()
+        await super().shutdown(sockets=sockets)
+
+
+def bind(host: str = HOST, port: int = 0) -> socket.socket:
+    """A socket bound to ``host:port`` (0: a free port). Only 127.0.0.1 is allowed."""
+    if host != HOST:
+        raise ValueError(f"the testbed only binds {HOST}, not {host!r}")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def make_server(
+    app: Any, log_config: Any = None, lifespan: str = "off", on_shutdown: Any = None
+) -> _Server:
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        log_config=log_config,
+        access_log=False,
+        lifespan=lifespan,
+        ws="none",
+        loop="auto",
+        http="auto",
+        timeout_graceful_shutdown=2,
+    )
+    return _Server(config, on_shutdown)
+
+
+class ThreadedServer:
+    """Any ASGI app under uvicorn on 127.0.0.1, in a background thread with its own loop.
+    Tests use it for the testbed and for searcher's own app (lifespan on)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, app: Any, port: int = 0, host: str = HOST, lifespan: str = "off") -> None:
+        if host != HOST:
+            raise ValueError(f"the testbed only binds {HOST}, not {host!r}")
+        self.host = host
+        self.app = app
+        self._requested_port = port
+        self._lifespan = lifespan
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self._port: int | None = None
+        self._error: BaseException | None = None
+
+    def _on_shutdown(self) -> None:
+        """Hook for subclasses: called when the server starts to stop."""
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> Any:
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        self._sock = bind(self.host, self._requested_port)
+        self._port = self._sock.getsockname()[1]
+        self._server = make_server(self.app, lifespan=self._lifespan, on_shutdown=self._on_shutdown)
+        self._thread = threading.Thread(target=self._run, name="test-uvicorn", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if self._error is not None or not self._thread.is_alive():
+                self._cleanup()
+                raise RuntimeError("server failed to start") from self._error
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"server not ready after {timeout} s")
+            time.sleep(0.005)
+        return self
+
+    def _run(self) -> None:
+        assert self._server is not None and self._sock is not None
+        try:
+            self._server.run(sockets=[self._sock])
+        except BaseException as exc:  # surfaced by start()
+            self._error = exc
+
+    def stop(self, timeout: float = 10.0) -> None:
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        server.should_exit = True
+        thread.join(timeout / 2)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(timeout / 2)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = None
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # ---- access ----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("TestbedServer not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, path: str = "/") -> str:
+        """Absolute URL of ``path`` on this server."""
+        return self.base_url + (path if path.startswith("/") else "/" + path)
+
+
+class TestbedServer(ThreadedServer):
+    """The testbed in a background thread with its own event loop.
+
+    Usage::
+
+        with TestbedServer() as tb:
+            httpx.get(tb.page_url(aeb_ids()[0]))
+    """
+
+    def __init__(self, port: int = 0, host: str = HOST, log_limit: int = 10_000) -> None:
+        super().__init__(TestbedApp(log_limit=log_limit), port, host)
+
+    def _on_shutdown(self) -> None:
+        self.app.shutting_down.set()
+
+    def start(self, timeout: float = 10.0) -> TestbedServer:
+        corpus().load()  # fail early (missing data) and keep the first request fast
+        server: TestbedServer = super().start(timeout)
+        return server
+
+    def searxng_url(self, behaviour: str = "") -> str:
+        """Base URL for a SearXNG backend, e.g. ``searxng_url("slow/500")``; the backend
+        appends ``/search``."""
+        return self.base_url + "/searxng" + (f"/{behaviour.strip('/')}" if behaviour else "")
+
+    def brave_url(self, behaviour: str = "") -> str:
+        """Base URL for a Brave backend, e.g. ``brave_url("status/429")``; the backend
+        appends ``/res/v1/web/search``."""
+        return self.base_url + "/brave" + (f"/{behaviour.strip('/')}" if behaviour else "")
+
+    def page_url(self, pid: str) -> str:
+        return f"{self.base_url}/pages/{pid}"
+
+    @property
+    def log(self) -> list[LoggedRequest]:
+        """Requests since the last reset (oldest first), as (path, query, headers)."""
+        return self.app.log
+
+    def reset(self) -> None:
+        """Clear the request log and the flaky counters."""
+        self.app.reset()
