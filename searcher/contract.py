@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 MAX_QUERY_CHARS = 2000
 SCHEMA = "ucp-1"
@@ -120,7 +120,7 @@ class Budget(_Strict):
 class SearchRequest(_Strict):
     """``POST /v1/search`` body."""
 
-    query: str | Query = Field(description='A string, or {"text": ..., "lang": ...}.')
+    query: Query = Field(description='A string, or {"text": ..., "lang": ...}.')
     intent: str | None = Field(
         default=None,
         max_length=64,
@@ -134,27 +134,20 @@ class SearchRequest(_Strict):
     @field_validator("query", mode="before")
     @classmethod
     def _query_shape(cls, value: Any) -> Any:
+        # The short form is sugar for the object form; both validate as Query.
         if isinstance(value, str):
-            return Query(text=value)
-        if isinstance(value, dict):
+            return {"text": value}
+        if isinstance(value, dict | Query):
             return value
         raise ValueError("must be a string or an object with 'text'")
 
-    @model_validator(mode="after")
-    def _normalise_query(self) -> SearchRequest:
-        if isinstance(self.query, str):  # pragma: no cover - the before-validator converts
-            self.query = Query(text=self.query)
-        return self
-
     @property
     def query_text(self) -> str:
-        assert isinstance(self.query, Query)
         return self.query.text
 
     @property
     def lang(self) -> str | None:
         """``query.lang`` wins over ``constraints.lang``."""
-        assert isinstance(self.query, Query)
         return self.query.lang or self.constraints.lang
 
 

@@ -137,3 +137,7 @@ class FetchHTTPError(FetchError):
 
 class TooManyRedirects(FetchError):
     pass
+
+
+class ExtractionError(FetchError):
+    """The page was fetched but its main text could not be extracted (e.g. a worker crashed)."""

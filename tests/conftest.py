@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from searcher.api.app import create_app
+from searcher.config import Settings
+from tests.ddgs_fake import FakeDDGS
 from tests.testbed import TestbedServer
+from tests.testbed.server import ThreadedServer
 from tests.testbed import aeb_ids as _aeb_ids
 from tests.testbed import ground_truth as _ground_truth
 
@@ -35,3 +41,59 @@ def aeb_ids() -> list[str]:
 def aeb_ground_truth() -> dict[str, dict[str, str]]:
     """``{id: {"url": ..., "articleBody": ...}}`` (do not mutate: shared)."""
     return _ground_truth()
+
+
+# --- searcher itself, pointed at the testbed ------------------------------------------
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@pytest.fixture
+def make_settings(testbed: TestbedServer, tmp_path: Path) -> Callable[..., Settings]:
+    """Settings with every backend pointed at the testbed (DuckDuckGo off unless a test
+    turns it on with a fake), the testbed allow-listed for fetching, a private cache."""
+
+    def build(**overrides: Any) -> Settings:
+        base: dict[str, Any] = {
+            "backends": {
+                "order": ["searxng", "duckduckgo", "brave"],
+                "searxng": {"base_url": testbed.searxng_url()},
+                "duckduckgo": {"enabled": False},
+                "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
+            },
+            "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"], "extract_workers": 1},
+            "service": {"cache": {"dir": str(tmp_path / "cache")}},
+        }
+        return Settings.model_validate(_merge(base, overrides))
+
+    return build
+
+
+@pytest.fixture
+def serve_searcher() -> Iterator[Callable[..., str]]:
+    """Start searcher's own app under uvicorn on 127.0.0.1; returns its base URL."""
+    servers: list[ThreadedServer] = []
+
+    def start(settings: Settings, ddgs: FakeDDGS | None = None) -> str:
+        app = create_app(settings, ddgs_factory=ddgs.factory if ddgs else None)
+        server = ThreadedServer(app, lifespan="on").start()
+        servers.append(server)
+        return server.base_url
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def matching_query(aeb_ids: list[str]) -> str:
+    """A query with several matching testbed pages."""
+    return "Google Stadia Microsoft xCloud Apple Arcade games"

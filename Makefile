@@ -1,0 +1,36 @@
+# Every target sets up what it needs first: a fresh clone needs only python3 (>= 3.11).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install serve search test lint bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(BIN)/.installed  ## Create .venv and install searcher with its test tools.
+
+serve: install  ## Run the HTTP API on http://127.0.0.1:8080 (docs at /docs).
+	$(BIN)/searcher serve
+
+search: install  ## One search from the command line: make search Q="what is bm25"
+	$(BIN)/searcher search "$(Q)"
+
+lint: install  ## Formatting, lint and types.
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: lint  ## Lint, then the whole test suite against the local testbed.
+	$(BIN)/pytest
+
+bench: install  ## The benchmarks (slow; not part of CI).
+	$(BIN)/python -m bench.overhead
+	$(BIN)/python -m bench.full_mode
+	$(BIN)/python -m bench.extraction
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

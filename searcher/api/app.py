@@ -1,0 +1,137 @@
+"""The HTTP app: v1 routes over one ``SearchService`` built in the app's lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+from searcher import __version__
+from searcher.api.body_limit import BodyLimitMiddleware
+from searcher.api.errors import install_error_handlers
+from searcher.backends.duckduckgo import SearcherFactory
+from searcher.backends.registry import backend_status
+from searcher.config import Settings, load_settings
+from searcher.contract import ErrorResponse, SearchRequest, SearchResponse
+from searcher.runtime import Runtime, open_service
+
+
+class BackendHealth(BaseModel):
+    enabled: bool
+    configured: bool
+    note: str | None
+    breaker: str | None
+    consecutive_failures: int
+    last_error: str | None
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    backends: dict[str, BackendHealth]
+
+
+class CacheStats(BaseModel):
+    enabled: bool
+    dir: str
+    entries: int
+    bytes: int
+    hits: int
+    misses: int
+
+
+class CacheCleared(BaseModel):
+    removed: int
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    413: {"model": ErrorResponse, "description": "Body over the size limit."},
+    422: {"model": ErrorResponse, "description": "Invalid request; `error.field` names the field."},
+    502: {"model": ErrorResponse, "description": "Every backend failed; each is listed."},
+}
+
+
+def create_app(
+    settings: Settings | None = None, *, ddgs_factory: SearcherFactory | None = None
+) -> FastAPI:
+    """The ASGI app. ``ddgs_factory`` replaces the DuckDuckGo library (tests only)."""
+    settings = settings or load_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_service(settings, ddgs_factory=ddgs_factory) as runtime:
+            app.state.runtime = runtime
+            yield
+
+    app = FastAPI(
+        title="searcher",
+        version=__version__,
+        summary="Search API for LLMs and agents: fused web results packed as evidence.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    install_error_handlers(app)
+
+    @app.post(
+        "/v1/search",
+        response_model=SearchResponse,
+        responses=_ERRORS,
+        summary="Search the web and return a UCP-1 context pack",
+    )
+    async def search(body: SearchRequest, request: Request) -> Response:
+        response = await _runtime(request).service.search(body)
+        return _json(response.to_wire(body.want))
+
+    @app.get("/v1/health", response_model=Health, summary="Backends and their circuit breakers")
+    async def health(request: Request) -> Response:
+        runtime = _runtime(request)
+        backends = {}
+        for name, status in backend_status(runtime.settings).items():
+            breaker = runtime.pool.breakers.get(name)
+            snap = breaker.snapshot() if breaker else None
+            backends[name] = BackendHealth(
+                enabled=status.enabled,
+                configured=status.configured,
+                note=status.note,
+                breaker=snap.state if snap else None,
+                consecutive_failures=snap.consecutive_failures if snap else 0,
+                last_error=snap.last_error if snap else None,
+            )
+        usable = [n for n, b in backends.items() if b.breaker is not None]
+        healthy = [n for n in usable if backends[n].breaker != "open"]
+        state = "ok" if healthy else "degraded"
+        return _json(Health(status=state, version=__version__, backends=backends).model_dump())
+
+    @app.get("/v1/cache/stats", response_model=CacheStats, summary="Extraction cache statistics")
+    async def cache_stats(request: Request) -> Response:
+        runtime = _runtime(request)
+        stats = await asyncio.to_thread(runtime.cache.stats)  # scans the cache directory
+        return _json(
+            CacheStats(
+                enabled=runtime.settings.service.cache.enabled,
+                dir=str(runtime.settings.cache_dir()),
+                **stats,
+            ).model_dump()
+        )
+
+    @app.post("/v1/cache/clear", response_model=CacheCleared, summary="Empty the extraction cache")
+    async def cache_clear(request: Request) -> Response:
+        removed = await _runtime(request).cache.clear()
+        return _json({"removed": removed})
+
+    return app

@@ -1,0 +1,79 @@
+"""Our exceptions -> HTTP responses, in exactly one place. No response carries a traceback."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError
+
+log = logging.getLogger("searcher.api")
+
+
+def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {"type": type_, "message": message}
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return JSONResponse({"error": body}, status_code=status)
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] == "body":
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+def validation_error(exc: RequestValidationError) -> JSONResponse:
+    """The first problem, naming its field; every problem listed under ``errors``."""
+    problems = []
+    for err in exc.errors():
+        field = _field_of(tuple(err.get("loc", ())))
+        message = err.get("msg", "invalid")
+        if err.get("type") == "json_invalid":
+            field, message = "body", f"malformed JSON: {err.get('ctx', {}).get('error', message)}"
+        elif err.get("type") == "extra_forbidden":
+            message = "unknown field"
+        elif err.get("type") == "missing" and field == "body":
+            message = "a JSON object body is required"
+        problems.append({"field": field, "message": message})
+    first = problems[0] if problems else {"field": "body", "message": "invalid request"}
+    return error_response(
+        422, "invalid_request", f"{first['field']}: {first['message']}",
+        field=first["field"], errors=problems,
+    )  # fmt: skip
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the mapping once, at start-up."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_error(exc)
+
+    @app.exception_handler(InvalidRequest)
+    async def _on_invalid(_: Request, exc: InvalidRequest) -> JSONResponse:
+        return error_response(422, "invalid_request", str(exc), field=exc.field)
+
+    @app.exception_handler(AllBackendsFailed)
+    async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:
+        backends = [{"backend": f.backend, "reason": f.reason} for f in exc.failures]
+        return error_response(502, "all_backends_failed", str(exc), backends=backends)
+
+    @app.exception_handler(SearcherError)
+    async def _on_ours(_: Request, exc: SearcherError) -> JSONResponse:
+        log.error("unhandled searcher error", exc_info=exc)
+        return error_response(500, "internal_error", str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, "http_error", str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _on_crash(_: Request, exc: Exception) -> JSONResponse:
+        log.error("internal error", exc_info=exc)
+        return error_response(500, "internal_error", "internal error; see the server log")

@@ -1,0 +1,64 @@
+"""Brave Search through its web search API (``/res/v1/web/search``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from searcher.backends.base import (
+    BackendAnswer,
+    BackendQuery,
+    Capabilities,
+    Hit,
+    RequestParts,
+    json_object,
+)
+from searcher.backends.normalise import http_url, iso_utc, plain_text
+
+NAME = "brave"
+CAPABILITIES = Capabilities(paging=True, time_range=True, safesearch=True, language=True)
+MAX_COUNT = 20  # the API refuses more per call
+_FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
+_SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}
+
+
+def build_request(base_url: str, api_key: str, query: BackendQuery) -> RequestParts:
+    """The GET request for one page of Brave web results."""
+    params = {
+        "q": query.text,
+        "count": str(min(MAX_COUNT, max(1, query.max_results))),
+        "offset": str(max(0, query.pageno - 1)),
+    }
+    if query.lang:
+        params["search_lang"] = query.lang.split("-")[0].lower()
+    if query.time_range in _FRESHNESS:
+        params["freshness"] = _FRESHNESS[query.time_range]
+    if query.safesearch is not None:
+        params["safesearch"] = _SAFESEARCH[query.safesearch]
+    headers = {"Accept": "application/json", "X-Subscription-Token": api_key}
+    return RequestParts("GET", base_url.rstrip("/") + "/res/v1/web/search", params, headers)
+
+
+def _hit(raw: Mapping[str, Any]) -> Hit | None:
+    url = http_url(raw.get("url"))
+    if url is None:
+        return None
+    return Hit(
+        url=url,
+        title=plain_text(raw.get("title")) or url,
+        snippet=plain_text(raw.get("description")),
+        backend=NAME,
+        engines=(NAME,),
+        published=iso_utc(raw.get("page_age")),
+    )
+
+
+def parse_response(status: int, headers: Mapping[str, str], body: bytes) -> BackendAnswer:
+    """Hits from a Brave answer; Brave leaves out ``web`` entirely when nothing matched."""
+    data = json_object(NAME, headers, body)
+    web = data.get("web")
+    raw_results = web.get("results") if isinstance(web, dict) else None
+    if not isinstance(raw_results, list):
+        raw_results = []
+    hits = [hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw))]
+    return BackendAnswer(NAME, hits)

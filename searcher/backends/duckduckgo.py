@@ -1,0 +1,135 @@
+"""DuckDuckGo through the ``ddgs`` library (no API key).
+
+``ddgs`` is synchronous and can only reach the real internet, so it runs in a worker
+thread, and the object that talks to it is injectable: tests replace it at this boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from searcher.backends.base import BackendAnswer, BackendQuery, Capabilities, Hit
+from searcher.backends.normalise import http_url, plain_text
+from searcher.errors import (
+    BackendBadResponse,
+    BackendConnectError,
+    BackendError,
+    BackendHTTPError,
+    BackendTimeout,
+)
+
+NAME = "duckduckgo"
+CAPABILITIES = Capabilities(time_range=True, safesearch=True, language=True)
+_TIMELIMIT = {"day": "d", "week": "w", "month": "m", "year": "y"}
+_SAFESEARCH = {0: "off", 1: "moderate", 2: "on"}
+# DuckDuckGo regions are country-language; a bare language gets its usual country.
+_REGION_FOR_LANG = {
+    "en": "us-en", "de": "de-de", "fr": "fr-fr", "es": "es-es", "it": "it-it", "nl": "nl-nl",
+    "pt": "pt-pt", "ru": "ru-ru", "pl": "pl-pl", "sv": "se-sv", "ja": "jp-jp", "ko": "kr-kr",
+    "zh": "cn-zh", "tr": "tr-tr", "uk": "ua-uk", "cs": "cz-cs", "da": "dk-da", "fi": "fi-fi",
+}  # fmt: skip
+_COUNTRY_ALIASES = {"gb": "uk"}
+
+
+class TextSearcher(Protocol):
+    """The slice of ``ddgs.DDGS`` this backend uses."""
+
+    def text(self, query: str, **kwargs: Any) -> list[dict[str, Any]]: ...
+
+
+SearcherFactory = Callable[[float], TextSearcher]
+
+
+def default_factory(timeout_s: float) -> TextSearcher:
+    """A real ``ddgs.DDGS`` client."""
+    from ddgs import DDGS
+
+    client: TextSearcher = DDGS(timeout=max(1, math.ceil(timeout_s)))
+    return client
+
+
+def region_for(lang: str | None) -> str:
+    """``en`` -> ``us-en``, ``en-GB`` -> ``uk-en``; unknown or none -> ``wt-wt`` (no region)."""
+    if not lang:
+        return "wt-wt"
+    language, _, country = lang.replace("_", "-").lower().partition("-")
+    if country:
+        return f"{_COUNTRY_ALIASES.get(country, country)}-{language}"
+    return _REGION_FOR_LANG.get(language, "wt-wt")
+
+
+def search_kwargs(query: BackendQuery) -> dict[str, Any]:
+    """Keyword arguments for ``DDGS.text`` from our query."""
+    kwargs: dict[str, Any] = {
+        "region": region_for(query.lang),
+        "safesearch": _SAFESEARCH.get(query.safesearch if query.safesearch is not None else 1),
+        "max_results": query.max_results,
+        "backend": "duckduckgo",
+    }
+    if query.time_range in _TIMELIMIT:
+        kwargs["timelimit"] = _TIMELIMIT[query.time_range]
+    return kwargs
+
+
+def parse_results(rows: object) -> list[Hit]:
+    """Hits from ``DDGS.text`` rows (``title``, ``href``, ``body``)."""
+    if not isinstance(rows, list):
+        raise BackendBadResponse(NAME, f"expected a list of results, got {type(rows).__name__}")
+    hits = []
+    for row in rows:
+        url = http_url(row.get("href")) if isinstance(row, dict) else None
+        if url is None:
+            continue
+        title = plain_text(row.get("title")) or url
+        hits.append(Hit(url, title, plain_text(row.get("body")), NAME, engines=(NAME,)))
+    return hits
+
+
+def _translate(exc: Exception) -> BackendError:
+    """ddgs' exceptions -> ours. Imported lazily: ddgs is slow to import."""
+    from ddgs.exceptions import RatelimitException, TimeoutException
+
+    if isinstance(exc, TimeoutException):
+        return BackendTimeout(NAME, f"ddgs timed out: {exc}")
+    if isinstance(exc, RatelimitException):
+        return BackendHTTPError(NAME, 429, f"rate limited: {exc}")
+    return BackendConnectError(NAME, f"ddgs failed: {exc}")
+
+
+def _is_no_results(exc: Exception) -> bool:
+    # ddgs raises instead of returning [] when nothing matched.
+    return "no results" in str(exc).lower()
+
+
+class DuckDuckGoBackend:
+    name = NAME
+    capabilities = CAPABILITIES
+
+    def __init__(self, factory: SearcherFactory = default_factory) -> None:
+        self._factory = factory
+
+    def _search_blocking(self, query: BackendQuery, timeout_s: float) -> list[dict[str, Any]]:
+        rows = self._factory(timeout_s).text(query.text, **search_kwargs(query))
+        return rows
+
+    async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
+        started = time.perf_counter()
+        try:
+            rows = await asyncio.wait_for(
+                asyncio.to_thread(self._search_blocking, query, timeout_s), timeout_s
+            )
+        except TimeoutError as exc:
+            raise BackendTimeout(NAME, f"timed out after {timeout_s:.1f}s") from exc
+        except BackendError:
+            raise
+        except Exception as exc:
+            if _is_no_results(exc):
+                rows = []
+            else:
+                raise _translate(exc) from exc
+        hits = parse_results(rows)
+        return BackendAnswer(NAME, hits, elapsed_ms=int((time.perf_counter() - started) * 1000))

@@ -1,0 +1,40 @@
+"""Small pure functions that backends share to normalise what engines send."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import UTC, datetime
+
+_TAG = re.compile(r"<[^>]{0,500}>")
+_SPACE = re.compile(r"\s+")
+
+
+def plain_text(value: object) -> str:
+    """Text without HTML tags or entities, whitespace collapsed; non-strings become ""."""
+    if not isinstance(value, str):
+        return ""
+    return _SPACE.sub(" ", html.unescape(_TAG.sub("", value))).strip()
+
+
+def iso_utc(value: object) -> str | None:
+    """An ISO 8601 UTC timestamp (``...Z``) from what engines send, or None if unparseable."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def http_url(value: object) -> str | None:
+    """The value if it is an absolute http(s) URL, else None."""
+    if isinstance(value, str) and value.startswith(("http://", "https://")):
+        return value.strip()
+    return None

@@ -1,0 +1,179 @@
+"""``searcher serve | search | cache | config``: a thin layer over the library.
+
+Domain errors become one-line messages and exit codes here, at the edge; no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+import yaml
+from pydantic import ValidationError
+
+from searcher import __version__
+from searcher.config import Settings, load_settings, masked
+from searcher.contract import SearchRequest
+from searcher.errors import AllBackendsFailed, ConfigError, InvalidRequest, SearcherError
+from searcher.page_reader import PageOutcome
+from searcher.runtime import open_service
+
+T = TypeVar("T")
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Path to searcher.yaml (default: $SEARCHER_CONFIG, else built-in defaults).",
+)
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"searcher: {message}", err=True)
+    sys.exit(code)
+
+
+def _settings(config_path: str | None) -> Settings:
+    try:
+        return load_settings(config_path)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+
+
+def _run(coro_fn: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return asyncio.run(coro_fn())  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="searcher")
+def main() -> None:
+    """Self-hosted Search API for LLMs and agents."""
+
+
+@main.command()
+@click.option("--host", default=None, help="Interface to bind (default from config: 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default from config: 8080).")
+@config_option
+def serve(host: str | None, port: int | None, config_path: str | None) -> None:
+    """Run the HTTP API (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from searcher.api.app import create_app
+
+    settings = _settings(config_path)
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.service.host,
+        port=settings.service.port if port is None else port,
+        log_level="info",
+        access_log=False,
+    )
+
+
+def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
+    if not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int, url: str, outcome: PageOutcome) -> None:
+        detail = outcome.skip_reason or outcome.error or f"{outcome.extracted_chars} chars"
+        click.echo(f"[{done}/{total}] {outcome.status:<7} {url} ({detail})", err=True)
+
+    return report
+
+
+@main.command()
+@click.argument("query")
+@click.option("--mode", type=click.Choice(["simple", "full"]), default="simple", show_default=True)
+@click.option("--backend", default=None, help="searxng, duckduckgo, brave or auto.")
+@click.option("--max-results", type=click.IntRange(1, 100), default=None, help="Results wanted.")
+@click.option("--max-chars", type=click.IntRange(0), default=None, help="Context pack budget.")
+@click.option("--json", "as_json", is_flag=True, help="Print the UCP-1 JSON instead of the pack.")
+@config_option
+def search(
+    query: str,
+    mode: str,
+    backend: str | None,
+    max_results: int | None,
+    max_chars: int | None,
+    as_json: bool,
+    config_path: str | None,
+) -> None:
+    """Search, in-process, and print the context pack."""
+    settings = _settings(config_path)
+    body: dict[str, Any] = {"query": query, "constraints": {"search_mode": mode}, "budget": {}}
+    if backend:
+        body["constraints"]["backend"] = backend
+    if max_results is not None:
+        body["budget"]["max_results"] = max_results
+    if max_chars is not None:
+        body["budget"]["max_context_chars"] = max_chars
+    try:
+        request = SearchRequest.model_validate(body)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        _fail(f"invalid {'.'.join(str(p) for p in err['loc'])}: {err['msg']}", 2)
+
+    async def run() -> dict[str, Any]:
+        async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+            response = await runtime.service.search(request, progress=_progress_printer())
+            return response.to_wire(request.want)
+
+    try:
+        data = _run(run)
+    except InvalidRequest as exc:
+        _fail(str(exc), 2)
+    except AllBackendsFailed as exc:
+        lines = "\n".join(f"  {f.backend}: {f.reason}" for f in exc.failures)
+        _fail(f"all search backends failed:\n{lines}", 1)
+    except SearcherError as exc:
+        _fail(str(exc), 1)
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        for error in data["meta"]["errors"]:
+            click.echo(f"note: {error['stage']} {error['source']}: {error['reason']}", err=True)
+        click.echo(data.get("rendered_text", ""))
+
+
+@main.group()
+def cache() -> None:
+    """Inspect or empty the extraction cache."""
+
+
+@cache.command("stats")
+@config_option
+def cache_stats(config_path: str | None) -> None:
+    """Print entries, bytes, hits and misses."""
+    from searcher.cache.extraction import ExtractionCache
+
+    settings = _settings(config_path)
+    store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
+    stats = {"dir": str(settings.cache_dir()), **store.stats()}
+    click.echo(json.dumps(stats, indent=2))
+
+
+@cache.command("clear")
+@config_option
+def cache_clear(config_path: str | None) -> None:
+    """Remove every cached extraction."""
+    from searcher.cache.extraction import ExtractionCache
+
+    settings = _settings(config_path)
+    store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
+    removed = _run(store.clear)
+    click.echo(f"removed {removed} entries from {settings.cache_dir()}")
+
+
+@main.command("config")
+@config_option
+def show_config(config_path: str | None) -> None:
+    """Print the effective configuration (secrets masked)."""
+    settings = _settings(config_path)
+    click.echo(yaml.safe_dump(masked(settings), sort_keys=False), nl=False)

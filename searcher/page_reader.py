@@ -1,0 +1,138 @@
+"""Full mode's reading step: for each chosen URL, cache -> fetch -> extract -> cache.
+
+Pages are read concurrently (bounded), each under its own fetch timeout, all under the
+request deadline; a page still unfinished at the deadline is reported as skipped, and the
+response goes out with what is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from searcher.cache.extraction import ExtractionCache
+from searcher.errors import FetchError
+from searcher.fetch.extract import Extractor
+from searcher.fetch.fetcher import FetchLimits, PageFetcher
+from searcher.resilience import Deadline
+
+
+@dataclass(frozen=True)
+class PageOutcome:
+    """What happened to one page; mirrors the item's ``fetch`` block plus the content."""
+
+    status: str  # fetched | skipped | failed
+    skip_reason: str | None = None
+    error: str | None = None
+    http_status: int | None = None
+    content_type: str | None = None
+    downloaded_bytes: int = 0
+    truncated: bool = False
+    extracted_chars: int = 0
+    cached: bool = False
+    content: str | None = None
+
+
+Progress = Callable[[int, int, str, PageOutcome], None]
+
+DEADLINE_SKIP = PageOutcome(
+    "skipped", "budget", "request deadline reached before the page was read"
+)
+
+
+class PageReader:
+    """Reads pages through the extraction cache, the guarded fetcher and the extractor."""
+
+    def __init__(
+        self,
+        fetcher: PageFetcher,
+        extractor: Extractor,
+        cache: ExtractionCache,
+        max_concurrency: int = 8,
+    ) -> None:
+        self._fetcher = fetcher
+        self._extractor = extractor
+        self._cache = cache
+        self._max_concurrency = max_concurrency
+
+    async def read(self, url: str, limits: FetchLimits, max_chars: int) -> PageOutcome:
+        """Read one page; never raises for a page's own failure."""
+        cached = await self._cache.get(self._extractor.name, url)
+        if cached is not None:
+            content = cached[:max_chars]
+            return PageOutcome(
+                "fetched", content_type="text/html", cached=True,
+                extracted_chars=len(content), content=content,
+            )  # fmt: skip
+        try:
+            page = await self._fetcher.fetch(url, limits)
+        except FetchError as exc:
+            return PageOutcome(exc.status, exc.skip_reason, exc.reason)
+        outcome = PageOutcome(
+            "fetched",
+            http_status=page.status_code,
+            content_type=page.content_type,
+            downloaded_bytes=page.downloaded_bytes,
+            truncated=page.truncated,
+        )
+        try:
+            text = await self._extractor.extract(
+                page.body, page.url, page.content_type, page.charset
+            )
+        except FetchError as exc:
+            return replace(outcome, status="failed", error=f"extraction failed: {exc.reason}")
+        if not text:
+            if page.truncated:
+                return replace(
+                    outcome, status="skipped", skip_reason="too_large",
+                    error="no main text in the part of the page within the download limit",
+                )  # fmt: skip
+            return replace(outcome, status="failed", error="no main text found on the page")
+        if not page.truncated:  # a truncated page's text is partial: never cache it
+            await self._cache.put(self._extractor.name, url, text)
+        content = text[:max_chars]
+        return replace(outcome, extracted_chars=len(content), content=content)
+
+    async def read_all(
+        self,
+        urls: Sequence[str],
+        limits: FetchLimits,
+        max_chars: int,
+        deadline: Deadline,
+        progress: Progress | None = None,
+    ) -> list[PageOutcome]:
+        """Read ``urls`` concurrently; the outcomes come back in the same order."""
+        if not urls:
+            return []
+        gate = asyncio.Semaphore(self._max_concurrency)
+        done_count = 0
+
+        async def read_one(url: str) -> PageOutcome:
+            nonlocal done_count
+            async with gate:
+                page_limits = replace(limits, timeout_s=deadline.cap(limits.timeout_s))
+                if page_limits.timeout_s <= 0:
+                    return DEADLINE_SKIP
+                outcome = await self.read(url, page_limits, max_chars)
+            done_count += 1
+            if progress is not None:
+                progress(done_count, len(urls), url, outcome)
+            return outcome
+
+        tasks = [asyncio.create_task(read_one(url)) for url in urls]
+        await asyncio.wait(tasks, timeout=deadline.remaining())
+        outcomes = []
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is None:
+                outcomes.append(task.result())
+                continue
+            task.cancel()
+            outcomes.append(DEADLINE_SKIP if not task.done() else _crashed(task))
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return outcomes
+
+
+def _crashed(task: asyncio.Task[PageOutcome]) -> PageOutcome:
+    exc = None if task.cancelled() else task.exception()
+    return PageOutcome("failed", error=f"internal error while reading the page: {exc!r}")

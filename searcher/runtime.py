@@ -1,0 +1,67 @@
+"""Building, and closing, the long-lived objects a running searcher owns.
+
+The HTTP app (in its lifespan) and the CLI (for one command) both get their service from
+``open_service``, so the two cannot be wired differently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+
+from searcher.backends.chain import BackendPool
+from searcher.backends.duckduckgo import SearcherFactory
+from searcher.backends.registry import build_backends
+from searcher.cache.extraction import ExtractionCache
+from searcher.config import Settings
+from searcher.fetch.extract import Extractor
+from searcher.fetch.fetcher import PageFetcher
+from searcher.page_reader import PageReader
+from searcher.service import SearchService
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    service: SearchService
+    pool: BackendPool
+    cache: ExtractionCache
+
+
+@contextlib.asynccontextmanager
+async def open_service(
+    settings: Settings,
+    *,
+    ddgs_factory: SearcherFactory | None = None,
+    extract_in_process: bool = False,
+    sweep: bool = True,
+) -> AsyncIterator[Runtime]:
+    """Yield a ready ``Runtime``; everything it opened is closed on exit.
+
+    ``extract_in_process`` runs extraction in a thread instead of a process pool (cheaper
+    for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background."""
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    backend_client = httpx.AsyncClient(limits=limits, follow_redirects=False)
+    fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
+    extractor = Extractor(settings.fetch.extract_workers, in_thread=extract_in_process)
+    cache_cfg = settings.service.cache
+    cache = ExtractionCache(settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled)
+    pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
+    reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
+    sweeper = None
+    if sweep and cache_cfg.enabled:
+        sweeper = asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s))
+    try:
+        yield Runtime(settings, SearchService(settings, pool, reader), pool, cache)
+    finally:
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+        await backend_client.aclose()
+        await fetcher.aclose()
+        extractor.close()

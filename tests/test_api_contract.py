@@ -1,0 +1,111 @@
+"""Bad input, health, cache endpoints and the OpenAPI document, over real HTTP."""
+
+import httpx
+import pytest
+
+
+@pytest.fixture
+def base(make_settings, serve_searcher):
+    return serve_searcher(make_settings())
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": ""}, "query.text"),
+        ({"query": "   "}, "query.text"),
+        ({"query": {"text": ""}}, "query.text"),
+        ({"query": 42}, "query"),
+        ({"query": ["a"]}, "query"),
+        ({"query": None}, "query"),
+        ({}, "query"),
+        ({"query": "x" * 2001}, "query.text"),
+        ({"query": "q", "constraints": {"search_mode": "deep"}}, "constraints.search_mode"),
+        ({"query": "q", "constraints": {"pick_ids": ["1"]}}, "constraints.pick_ids.0"),
+        ({"query": "q", "constraints": {"pick_ids": [1.5]}}, "constraints.pick_ids.0"),
+        ({"query": "q", "constraints": {"pick_ids": 3}}, "constraints.pick_ids"),
+        ({"query": "q", "constraints": {"backend": "google"}}, "constraints.backend"),
+        ({"query": "q", "constraints": {"backend": []}}, "constraints.backend"),
+        ({"query": "q", "constraints": {"time_range": "decade"}}, "constraints.time_range"),
+        ({"query": "q", "budget": {"max_results": -1}}, "budget.max_results"),
+        ({"query": "q", "budget": {"max_context_chars": -5}}, "budget.max_context_chars"),
+        ({"query": "q", "budget": {"max_total_time_ms": -1}}, "budget.max_total_time_ms"),
+        (
+            {"query": "q", "budget": {"per_request_timeout_ms": {"fetch": -1}}},
+            "budget.per_request_timeout_ms.fetch",
+        ),
+        ({"query": "q", "budget": {"max_results": "5"}}, "budget.max_results"),
+        ({"query": "q", "serch_mode": "full"}, "serch_mode"),
+        ({"query": "q", "want": {"items": "yes please"}}, "want.items"),
+    ],
+)
+def test_bad_input_is_422_naming_the_field(base, body, field):
+    response = httpx.post(f"{base}/v1/search", json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request"
+    assert error["field"] == field
+    assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b'{"query": "q",}', b"", b"[1, 2, 3]", b'"q"'])
+def test_malformed_or_non_object_json_is_422(base, raw):
+    response = httpx.post(
+        f"{base}/v1/search", content=raw, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] in {"body", "query"}
+
+
+def test_body_over_64kb_is_413(base):
+    big = {"query": "q", "context_hint": {"blob": "x" * 70_000}}
+    response = httpx.post(f"{base}/v1/search", json=big)
+    assert response.status_code == 413
+    assert response.json()["error"]["type"] == "body_too_large"
+
+    def chunks():  # no Content-Length: the limit must count streamed bytes too
+        yield b'{"query": "q", "context_hint": {"blob": "'
+        for _ in range(10):
+            yield b"x" * 10_000
+        yield b'"}}'
+
+    streamed = httpx.post(
+        f"{base}/v1/search", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert streamed.status_code == 413
+
+
+def test_unknown_route_and_method_are_json_errors(base):
+    missing = httpx.get(f"{base}/v1/nope")
+    assert missing.status_code == 404 and missing.json()["error"]["type"] == "http_error"
+    wrong = httpx.get(f"{base}/v1/search")
+    assert wrong.status_code == 405
+
+
+def test_health_lists_every_backend(make_settings, serve_searcher):
+    settings = make_settings(backends={"brave": {"api_key": None}, "duckduckgo": {"enabled": False}})
+    health = httpx.get(f"{serve_searcher(settings)}/v1/health").json()
+    assert health["status"] == "ok"
+    searxng, ddg, brave = (health["backends"][n] for n in ("searxng", "duckduckgo", "brave"))
+    assert searxng["enabled"] and searxng["configured"] and searxng["breaker"] == "closed"
+    assert not ddg["enabled"] and ddg["breaker"] is None and ddg["note"] == "disabled"
+    assert brave["enabled"] and not brave["configured"] and "BRAVE_API_KEY" in brave["note"]
+
+
+def test_no_usable_backend_is_a_clear_error(make_settings, serve_searcher):
+    settings = make_settings(
+        backends={"searxng": {"enabled": False}, "brave": {"enabled": False}}
+    )
+    response = httpx.post(f"{serve_searcher(settings)}/v1/search", json={"query": "q"})
+    assert response.status_code == 502
+    assert "no backend is enabled" in response.json()["error"]["message"]
+
+
+def test_openapi_document_and_docs(base):
+    spec = httpx.get(f"{base}/openapi.json").json()
+    assert {"/v1/search", "/v1/health", "/v1/cache/stats", "/v1/cache/clear"} <= set(spec["paths"])
+    search = spec["paths"]["/v1/search"]["post"]
+    assert "SearchRequest" in str(search["requestBody"])
+    assert {"200", "422", "502"} <= set(search["responses"])
+    docs = httpx.get(f"{base}/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()

@@ -1,0 +1,287 @@
+"""POST /v1/search end to end: searcher's app under uvicorn, the testbed behind it."""
+
+import re
+
+import httpx
+import pytest
+
+from tests.ddgs_fake import FakeDDGS
+
+
+def post(base: str, body: dict, timeout: float = 20.0) -> httpx.Response:
+    return httpx.post(f"{base}/v1/search", json=body, timeout=timeout)
+
+
+def searxng_requests(testbed):
+    return [entry for entry in testbed.log if entry.path.startswith("/searxng")]
+
+
+def test_simple_search_returns_the_ucp1_contract(make_settings, serve_searcher, matching_query):
+    base = serve_searcher(make_settings())
+    body = {
+        "query": matching_query,
+        "intent": "fresh_data",
+        "context_hint": {"known_topics": ["cloud gaming"]},
+    }
+    response = post(base, body)
+    assert response.status_code == 200
+    data = response.json()
+    assert data["schema"] == "ucp-1"
+    assert data["producer"]["name"] == "searcher"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", data["created_utc"])
+    assert data["request"]["intent"] == "fresh_data"
+    assert data["request"]["context_hint"] == {"known_topics": ["cloud gaming"]}
+    assert data["request"]["query"] == {"text": matching_query}
+
+    items = data["items"]
+    assert 1 <= len(items) <= 5  # the configured default max_results
+    for rank, item in enumerate(items, start=1):
+        assert re.fullmatch(r"web:sha256:[0-9a-f]{64}", item["id"])
+        assert item["type"] == "web_result" and item["engine"] == "searxng"
+        assert item["url"].startswith("http://127.0.0.1:") and item["title"] and item["snippet"]
+        assert item["score"]["rank"] == rank and 0 <= item["score"]["relevance"] <= 1
+        assert item["score"]["method"] == "searxng_score"
+        assert item["fetch"]["status"] == "skipped" and "content" not in item or not item["content"]
+    assert items[0]["score"]["relevance"] == 1.0
+    assert len({item["id"] for item in items}) == len(items)
+
+    meta = data["meta"]
+    assert meta["backend_used"] == "searxng" and meta["fallback_used"] is False
+    assert meta["mode_used"] == "simple" and meta["pick_applied"] is False and meta["pick_ids"] == []
+    assert {"search", "fetch", "total"} <= set(meta["timing_ms"])
+    assert meta["errors"] == []
+    assert data["usage"] == {
+        "results_returned": len(items),
+        "context_chars": len(data["rendered_text"]),
+        "fetch_pages_used": 0,
+    }
+    pack = data["rendered_text"]
+    assert pack.startswith("[CONTEXT_PACK ucp-1]\n") and pack.endswith("[/CONTEXT_PACK]")
+    assert "backend=searxng" in pack and items[0]["url"] in pack
+
+
+def test_query_lang_beats_constraints_lang_and_searxng_gets_every_filter(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    base = serve_searcher(make_settings())
+    body = {
+        "query": {"text": matching_query, "lang": "de"},
+        "constraints": {
+            "lang": "fr",
+            "categories": ["news"],
+            "engines": "bing,google",
+            "time_range": "week",
+            "safesearch": 2,
+            "pageno": 1,
+        },
+    }
+    assert post(base, body).status_code == 200
+    (logged,) = searxng_requests(testbed_clean)
+    assert logged.query["language"] == "de"
+    assert logged.query["categories"] == "news" and logged.query["engines"] == "bing,google"
+    assert logged.query["time_range"] == "week" and logged.query["safesearch"] == "2"
+    assert logged.query["format"] == "json" and logged.query["q"] == matching_query
+
+
+def test_want_flags_leave_parts_out(make_settings, serve_searcher, matching_query):
+    base = serve_searcher(make_settings())
+    no_items = post(base, {"query": matching_query, "want": {"items": False}}).json()
+    assert "items" not in no_items and no_items["rendered_text"].startswith("[CONTEXT_PACK")
+    no_text = post(base, {"query": matching_query, "want": {"rendered_text": False}}).json()
+    assert "rendered_text" not in no_text and no_text["items"]
+    assert no_text["usage"]["context_chars"] == 0
+
+
+def test_pick_ids_select_by_backend_order(make_settings, serve_searcher, matching_query):
+    base = serve_searcher(make_settings())
+    budget = {"max_results": 10}
+    full = post(base, {"query": matching_query, "budget": budget}).json()["items"]
+    assert len(full) >= 4
+    picked = post(
+        base,
+        {"query": matching_query, "budget": budget, "constraints": {"pick_ids": [3, 0, 3, 99, -1]}},
+    ).json()
+    assert [i["url"] for i in picked["items"]] == [full[3]["url"], full[0]["url"]]
+    assert [i["score"]["rank"] for i in picked["items"]] == [1, 2]
+    assert picked["meta"]["pick_applied"] is True and picked["meta"]["pick_ids"] == [3, 0]
+
+
+def test_budget_caps_results_and_context(make_settings, serve_searcher, matching_query):
+    base = serve_searcher(make_settings())
+    data = post(
+        base, {"query": matching_query, "budget": {"max_results": 2, "max_context_chars": 700}}
+    ).json()
+    assert len(data["items"]) == 2
+    assert len(data["rendered_text"]) <= 700 and data["usage"]["context_chars"] <= 700
+    tiny = post(base, {"query": matching_query, "budget": {"max_context_chars": 10}}).json()
+    assert tiny["rendered_text"] == ""
+    assert any(e["stage"] == "render" for e in tiny["meta"]["errors"])
+
+
+def test_zero_results_is_an_empty_answer_not_an_error(make_settings, serve_searcher):
+    settings = make_settings(backends={"order": ["searxng"]})
+    data = post(serve_searcher(settings), {"query": "zzqxv nonexistentterm"}).json()
+    assert data["items"] == [] and data["usage"]["results_returned"] == 0
+    assert data["meta"]["errors"] == [
+        {"stage": "search", "source": "searxng", "reason": "no results"}
+    ]
+    assert "(no results)" in data["rendered_text"]
+
+
+def test_include_and_exclude_domains(make_settings, serve_searcher, matching_query):
+    base = serve_searcher(make_settings())
+    assert post(base, {"query": matching_query, "constraints": {"exclude_domains": ["127.0.0.1"]}}).json()[
+        "items"
+    ] == []
+    kept = post(base, {"query": matching_query, "constraints": {"include_domains": ["127.0.0.1"]}})
+    assert kept.json()["items"]
+
+
+# --- fallback, retries, breakers ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason"),
+    [
+        ("status/500", "HTTP 500"),
+        ("garbage", "expected JSON"),
+        ("html", "expected JSON"),
+        ("unresponsive", "unresponsive engines: google (timeout), bing (CAPTCHA)"),
+    ],
+)
+def test_searxng_failure_falls_back_to_the_next_backend(
+    make_settings, serve_searcher, testbed, matching_query, behaviour, reason
+):
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed.searxng_url(behaviour)}},
+        budget={"max_search_retries": 0},
+    )
+    data = post(serve_searcher(settings), {"query": matching_query}).json()
+    assert data["meta"]["backend_used"] == "brave" and data["meta"]["fallback_used"] is True
+    assert data["meta"]["backends_tried"] == ["searxng", "brave"]
+    assert all(item["engine"] == "brave" for item in data["items"]) and data["items"]
+    (error,) = data["meta"]["errors"]
+    assert error["source"] == "searxng" and reason in error["reason"]
+
+
+def test_duckduckgo_through_its_library_boundary(make_settings, serve_searcher, testbed, aeb_ids):
+    fake = FakeDDGS(
+        rows=[
+            {"title": f"Page {i}", "href": testbed.page_url(pid), "body": f"body {i}"}
+            for i, pid in enumerate(aeb_ids[:6])
+        ]
+    )
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed.searxng_url("status/503")}, "duckduckgo": {"enabled": True}},
+        budget={"max_search_retries": 0},
+    )
+    base = serve_searcher(settings, ddgs=fake)
+    body = {"query": {"text": "anything", "lang": "en-GB"}, "constraints": {"time_range": "month", "safesearch": 0}}
+    data = post(base, body).json()
+    assert data["meta"]["backend_used"] == "duckduckgo" and data["meta"]["fallback_used"] is True
+    assert [i["title"] for i in data["items"]] == [f"Page {i}" for i in range(5)]
+    (query, kwargs) = fake.calls[-1]
+    assert query == "anything"
+    assert kwargs["region"] == "uk-en" and kwargs["timelimit"] == "m" and kwargs["safesearch"] == "off"
+
+    fake.behaviour = "ratelimit"
+    failed = post(base, {"query": "anything", "constraints": {"backend": "duckduckgo"}})
+    assert failed.status_code == 502
+    assert failed.json()["error"]["backends"] == [
+        {"backend": "duckduckgo", "reason": "rate limited: fake: 202 Ratelimit"}
+    ]
+
+
+def test_explicit_backend_is_used_alone(make_settings, serve_searcher, testbed_clean, matching_query):
+    base = serve_searcher(make_settings())
+    data = post(base, {"query": matching_query, "constraints": {"backend": "brave"}}).json()
+    assert data["meta"]["backend_used"] == "brave" and data["meta"]["fallback_used"] is False
+    assert searxng_requests(testbed_clean) == []
+    brave_calls = [e for e in testbed_clean.log if e.path.startswith("/brave")]
+    assert brave_calls and brave_calls[0].headers["x-subscription-token"] == "test-key"
+
+
+def test_all_backends_failing_is_a_json_error_listing_each(make_settings, serve_searcher, testbed):
+    settings = make_settings(
+        backends={
+            "searxng": {"base_url": testbed.searxng_url("status/500")},
+            "brave": {"api_key": "wrong-key"},
+        },
+        budget={"max_search_retries": 0},
+    )
+    response = post(serve_searcher(settings), {"query": "anything"})
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error["type"] == "all_backends_failed"
+    assert error["backends"] == [
+        {"backend": "searxng", "reason": "HTTP 500"},
+        {"backend": "brave", "reason": "HTTP 401"},
+    ]
+    assert "Traceback" not in response.text
+
+
+def test_retries_ride_out_a_transient_failure(make_settings, serve_searcher, testbed, matching_query):
+    testbed.reset()
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("flaky/2")}}
+    )
+    base = serve_searcher(settings)
+    once = post(base, {"query": matching_query, "budget": {"max_search_retries": 1}})
+    assert once.status_code == 502  # two failures, one retry: still failing
+    testbed.reset()
+    twice = post(base, {"query": matching_query, "budget": {"max_search_retries": 2}})
+    assert twice.status_code == 200 and twice.json()["meta"]["backend_used"] == "searxng"
+    assert len(searxng_requests(testbed)) == 3
+
+
+def test_breaker_opens_fails_fast_and_shows_in_health(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    settings = make_settings(
+        backends={
+            "searxng": {
+                "base_url": testbed.searxng_url("status/500"),
+                "breaker": {"failure_threshold": 2, "recovery_timeout": 3600},
+            }
+        },
+        budget={"max_search_retries": 0},
+    )
+    base = serve_searcher(settings)
+    testbed.reset()
+    for _ in range(2):
+        assert post(base, {"query": matching_query}).json()["meta"]["backend_used"] == "brave"
+    assert len(searxng_requests(testbed)) == 2
+    third = post(base, {"query": matching_query}).json()
+    assert len(searxng_requests(testbed)) == 2  # failed fast: never sent
+    assert "circuit open" in third["meta"]["errors"][0]["reason"]
+    health = httpx.get(f"{base}/v1/health").json()
+    assert health["backends"]["searxng"]["breaker"] == "open"
+    assert health["backends"]["searxng"]["last_error"] == "HTTP 500"
+    assert health["backends"]["brave"]["breaker"] == "closed"
+
+
+def test_search_timeout_then_fallback(make_settings, serve_searcher, testbed, matching_query):
+    settings = make_settings(backends={"searxng": {"base_url": testbed.searxng_url("hang")}})
+    body = {
+        "query": matching_query,
+        "budget": {"max_search_retries": 0, "per_request_timeout_ms": {"search": 300}},
+    }
+    data = post(serve_searcher(settings), body).json()
+    assert data["meta"]["backend_used"] == "brave"
+    assert "timed out" in data["meta"]["errors"][0]["reason"]
+    assert data["meta"]["timing_ms"]["search"] < 3000
+
+
+def test_total_deadline_bounds_a_hanging_backend(make_settings, serve_searcher, testbed):
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("hang")}}
+    )
+    response = post(serve_searcher(settings), {"query": "q", "budget": {"max_total_time_ms": 400}})
+    assert response.status_code == 502
+    assert "timed out" in response.json()["error"]["backends"][0]["reason"]
+
+
+def test_max_tool_calls_zero_makes_no_search(make_settings, serve_searcher, testbed_clean):
+    data = post(serve_searcher(make_settings()), {"query": "q", "budget": {"max_tool_calls": 0}}).json()
+    assert data["items"] == [] and searxng_requests(testbed_clean) == []
+    assert data["meta"]["errors"][0]["reason"] == "max_tool_calls is 0"

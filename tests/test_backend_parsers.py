@@ -1,0 +1,147 @@
+"""The pure halves of each backend: request building and response parsing."""
+
+import json
+
+import pytest
+
+from searcher.backends import brave, duckduckgo, searxng
+from searcher.backends.base import BackendQuery
+from searcher.errors import BackendBadResponse, EnginesUnresponsive
+
+JSON = {"content-type": "application/json"}
+
+
+def searxng_body(results, unresponsive=()):
+    # Current SearXNG releases leave out number_of_results; so does this recorded shape.
+    return json.dumps(
+        {"query": "q", "results": results, "answers": [], "corrections": [], "infoboxes": [],
+         "suggestions": [], "unresponsive_engines": [list(p) for p in unresponsive]}
+    ).encode()  # fmt: skip
+
+
+def test_searxng_request_passes_every_supported_parameter():
+    query = BackendQuery(
+        "bm25 ranking", lang="de", pageno=2, time_range="month", safesearch=2,
+        engines=("google", "bing"), categories=("science",),
+    )  # fmt: skip
+    parts = searxng.build_request("http://sx.local/base/", query)
+    assert parts.url == "http://sx.local/base/search"
+    assert parts.params == {
+        "q": "bm25 ranking", "format": "json", "pageno": "2", "language": "de",
+        "categories": "science", "engines": "google,bing", "time_range": "month", "safesearch": "2",
+    }  # fmt: skip
+
+
+def test_searxng_normalises_results():
+    body = searxng_body(
+        [
+            {"url": "https://a.example/x", "title": "A <b>title</b>", "content": "snip &amp; more",
+             "engine": "bing", "engines": ["bing", "google"], "positions": [1, 3], "score": 2.5,
+             "category": "general", "publishedDate": "2024-05-01T10:00:00+02:00"},
+            {"url": "https://b.example/", "title": "", "content": None, "engine": "google",
+             "publishedDate": None},
+            {"title": "no url at all"},
+            {"url": "javascript:alert(1)", "title": "not http"},
+        ]
+    )  # fmt: skip
+    answer = searxng.parse_response(200, JSON, body)
+    assert [h.url for h in answer.hits] == ["https://a.example/x", "https://b.example/"]
+    first, second = answer.hits
+    assert first.title == "A title" and first.snippet == "snip & more"
+    assert first.engines == ("bing", "google") and first.positions == (1, 3)
+    assert first.score == 2.5 and first.category == "general"
+    assert first.published == "2024-05-01T08:00:00Z"
+    assert second.title == "https://b.example/" and second.snippet == ""
+    assert second.engines == ("google",) and second.score is None and second.published is None
+
+
+def test_searxng_zero_results_with_unresponsive_engines_is_a_failure():
+    body = searxng_body([], unresponsive=[("google", "timeout"), ("bing", "CAPTCHA")])
+    with pytest.raises(EnginesUnresponsive) as info:
+        searxng.parse_response(200, JSON, body)
+    assert info.value.engines == [("google", "timeout"), ("bing", "CAPTCHA")]
+    assert "google (timeout)" in info.value.reason
+
+
+def test_searxng_some_unresponsive_engines_are_warnings():
+    body = searxng_body([{"url": "https://a.example/", "title": "A"}], [("google", "timeout")])
+    answer = searxng.parse_response(200, JSON, body)
+    assert len(answer.hits) == 1
+    assert answer.warnings == ["engine google unresponsive: timeout"]
+
+
+def test_searxng_zero_results_and_no_failures_is_an_empty_answer():
+    assert searxng.parse_response(200, JSON, searxng_body([])).hits == []
+
+
+@pytest.mark.parametrize("body", [b"<html>oops</html>", b"{not json", b"[1, 2]", b""])
+def test_searxng_garbage_is_a_bad_response(body):
+    with pytest.raises(BackendBadResponse):
+        searxng.parse_response(200, {"content-type": "text/html"}, body)
+
+
+def test_brave_request_maps_language_time_and_safesearch():
+    query = BackendQuery(
+        "q", max_results=50, lang="en-GB", pageno=3, time_range="week", safesearch=0
+    )
+    parts = brave.build_request("https://brave.local", "k3y", query)
+    assert parts.url == "https://brave.local/res/v1/web/search"
+    assert parts.headers["X-Subscription-Token"] == "k3y"
+    assert parts.params == {
+        "q": "q", "count": "20", "offset": "2", "search_lang": "en", "freshness": "pw",
+        "safesearch": "off",
+    }  # fmt: skip
+
+
+def test_brave_parses_results_and_strips_markup():
+    body = json.dumps(
+        {"type": "search", "web": {"results": [
+            {"title": "T &amp; <strong>U</strong>", "url": "https://t.example/",
+             "page_age": "2024-01-02T03:04:05", "description": "the <strong>best</strong> one"},
+            {"title": "no url"},
+        ]}}
+    ).encode()  # fmt: skip
+    answer = brave.parse_response(200, JSON, body)
+    assert len(answer.hits) == 1
+    hit = answer.hits[0]
+    assert (hit.title, hit.snippet, hit.published) == (
+        "T & U",
+        "the best one",
+        "2024-01-02T03:04:05Z",
+    )
+
+
+def test_brave_without_web_section_means_no_results():
+    assert brave.parse_response(200, JSON, b'{"type": "search", "query": {}}').hits == []
+
+
+@pytest.mark.parametrize(
+    ("lang", "region"),
+    [(None, "wt-wt"), ("en", "us-en"), ("de", "de-de"), ("en-GB", "uk-en"), ("pt_BR", "br-pt"),
+     ("xx", "wt-wt")],
+)  # fmt: skip
+def test_duckduckgo_region(lang, region):
+    assert duckduckgo.region_for(lang) == region
+
+
+def test_duckduckgo_kwargs_map_time_range_and_safesearch():
+    kwargs = duckduckgo.search_kwargs(
+        BackendQuery("q", max_results=7, time_range="day", safesearch=2)
+    )
+    assert kwargs == {
+        "region": "wt-wt", "safesearch": "on", "max_results": 7, "backend": "duckduckgo",
+        "timelimit": "d",
+    }  # fmt: skip
+
+
+def test_duckduckgo_rows_become_hits():
+    rows = [
+        {"title": "A", "href": "https://a.example/", "body": "x <b>y</b>"},
+        {"title": "no href"},
+    ]
+    hits = duckduckgo.parse_results(rows)
+    assert [(h.url, h.title, h.snippet, h.backend) for h in hits] == [
+        ("https://a.example/", "A", "x y", "duckduckgo")
+    ]
+    with pytest.raises(BackendBadResponse):
+        duckduckgo.parse_results({"not": "a list"})

@@ -1,0 +1,82 @@
+"""Settings: defaults, YAML, environment precedence, strict validation, masking."""
+
+import pytest
+
+from searcher.config import ENV_VARS, load_settings, masked
+from searcher.errors import ConfigError
+
+
+def test_defaults_work_with_nothing_configured(tmp_path):
+    settings = load_settings(environ={})
+    assert settings.backends.order == ["searxng", "duckduckgo", "brave"]
+    assert settings.backends.searxng.base_url is None
+    assert settings.service.cache.enabled
+    assert "searcher" in str(settings.cache_dir())
+
+
+def test_yaml_then_environment_wins(tmp_path):
+    path = tmp_path / "searcher.yaml"
+    path.write_text(
+        "backends:\n"
+        "  order: [brave, searxng]\n"
+        "  searxng: {base_url: 'http://from-yaml', timeout_s: 3, breaker: {failure_threshold: 2}}\n"
+        "  brave: {api_key: yaml-key}\n"
+        "fetch: {allowed_hosts: ['127.0.0.1:9999']}\n"
+        "service: {cache: {dir: /tmp/yaml-cache, ttl_s: 60}}\n"
+        "budget: {max_results: 7}\n"
+    )
+    env = {
+        "SEARXNG_BASE_URL": "http://from-env",
+        "ENABLE_BRAVE": "false",
+        "SEARCHER_CONFIG": str(path),
+    }
+    settings = load_settings(environ=env)
+    assert settings.backends.order == ["brave", "searxng"]
+    assert settings.backends.searxng.base_url == "http://from-env"
+    assert settings.backends.searxng.timeout_s == 3
+    assert settings.backends.searxng.breaker.failure_threshold == 2
+    assert settings.backends.brave.enabled is False
+    assert settings.fetch.allowed_hosts == ["127.0.0.1:9999"]
+    assert str(settings.cache_dir()) == "/tmp/yaml-cache"
+    assert settings.budget.max_results == 7
+    # An explicit path beats $SEARCHER_CONFIG.
+    other = tmp_path / "other.yaml"
+    other.write_text("budget: {max_results: 9}\n")
+    assert load_settings(other, environ=env).budget.max_results == 9
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("backends: {serxng: {}}\n", "backends.serxng"),
+        ("budget: {max_results: -1}\n", "budget.max_results"),
+        ("backends: {order: [google]}\n", "backends.order"),
+        ("- just\n- a list\n", "mapping"),
+        ("key: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_bad_config_is_a_clear_error(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        load_settings(path, environ={})
+
+
+def test_missing_file_and_bad_env_value_are_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "nope.yaml", environ={})
+    with pytest.raises(ConfigError, match="enabled"):
+        load_settings(environ={"ENABLE_SEARXNG": "perhaps"})
+
+
+def test_every_documented_variable_maps_to_a_real_setting():
+    for var in ENV_VARS:
+        value = "1" if var.startswith(("ENABLE_", "SEARCHER_PORT")) else "x"
+        load_settings(environ={var: value})
+
+
+def test_secrets_are_masked():
+    shown = masked(load_settings(environ={"BRAVE_API_KEY": "secret-key"}))
+    assert shown["backends"]["brave"]["api_key"] == "***"
+    assert "secret-key" not in repr(shown)
+    assert shown["backends"]["searxng"]["api_key"] is None
