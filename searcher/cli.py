@@ -177,3 +177,7 @@ def show_config(config_path: str | None) -> None:
     """Print the effective configuration (secrets masked)."""
     settings = _settings(config_path)
     click.echo(yaml.safe_dump(masked(settings), sort_keys=False), nl=False)
+
+
+if __name__ == "__main__":
+    main()

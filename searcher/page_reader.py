@@ -81,7 +81,7 @@ class PageReader:
                 page.body, page.url, page.content_type, page.charset
             )
         except FetchError as exc:
-            return replace(outcome, status="failed", error=f"extraction failed: {exc.reason}")
+            return replace(outcome, status="failed", error=exc.reason)
         if not text:
             if page.truncated:
                 return replace(

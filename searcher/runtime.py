@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 from searcher.backends.chain import BackendPool
 from searcher.backends.duckduckgo import SearcherFactory
@@ -44,8 +44,10 @@ async def open_service(
 
     ``extract_in_process`` runs extraction in a thread instead of a process pool (cheaper
     for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background."""
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
-    backend_client = httpx.AsyncClient(limits=limits, follow_redirects=False)
+    # trust_env=False: aiohttp would look proxies up in a thread on every request.
+    backend_client = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
+    )
     fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
     extractor = Extractor(settings.fetch.extract_workers, in_thread=extract_in_process)
     cache_cfg = settings.service.cache
@@ -62,6 +64,6 @@ async def open_service(
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
-        await backend_client.aclose()
+        await backend_client.close()
         await fetcher.aclose()
         extractor.close()

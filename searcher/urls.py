@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
@@ -19,6 +20,9 @@ def _is_tracking(key: str) -> bool:
     return lowered in _TRACKING_PARAMS or lowered.startswith(_TRACKING_PREFIXES)
 
 
+# Pure and called several times per result on the request path; results recur across
+# requests (the same query, pick_ids follow-ups), so a bounded memo pays.
+@functools.lru_cache(maxsize=8192)
 def normalise_url(url: str) -> str:
     """Lower-case scheme and host, drop default port, ``www.``, fragment, tracking
     parameters and a trailing slash; sort query parameters. Idempotent."""

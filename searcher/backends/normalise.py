@@ -14,7 +14,11 @@ def plain_text(value: object) -> str:
     """Text without HTML tags or entities, whitespace collapsed; non-strings become ""."""
     if not isinstance(value, str):
         return ""
-    return _SPACE.sub(" ", html.unescape(_TAG.sub("", value))).strip()
+    if "<" in value:
+        value = _TAG.sub("", value)
+    if "&" in value:
+        value = html.unescape(value)
+    return _SPACE.sub(" ", value).strip()
 
 
 def iso_utc(value: object) -> str | None:

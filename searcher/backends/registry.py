@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 from searcher.backends import brave, duckduckgo, searxng
 from searcher.backends.base import Backend, BackendQuery, HttpBackend, RequestParts
@@ -41,7 +41,7 @@ def backend_status(settings: Settings) -> dict[str, BackendStatus]:
 
 def build_backends(
     settings: Settings,
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     ddgs_factory: duckduckgo.SearcherFactory | None = None,
 ) -> dict[str, Backend]:
     """Instances of every usable backend, by name."""

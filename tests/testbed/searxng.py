@@ -14,6 +14,8 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/fixed/{n}``         200 at once with ``n`` canned results (overhead benchmark)
 - ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
 - ``/searxng/mixed``             normal results with misbehaving URLs interleaved
+- ``/searxng/delayed/{lo}/{hi}`` ten results on pages delayed lo..hi ms
+- ``/searxng/foreign-loopback``  results on localhost / 127.0.0.2 (loopback, not allow-listed)
 """
 
 from __future__ import annotations
@@ -217,6 +219,41 @@ async def mixed(req: Request) -> None:
         out.append(bad)
     for i, r in enumerate(out):
         r["positions"] = [i + 1]
+    await req.json(200, _envelope(q, out, []))
+
+
+@router.route("/searxng/foreign-loopback/search")
+async def foreign_loopback(req: Request) -> None:
+    """Normal results whose URLs name this server as ``localhost`` and ``127.0.0.2``:
+    loopback, but not the allow-listed ``127.0.0.1:PORT``, so a fetch must refuse them."""
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, pageno = checked
+    port = urlsplit(req.base_url).port
+    out = search_results(req.base_url, q, pageno)[:4]
+    for i, r in enumerate(out):
+        host = "localhost" if i % 2 == 0 else "127.0.0.2"
+        r["url"] = r["url"].replace(f"127.0.0.1:{port}", f"{host}:{port}")
+    await req.json(200, _envelope(q, out, []))
+
+
+@router.route("/searxng/delayed/{low}/{high}/search")
+async def delayed(req: Request) -> None:
+    """Ten results whose pages answer after delays spread evenly from ``low`` to ``high``
+    ms (``/slow/{ms}/pages/{id}``): the full-mode latency benchmark's search."""
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, _ = checked
+    low, high = int(req.params["low"]), int(req.params["high"])
+    ids = sorted(corpus().load().pages)[:10]
+    out = []
+    for i, pid in enumerate(ids):
+        delay = low + (high - low) * i // max(1, len(ids) - 1)
+        r = result(corpus(), req.base_url, pid, q, i + 1, 1.0 / (i + 1))
+        r["url"] = f"{req.base_url}/slow/{delay}/pages/{pid}"
+        out.append(r)
     await req.json(200, _envelope(q, out, []))
 
 

@@ -1,0 +1,77 @@
+"""Start the testbed and ``searcher serve`` as separate processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_ready(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} not ready after {timeout} s")
+
+
+@contextlib.contextmanager
+def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) -> Iterator[None]:
+    proc = subprocess.Popen(
+        args, cwd=REPO, env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_ready(ready_url)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@contextlib.contextmanager
+def testbed() -> Iterator[str]:
+    """The testbed in its own process; yields its base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with process([sys.executable, "-m", "tests.testbed", "--port", str(port)], f"{base}/_log"):
+        yield base
+
+
+@contextlib.contextmanager
+def searcher(config: dict, extra_args: tuple[str, ...] = ()) -> Iterator[str]:
+    """``searcher serve`` with ``config`` in its own process; yields its base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "searcher.yaml"
+        path.write_text(yaml.safe_dump(config))
+        args = [sys.executable, "-m", "searcher.cli", "serve", "--port", str(port),
+                "--config", str(path), *extra_args]  # fmt: skip
+        with process(args, f"{base}/v1/health"):
+            yield base
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

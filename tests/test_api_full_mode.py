@@ -1,0 +1,173 @@
+"""Full mode end to end: fetch, guard, extract, cache, deadline — through /v1/search."""
+
+import time
+
+import httpx
+
+from tests.testbed.searxng import MISBEHAVING_PATHS
+
+
+def post(base, body, timeout=30.0):
+    return httpx.post(f"{base}/v1/search", json=body, timeout=timeout)
+
+
+def page_requests(testbed):
+    return [e for e in testbed.log if e.path.startswith("/pages/")]
+
+
+def test_full_mode_fetches_and_extracts_the_top_pages(
+    make_settings, serve_searcher, testbed_clean, matching_query, aeb_ground_truth
+):
+    base = serve_searcher(make_settings())
+    body = {
+        "query": matching_query,
+        "constraints": {"search_mode": "full"},
+        "budget": {"max_results": 4, "max_fetch_pages": 2, "max_context_chars": 6000},
+    }
+    data = post(base, body).json()
+    assert data["meta"]["mode_used"] == "full"
+    items = data["items"]
+    assert len(items) == 4
+    for item in items[:2]:
+        fetch = item["fetch"]
+        assert fetch["status"] == "fetched" and fetch["skip_reason"] is None
+        assert fetch["content_type"] == "text/html" and fetch["downloaded_bytes"] > 1000
+        assert fetch["truncated"] is False and fetch["cached"] is False
+        assert fetch["extracted_chars"] == len(item["content"]) > 200
+        # The extracted text is the article: its opening words come from the ground truth.
+        page_id = item["url"].rsplit("/", 1)[1]
+        truth_words = aeb_ground_truth[page_id]["articleBody"].split()[:6]
+        assert " ".join(truth_words[:3]) in " ".join(item["content"].split())
+    for item in items[2:]:
+        assert item["fetch"]["status"] == "skipped" and item["fetch"]["skip_reason"] == "budget"
+        assert item["content"] is None
+    assert data["usage"]["fetch_pages_used"] == 2
+    assert data["meta"]["timing_ms"]["fetch"] > 0
+    pack = data["rendered_text"]
+    assert pack.count("Content:") == 2 and len(pack) <= 6000
+    assert len(page_requests(testbed_clean)) == 2
+
+
+def test_each_misbehaving_page_gets_a_truthful_fetch_block(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    settings = make_settings(backends={"searxng": {"base_url": testbed.searxng_url("mixed")}})
+    body = {
+        "query": matching_query,
+        "constraints": {"search_mode": "full"},
+        "budget": {
+            "max_results": 20,
+            "max_fetch_pages": 20,
+            "max_download_bytes_per_page": 2_000_000,
+            "max_total_time_ms": 8000,
+            "per_request_timeout_ms": {"fetch": 1500},
+        },
+    }
+    started = time.monotonic()
+    data = post(serve_searcher(settings), body).json()
+    assert time.monotonic() - started < 8
+    by_path = {}
+    for item in data["items"]:
+        path = item["url"].split(str(testbed.port), 1)[1]
+        by_path[path] = item["fetch"]
+    assert {p for p in MISBEHAVING_PATHS} <= set(by_path)
+    expected = {
+        "/hang": ("skipped", "timeout"),
+        "/status/500": ("failed", None),
+        "/status/404": ("failed", None),
+        "/redirect-loop/a": ("failed", None),
+        "/wrong-type": ("skipped", "content_type"),
+        "/image": ("skipped", "content_type"),
+        "/drip?bytes=100000&interval_ms=200": ("skipped", "timeout"),
+        "/redirect-to?url=http://169.254.169.254/latest/meta-data/": ("skipped", "blocked"),
+    }
+    for path, (status, reason) in expected.items():
+        assert (by_path[path]["status"], by_path[path]["skip_reason"]) == (status, reason), path
+    assert "HTTP 500" in by_path["/status/500"]["error"]
+    assert "redirect" in by_path["/redirect-loop/a"]["error"]
+    for path in ("/gzip-bomb", "/huge"):
+        assert by_path[path]["truncated"] is True
+        assert by_path[path]["status"] in {"fetched", "skipped", "failed"}
+    real_pages = [f for p, f in by_path.items() if p.startswith("/pages/")]
+    assert real_pages and all(f["status"] == "fetched" for f in real_pages), str(real_pages)
+    failures = {e["source"].split(str(testbed.port), 1)[1] for e in data["meta"]["errors"]}
+    assert set(expected) <= failures
+
+
+def test_pages_on_unlisted_loopback_names_are_refused_before_connecting(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed.searxng_url("foreign-loopback")}}
+    )
+    testbed.reset()
+    body = {
+        "query": matching_query,
+        "constraints": {"search_mode": "full"},
+        "budget": {"max_results": 4, "max_fetch_pages": 4},
+    }
+    data = post(serve_searcher(settings), body).json()
+    hosts = [httpx.URL(item["url"]).host for item in data["items"]]
+    assert set(hosts) == {"localhost", "127.0.0.2"}
+    for item in data["items"]:
+        assert item["fetch"]["status"] == "skipped" and item["fetch"]["skip_reason"] == "blocked"
+    assert page_requests(testbed) == []  # nothing reached the server
+
+
+def test_extraction_cache_serves_repeat_reads(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    base = serve_searcher(make_settings())
+    body = {
+        "query": matching_query,
+        "constraints": {"search_mode": "full"},
+        "budget": {"max_fetch_pages": 2},
+    }
+    first = post(base, body).json()
+    testbed.reset()
+    second = post(base, body).json()
+    assert [i["fetch"]["cached"] for i in second["items"][:2]] == [True, True]
+    assert [i["content"] for i in second["items"][:2]] == [i["content"] for i in first["items"][:2]]
+    assert page_requests(testbed) == []
+    stats = httpx.get(f"{base}/v1/cache/stats").json()
+    assert stats["entries"] == 2 and stats["bytes"] > 0
+    assert stats["hits"] == 2 and stats["misses"] == 2
+    cleared = httpx.post(f"{base}/v1/cache/clear").json()
+    assert cleared == {"removed": 2}
+    assert httpx.get(f"{base}/v1/cache/stats").json()["entries"] == 0
+    third = post(base, body).json()
+    assert [i["fetch"]["cached"] for i in third["items"][:2]] == [False, False]
+
+
+def test_deadline_returns_what_is_ready(make_settings, serve_searcher, testbed, aeb_ids):
+    # One fast page and two that take far longer than the request may: the answer comes
+    # at the deadline with the fast page read and the slow ones marked skipped.
+    from tests.ddgs_fake import FakeDDGS
+
+    urls = [
+        testbed.page_url(aeb_ids[0]),
+        testbed.url(f"/slow/5000/pages/{aeb_ids[1]}"),
+        testbed.url("/hang"),
+    ]
+    fake = FakeDDGS(rows=[{"title": f"r{i}", "href": u, "body": "b"} for i, u in enumerate(urls)])
+    settings = make_settings(backends={"order": ["duckduckgo"], "duckduckgo": {"enabled": True}})
+    base = serve_searcher(settings, ddgs=fake)
+    body = {
+        "query": "q",
+        "constraints": {"search_mode": "full"},
+        "budget": {
+            "max_fetch_pages": 3,
+            "max_total_time_ms": 1500,
+            "per_request_timeout_ms": {"fetch": 10000},
+        },
+    }
+    started = time.monotonic()
+    data = post(base, body).json()
+    elapsed = time.monotonic() - started
+    assert elapsed < 4  # bounded by the 1.5 s deadline, not the 10 s fetch timeout
+    statuses = [(i["fetch"]["status"], i["fetch"]["skip_reason"]) for i in data["items"]]
+    assert statuses[0] == ("fetched", None)
+    assert statuses[1:] == [("skipped", "budget"), ("skipped", "budget")] or all(
+        s[0] == "skipped" for s in statuses[1:]
+    )
+    assert data["meta"]["timing_ms"]["total"] < 4000

@@ -1,0 +1,123 @@
+"""The CLI: search (pack, JSON, full mode), cache, config, serve — against the testbed."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from searcher.cli import main
+
+
+@pytest.fixture
+def config_file(testbed, tmp_path):
+    def write(**backends):
+        config = {
+            "backends": {
+                "order": ["searxng", "brave"],
+                "searxng": {"base_url": testbed.searxng_url()},
+                "duckduckgo": {"enabled": False},
+                "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
+                **backends,
+            },
+            "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
+            "service": {"cache": {"dir": str(tmp_path / "cache")}},
+        }
+        path = tmp_path / "searcher.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return str(path)
+
+    return write
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def test_search_prints_the_context_pack(config_file, matching_query):
+    result = run("search", matching_query, "--config", config_file(), "--max-results", "3")
+    assert result.exit_code == 0, result.output
+    pack = result.stdout
+    assert pack.startswith("[CONTEXT_PACK ucp-1]") and pack.rstrip().endswith("[/CONTEXT_PACK]")
+    assert pack.count("Title:") == 3 and "backend=searxng" in pack
+
+
+def test_search_json_full_mode(config_file, matching_query):
+    result = run(
+        "search", matching_query, "--config", config_file(), "--mode", "full", "--json",
+        "--backend", "brave", "--max-results", "2",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "ucp-1" and data["meta"]["backend_used"] == "brave"
+    assert [i["fetch"]["status"] for i in data["items"]] == ["fetched", "fetched"]
+    assert all(len(i["content"]) > 100 for i in data["items"])
+
+
+def test_search_reports_every_backend_failure(config_file, testbed):
+    config = config_file(
+        searxng={"base_url": testbed.searxng_url("status/500")},
+        brave={"base_url": testbed.brave_url("status/503"), "api_key": "test-key"},
+    )
+    result = run("search", "q", "--config", config)
+    assert result.exit_code == 1
+    assert "all search backends failed" in result.stderr
+    assert "searxng: HTTP 500" in result.stderr and "brave: HTTP 503" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_bad_input_and_bad_config_exit_2(config_file, tmp_path):
+    assert run("search", "", "--config", config_file()).exit_code == 2
+    unknown = run("search", "q", "--config", config_file(), "--backend", "google")
+    assert unknown.exit_code == 2 and "unknown backend 'google'" in unknown.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("backends: {searxng: {timeout_s: -1}}\n")
+    result = run("search", "q", "--config", str(bad))
+    assert result.exit_code == 2 and "backends.searxng.timeout_s" in result.stderr
+
+
+def test_config_masks_secrets(config_file):
+    result = run("config", "--config", config_file(), env={"BRAVE_API_KEY": "s3cret"})
+    assert result.exit_code == 0
+    shown = yaml.safe_load(result.stdout)
+    assert shown["backends"]["brave"]["api_key"] == "***" and "s3cret" not in result.stdout
+
+
+def test_cache_stats_and_clear(config_file, matching_query):
+    config = config_file()
+    run("search", matching_query, "--config", config, "--mode", "full", "--max-results", "2")
+    stats = json.loads(run("cache", "stats", "--config", config).stdout)
+    assert stats["entries"] == 2 and stats["bytes"] > 0
+    cleared = run("cache", "clear", "--config", config)
+    assert cleared.exit_code == 0 and "removed 2 entries" in cleared.stdout
+    assert json.loads(run("cache", "stats", "--config", config).stdout)["entries"] == 0
+
+
+def test_serve_runs_the_http_api(config_file, matching_query):
+    env = {**os.environ, "SEARCHER_CONFIG": config_file(), "SEARCHER_PORT": "0"}
+    # Port 0 lets the OS choose; the server prints the address it bound.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "searcher.cli", "serve", "--port", "0"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        base = None
+        deadline = time.monotonic() + 30
+        while base is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if "Uvicorn running on" in line:
+                base = line.split("running on ")[1].split()[0]
+        assert base, "server did not start"
+        health = httpx.get(f"{base}/v1/health", timeout=10).json()
+        assert health["backends"]["searxng"]["breaker"] == "closed"
+        found = httpx.post(f"{base}/v1/search", json={"query": matching_query}, timeout=20)
+        assert found.status_code == 200 and found.json()["items"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        proc.stderr.close()
