@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from searcher.errors import ConfigError
 
-BACKEND_NAMES = ("searxng", "duckduckgo", "brave")
+BackendName = Literal["searxng", "duckduckgo", "brave"]
+BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
 SECRET_KEYS = frozenset({"api_key"})
 
 
@@ -96,7 +97,7 @@ def _default_backends() -> dict[str, BackendSettings]:
 
 
 class BackendsSettings(_Section):
-    order: list[Literal["searxng", "duckduckgo", "brave"]] = Field(
+    order: list[BackendName] = Field(
         default_factory=lambda: list(BACKEND_NAMES),
         description="Fallback order; backends that are not configured are skipped.",
     )

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 MAX_QUERY_CHARS = 2000
-SCHEMA = "ucp-1"
+SCHEMA: Literal["ucp-1"] = "ucp-1"
 
 SearchMode = Literal["simple", "full"]
 FetchStatus = Literal["skipped", "fetched", "failed"]

@@ -66,7 +66,10 @@ class CircuitBreaker:
 
     @property
     def state(self) -> BreakerState:
-        if self._state == "open" and self._clock() - self._opened_at >= self._settings.recovery_timeout:
+        if (
+            self._state == "open"
+            and self._clock() - self._opened_at >= self._settings.recovery_timeout
+        ):
             self._state = "half_open"
             self._trial_in_flight = 0
             self._trial_successes = 0

@@ -142,10 +142,10 @@ def apply_pick_ids(
 def relevance_scores(hits: Sequence[Hit]) -> tuple[list[float], str]:
     """Relevance in [0, 1]: the backend's own score scaled by the best one when every hit
     has a score, else a linear decay by position."""
-    scores = [hit.score for hit in hits]
-    if hits and all(s is not None and s >= 0 for s in scores) and max(scores) > 0:  # type: ignore[type-var]
-        best = max(s for s in scores if s is not None)
-        return [round((s or 0.0) / best, 4) for s in scores], "score"
+    scores = [hit.score for hit in hits if hit.score is not None and hit.score >= 0]
+    if hits and len(scores) == len(hits) and max(scores) > 0:
+        best = max(scores)
+        return [round(s / best, 4) for s in scores], "score"
     n = len(hits)
     return [round((n - i) / n, 4) for i in range(n)], "rank"
 

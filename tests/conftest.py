@@ -12,9 +12,9 @@ from searcher.api.app import create_app
 from searcher.config import Settings
 from tests.ddgs_fake import FakeDDGS
 from tests.testbed import TestbedServer
-from tests.testbed.server import ThreadedServer
 from tests.testbed import aeb_ids as _aeb_ids
 from tests.testbed import ground_truth as _ground_truth
+from tests.testbed.server import ThreadedServer
 
 
 @pytest.fixture(scope="session")

@@ -83,7 +83,9 @@ def test_unknown_route_and_method_are_json_errors(base):
 
 
 def test_health_lists_every_backend(make_settings, serve_searcher):
-    settings = make_settings(backends={"brave": {"api_key": None}, "duckduckgo": {"enabled": False}})
+    settings = make_settings(
+        backends={"brave": {"api_key": None}, "duckduckgo": {"enabled": False}}
+    )
     health = httpx.get(f"{serve_searcher(settings)}/v1/health").json()
     assert health["status"] == "ok"
     searxng, ddg, brave = (health["backends"][n] for n in ("searxng", "duckduckgo", "brave"))
@@ -93,9 +95,7 @@ def test_health_lists_every_backend(make_settings, serve_searcher):
 
 
 def test_no_usable_backend_is_a_clear_error(make_settings, serve_searcher):
-    settings = make_settings(
-        backends={"searxng": {"enabled": False}, "brave": {"enabled": False}}
-    )
+    settings = make_settings(backends={"searxng": {"enabled": False}, "brave": {"enabled": False}})
     response = httpx.post(f"{serve_searcher(settings)}/v1/search", json={"query": "q"})
     assert response.status_code == 502
     assert "no backend is enabled" in response.json()["error"]["message"]

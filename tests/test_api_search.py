@@ -41,13 +41,16 @@ def test_simple_search_returns_the_ucp1_contract(make_settings, serve_searcher, 
         assert item["url"].startswith("http://127.0.0.1:") and item["title"] and item["snippet"]
         assert item["score"]["rank"] == rank and 0 <= item["score"]["relevance"] <= 1
         assert item["score"]["method"] == "searxng_score"
-        assert item["fetch"]["status"] == "skipped" and "content" not in item or not item["content"]
+        assert item["fetch"]["status"] == "skipped" and item["fetch"]["skip_reason"] is None
+        assert item["content"] is None
     assert items[0]["score"]["relevance"] == 1.0
     assert len({item["id"] for item in items}) == len(items)
 
     meta = data["meta"]
     assert meta["backend_used"] == "searxng" and meta["fallback_used"] is False
-    assert meta["mode_used"] == "simple" and meta["pick_applied"] is False and meta["pick_ids"] == []
+    assert (
+        meta["mode_used"] == "simple" and meta["pick_applied"] is False and meta["pick_ids"] == []
+    )
     assert {"search", "fetch", "total"} <= set(meta["timing_ms"])
     assert meta["errors"] == []
     assert data["usage"] == {
@@ -130,9 +133,12 @@ def test_zero_results_is_an_empty_answer_not_an_error(make_settings, serve_searc
 
 def test_include_and_exclude_domains(make_settings, serve_searcher, matching_query):
     base = serve_searcher(make_settings())
-    assert post(base, {"query": matching_query, "constraints": {"exclude_domains": ["127.0.0.1"]}}).json()[
-        "items"
-    ] == []
+    assert (
+        post(
+            base, {"query": matching_query, "constraints": {"exclude_domains": ["127.0.0.1"]}}
+        ).json()["items"]
+        == []
+    )
     kept = post(base, {"query": matching_query, "constraints": {"include_domains": ["127.0.0.1"]}})
     assert kept.json()["items"]
 
@@ -172,17 +178,25 @@ def test_duckduckgo_through_its_library_boundary(make_settings, serve_searcher, 
         ]
     )
     settings = make_settings(
-        backends={"searxng": {"base_url": testbed.searxng_url("status/503")}, "duckduckgo": {"enabled": True}},
+        backends={
+            "searxng": {"base_url": testbed.searxng_url("status/503")},
+            "duckduckgo": {"enabled": True},
+        },
         budget={"max_search_retries": 0},
     )
     base = serve_searcher(settings, ddgs=fake)
-    body = {"query": {"text": "anything", "lang": "en-GB"}, "constraints": {"time_range": "month", "safesearch": 0}}
+    body = {
+        "query": {"text": "anything", "lang": "en-GB"},
+        "constraints": {"time_range": "month", "safesearch": 0},
+    }
     data = post(base, body).json()
     assert data["meta"]["backend_used"] == "duckduckgo" and data["meta"]["fallback_used"] is True
     assert [i["title"] for i in data["items"]] == [f"Page {i}" for i in range(5)]
     (query, kwargs) = fake.calls[-1]
     assert query == "anything"
-    assert kwargs["region"] == "uk-en" and kwargs["timelimit"] == "m" and kwargs["safesearch"] == "off"
+    assert (
+        kwargs["region"] == "uk-en" and kwargs["timelimit"] == "m" and kwargs["safesearch"] == "off"
+    )
 
     fake.behaviour = "ratelimit"
     failed = post(base, {"query": "anything", "constraints": {"backend": "duckduckgo"}})
@@ -192,7 +206,9 @@ def test_duckduckgo_through_its_library_boundary(make_settings, serve_searcher, 
     ]
 
 
-def test_explicit_backend_is_used_alone(make_settings, serve_searcher, testbed_clean, matching_query):
+def test_explicit_backend_is_used_alone(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
     base = serve_searcher(make_settings())
     data = post(base, {"query": matching_query, "constraints": {"backend": "brave"}}).json()
     assert data["meta"]["backend_used"] == "brave" and data["meta"]["fallback_used"] is False
@@ -220,7 +236,9 @@ def test_all_backends_failing_is_a_json_error_listing_each(make_settings, serve_
     assert "Traceback" not in response.text
 
 
-def test_retries_ride_out_a_transient_failure(make_settings, serve_searcher, testbed, matching_query):
+def test_retries_ride_out_a_transient_failure(
+    make_settings, serve_searcher, testbed, matching_query
+):
     testbed.reset()
     settings = make_settings(
         backends={"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("flaky/2")}}
@@ -282,6 +300,8 @@ def test_total_deadline_bounds_a_hanging_backend(make_settings, serve_searcher, 
 
 
 def test_max_tool_calls_zero_makes_no_search(make_settings, serve_searcher, testbed_clean):
-    data = post(serve_searcher(make_settings()), {"query": "q", "budget": {"max_tool_calls": 0}}).json()
+    data = post(
+        serve_searcher(make_settings()), {"query": "q", "budget": {"max_tool_calls": 0}}
+    ).json()
     assert data["items"] == [] and searxng_requests(testbed_clean) == []
     assert data["meta"]["errors"][0]["reason"] == "max_tool_calls is 0"

@@ -1,8 +1,12 @@
 """Settings: defaults, YAML, environment precedence, strict validation, masking."""
 
-import pytest
+import re
+from pathlib import Path
 
-from searcher.config import ENV_VARS, load_settings, masked
+import pytest
+from pydantic import BaseModel
+
+from searcher.config import ENV_VARS, Settings, load_settings, masked
 from searcher.errors import ConfigError
 
 
@@ -80,3 +84,23 @@ def test_secrets_are_masked():
     assert shown["backends"]["brave"]["api_key"] == "***"
     assert "secret-key" not in repr(shown)
     assert shown["backends"]["searxng"]["api_key"] is None
+
+
+def _leaf_keys(model, prefix=""):
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _leaf_keys(annotation, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}"
+
+
+def test_readme_documents_every_variable_and_key():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for var in ENV_VARS:
+        assert f"`{var}`" in readme, var
+    for key in _leaf_keys(Settings):
+        generic = re.sub(r"^backends\.(searxng|duckduckgo|brave)\.", "backends.<name>.", key)
+        documented = f"`{key}`" in readme or f"`{generic}`" in readme
+        assert documented or key in {"service.host", "service.port"}, key
+    assert "`service.host`, `service.port`" in readme

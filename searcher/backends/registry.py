@@ -25,7 +25,7 @@ class BackendStatus:
 
 def backend_status(settings: Settings) -> dict[str, BackendStatus]:
     """Enabled/configured state of every known backend, with what is missing."""
-    statuses = {}
+    statuses: dict[str, BackendStatus] = {}
     for name in BACKEND_NAMES:
         cfg = settings.backends.get(name)
         configured, note = True, None

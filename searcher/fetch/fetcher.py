@@ -1,0 +1,234 @@
+"""Fetching one web page safely: guarded connections, one deadline, bounded bytes.
+
+Redirects are followed by hand so that every hop is counted, re-checked for its scheme and
+sent through the guarded transport. The body is streamed raw and decoded here (see
+``searcher.fetch.body``) so that no response, compressed or not, can hold more than the
+byte budget in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+from searcher.errors import (
+    FetchBlocked,
+    FetchError,
+    FetchHTTPError,
+    FetchTimeout,
+    TooManyRedirects,
+    UnsupportedContentType,
+)
+from searcher.fetch.body import BodyDecoder, looks_like_html, parse_content_type
+from searcher.fetch.guard import guarded_transport
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_SCHEMES = ("http", "https")
+_SNIFF_BYTES = 512  # decoded bytes looked at to decide whether an unlabelled body is HTML
+_EXTRA_WIRE_BYTES = 1 << 20  # raw bytes allowed beyond max_bytes before reading stops
+_CONNECT_TIMEOUT_S = 5.0
+_ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.1"
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    """What one page fetch may cost."""
+
+    timeout_s: float  # whole fetch of one page, all hops, connect to last byte
+    max_bytes: int  # decoded (decompressed) body bytes kept at most
+    allowed_content_types: tuple[str, ...]  # media types, compared case-insensitively
+    max_redirects: int
+
+
+@dataclass(frozen=True)
+class FetchedPage:
+    """A fetched page, body decoded from its content coding but not from its charset."""
+
+    url: str  # final URL after redirects
+    status_code: int
+    content_type: str  # media type, e.g. "text/html"
+    charset: str | None
+    body: bytes  # decoded (decompressed), at most max_bytes
+    downloaded_bytes: int  # bytes received on the wire
+    truncated: bool
+
+
+def _require_http(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise FetchError(url, f"invalid URL: {exc}") from exc
+    if parts.scheme.lower() not in _SCHEMES:
+        raise FetchError(url, f"unsupported scheme {parts.scheme!r}; only http and https")
+    if not parts.hostname:
+        raise FetchError(url, "the URL has no host")
+
+
+def _blocked_cause(exc: BaseException) -> FetchBlocked | None:
+    """The guard's refusal, if httpx wrapped one on its way up."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, FetchBlocked):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+@contextlib.contextmanager
+def _translate_errors(url: str) -> Iterator[None]:
+    """httpx's errors (and the guard's refusal from inside httpcore) as ours, naming ``url``."""
+    try:
+        yield
+    except FetchBlocked as exc:
+        raise FetchBlocked(url, exc.reason) from exc
+    except httpx.TimeoutException as exc:
+        raise FetchTimeout(url, f"network timeout: {exc or type(exc).__name__}") from exc
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        blocked = _blocked_cause(exc)
+        if blocked is not None:
+            raise FetchBlocked(url, blocked.reason) from exc
+        raise FetchError(url, f"{type(exc).__name__}: {exc}".rstrip(": ")) from exc
+
+
+def _redirect_target(url: str, response: httpx.Response) -> str:
+    location = response.headers.get("location")
+    if not location:
+        raise FetchError(url, f"HTTP {response.status_code} redirect without a Location")
+    try:
+        target = response.url.join(location).copy_with(fragment=None)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise FetchError(url, f"invalid redirect Location {location!r}") from exc
+    _require_http(str(target))
+    return str(target)
+
+
+def _check_media_type(url: str, media_type: str | None, allowed: tuple[str, ...]) -> None:
+    if media_type is not None and media_type not in {t.lower() for t in allowed}:
+        raise UnsupportedContentType(url, f"content type {media_type} is not allowed")
+
+
+def _require_html(url: str, prefix: bytes) -> None:
+    if not looks_like_html(prefix):
+        raise UnsupportedContentType(url, "no content type, and the body does not look like HTML")
+
+
+@dataclass(frozen=True)
+class _Body:
+    data: bytes
+    downloaded: int
+    truncated: bool
+
+
+async def _read_body(
+    url: str, response: httpx.Response, decoder: BodyDecoder, max_bytes: int, sniff: bool
+) -> _Body:
+    """Stream raw bytes until the stream ends or ``max_bytes`` decoded bytes are kept."""
+    body = bytearray()
+    wire = 0
+    wire_cap = max_bytes + _EXTRA_WIRE_BYTES
+    truncated = False
+    # One byte beyond max_bytes is decoded so that "exactly max_bytes" and "more" differ.
+    async for raw in response.aiter_raw():
+        wire += len(raw)
+        body += decoder.decode(raw, max_bytes + 1 - len(body))
+        if sniff and len(body) >= _SNIFF_BYTES:
+            _require_html(url, bytes(body))
+            sniff = False
+        if len(body) > max_bytes or wire >= wire_cap:
+            truncated = True
+            break
+    else:
+        body += decoder.finish(max_bytes + 1 - len(body))
+        truncated = len(body) > max_bytes
+    if sniff:
+        _require_html(url, bytes(body))
+    return _Body(bytes(body[:max_bytes]), wire, truncated)
+
+
+class PageFetcher:
+    """Fetches web pages within limits through the SSRF guard; raises ``FetchError``s only."""
+
+    def __init__(
+        self,
+        allowed_hosts: Iterable[str],
+        user_agent: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = 32,
+    ) -> None:
+        self._client = httpx.AsyncClient(
+            transport=transport
+            or guarded_transport(allowed_hosts, max_connections=max_connections),
+            headers={
+                "User-Agent": user_agent,
+                "Accept": _ACCEPT,
+                # Only codings decoded (bounded) in searcher.fetch.body.
+                "Accept-Encoding": "gzip, deflate",
+            },
+            follow_redirects=False,
+            trust_env=False,
+            # The deadline is FetchLimits.timeout_s, enforced in fetch(). The connect
+            # timeout is per address, so that a black-holed first address still leaves
+            # time to try the host's next one.
+            timeout=httpx.Timeout(None, connect=_CONNECT_TIMEOUT_S),
+        )
+
+    async def fetch(self, url: str, limits: FetchLimits) -> FetchedPage:
+        """The page at ``url`` after redirects, or a ``FetchError`` saying why not."""
+        _require_http(url)
+        try:
+            async with asyncio.timeout(limits.timeout_s):
+                return await self._follow(url, limits)
+        except TimeoutError as exc:
+            raise FetchTimeout(url, f"not complete within {limits.timeout_s:g} s") from exc
+
+    async def _follow(self, url: str, limits: FetchLimits) -> FetchedPage:
+        current = url
+        for _ in range(limits.max_redirects + 1):
+            async with self._open(current) as response:
+                if response.status_code in REDIRECT_STATUSES:
+                    current = _redirect_target(current, response)
+                    continue
+                if not 200 <= response.status_code < 300:
+                    raise FetchHTTPError(current, response.status_code)
+                with _translate_errors(current):
+                    return await self._read(current, response, limits)
+        raise TooManyRedirects(url, f"more than {limits.max_redirects} redirects")
+
+    @contextlib.asynccontextmanager
+    async def _open(self, url: str) -> AsyncIterator[httpx.Response]:
+        with _translate_errors(url):
+            request = self._client.build_request("GET", url)
+            response = await self._client.send(request, stream=True)
+        try:
+            yield response
+        finally:
+            # Closing an unread stream drops the connection rather than draining it.
+            with _translate_errors(url):
+                await response.aclose()
+
+    async def _read(self, url: str, response: httpx.Response, limits: FetchLimits) -> FetchedPage:
+        media_type, charset = parse_content_type(response.headers.get("content-type"))
+        _check_media_type(url, media_type, limits.allowed_content_types)
+        decoder = BodyDecoder(url, response.headers.get("content-encoding"))
+        body = await _read_body(url, response, decoder, limits.max_bytes, media_type is None)
+        return FetchedPage(
+            url=url,
+            status_code=response.status_code,
+            content_type=media_type or "text/html",
+            charset=charset,
+            body=body.data,
+            downloaded_bytes=body.downloaded,
+            truncated=body.truncated,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
