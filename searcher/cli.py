@@ -60,21 +60,37 @@ def main() -> None:
 @main.command()
 @click.option("--host", default=None, help="Interface to bind (default from config: 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port (default from config: 8080).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Worker processes. Each keeps its own circuit breakers and counters.",
+)
 @config_option
-def serve(host: str | None, port: int | None, config_path: str | None) -> None:
+def serve(host: str | None, port: int | None, workers: int, config_path: str | None) -> None:
     """Run the HTTP API (OpenAPI docs at /docs)."""
+    import os
+
     import uvicorn
 
     from searcher.api.app import create_app
 
-    settings = _settings(config_path)
-    uvicorn.run(
-        create_app(settings),
-        host=host or settings.service.host,
-        port=settings.service.port if port is None else port,
-        log_level="info",
-        access_log=False,
-    )
+    settings = _settings(config_path)  # read here too, so a bad config fails before binding
+    bind = {
+        "host": host or settings.service.host,
+        "port": settings.service.port if port is None else port,
+        "log_level": "info",
+        "access_log": False,
+    }
+    if workers == 1:
+        uvicorn.run(create_app(settings), **bind)  # type: ignore[arg-type]
+        return
+    # Worker processes build their own app from an import string; they find the config
+    # file through the environment.
+    if config_path:
+        os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
+    uvicorn.run("searcher.api.app:create_app", factory=True, workers=workers, **bind)  # type: ignore[arg-type]
 
 
 def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
@@ -118,7 +134,8 @@ def search(
         request = SearchRequest.model_validate(body)
     except ValidationError as exc:
         err = exc.errors()[0]
-        _fail(f"invalid {'.'.join(str(p) for p in err['loc'])}: {err['msg']}", 2)
+        message = str(err["msg"]).removeprefix("Value error, ")
+        _fail(f"invalid {'.'.join(str(p) for p in err['loc'])}: {message}", 2)
 
     async def run() -> dict[str, Any]:
         async with open_service(settings, extract_in_process=True, sweep=False) as runtime:

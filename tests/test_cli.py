@@ -1,7 +1,7 @@
 """The CLI: search (pack, JSON, full mode), cache, config, serve — against the testbed."""
 
 import json
-import os
+import socket
 import subprocess
 import sys
 import time
@@ -98,26 +98,33 @@ def test_cache_stats_and_clear(config_file, matching_query):
     assert json.loads(run("cache", "stats", "--config", config).stdout)["entries"] == 0
 
 
-def test_serve_runs_the_http_api(config_file, matching_query):
-    env = {**os.environ, "SEARCHER_CONFIG": config_file(), "SEARCHER_PORT": "0"}
-    # Port 0 lets the OS choose; the server prints the address it bound.
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_runs_the_http_api(config_file, matching_query, workers):
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "searcher.cli", "serve", "--port", "0"],
-        env=env, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "searcher.cli", "serve", "--workers", workers,
+         "--port", str(port), "--config", config_file()],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        base = None
         deadline = time.monotonic() + 30
-        while base is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if "Uvicorn running on" in line:
-                base = line.split("running on ")[1].split()[0]
-        assert base, "server did not start"
-        health = httpx.get(f"{base}/v1/health", timeout=10).json()
+        health = None
+        while health is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                health = httpx.get(f"{base}/v1/health", timeout=2).json()
+            except httpx.TransportError:
+                time.sleep(0.1)  # polling readiness, bounded by the deadline above
+        assert health is not None, "server did not start"
         assert health["backends"]["searxng"]["breaker"] == "closed"
         found = httpx.post(f"{base}/v1/search", json={"query": matching_query}, timeout=20)
         assert found.status_code == 200 and found.json()["items"]
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-        proc.stderr.close()

@@ -33,7 +33,7 @@ def validation_error(exc: RequestValidationError) -> JSONResponse:
     problems = []
     for err in exc.errors():
         field = _field_of(tuple(err.get("loc", ())))
-        message = err.get("msg", "invalid")
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         if err.get("type") == "json_invalid":
             field, message = "body", f"malformed JSON: {err.get('ctx', {}).get('error', message)}"
         elif err.get("type") == "extra_forbidden":
