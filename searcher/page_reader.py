@@ -58,11 +58,17 @@ class PageReader:
 
     async def read(self, url: str, limits: FetchLimits, max_chars: int) -> PageOutcome:
         """Read one page; never raises for a page's own failure."""
-        cached = await self._cache.get(self._extractor.name, url)
-        if cached is not None:
-            content = cached[:max_chars]
+        entry = await self._cache.get(self._extractor.name, url)
+        if entry is not None and "\n" in entry:
+            content_type, text = entry.split("\n", 1)
+            if content_type not in limits.allowed_content_types:
+                return PageOutcome(
+                    "skipped", "content_type", f"content type {content_type} is not allowed",
+                    content_type=content_type,
+                )  # fmt: skip
+            content = text[:max_chars]
             return PageOutcome(
-                "fetched", content_type="text/html", cached=True,
+                "fetched", content_type=content_type, cached=True,
                 extracted_chars=len(content), content=content,
             )  # fmt: skip
         try:
@@ -90,7 +96,7 @@ class PageReader:
                 )  # fmt: skip
             return replace(outcome, status="failed", error="no main text found on the page")
         if not page.truncated:  # a truncated page's text is partial: never cache it
-            await self._cache.put(self._extractor.name, url, text)
+            await self._cache.put(self._extractor.name, url, cache_entry(page.content_type, text))
         content = text[:max_chars]
         return replace(outcome, extracted_chars=len(content), content=content)
 
@@ -131,6 +137,12 @@ class PageReader:
             outcomes.append(DEADLINE_SKIP if not task.done() else _crashed(task))
         await asyncio.gather(*tasks, return_exceptions=True)
         return outcomes
+
+
+def cache_entry(content_type: str, text: str) -> str:
+    """What the extraction cache holds for a page: its media type on the first line (so a
+    hit can honour ``allowed_content_types``), then the extracted text."""
+    return f"{content_type}\n{text}"
 
 
 def _crashed(task: asyncio.Task[PageOutcome]) -> PageOutcome:

@@ -171,3 +171,32 @@ def test_deadline_returns_what_is_ready(make_settings, serve_searcher, testbed, 
         s[0] == "skipped" for s in statuses[1:]
     )
     assert data["meta"]["timing_ms"]["total"] < 4000
+
+
+def test_extract_chars_and_content_types_budgets(make_settings, serve_searcher, matching_query):
+    base = serve_searcher(make_settings())
+    capped = post(
+        base,
+        {
+            "query": matching_query,
+            "constraints": {"search_mode": "full"},
+            "budget": {"max_fetch_pages": 2, "max_extract_chars_per_page": 120},
+        },
+    ).json()
+    for item in capped["items"][:2]:
+        assert item["fetch"]["status"] == "fetched"
+        assert 0 < len(item["content"]) <= 120 and item["fetch"]["extracted_chars"] <= 120
+    text_only = post(
+        base,
+        {
+            "query": matching_query,
+            "constraints": {"search_mode": "full"},
+            "budget": {"max_fetch_pages": 2, "allowed_content_types": ["text/plain"]},
+        },
+    ).json()
+    for item in text_only["items"][:2]:
+        assert (item["fetch"]["status"], item["fetch"]["skip_reason"]) == (
+            "skipped",
+            "content_type",
+        )
+        assert item["content"] is None and "text/html" in item["fetch"]["error"]
