@@ -96,10 +96,38 @@ def _default_backends() -> dict[str, BackendSettings]:
     }
 
 
+class IntentPolicy(_Section):
+    """The backends an intent fans out to, and their weights in fusion."""
+
+    backends: list[BackendName] = Field(min_length=1)
+    weights: dict[BackendName, float] = Field(default_factory=dict)
+
+
 class BackendsSettings(_Section):
     order: list[BackendName] = Field(
         default_factory=lambda: list(BACKEND_NAMES),
         description="Fallback order; backends that are not configured are skipped.",
+    )
+    auto: Literal["fallback", "fanout"] = Field(
+        default="fallback",
+        description='What "auto" does: try `order` one by one, or query all at once and fuse.',
+    )
+    intents: dict[str, IntentPolicy] = Field(
+        default_factory=dict, description="Per-intent backend sets (fan-out) and weights."
+    )
+    engine_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Weights of engines inside SearXNG answers (e.g. wikipedia: 1.2); default 1.",
+    )
+    hedge_delay_ms: int | None = Field(
+        default=None,
+        ge=0,
+        description="In a fallback chain, start the next backend when the current one has "
+        "not answered after this long; unset: the backend's observed p90 latency.",
+    )
+    hedge: bool = Field(default=True, description="Hedged requests in fallback chains.")
+    max_pages: int = Field(
+        default=3, ge=1, le=10, description="SearXNG pages fetched at most to reach max_results."
     )
     searxng: BackendSettings = Field(default_factory=lambda: _default_backends()["searxng"])
     duckduckgo: BackendSettings = Field(default_factory=lambda: _default_backends()["duckduckgo"])
@@ -110,8 +138,84 @@ class BackendsSettings(_Section):
         return settings
 
 
+class FusionSettings(_Section):
+    rrf_k: int = Field(default=60, ge=1, description="Reciprocal rank fusion constant.")
+    near_duplicate_threshold: float = Field(
+        default=0.88, gt=0, le=1, description="Cosine of title+snippet embeddings that merges."
+    )
+
+
+class EmbeddingSettings(_Section):
+    provider: Literal["model2vec", "openai", "none"] = "model2vec"
+    model: str = Field(
+        default="minishlab/potion-base-8M",
+        description="model2vec: hub name or local path; openai: the model name.",
+    )
+    base_url: str | None = Field(default=None, description="OpenAI-compatible /v1 base URL.")
+    api_key: str | None = None
+    timeout_s: float = Field(default=5.0, gt=0)
+
+
+class RouteGroup(_Section):
+    patterns: list[str] = Field(default_factory=list, description="Regexes (case-insensitive).")
+    engines: list[str] = Field(default_factory=list, description="SearXNG engines.")
+    categories: list[str] = Field(default_factory=list, description="SearXNG categories.")
+
+
+def _default_groups() -> dict[str, RouteGroup]:
+    return {
+        "academic": RouteGroup(
+            patterns=[r"\bresearch\s+on\b", r"\bpaper\s+(about|on)\b", r"\bstudy\s+of\b",
+                      r"\bliterature\s+review\b", r"\barxiv\b", r"\bscientific\b",
+                      r"\bclinical\s+trial", r"\bmeta-analysis\b"],
+            engines=["arxiv", "semantic scholar", "pubmed", "crossref", "google scholar"],
+            categories=["science"],
+        ),
+        "technical": RouteGroup(
+            patterns=[r"\bhow\s+to\s+implement\b", r"\bcode\s+for\b",
+                      r"\b(python|javascript|typescript|rust|golang|java|c\+\+)\b",
+                      r"\b(api|sdk|library|framework)\b", r"\b(docker|kubernetes|linux)\b",
+                      r"\b(error|exception|traceback)\b"],
+            engines=["github", "stackoverflow", "pypi", "npm", "dockerhub", "brave", "bing"],
+            categories=["it"],
+        ),
+        "news": RouteGroup(
+            patterns=[r"\b(latest|breaking|today'?s?)\s+news\b", r"\bnews\s+(about|on)\b",
+                      r"\bheadlines\b"],
+            engines=["bing news", "reddit"],
+            categories=["news"],
+        ),
+        "general": RouteGroup(engines=[], categories=["general"]),
+    }  # fmt: skip
+
+
+class RoutingSettings(_Section):
+    default_group: str = "general"
+    groups: dict[str, RouteGroup] = Field(default_factory=_default_groups)
+
+
+class ScoringSettings(_Section):
+    premium_boost: float = Field(default=0.25, ge=0)
+    trusted_boost: float = Field(default=0.15, ge=0)
+    category_boost: float = Field(default=0.30, ge=0)
+    multi_engine_bonus: float = Field(default=0.05, ge=0, description="Per extra engine.")
+    min_keyword_overlap: float = Field(
+        default=0.15, ge=0, le=1, description="Share of query keywords a result must contain."
+    )
+    premium_domains: list[str] = Field(
+        default_factory=list, description="Added to the shipped list."
+    )
+    trusted_domains: dict[str, list[str]] = Field(
+        default_factory=dict, description="category -> domains, added to the shipped lists."
+    )
+
+
 class Settings(_Section):
     backends: BackendsSettings = Field(default_factory=BackendsSettings)
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
+    fusion: FusionSettings = Field(default_factory=FusionSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
     fetch: FetchSettings = Field(default_factory=FetchSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     budget: BudgetDefaults = Field(default_factory=BudgetDefaults)

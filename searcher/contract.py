@@ -66,6 +66,11 @@ class Constraints(_Strict):
         default=None, description="0 off, 1 moderate, 2 strict."
     )
     pageno: Annotated[StrictInt, Field(ge=1, le=50)] = 1
+    chunks_per_source: Annotated[StrictInt, Field(ge=1, le=5)] | None = Field(
+        default=None,
+        description="Passages (<= 500 chars each) most relevant to the query per result; "
+        "implies fetching the pages, also in simple mode.",
+    )
     include_domains: list[str] | None = Field(
         default=None, description="Keep only results on these domains (or their subdomains)."
     )
@@ -158,6 +163,15 @@ class Score(BaseModel):
     rank: int = Field(description="1-based position in the response.")
     relevance: float = Field(ge=0.0, le=1.0)
     method: str
+    components: dict[str, float] | None = Field(
+        default=None, description="What the relevance is made of (fusion, boosts, bonuses)."
+    )
+
+
+class Provenance(BaseModel):
+    backend: str
+    engine: str | None = None
+    rank: int = Field(description="1-based rank in that backend's or engine's list.")
 
 
 class FetchInfo(BaseModel):
@@ -186,8 +200,12 @@ class Item(BaseModel):
     published_utc: str | None = None
     category: str | None = None
     score: Score
+    provenance: list[Provenance] = Field(default_factory=list)
     fetch: FetchInfo = Field(default_factory=FetchInfo)
     content: str | None = Field(default=None, description="Extracted text (full mode).")
+    chunks: list[str] | None = Field(
+        default=None, description="The passages most relevant to the query (chunks_per_source)."
+    )
 
 
 class ErrorEntry(BaseModel):
@@ -205,6 +223,12 @@ class Meta(BaseModel):
     timing_ms: dict[str, int]
     errors: list[ErrorEntry] = Field(default_factory=list)
     backends_tried: list[str] = Field(default_factory=list)
+    route: dict[str, str | None] | None = Field(
+        default=None, description="Engine group chosen and the pattern that chose it."
+    )
+    hedged: dict[str, Any] | None = Field(
+        default=None, description="When a hedged request ran: which backends raced, who won."
+    )
 
 
 class Usage(BaseModel):
