@@ -60,6 +60,7 @@ class Capabilities:
     """What a backend can honour; the service leaves out what it cannot."""
 
     paging: bool = False
+    result_count: bool = False  # honours max_results itself (else: auto-paging)
     time_range: bool = False
     safesearch: bool = False
     language: bool = False

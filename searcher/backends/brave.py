@@ -16,7 +16,9 @@ from searcher.backends.base import (
 from searcher.backends.normalise import http_url, iso_utc, plain_text
 
 NAME = "brave"
-CAPABILITIES = Capabilities(paging=True, time_range=True, safesearch=True, language=True)
+CAPABILITIES = Capabilities(
+    paging=True, result_count=True, time_range=True, safesearch=True, language=True
+)
 MAX_COUNT = 20  # the API refuses more per call
 _FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 _SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}

@@ -23,7 +23,7 @@ from searcher.errors import (
 )
 
 NAME = "duckduckgo"
-CAPABILITIES = Capabilities(time_range=True, safesearch=True, language=True)
+CAPABILITIES = Capabilities(result_count=True, time_range=True, safesearch=True, language=True)
 _TIMELIMIT = {"day": "d", "week": "w", "month": "m", "year": "y"}
 _SAFESEARCH = {0: "off", 1: "moderate", 2: "on"}
 # DuckDuckGo regions are country-language; a bare language gets its usual country.

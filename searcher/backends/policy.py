@@ -1,0 +1,59 @@
+"""Which backends a request uses, how (one, a fallback chain, or a fan-out), and their
+weights in fusion. Policy is configuration, not code: see ``BackendsSettings``."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Literal
+
+from searcher.config import BACKEND_NAMES, Settings
+from searcher.errors import InvalidRequest
+
+Mode = Literal["single", "fallback", "fanout"]
+
+
+@dataclass(frozen=True)
+class BackendPlan:
+    mode: Mode
+    names: tuple[str, ...]
+    weights: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+    def weight(self, backend: str) -> float:
+        return self.weights.get(backend, 1.0)
+
+
+def _check_names(names: list[str]) -> None:
+    for name in names:
+        if name not in BACKEND_NAMES:
+            known = ", ".join((*BACKEND_NAMES, "auto"))
+            raise InvalidRequest("constraints.backend", f"unknown backend {name!r} (known: {known})")
+
+
+def plan_backends(
+    requested: str | list[str] | None,
+    intent: str | None,
+    settings: Settings,
+    usable: Collection[str],
+) -> BackendPlan:
+    """An explicit name is used alone; a list fans out to those backends; ``auto`` (or
+    nothing) uses the intent's configured set if there is one, else ``backends.auto``
+    (the fallback order, or a fan-out to every usable backend)."""
+    cfg = settings.backends
+    base_weights = {name: cfg.get(name).weight for name in BACKEND_NAMES}
+    if isinstance(requested, str) and requested != "auto":
+        _check_names([requested])
+        return BackendPlan("single", (requested,), base_weights, "explicit backend")
+    if isinstance(requested, list):
+        _check_names(requested)
+        names = tuple(dict.fromkeys(requested))
+        return BackendPlan("fanout", names, base_weights, "explicit list")
+    policy = cfg.intents.get(intent or "")
+    if policy is not None:
+        names = tuple(n for n in policy.backends if n in usable)
+        weights = {n: base_weights[n] * policy.weights.get(n, 1.0) for n in BACKEND_NAMES}
+        return BackendPlan("fanout", names, weights, f"intent {intent}")
+    names = tuple(n for n in cfg.order if n in usable)
+    mode: Mode = "fanout" if cfg.auto == "fanout" else "fallback"
+    return BackendPlan(mode, names, base_weights, f"auto ({cfg.auto})")
