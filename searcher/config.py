@@ -195,6 +195,8 @@ class RoutingSettings(_Section):
 
 
 class ScoringSettings(_Section):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
     premium_boost: float = Field(default=0.25, ge=0)
     trusted_boost: float = Field(default=0.15, ge=0)
     category_boost: float = Field(default=0.30, ge=0)

@@ -1,0 +1,381 @@
+"""Heuristic relevance: cheap, deterministic, every component visible.
+
+After fusion each result gets (all weights from ``ScoringSettings``)::
+
+    fusion          its fused score scaled into [0, 0.9] against the best one
+  + premium_domain  or trusted_domain: the site is on a curated list
+  + category        the site's category is the query's route group (e.g. "academic")
+  + multi_engine    a bonus per engine beyond the first that returned it
+
+and ``relevance = min(1, sum)``. ``keyword_overlap`` (the share of the query's keywords the
+result's title, snippet and URL contain) is not added: it is a filter. A result below
+``min_keyword_overlap`` is marked ``kept=False``; ``apply_filter`` drops those unless that
+would drop everything. No LLM, no I/O per call: domain lists are loaded once.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
+from urllib.parse import unquote
+
+from searcher.backends.base import Hit
+from searcher.config import ScoringSettings
+from searcher.errors import ConfigError
+from searcher.urls import host_of
+
+# The seed's "base 0.0-0.9": the best fused result gets 0.9, leaving room for the boosts.
+BASE_CEILING = 0.9
+
+# --- domain lists -----------------------------------------------------------------------
+
+Tier = tuple[str | None, str | None]
+
+
+@dataclass(frozen=True)
+class DomainLists:
+    """Curated sites. ``trusted`` maps every listed domain to its category — premium
+    domains too (premium is the stronger tier of the same list)."""
+
+    premium: frozenset[str]
+    trusted: Mapping[str, str]
+
+    def tier(self, host: str) -> Tier:
+        """``("premium"|"trusted"|None, category|None)`` for a host.
+
+        A host matches a listed domain and its subdomains (as ``urls.domain_matches``);
+        the most specific listed domain decides, so ``health.harvard.edu`` can be
+        "health" while ``harvard.edu`` is "academic". Walking the host's suffixes is a
+        few dict look-ups, not a scan of the lists."""
+        labels = host.lower().rstrip(".").split(".")
+        for start in range(len(labels)):
+            suffix = ".".join(labels[start:])
+            if suffix in self.premium:
+                return "premium", self.trusted.get(suffix)
+            category = self.trusted.get(suffix)
+            if category is not None:
+                return "trusted", category
+        return None, None
+
+
+_DATA_DIR = ("data", "domains")
+# A domain entry is a bare host name: a URL or "host:port" here is a mistake to report.
+_BAD_DOMAIN = re.compile(r"[\s/:@?#]")
+
+
+def normalise_domain(domain: str, where: str) -> str:
+    """Lower-case, no leading dot or ``www.``; ``ConfigError`` if it is not a host name."""
+    cleaned = domain.strip().lower().lstrip(".").rstrip(".")
+    if cleaned.startswith("www."):
+        cleaned = cleaned[4:]
+    if not cleaned or _BAD_DOMAIN.search(cleaned):
+        raise ConfigError(f"{where}: {domain!r} is not a domain name (e.g. 'example.org')")
+    return cleaned
+
+
+def parse_domain_file(text: str, where: str) -> list[tuple[str, str]]:
+    """``domain category`` lines; ``#`` starts a comment; blank lines are skipped."""
+    entries: list[tuple[str, str]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        if len(fields) != 2:
+            raise ConfigError(f"{where}:{number}: expected 'domain category', got {raw!r}")
+        domain, category = fields
+        entries.append((normalise_domain(domain, f"{where}:{number}"), category.lower()))
+    return entries
+
+
+@functools.cache
+def _shipped(name: str) -> tuple[tuple[str, str], ...]:
+    # Read and parsed once per process: scoring must never touch the disk per request.
+    text = resources.files("searcher").joinpath(*_DATA_DIR, name).read_text(encoding="utf-8")
+    return tuple(parse_domain_file(text, f"searcher/{'/'.join(_DATA_DIR)}/{name}"))
+
+
+def load_domain_lists(settings: ScoringSettings) -> DomainLists:
+    """The shipped lists (``searcher/data/domains/``) extended by the configuration.
+
+    Configured trusted domains override a shipped category; a configured premium domain
+    takes its category from the trusted entries (shipped or configured), if any."""
+    premium_entries = _shipped("premium.txt")
+    categories: dict[str, str] = dict(_shipped("trusted.txt"))
+    categories.update(premium_entries)  # premium's own category beats a trusted one
+    for category, domains in settings.trusted_domains.items():
+        for index, domain in enumerate(domains):
+            where = f"scoring.trusted_domains.{category}[{index}]"
+            categories[normalise_domain(domain, where)] = category.lower()
+    premium = {domain for domain, _ in premium_entries}
+    premium.update(
+        normalise_domain(domain, f"scoring.premium_domains[{index}]")
+        for index, domain in enumerate(settings.premium_domains)
+    )
+    return DomainLists(frozenset(premium), MappingProxyType(categories))
+
+
+# --- keywords ---------------------------------------------------------------------------
+
+# Common English function words: they say nothing about what a page is about.
+_STOP_WORDS_TEXT = """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves get got also may might must shall vs via per
+"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+# Words whose final -s is not a plural.
+_NOT_PLURAL = frozenset({"news", "series", "species", "always", "perhaps", "lens"})
+_VOWELS = frozenset("aeiouy")
+# Doubled final consonants undone after -ing/-ed ("running" -> "run"); l, s, z stay doubled
+# because they are usually part of the word ("installing" -> "install").
+_UNDOUBLE = frozenset("bcdfghjkmnpqrtvwx")
+
+# A token: letters/digits (any script), possibly joined by - _ . / into a compound such as
+# "srvo-063", "6es7-214", "node.js" or "tcp/ip".
+_TOKEN = re.compile(r"[^\W_]+(?:[-_./][^\W_]+)*")
+_COMPOUND_SEP = re.compile(r"[-_./]")
+# Scripts written without spaces between words (CJK, kana, hangul): matched as substrings.
+_UNSPACED_FROM = 0x2E80
+
+
+def _has_vowel(word: str) -> bool:
+    return any(ch in _VOWELS for ch in word)
+
+
+def _strip_verb_suffix(word: str, suffix: str) -> str:
+    stem = word[: -len(suffix)]
+    if len(stem) < 3 or not _has_vowel(stem):  # "string", "thing", "need" stay whole
+        return word
+    if len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] in _UNDOUBLE:
+        stem = stem[:-1]
+    return stem
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Light suffix stripping for lower-case words, so that forms of a word meet.
+
+    In order: plurals (``-ies`` -> ``-y``; ``-es`` after s/x/z/ch/sh; ``-s`` except after
+    s/u/i), then ``-ied`` -> ``-y``, ``-ing``, ``-ed`` (with a doubled consonant undone),
+    then a final silent ``-e`` — so "routers" -> "router" and route / routes / routed /
+    routing all give "rout". Words of three letters or fewer, and tokens with digits, are
+    left alone. Both sides of a comparison go through it once; the output need not be a
+    word."""
+    if len(word) <= 3 or not word.isalpha() or word in _NOT_PLURAL:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith(("sses", "xes", "zes", "ches", "shes")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("ied") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("ing"):
+        word = _strip_verb_suffix(word, "ing")
+    elif word.endswith("ed") and not word.endswith("eed"):
+        word = _strip_verb_suffix(word, "ed")
+    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
+        word = word[:-1]
+    return word
+
+
+def _is_keyword(part: str) -> bool:
+    # Single letters are noise ("what's" -> "s"); single digits can be a version or code.
+    return part not in STOP_WORDS and (len(part) > 1 or part.isdigit())
+
+
+def query_keywords(query: str) -> list[str]:
+    """The query's keywords: lower-case, stop words dropped, stemmed, first-seen order.
+
+    A compound such as ``SRVO-063``, ``6ES7-214`` or ``node.js`` is kept whole (as written,
+    lower-cased) and also as its parts (``srvo``, ``063``), so a page that spells the code
+    the same way matches more of it than one that only has the parts."""
+    keywords: dict[str, None] = {}  # an ordered set
+    for token in _TOKEN.findall(query.lower()):
+        parts = [p for p in _COMPOUND_SEP.split(token) if p]
+        if len(parts) > 1 and any(_is_keyword(p) for p in parts):
+            keywords[token] = None
+        for part in parts:
+            if _is_keyword(part):
+                keywords[stem(part)] = None
+    return list(keywords)
+
+
+# Snippets use a few hundred distinct characters; the bound only stops hostile text that
+# cycles through all of Unicode from growing the table for ever.
+_WORD_CHARS_BOUND = 65536
+
+
+class _WordChars(dict[int, int]):
+    """A ``str.translate`` table turning every character that is not a letter or digit
+    into a space: the same split as the regex ``[^\\W_]+``, about five times faster on
+    snippets. Filled lazily, one entry per character seen, up to a bound."""
+
+    def __missing__(self, codepoint: int) -> int:
+        value = codepoint if chr(codepoint).isalnum() else 0x20
+        if len(self) < _WORD_CHARS_BOUND:
+            self[codepoint] = value
+        return value
+
+
+_WORD_CHARS = _WordChars()
+
+
+def _words(text: str) -> list[str]:
+    return text.lower().translate(_WORD_CHARS).split()
+
+
+@dataclass(frozen=True)
+class _KeywordSet:
+    """Keywords sorted by how they are looked for, prepared once per query."""
+
+    stems: tuple[str, ...]  # plain words: compared by stem
+    phrases: tuple[str, ...]  # " srvo 063 ": compounds, whatever joins their parts
+    substrings: tuple[str, ...]  # unspaced scripts (CJK): no word boundaries to use
+    total: int
+
+
+@functools.lru_cache(maxsize=1024)
+def _keyword_set(keywords: tuple[str, ...]) -> _KeywordSet:
+    stems, phrases, substrings = [], [], []
+    for keyword in keywords:
+        if _COMPOUND_SEP.search(keyword):
+            # "SRVO-063", "srvo 063" and ".../srvo-063-alarm" all contain " srvo 063 ".
+            phrases.append(f" {' '.join(_words(keyword))} ")
+        elif any(ord(ch) >= _UNSPACED_FROM for ch in keyword):
+            substrings.append(keyword)
+        else:
+            stems.append(keyword)
+    return _KeywordSet(tuple(stems), tuple(phrases), tuple(substrings), len(keywords))
+
+
+def _overlap(keywords: _KeywordSet, title: str, snippet: str, url: str) -> float:
+    if not keywords.total:
+        return 1.0  # nothing to check against (a query of stop words): no evidence either way
+    words = _words(f"{title} {snippet} {unquote(url)}")
+    found = 0
+    if keywords.stems:
+        stems = set(map(stem, set(words)))
+        found += sum(1 for k in keywords.stems if k in stems)
+    if keywords.phrases or keywords.substrings:
+        padded = f" {' '.join(words)} "
+        found += sum(1 for k in keywords.phrases if k in padded)
+        found += sum(1 for k in keywords.substrings if k in padded)
+    return found / keywords.total
+
+
+def keyword_overlap(keywords: Sequence[str], title: str, snippet: str, url: str) -> float:
+    """Share of ``keywords`` (from ``query_keywords``) found in title + snippet + URL.
+
+    Words compare by stem; compounds as phrases. 1.0 when there are no keywords."""
+    return _overlap(_keyword_set(tuple(keywords)), title, snippet, url)
+
+
+# --- scoring ----------------------------------------------------------------------------
+
+COMPONENTS = (
+    "fusion",
+    "premium_domain",
+    "trusted_domain",
+    "category",
+    "multi_engine",
+    "keyword_overlap",
+)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One result's relevance and how it was made.
+
+    ``components`` always holds every key of ``COMPONENTS``; all but ``keyword_overlap``
+    add up to the relevance before it is capped at 1."""
+
+    index: int  # position in the input
+    relevance: float  # in [0, 1]
+    components: dict[str, float]
+    kept: bool  # False when keyword_overlap is below min_keyword_overlap
+
+
+def _finite_positive(value: float) -> float:
+    return value if math.isfinite(value) and value > 0 else 0.0
+
+
+def _host(url: str) -> str:
+    try:
+        return host_of(url)
+    except ValueError:  # e.g. a broken IPv6 literal: no host, no domain boost
+        return ""
+
+
+def _score_one(
+    index: int,
+    item: tuple[Hit, float, int],
+    best: float,
+    keywords: _KeywordSet,
+    route_group: str,
+    lists: DomainLists,
+    settings: ScoringSettings,
+) -> tuple[float, Scored]:
+    hit, base, engine_count = item
+    tier, category = lists.tier(_host(hit.url))
+    overlap = _overlap(keywords, hit.title, hit.snippet, hit.url)
+    components = {
+        "fusion": BASE_CEILING * _finite_positive(base) / best if best > 0 else 0.0,
+        "premium_domain": settings.premium_boost if tier == "premium" else 0.0,
+        "trusted_domain": settings.trusted_boost if tier == "trusted" else 0.0,
+        "category": settings.category_boost if category == route_group.lower() else 0.0,
+        "multi_engine": settings.multi_engine_bonus * max(0, engine_count - 1),
+        "keyword_overlap": overlap,
+    }
+    total = sum(v for k, v in components.items() if k != "keyword_overlap")
+    relevance = min(1.0, max(0.0, total))
+    kept = overlap >= settings.min_keyword_overlap
+    return total, Scored(index, relevance, components, kept)
+
+
+def score_results(
+    items: Sequence[tuple[Hit, float, int]],
+    query: str,
+    route_group: str,
+    lists: DomainLists,
+    settings: ScoringSettings,
+) -> list[Scored]:
+    """Score fused results; best first.
+
+    ``items`` are ``(hit, fused score, number of distinct engines that returned it)``.
+    Sorted by the uncapped total, then input position: the order never contradicts
+    ``relevance``, and results that all reach the cap of 1 keep the stronger evidence
+    first instead of tying."""
+    best = max((_finite_positive(base) for _, base, _ in items), default=0.0)
+    keywords = _keyword_set(tuple(query_keywords(query)))
+    scored = [
+        _score_one(i, item, best, keywords, route_group, lists, settings)
+        for i, item in enumerate(items)
+    ]
+    scored.sort(key=lambda pair: (-pair[0], pair[1].index))
+    return [s for _, s in scored]
+
+
+def apply_filter(scored: Iterable[Scored]) -> list[Scored]:
+    """The kept results, in order — or all of them if none is kept.
+
+    The keyword filter catches obvious mismatches; it is not a veto. When every result
+    misses the query's words (another language, another spelling, a code written
+    differently), dropping them all would answer nothing, so they all stay. A caller can
+    tell that happened: no result in the output has ``kept``."""
+    results = list(scored)
+    kept = [s for s in results if s.kept]
+    return kept if kept else results
