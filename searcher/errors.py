@@ -139,5 +139,19 @@ class TooManyRedirects(FetchError):
     pass
 
 
+class PageBlocked(FetchError):
+    """The page is a CAPTCHA, bot wall, cookie wall or access-denied stub, not content."""
+
+    skip_reason = "blocked"
+
+
 class ExtractionError(FetchError):
     """The page was fetched but its main text could not be extracted (e.g. a worker crashed)."""
+
+
+# --- embeddings ------------------------------------------------------------------------
+
+
+class EmbedderUnavailable(SearcherError):
+    """The embedding model could not be loaded, or the embedding endpoint gave no usable
+    answer. Near-duplicate removal degrades to URL dedup when this happens."""

@@ -1,5 +1,8 @@
 """Full mode's reading step: for each chosen URL, cache -> fetch -> extract -> cache.
 
+A page that turns out to be a wall (bot challenge, CAPTCHA, cookie wall) rather than
+content fails with ``skip_reason="blocked"`` and is not cached.
+
 Pages are read concurrently (bounded), each under its own fetch timeout, all under the
 request deadline; a page still unfinished at the deadline is reported as skipped, and the
 response goes out with what is ready.
@@ -13,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from searcher.cache.extraction import ExtractionCache
 from searcher.errors import FetchError
+from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
 from searcher.resilience import Deadline
@@ -88,6 +92,11 @@ class PageReader:
             )
         except FetchError as exc:
             return replace(outcome, status="failed", error=exc.reason)
+        # A bot wall, CAPTCHA or cookie wall answers 200 with a few lines that are not the
+        # page: report it, and keep it out of the pack and the cache.
+        wall = blocked_reason(page.body[:HEAD_BYTES], text, None, page.status_code)
+        if wall is not None:
+            return replace(outcome, status="failed", skip_reason="blocked", error=wall)
         if not text:
             if page.truncated:
                 return replace(

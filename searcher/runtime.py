@@ -18,6 +18,8 @@ from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import build_backends
 from searcher.cache.extraction import ExtractionCache
 from searcher.config import Settings
+from searcher.embeddings import Embedder, build_embedder
+from searcher.errors import EmbedderUnavailable
 from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.page_reader import PageReader
@@ -30,6 +32,18 @@ class Runtime:
     service: SearchService
     pool: BackendPool
     cache: ExtractionCache
+    embedder: Embedder | None = None
+    embedder_problem: str | None = None
+
+
+async def _load_embedder(settings: Settings) -> tuple[Embedder | None, str | None]:
+    """The configured embedder, or None and why (near-duplicate removal then works on URLs
+    only, and responses say so)."""
+    try:
+        embedder = await asyncio.to_thread(build_embedder, settings.embeddings)
+    except EmbedderUnavailable as exc:
+        return None, f"near-duplicate removal is off: {exc}"
+    return embedder, None
 
 
 @contextlib.asynccontextmanager
@@ -54,16 +68,21 @@ async def open_service(
     cache = ExtractionCache(settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled)
     pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
+    embedder, problem = await _load_embedder(settings)
     sweeper = None
     if sweep and cache_cfg.enabled:
         sweeper = asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s))
     try:
-        yield Runtime(settings, SearchService(settings, pool, reader), pool, cache)
+        service = SearchService(settings, pool, reader, embedder, problem)
+        yield Runtime(settings, service, pool, cache, embedder, problem)
     finally:
         if sweeper is not None:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
         await backend_client.close()
+        close_embedder = getattr(embedder, "aclose", None)
+        if close_embedder is not None:
+            await close_embedder()
         await fetcher.aclose()
         extractor.close()

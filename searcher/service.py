@@ -7,14 +7,16 @@ function or a small object with one job, and the service owns the deadline.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from searcher import __version__
-from searcher.backends.base import BackendQuery, Hit
+from searcher.backends.base import BackendAnswer, BackendQuery
 from searcher.backends.chain import BackendPool
-from searcher.config import BACKEND_NAMES, BudgetDefaults, Settings
+from searcher.backends.policy import BackendPlan, plan_backends
+from searcher.config import BudgetDefaults, Settings
 from searcher.contract import (
     Budget,
     ErrorEntry,
@@ -22,19 +24,28 @@ from searcher.contract import (
     Item,
     Meta,
     Producer,
+    Provenance,
     Score,
     SearchRequest,
     SearchResponse,
     Usage,
 )
-from searcher.errors import InvalidRequest
+from searcher.dedup import drop_near_duplicates
+from searcher.embeddings import Embedder
+from searcher.errors import AllBackendsFailed, BackendFailure
 from searcher.fetch.fetcher import FetchLimits
+from searcher.fusion import FusedHit, fuse, ranked_lists
 from searcher.page_reader import PageOutcome, PageReader, Progress
+from searcher.passages import select_passages, top_chunks
 from searcher.render import PackItem, render_context_pack
 from searcher.resilience import Deadline
-from searcher.urls import domain_matches, host_of, item_id, normalise_url
+from searcher.routing import CompiledRoutes, Route, compile_routes, route_query
+from searcher.scoring import DomainLists, apply_filter, load_domain_lists, score_results
+from searcher.selection import apply_pick_ids, filter_domains
+from searcher.urls import item_id
 
 PRODUCER = Producer(name="searcher", version=__version__)
+CHUNK_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -84,79 +95,64 @@ def effective_budget(budget: Budget, defaults: BudgetDefaults) -> EffectiveBudge
     )
 
 
-def backend_order(
-    requested: str | list[str] | None, settings: Settings, usable: Collection[str]
-) -> list[str]:
-    """The backends to try, in order: an explicit name alone, a list as given, or for
-    ``auto``/unset the configured order without the backends that are not usable."""
-    if requested is None or requested == "auto":
-        return [name for name in settings.backends.order if name in usable]
-    names = [requested] if isinstance(requested, str) else requested
-    for name in names:
-        if name not in BACKEND_NAMES:
-            known = ", ".join((*BACKEND_NAMES, "auto"))
-            raise InvalidRequest(
-                "constraints.backend", f"unknown backend {name!r} (known: {known})"
-            )
-    return list(dict.fromkeys(names))
+@dataclass
+class SearchOutcome:
+    """What the search stage produced, whichever way the backends were used."""
+
+    answers: list[BackendAnswer]
+    tried: list[str]
+    failures: list[BackendFailure]
+    fallback_used: bool = False
+    hedged: dict[str, Any] | None = None
+
+    @property
+    def backend_used(self) -> str | None:
+        names = [a.backend for a in self.answers]
+        return "+".join(names) if names else None
 
 
-def unique_by_url(hits: Sequence[Hit]) -> list[Hit]:
-    """Drop later hits whose normalised URL was already seen (backend order is kept)."""
-    seen: set[str] = set()
-    unique = []
-    for hit in hits:
-        key = normalise_url(hit.url)
-        if key not in seen:
-            seen.add(key)
-            unique.append(hit)
-    return unique
+@dataclass(frozen=True)
+class Ranked:
+    """One result after fusion, dedup and scoring."""
+
+    fused: FusedHit
+    relevance: float
+    components: dict[str, float] = field(default_factory=dict)
 
 
-def filter_domains(
-    hits: Sequence[Hit], include: Sequence[str] | None, exclude: Sequence[str] | None
-) -> list[Hit]:
-    """Keep hits on ``include`` domains (if given) and not on ``exclude`` domains."""
-    kept = []
-    for hit in hits:
-        host = host_of(hit.url)
-        if include and not any(domain_matches(host, d) for d in include):
-            continue
-        if exclude and any(domain_matches(host, d) for d in exclude):
-            continue
-        kept.append(hit)
-    return kept
+def backend_query(request: SearchRequest, route: Route, max_results: int) -> BackendQuery:
+    """The query every backend receives; the routed engine group fills in SearXNG
+    engines and categories the request did not set."""
+    constraints = request.constraints
+    return BackendQuery(
+        text=request.query_text,
+        max_results=max_results,
+        lang=request.lang,
+        pageno=constraints.pageno,
+        time_range=constraints.time_range,
+        safesearch=constraints.safesearch,
+        engines=tuple(constraints.engines or route.engines),
+        categories=tuple(constraints.categories or route.categories),
+    )
 
 
-def apply_pick_ids(
-    hits: Sequence[Hit], pick_ids: Sequence[int] | None
-) -> tuple[list[Hit], list[int]]:
-    """The hits at ``pick_ids`` (0-based), in the order given; invalid and duplicate ids are
-    dropped. Returns the hits and the ids actually applied."""
-    if pick_ids is None:
-        return list(hits), []
-    applied = [i for i in dict.fromkeys(pick_ids) if 0 <= i < len(hits)]
-    return [hits[i] for i in applied], applied
-
-
-def relevance_scores(hits: Sequence[Hit]) -> tuple[list[float], str]:
-    """Relevance in [0, 1]: the backend's own score scaled by the best one when every hit
-    has a score, else a linear decay by position."""
-    scores = [hit.score for hit in hits if hit.score is not None and hit.score >= 0]
-    if hits and len(scores) == len(hits) and max(scores) > 0:
-        best = max(scores)
-        return [round(s / best, 4) for s in scores], "score"
-    n = len(hits)
-    return [round((n - i) / n, 4) for i in range(n)], "rank"
+def rank(
+    fused: Sequence[FusedHit], query: str, route: Route, domains: DomainLists, settings: Settings
+) -> list[Ranked]:
+    """Heuristic relevance on top of fusion; results below the keyword-overlap floor go,
+    unless that would leave nothing."""
+    inputs = [(f.hit, f.score, len({(s.backend, s.engine) for s in f.sources})) for f in fused]
+    scored = apply_filter(score_results(inputs, query, route.group, domains, settings.scoring))
+    return [Ranked(fused[s.index], s.relevance, s.components) for s in scored]
 
 
 def _utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _fetch_info(outcome: PageOutcome | None, mode: str) -> FetchInfo:
+def _fetch_info(outcome: PageOutcome | None, reading: bool) -> FetchInfo:
     if outcome is None:
-        if mode == "full":
+        if reading:
             return FetchInfo(status="skipped", skip_reason="budget", error="beyond max_fetch_pages")
         return FetchInfo()
     return FetchInfo(
@@ -172,13 +168,94 @@ def _fetch_info(outcome: PageOutcome | None, mode: str) -> FetchInfo:
     )
 
 
+def _item(
+    rank_no: int, ranked: Ranked, outcome: PageOutcome | None, reading: bool, retrieved: str,
+    chunks: list[str] | None,
+) -> Item:  # fmt: skip
+    hit = ranked.fused.hit
+    return Item(
+        id=item_id(hit.url),
+        title=hit.title,
+        url=hit.url,
+        retrieved_utc=retrieved,
+        engine=hit.backend,
+        engines=list(hit.engines),
+        snippet=hit.snippet,
+        published_utc=hit.published,
+        category=hit.category,
+        score=Score(
+            rank=rank_no,
+            relevance=ranked.relevance,
+            method="rrf+heuristics",
+            components=ranked.components,
+        ),
+        provenance=[
+            Provenance(backend=s.backend, engine=s.engine, rank=s.rank)
+            for s in ranked.fused.sources
+        ],
+        fetch=_fetch_info(outcome, reading),
+        content=outcome.content if outcome else None,
+        chunks=chunks,
+    )
+
+
 class SearchService:
     """Composes the pipeline; one instance serves every request of an app or CLI run."""
 
-    def __init__(self, settings: Settings, pool: BackendPool, reader: PageReader) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: BackendPool,
+        reader: PageReader,
+        embedder: Embedder | None = None,
+        embedder_problem: str | None = None,
+    ) -> None:
         self.settings = settings
         self.pool = pool
         self.reader = reader
+        self.embedder = embedder
+        self.embedder_problem = embedder_problem
+        self.routes: CompiledRoutes = compile_routes(settings.routing)
+        self.domains: DomainLists = load_domain_lists(settings.scoring)
+
+    async def _search(
+        self, plan: BackendPlan, query: BackendQuery, deadline: Deadline, budget: EffectiveBudget
+    ) -> SearchOutcome:
+        """The backends, used as the plan says; a fan-out where every backend failed falls
+        back to the remaining usable backends one by one (the degradation ladder)."""
+        timeout_s, retries = budget.search_timeout_ms / 1000, budget.max_search_retries
+        if plan.mode == "fanout":
+            fan = await self.pool.fan_out(plan.names, query, deadline, timeout_s, retries)
+            if fan.answers:
+                return SearchOutcome(fan.answers, fan.tried, fan.failures)
+            rest = [
+                n
+                for n in self.settings.backends.order
+                if n in self.pool.backends and n not in plan.names
+            ]
+            if not rest:
+                if any(f.reason != "no results" for f in fan.failures):
+                    raise AllBackendsFailed(fan.failures)
+                return SearchOutcome([], fan.tried, fan.failures)
+            try:
+                chain = await self.pool.search_with_fallback(
+                    rest, query, deadline, timeout_s, retries
+                )
+            except AllBackendsFailed as exc:
+                raise AllBackendsFailed(fan.failures + exc.failures) from exc
+            answers = [chain.answer] if chain.answer.hits else []
+            return SearchOutcome(
+                answers, fan.tried + chain.tried, fan.failures + chain.failures, True, chain.hedged
+            )
+        if not plan.names:
+            raise AllBackendsFailed([])
+        chain = await self.pool.search_with_fallback(
+            plan.names, query, deadline, timeout_s, retries
+        )
+        answers = [chain.answer] if chain.answer.hits else []
+        return SearchOutcome(
+            answers, chain.tried, chain.failures, chain.fallback_used, chain.hedged
+        )
 
     async def search(
         self, request: SearchRequest, progress: Progress | None = None
@@ -186,19 +263,20 @@ class SearchService:
         """Run one search request to a UCP-1 response. Raises ``AllBackendsFailed`` when no
         backend answered and ``InvalidRequest`` for a request the contract cannot express."""
         started = time.perf_counter()
-        budget = effective_budget(request.budget, self.settings.budget)
+        settings = self.settings
+        budget = effective_budget(request.budget, settings.budget)
         deadline = Deadline(budget.max_total_time_ms / 1000)
         constraints = request.constraints
         mode = constraints.search_mode
-        names = backend_order(constraints.backend, self.settings, self.pool.backends)
         errors: list[ErrorEntry] = []
         timing: dict[str, int] = {}
 
-        # 1. Search: the fallback chain, or nothing if the budget allows no tool call.
-        hits: list[Hit] = []
-        backend_used: str | None = None
-        tried: list[str] = []
-        fallback_used = False
+        # 1. Route the query to an engine group; plan which backends to use and how.
+        route = route_query(request.query_text, self.routes)
+        plan = plan_backends(constraints.backend, request.intent, settings, self.pool.backends)
+
+        # 2. Search.
+        outcome = SearchOutcome([], [], [])
         retrieved = _utc_now()
         if budget.max_tool_calls < 1:
             errors.append(ErrorEntry(stage="search", source="budget", reason="max_tool_calls is 0"))
@@ -206,42 +284,56 @@ class SearchService:
             wanted = budget.max_results
             if constraints.pick_ids:
                 wanted = max(wanted, max(constraints.pick_ids) + 1)
-            query = BackendQuery(
-                text=request.query_text,
-                max_results=wanted,
-                lang=request.lang,
-                pageno=constraints.pageno,
-                time_range=constraints.time_range,
-                safesearch=constraints.safesearch,
-                engines=tuple(constraints.engines or ()),
-                categories=tuple(constraints.categories or ()),
-            )
             t0 = time.perf_counter()
-            chain = await self.pool.search_with_fallback(
-                names, query, deadline, budget.search_timeout_ms / 1000, budget.max_search_retries
-            )
+            query = backend_query(request, route, wanted)
+            outcome = await self._search(plan, query, deadline, budget)
             timing["search"] = int((time.perf_counter() - t0) * 1000)
             retrieved = _utc_now()
-            hits, backend_used, tried = chain.answer.hits, chain.answer.backend, chain.tried
-            fallback_used = chain.fallback_used
             errors += [
                 ErrorEntry(stage="search", source=f.backend, reason=f.reason)
-                for f in chain.failures
+                for f in outcome.failures
             ]
-            errors += [
-                ErrorEntry(stage="search", source=backend_used, reason=w)
-                for w in chain.answer.warnings
-            ]
+            for answer in outcome.answers:
+                errors += [
+                    ErrorEntry(stage="search", source=answer.backend, reason=w)
+                    for w in answer.warnings
+                ]
 
-        # 2. Select: one hit per page, domain filters, pick_ids, then the result cap.
-        hits = unique_by_url(hits)
-        hits = filter_domains(hits, constraints.include_domains, constraints.exclude_domains)
-        hits, applied_ids = apply_pick_ids(hits, constraints.pick_ids)
-        hits = hits[: budget.max_results]
+        # 3. Fuse every ranked list, drop near-duplicates, score with the heuristics.
+        t0 = time.perf_counter()
+        lists = [
+            ranked
+            for answer in outcome.answers
+            for ranked in ranked_lists(
+                answer, plan.weight(answer.backend), settings.backends.engine_weights
+            )
+        ]
+        fused = fuse(lists, settings.fusion.rrf_k)
+        fused, notes = await drop_near_duplicates(
+            fused, self.embedder, settings.fusion.near_duplicate_threshold
+        )
+        if self.embedder is None:
+            # Off by choice (provider "none") is no error; off because loading failed is.
+            notes = [self.embedder_problem] if self.embedder_problem and len(fused) > 1 else []
+        errors += [ErrorEntry(stage="dedup", source="embedder", reason=n) for n in notes]
+        ranked = rank(fused, request.query_text, route, self.domains, settings)
+        timing["rank"] = int((time.perf_counter() - t0) * 1000)
 
-        # 3. Full mode: read the top pages under the deadline.
+        # 4. Select: domain filters, pick_ids, then the result cap.
+        ranked = filter_domains(
+            ranked,
+            lambda r: r.fused.hit.url,
+            constraints.include_domains,
+            constraints.exclude_domains,
+        )
+        ranked, applied_ids = apply_pick_ids(ranked, constraints.pick_ids)
+        ranked = ranked[: budget.max_results]
+
+        # 5. Read the top pages (full mode, or chunks_per_source) under the deadline.
+        reading = mode == "full" or constraints.chunks_per_source is not None
         outcomes: list[PageOutcome] = []
-        if mode == "full" and hits:
+        timing["fetch"] = 0
+        if reading and ranked:
             t0 = time.perf_counter()
             limits = FetchLimits(
                 timeout_s=budget.fetch_timeout_ms / 1000,
@@ -249,7 +341,7 @@ class SearchService:
                 allowed_content_types=budget.allowed_content_types,
                 max_redirects=budget.max_redirects,
             )
-            urls = [hit.url for hit in hits[: budget.max_fetch_pages]]
+            urls = [r.fused.hit.url for r in ranked[: budget.max_fetch_pages]]
             outcomes = await self.reader.read_all(
                 urls, limits, budget.max_extract_chars_per_page, deadline, progress
             )
@@ -261,43 +353,34 @@ class SearchService:
                 for url, o in zip(urls, outcomes, strict=True)
                 if o.status != "fetched"
             ]
-        else:
-            timing["fetch"] = 0
 
-        # 4. Items, in rank order.
-        relevance, basis = relevance_scores(hits)
+        # 6. Items, in rank order.
         items = []
-        for rank, hit in enumerate(hits, start=1):
-            outcome = outcomes[rank - 1] if rank <= len(outcomes) else None
-            items.append(
-                Item(
-                    id=item_id(hit.url),
-                    title=hit.title,
-                    url=hit.url,
-                    retrieved_utc=retrieved,
-                    engine=hit.backend,
-                    engines=list(hit.engines),
-                    snippet=hit.snippet,
-                    published_utc=hit.published,
-                    category=hit.category,
-                    score=Score(
-                        rank=rank, relevance=relevance[rank - 1], method=f"{hit.backend}_{basis}"
-                    ),
-                    fetch=_fetch_info(outcome, mode),
-                    content=outcome.content if outcome else None,
+        for rank_no, result in enumerate(ranked, start=1):
+            page = outcomes[rank_no - 1] if rank_no <= len(outcomes) else None
+            chunks = None
+            if constraints.chunks_per_source and page is not None and page.content:
+                chunks = top_chunks(
+                    request.query_text, page.content, constraints.chunks_per_source, CHUNK_CHARS
                 )
-            )
+            item = _item(rank_no, result, page, reading, retrieved, chunks)
+            if mode == "simple":
+                item.content = None  # simple mode reads pages only for their chunks
+            items.append(item)
 
-        # 5. The context pack.
+        # 7. The context pack: in full mode each page contributes the passages that
+        # answer the query, within its fair share of the budget.
         rendered = ""
         if request.want.rendered_text:
             t0 = time.perf_counter()
+            select = self._passage_selector(request.query_text) if mode == "full" else None
             rendered = render_context_pack(
-                [PackItem(i.title, i.url, i.snippet, i.content) for i in items],
+                [PackItem(i.title, i.url, i.snippet, _pack_content(i)) for i in items],
                 query=request.query_text,
-                backend=backend_used,
+                backend=outcome.backend_used,
                 mode=mode,
                 max_chars=budget.max_context_chars,
+                select=select,
             )
             timing["render"] = int((time.perf_counter() - t0) * 1000)
             if not rendered:
@@ -315,14 +398,16 @@ class SearchService:
             producer=PRODUCER,
             request=request.model_dump(mode="json", exclude_unset=True),
             meta=Meta(
-                backend_used=backend_used,
-                fallback_used=fallback_used,
+                backend_used=outcome.backend_used,
+                fallback_used=outcome.fallback_used,
                 pick_applied=constraints.pick_ids is not None,
                 pick_ids=applied_ids,
                 mode_used=mode,
                 timing_ms=timing,
                 errors=errors,
-                backends_tried=tried,
+                backends_tried=outcome.tried,
+                route={"group": route.group, "pattern": route.pattern},
+                hedged=outcome.hedged,
             ),
             usage=Usage(
                 results_returned=len(items),
@@ -332,3 +417,18 @@ class SearchService:
             items=items,
             rendered_text=rendered if request.want.rendered_text else None,
         )
+
+    @staticmethod
+    def _passage_selector(query: str) -> Callable[[str, int], str]:
+        def select(text: str, budget: int) -> str:
+            return select_passages(query, text, budget)
+
+        return select
+
+
+def _pack_content(item: Item) -> str | None:
+    if item.content:
+        return item.content
+    if item.chunks:
+        return "\n\n".join(item.chunks)
+    return None

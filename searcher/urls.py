@@ -1,18 +1,44 @@
-"""URL normalisation: one spelling per page, for item ids, cache keys and dedup."""
+"""URL normalisation: one spelling per page, for item ids, cache keys and dedup.
+
+Two URLs get the same key when they are spellings of one page: scheme and host case, a
+default port, a leading ``www.``, a trailing slash, an in-page anchor, tracking parameters,
+the order of query parameters (of different names), and percent-encoding of characters
+that need none.
+
+Decisions (``tests/test_urls.py`` holds them as properties):
+
+- ``www.`` and a trailing slash are dropped although a server *may* serve different pages
+  at ``www.x`` and ``x``, or at ``/a`` and ``/a/``. In practice both are one page (one
+  redirects to the other) and engines spell them inconsistently, so keeping them apart
+  would show the same page twice far more often than merging would lose a page.
+- Percent-encoding is normalised as RFC 3986 (6.2.2) says: only unreserved characters are
+  decoded. ``/a%2Fb`` and ``/a/b`` (or ``%3B`` and ``;``) are different paths, and stay so.
+- A fragment is an anchor inside the page and is dropped, except a route of a hash-routed
+  app (``#/docs/intro``, ``#!/item/3``), which engines list as a page of its own.
+- Query parameters are sorted by name only: the values of a repeated name keep their order.
+"""
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+import re
+import string
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRACKING_PREFIXES = ("utm_",)
 _TRACKING_PARAMS = frozenset(
     {"gclid", "fbclid", "dclid", "msclkid", "yclid", "mc_cid", "mc_eid", "igshid", "_ga", "ref_src"}
 )
-# Characters left unescaped in paths; everything else is percent-encoded once, uniformly.
+# Characters left as they are in paths; everything else is percent-encoded (as UTF-8).
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9/:@!$&'()*+,;=._~-]*")
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_WWW = re.compile(r"^(?:www\.)+")
+_ROUTE_FRAGMENT = ("/", "!")
 
 
 def _is_tracking(key: str) -> bool:
@@ -20,17 +46,45 @@ def _is_tracking(key: str) -> bool:
     return lowered in _TRACKING_PARAMS or lowered.startswith(_TRACKING_PREFIXES)
 
 
+def _unescape_unreserved(match: re.Match[str]) -> str:
+    char = chr(int(match.group(1), 16))
+    return char if char in _UNRESERVED else "%" + match.group(1).upper()
+
+
+def _normalise_path(path: str) -> str:
+    if not _PLAIN_PATH.fullmatch(path):  # most paths need no encoding work: skip it
+        # A lone "%" is a literal percent sign to browsers; spell it as one.
+        path = _STRAY_PERCENT.sub("%25", path)
+        path = _ESCAPE.sub(_unescape_unreserved, path)
+        path = quote(path, safe=_PATH_SAFE + "%", errors="surrogatepass")
+    path = path or "/"
+    if len(path) > 1 and path.endswith("/"):
+        path = path.rstrip("/") or "/"
+    return path
+
+
+def _normalise_query(query: str) -> str:
+    if not query:
+        return ""
+    # surrogateescape keeps undecodable escapes (%FF) as they were instead of turning
+    # every one of them into U+FFFD, which would merge different values.
+    pairs = parse_qsl(query, keep_blank_values=True, errors="surrogateescape")
+    # By name only: a stable sort keeps the order of a repeated name's values (?id=2&id=1
+    # may list things in that order).
+    kept = sorted(((k, v) for k, v in pairs if not _is_tracking(k)), key=lambda kv: kv[0])
+    return urlencode(kept, errors="surrogateescape")
+
+
 # Pure and called several times per result on the request path; results recur across
 # requests (the same query, pick_ids follow-ups), so a bounded memo pays.
 @functools.lru_cache(maxsize=8192)
 def normalise_url(url: str) -> str:
-    """Lower-case scheme and host, drop default port, ``www.``, fragment, tracking
-    parameters and a trailing slash; sort query parameters. Idempotent."""
+    """Lower-case scheme and host, drop default port, ``www.``, fragment (but a hash
+    route), tracking parameters and a trailing slash; sort query parameters by name;
+    percent-encode uniformly. Idempotent."""
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower().rstrip(".")
-    if host.startswith("www."):
-        host = host[4:]
+    host = _WWW.sub("", (parts.hostname or "").lower().rstrip("."))
     try:
         port = parts.port
     except ValueError:
@@ -40,14 +94,10 @@ def normalise_url(url: str) -> str:
         netloc = f"[{host}]"
     if port is not None and port != _DEFAULT_PORTS.get(scheme):
         netloc = f"{netloc}:{port}"
-    path = quote(unquote(parts.path), safe=_PATH_SAFE) or "/"
-    if len(path) > 1 and path.endswith("/"):
-        path = path.rstrip("/") or "/"
-    query_pairs = [
-        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)
-    ]
-    query = urlencode(sorted(query_pairs))
-    return urlunsplit((scheme, netloc, path, query, ""))
+    fragment = parts.fragment if parts.fragment.startswith(_ROUTE_FRAGMENT) else ""
+    return urlunsplit(
+        (scheme, netloc, _normalise_path(parts.path), _normalise_query(parts.query), fragment)
+    )
 
 
 def item_id(url: str) -> str:

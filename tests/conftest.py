@@ -11,7 +11,7 @@ import pytest
 from searcher.api.app import create_app
 from searcher.config import Settings
 from tests.ddgs_fake import FakeDDGS
-from tests.testbed import TestbedServer
+from tests.testbed import TestbedServer, shared_dir
 from tests.testbed import aeb_ids as _aeb_ids
 from tests.testbed import ground_truth as _ground_truth
 from tests.testbed.server import ThreadedServer
@@ -38,12 +38,23 @@ def aeb_ids() -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def aeb_titles() -> dict[str, str]:
+    """``{id: <title> of the page}``."""
+    from tests.testbed.corpus import corpus
+
+    return {pid: page.title for pid, page in corpus().load().pages.items()}
+
+
+@pytest.fixture(scope="session")
 def aeb_ground_truth() -> dict[str, dict[str, str]]:
     """``{id: {"url": ..., "articleBody": ...}}`` (do not mutate: shared)."""
     return _ground_truth()
 
 
 # --- searcher itself, pointed at the testbed ------------------------------------------
+
+# The offline embedding model (../shared/models/README.md); tests never load from a hub.
+STATIC_MODEL = shared_dir() / "models" / "minilm-static-256"
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +82,7 @@ def make_settings(testbed: TestbedServer, tmp_path: Path) -> Callable[..., Setti
             },
             "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"], "extract_workers": 1},
             "service": {"cache": {"dir": str(tmp_path / "cache")}},
+            "embeddings": {"provider": "model2vec", "model": str(STATIC_MODEL)},
         }
         return Settings.model_validate(_merge(base, overrides))
 

@@ -40,10 +40,14 @@ def test_simple_search_returns_the_ucp1_contract(make_settings, serve_searcher, 
         assert item["type"] == "web_result" and item["engine"] == "searxng"
         assert item["url"].startswith("http://127.0.0.1:") and item["title"] and item["snippet"]
         assert item["score"]["rank"] == rank and 0 <= item["score"]["relevance"] <= 1
-        assert item["score"]["method"] == "searxng_score"
+        assert (
+            item["score"]["method"] == "rrf+heuristics" and "fusion" in item["score"]["components"]
+        )
+        assert item["provenance"] and all(p["backend"] == "searxng" for p in item["provenance"])
         assert item["fetch"]["status"] == "skipped" and item["fetch"]["skip_reason"] is None
         assert item["content"] is None
-    assert items[0]["score"]["relevance"] == 1.0
+    relevances = [item["score"]["relevance"] for item in items]
+    assert relevances == sorted(relevances, reverse=True)
     assert len({item["id"] for item in items}) == len(items)
 
     meta = data["meta"]
@@ -53,6 +57,7 @@ def test_simple_search_returns_the_ucp1_contract(make_settings, serve_searcher, 
     )
     assert {"search", "fetch", "total"} <= set(meta["timing_ms"])
     assert meta["errors"] == []
+    assert meta["route"] == {"group": "general", "pattern": None} and meta["hedged"] is None
     assert data["usage"] == {
         "results_returned": len(items),
         "context_chars": len(data["rendered_text"]),
@@ -170,11 +175,13 @@ def test_searxng_failure_falls_back_to_the_next_backend(
     assert error["source"] == "searxng" and reason in error["reason"]
 
 
-def test_duckduckgo_through_its_library_boundary(make_settings, serve_searcher, testbed, aeb_ids):
+def test_duckduckgo_through_its_library_boundary(
+    make_settings, serve_searcher, testbed, aeb_ids, aeb_titles
+):
     fake = FakeDDGS(
         rows=[
-            {"title": f"Page {i}", "href": testbed.page_url(pid), "body": f"body {i}"}
-            for i, pid in enumerate(aeb_ids[:6])
+            {"title": aeb_titles[pid], "href": testbed.page_url(pid), "body": aeb_titles[pid]}
+            for pid in aeb_ids[:6]
         ]
     )
     settings = make_settings(
@@ -191,7 +198,7 @@ def test_duckduckgo_through_its_library_boundary(make_settings, serve_searcher, 
     }
     data = post(base, body).json()
     assert data["meta"]["backend_used"] == "duckduckgo" and data["meta"]["fallback_used"] is True
-    assert [i["title"] for i in data["items"]] == [f"Page {i}" for i in range(5)]
+    assert [i["title"] for i in data["items"]] == [aeb_titles[pid] for pid in aeb_ids[:5]]
     (query, kwargs) = fake.calls[-1]
     assert query == "anything"
     assert (

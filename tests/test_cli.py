@@ -12,6 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from searcher.cli import main
+from tests.conftest import STATIC_MODEL
 
 
 @pytest.fixture
@@ -27,6 +28,7 @@ def config_file(testbed, tmp_path):
             },
             "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
             "service": {"cache": {"dir": str(tmp_path / "cache")}},
+            "embeddings": {"model": str(STATIC_MODEL)},
         }
         path = tmp_path / "searcher.yaml"
         path.write_text(yaml.safe_dump(config))

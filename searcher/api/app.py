@@ -31,10 +31,16 @@ class BackendHealth(BaseModel):
     last_error: str | None
 
 
+class EmbedderHealth(BaseModel):
+    name: str | None
+    problem: str | None
+
+
 class Health(BaseModel):
     status: str
     version: str
     backends: dict[str, BackendHealth]
+    embedder: EmbedderHealth
 
 
 class CacheStats(BaseModel):
@@ -115,7 +121,12 @@ def create_app(
         usable = [n for n, b in backends.items() if b.breaker is not None]
         healthy = [n for n in usable if backends[n].breaker != "open"]
         state = "ok" if healthy else "degraded"
-        return _json(Health(status=state, version=__version__, backends=backends).model_dump())
+        embedder = EmbedderHealth(
+            name=runtime.embedder.name if runtime.embedder else None,
+            problem=runtime.embedder_problem,
+        )
+        health = Health(status=state, version=__version__, backends=backends, embedder=embedder)
+        return _json(health.model_dump())
 
     @app.get("/v1/cache/stats", response_model=CacheStats, summary="Extraction cache statistics")
     async def cache_stats(request: Request) -> Response:

@@ -28,7 +28,9 @@ def _check_names(names: list[str]) -> None:
     for name in names:
         if name not in BACKEND_NAMES:
             known = ", ".join((*BACKEND_NAMES, "auto"))
-            raise InvalidRequest("constraints.backend", f"unknown backend {name!r} (known: {known})")
+            raise InvalidRequest(
+                "constraints.backend", f"unknown backend {name!r} (known: {known})"
+            )
 
 
 def plan_backends(
@@ -41,7 +43,7 @@ def plan_backends(
     nothing) uses the intent's configured set if there is one, else ``backends.auto``
     (the fallback order, or a fan-out to every usable backend)."""
     cfg = settings.backends
-    base_weights = {name: cfg.get(name).weight for name in BACKEND_NAMES}
+    base_weights: dict[str, float] = {name: cfg.get(name).weight for name in BACKEND_NAMES}
     if isinstance(requested, str) and requested != "auto":
         _check_names([requested])
         return BackendPlan("single", (requested,), base_weights, "explicit backend")
@@ -52,7 +54,9 @@ def plan_backends(
     policy = cfg.intents.get(intent or "")
     if policy is not None:
         names = tuple(n for n in policy.backends if n in usable)
-        weights = {n: base_weights[n] * policy.weights.get(n, 1.0) for n in BACKEND_NAMES}
+        weights: dict[str, float] = {
+            n: base_weights[n] * policy.weights.get(n, 1.0) for n in BACKEND_NAMES
+        }
         return BackendPlan("fanout", names, weights, f"intent {intent}")
     names = tuple(n for n in cfg.order if n in usable)
     mode: Mode = "fanout" if cfg.auto == "fanout" else "fallback"

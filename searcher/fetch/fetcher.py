@@ -21,9 +21,11 @@ from searcher.errors import (
     FetchError,
     FetchHTTPError,
     FetchTimeout,
+    PageBlocked,
     TooManyRedirects,
     UnsupportedContentType,
 )
+from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.body import BodyDecoder, looks_like_html, parse_content_type
 from searcher.fetch.guard import guarded_transport
 
@@ -32,6 +34,8 @@ _SCHEMES = ("http", "https")
 _SNIFF_BYTES = 512  # decoded bytes looked at to decide whether an unlabelled body is HTML
 _EXTRA_WIRE_BYTES = 1 << 20  # raw bytes allowed beyond max_bytes before reading stops
 _CONNECT_TIMEOUT_S = 5.0
+# Statuses that bot walls and CAPTCHAs come with; their body is checked for a wall.
+_WALL_STATUSES = frozenset({401, 403, 429, 503})
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.1"
 
 
@@ -197,6 +201,8 @@ class PageFetcher:
                     current = _redirect_target(current, response)
                     continue
                 if not 200 <= response.status_code < 300:
+                    if response.status_code in _WALL_STATUSES:
+                        await self._raise_if_wall(current, response)
                     raise FetchHTTPError(current, response.status_code)
                 with _translate_errors(current):
                     return await self._read(current, response, limits)
@@ -228,6 +234,16 @@ class PageFetcher:
             downloaded_bytes=body.downloaded,
             truncated=body.truncated,
         )
+
+    async def _raise_if_wall(self, url: str, response: httpx.Response) -> None:
+        """Bot walls and CAPTCHAs often come with 403/429/503: read the head of such an
+        answer (bounded) and report a wall as blocked rather than as an HTTP error."""
+        with _translate_errors(url):
+            decoder = BodyDecoder(url, response.headers.get("content-encoding"))
+            head = await _read_body(url, response, decoder, HEAD_BYTES, sniff=False)
+        reason = blocked_reason(head.data, "", None, response.status_code)
+        if reason is not None:
+            raise PageBlocked(url, reason)
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import NamedTuple
 
-from . import brave, misbehaviour, pages, searxng
+from . import blocked, brave, misbehaviour, openai_compat, pages, searxng
 from .asgi import TEXT, Receive, Request, Router, Scope, Send
 
 
@@ -37,7 +37,7 @@ class TestbedApp:
 
     def __init__(self, log_limit: int = 10_000) -> None:
         self.router = Router()
-        for module in (pages, misbehaviour, searxng, brave):
+        for module in (pages, misbehaviour, searxng, brave, openai_compat, blocked):
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)
         self.router.add("/_reset", self._reset_route, methods=("POST",))

@@ -1,0 +1,95 @@
+"""Near-duplicate removal: one page syndicated, mirrored or reprinted under several URLs
+shows up once, at the best rank any copy had.
+
+Fusion has already merged spellings of one URL; this step compares what the results
+say (title + snippet) by embedding cosine, and merges only at or above the threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from searcher.embeddings import Embedder, normalise_rows
+from searcher.fusion import FusedHit, Source, representative
+
+# Near-duplicates show in the first few hundred characters; a cap bounds the embedding
+# cost when a backend sends long snippets.
+_MAX_TEXT_CHARS = 600
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _numbers(text: str) -> frozenset[str]:
+    return frozenset(_NUMBER.findall(text))
+
+
+def dedup_text(fused: FusedHit) -> str:
+    """What is compared: title and snippet."""
+    return f"{fused.hit.title}\n{fused.hit.snippet}".strip()[:_MAX_TEXT_CHARS]
+
+
+async def drop_near_duplicates(
+    fused: Sequence[FusedHit], embedder: Embedder | None, threshold: float
+) -> tuple[list[FusedHit], list[str]]:
+    """Merge each hit whose title + snippet has cosine >= ``threshold`` with a better-ranked
+    kept hit (earlier in ``fused``) into the first such one: sources merged, engines
+    unioned, the richer title and snippet kept, the keeper's URL, key and score kept.
+    Greedy in rank order; a hit is compared with kept hits only, so merges never chain.
+
+    Returns ``(kept, notes)``; notes say in words why near-duplicate removal did not run
+    (no embedder, or it failed), in which case ``fused`` comes back unchanged."""
+    kept = list(fused)
+    if embedder is None:
+        return kept, ["near-duplicate removal off: no embedder (URL dedup only)"]
+    if len(kept) < 2:
+        return kept, []
+    try:
+        vectors = await embedder.embed([dedup_text(f) for f in kept])
+    except Exception as exc:  # optional step: any failure degrades to URL dedup, said so
+        return kept, [f"near-duplicate removal skipped, embedder {embedder.name} failed: {exc}"]
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 2 or vectors.shape[0] != len(kept):
+        return kept, [
+            f"near-duplicate removal skipped, embedder {embedder.name} gave shape "
+            f"{vectors.shape} for {len(kept)} texts"
+        ]
+    vectors = normalise_rows(vectors)  # cheap, and cosines stay cosines whatever the embedder
+    numbers = [_numbers(dedup_text(f)) for f in kept]
+    return _merge_groups(kept, _keeper_of(vectors @ vectors.T, threshold, numbers)), []
+
+
+def _keeper_of(
+    similarity: np.ndarray, threshold: float, numbers: Sequence[frozenset[str]]
+) -> list[int]:
+    """For each hit, the index of the hit it merges into (itself when kept). Two texts
+    that state different numbers are never merged: static embeddings barely see digits,
+    so "iPhone 14 review" and "iPhone 15 review" would otherwise be one page."""
+    close = (similarity >= threshold).tolist()  # plain lists: fast to index in the loop
+    keeper: list[int] = []
+    kept: list[int] = []
+    for j in range(len(close)):
+        target = next((i for i in kept if close[i][j] and numbers[i] == numbers[j]), j)
+        if target == j:
+            kept.append(j)
+        keeper.append(target)
+    return keeper
+
+
+def _merge_groups(fused: list[FusedHit], keeper: list[int]) -> list[FusedHit]:
+    groups: dict[int, list[FusedHit]] = {}
+    for index, target in enumerate(keeper):
+        groups.setdefault(target, []).append(fused[index])
+    return [_merged(group) for _, group in sorted(groups.items())]
+
+
+def _merged(group: list[FusedHit]) -> FusedHit:
+    """The first (best-ranked) hit, absorbing the rest."""
+    first = group[0]
+    if len(group) == 1:
+        return first
+    hit = representative([f.hit for f in group])  # the first's URL, the richest text
+    sources = sorted({s for f in group for s in f.sources}, key=Source.sort_key)
+    return dataclasses.replace(first, hit=hit, sources=tuple(sources))

@@ -1,0 +1,217 @@
+"""Fusion: backend answers in, one ranked list of distinct pages out, with provenance.
+
+Every backend answer is split into ranked lists (one per SearXNG engine, one per other
+backend), each with a weight. ``fuse`` merges the lists by normalised URL with weighted
+reciprocal rank fusion. Weights are what make fusion work: on SciFact, textbook RRF over
+engines of unequal quality scored below the best engine alone, SearXNG's formula did not
+(DESIGN.md, "Facts measured"), so trust in an engine has to be a weight the benchmark can
+tune. ``searxng_style`` is SearXNG's own merge, kept as the baseline to compare against.
+
+Determinism: the output depends on the set of lists, not their order, nor on the order
+of equal-score pages (ties go to the normalised URL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from searcher.backends.base import BackendAnswer, Hit
+from searcher.urls import normalise_url
+
+# The backend whose hits carry the engines (and their positions) that found them.
+PER_ENGINE_BACKEND = "searxng"
+
+
+@dataclass(frozen=True)
+class RankedList:
+    """One engine's (or backend's) ranking, best first, with how much it is trusted."""
+
+    backend: str  # "searxng", "brave", "duckduckgo"
+    engine: str | None  # an engine inside SearXNG ("bing"), None for the backend's own list
+    weight: float  # backend weight x intent weight x engine weight
+    hits: tuple[Hit, ...]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One place a page was found: a list and its 1-based rank there."""
+
+    backend: str
+    engine: str | None
+    rank: int
+
+    def sort_key(self) -> tuple[str, str, int]:
+        return (self.backend, self.engine or "", self.rank)
+
+
+@dataclass(frozen=True)
+class FusedHit:
+    """One distinct page after fusion."""
+
+    hit: Hit  # representative: richest title and snippet, union of engines (representative())
+    key: str  # normalise_url(hit.url)
+    score: float
+    sources: tuple[Source, ...]  # sorted by (backend, engine or "", rank)
+
+
+class _Appearance(NamedTuple):
+    """A page at one rank of one list (internal; a tuple because fusion makes many)."""
+
+    hit: Hit
+    source: Source
+    weight: float
+
+
+def _order(a: _Appearance) -> tuple[Any, ...]:
+    # Best-ranked first; then every field of the hit, so that when two appearances tie,
+    # no input order leaks into which one stands for the page.
+    s, h = a.source, a.hit
+    return (
+        s.rank, s.backend, s.engine or "", h.url, h.title, h.snippet, h.engines, h.backend,
+        h.positions, h.published or "", h.category or "",
+        -math.inf if h.score is None else h.score,
+    )  # fmt: skip
+
+
+# --- splitting answers into ranked lists --------------------------------------------------
+
+
+def ranked_lists(
+    answer: BackendAnswer, backend_weight: float, engine_weights: Mapping[str, float]
+) -> list[RankedList]:
+    """Split one backend answer into ranked lists.
+
+    A SearXNG answer becomes one list per engine, holding the hits that engine returned in
+    the order of their position for it (``hit.engines`` paired in order with
+    ``hit.positions``; where a position is missing, the answer order stands in). Hits
+    without engines form a list with engine None. Any other backend is one list, engine
+    None, in answer order. ``backend_weight`` already includes the intent's weight; an
+    engine's weight (default 1) multiplies it."""
+    if not answer.hits:
+        return []
+    if answer.backend != PER_ENGINE_BACKEND:
+        return [RankedList(answer.backend, None, backend_weight, tuple(answer.hits))]
+    per_engine: dict[str | None, list[tuple[int, int, Hit]]] = {}
+    for index, hit in enumerate(answer.hits):
+        for engine, position in _engine_positions(hit, fallback=index + 1):
+            per_engine.setdefault(engine, []).append((position, index, hit))
+    return [
+        RankedList(
+            answer.backend,
+            engine,
+            backend_weight * (engine_weights.get(engine, 1.0) if engine else 1.0),
+            tuple(hit for _, _, hit in sorted(entries, key=lambda e: (e[0], e[1]))),
+        )
+        for engine, entries in sorted(per_engine.items(), key=lambda item: item[0] or "")
+    ]
+
+
+def _engine_positions(hit: Hit, fallback: int) -> list[tuple[str | None, int]]:
+    """(engine, position) pairs of one SearXNG hit, each engine once."""
+    if not hit.engines:
+        return [(None, fallback)]
+    pairs: dict[str | None, int] = {}
+    for i, engine in enumerate(hit.engines):
+        if engine not in pairs:
+            position = hit.positions[i] if i < len(hit.positions) else 0
+            pairs[engine] = position if position > 0 else fallback
+    return list(pairs.items())
+
+
+# --- fusing ------------------------------------------------------------------------------
+
+Scorer = Callable[[Sequence[_Appearance]], float]
+
+
+def fuse(lists: Sequence[RankedList], k: int = 60) -> list[FusedHit]:
+    """Weighted reciprocal rank fusion, merged by normalised URL.
+
+    ``score(d) = sum over lists containing d of weight / (k + rank)``. Best first; equal
+    scores ordered by the normalised URL. The order of ``lists`` does not matter."""
+
+    def rrf(appearances: Sequence[_Appearance]) -> float:
+        # fsum is exactly rounded, so the sum does not depend on the order of the lists.
+        return math.fsum(a.weight / (k + a.source.rank) for a in appearances)
+
+    return _fused(lists, rrf)
+
+
+def searxng_style(lists: Sequence[RankedList]) -> list[FusedHit]:
+    """SearXNG's merge (``searx/results.py``), the baseline for the benchmark:
+    ``score(d) = (product of the weights of the lists containing d) x hits x sum 1/rank``,
+    where hits is the number of lists containing d."""
+
+    def searxng(appearances: Sequence[_Appearance]) -> float:
+        weight = math.prod(sorted(a.weight for a in appearances))
+        return weight * len(appearances) * math.fsum(1.0 / a.source.rank for a in appearances)
+
+    return _fused(lists, searxng)
+
+
+def _fused(lists: Sequence[RankedList], score: Scorer) -> list[FusedHit]:
+    fused = [
+        FusedHit(
+            hit=representative([a.hit for a in group]),
+            key=key,
+            score=score(group),
+            sources=_sorted_sources(group),
+        )
+        for key, group in _group_by_page(lists).items()
+    ]
+    fused.sort(key=lambda f: (-f.score, f.key))
+    return fused
+
+
+def _sorted_sources(group: Sequence[_Appearance]) -> tuple[Source, ...]:
+    if len(group) == 1:
+        return (group[0].source,)
+    return tuple(sorted((a.source for a in group), key=Source.sort_key))
+
+
+def _group_by_page(lists: Iterable[RankedList]) -> dict[str, list[_Appearance]]:
+    """Appearances by normalised URL, best-ranked first. A page listed twice in one list
+    (two spellings of its URL) counts once there, at its better rank."""
+    groups: dict[str, dict[int, _Appearance]] = {}
+    for list_index, lst in enumerate(lists):
+        for rank, hit in enumerate(lst.hits, start=1):
+            seen = groups.setdefault(normalise_url(hit.url), {})
+            if list_index not in seen:
+                source = Source(lst.backend, lst.engine, rank)
+                seen[list_index] = _Appearance(hit, source, lst.weight)
+    return {
+        key: sorted(by_list.values(), key=_order) if len(by_list) > 1 else list(by_list.values())
+        for key, by_list in groups.items()
+    }
+
+
+def representative(hits: Sequence[Hit]) -> Hit:
+    """One hit standing for several hits of a page, ``hits`` best-ranked first: the
+    best-ranked hit's URL and fields, the longest non-empty title and snippet (ties go to
+    the better-ranked), the union of engines in rank order. A page found as one hit (in
+    one list or several engines' lists) keeps that hit as it is; for merged hits
+    ``positions`` is cleared, as it would no longer pair with the engines (ranks live in
+    the sources)."""
+    first = hits[0]
+    if all(hit is first for hit in hits):  # the common case, checked without hashing
+        return first
+    distinct = list(dict.fromkeys(hits))
+    if len(distinct) == 1:
+        return first
+    return dataclasses.replace(
+        distinct[0],
+        title=_richest(hit.title for hit in distinct),
+        snippet=_richest(hit.snippet for hit in distinct),
+        engines=tuple(dict.fromkeys(engine for hit in distinct for engine in hit.engines)),
+        positions=(),
+        published=next((h.published for h in distinct if h.published), None),
+        category=next((h.category for h in distinct if h.category), None),
+    )
+
+
+def _richest(texts: Iterable[str]) -> str:
+    """The longest text; the first of equally long ones (max keeps the first maximum)."""
+    return max(texts, key=lambda text: len(text.strip()), default="")

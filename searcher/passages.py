@@ -1,0 +1,362 @@
+"""Query-focused passages: a page cut into paragraph-sized passages, the best ones kept.
+
+A page is split into passages (its paragraphs; long ones split at sentence boundaries,
+tiny fragments such as headings merged into their neighbours). The passages are ranked by
+BM25 over the page's own passages, with query terms lower-cased and lightly stemmed
+(plural forms), ties broken by position. :func:`select_passages` keeps the best ones that
+fit a character budget, in document order, with ``…`` lines marking what was left out;
+:func:`top_chunks` returns the best few (Tavily's ``chunks_per_source``).
+
+Every passage is a slice of the page, so nothing is reworded. The work is bounded: at most
+``MAX_PASSAGES`` passages are considered, and query terms are found by one regex search
+per term over the lower-cased page rather than by tokenising all of it in Python.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_right, insort
+from collections.abc import Iterator, Sequence
+
+Span = tuple[int, int]  # [start, end) offsets of a passage in the page text
+
+DEFAULT_MAX_CHARS = 500
+# Passages considered per page (~1 MB of text at 500 characters each): bounds the work on a
+# huge page; text beyond is never chosen.
+MAX_PASSAGES = 2000
+_MAX_QUERY_TERMS = 32
+# A selection budget buys passages about half its size (at least this), so that even a
+# small share holds two pieces of evidence rather than one cut paragraph.
+_MIN_SELECT_SIZE = 160
+ELISION = "…"
+_GAP = f"\n\n{ELISION}\n\n"
+_LEAD = f"{ELISION}\n\n"
+_K1, _B = 1.2, 0.75
+
+_LINE = re.compile(r"[^\n]+")
+# A sentence ends at . ! ? or … (maybe followed by closing quotes or brackets) and spaces.
+_SENTENCE_END = re.compile(r"([.!?…][\"'”’)\]]*)\s+")
+_WORD = re.compile(r"\w+")
+# Words that carry no topic: common English function words and question words.
+_STOP_TEXT = """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if
+    in into is it its itself just me more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that
+    the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom whose why will
+    with would you your yours yourself yourselves s t"""
+_STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+
+# --- splitting ----------------------------------------------------------------------------
+
+
+def _trimmed(text: str, start: int, end: int) -> Span | None:
+    """``[start, end)`` without leading and trailing whitespace; None when blank."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None
+
+
+def _word_pieces(text: str, start: int, end: int, size: int) -> Iterator[Span]:
+    """``[start, end)`` in pieces of at most ``size``, cut at spaces (hard without one)."""
+    while end - start > size:
+        window = (start + 1, start + size + 1)
+        cut = max(text.rfind(" ", *window), text.rfind("\n", *window))
+        if cut <= start:
+            cut = start + size  # one long token: cut it hard
+        piece = _trimmed(text, start, cut)
+        if piece is not None:
+            yield piece
+        start = cut
+        while start < end and text[start].isspace():
+            start += 1
+    if end > start:
+        yield (start, end)
+
+
+def _sentences(text: str, start: int, end: int) -> Iterator[Span]:
+    """The sentences of ``[start, end)``."""
+    for match in _SENTENCE_END.finditer(text, start, end):
+        yield (start, match.end(1))
+        start = match.end()
+    if end > start:
+        yield (start, end)
+
+
+def _line_units(text: str, start: int, end: int, size: int) -> Iterator[Span]:
+    """A line (maybe with short lines before it) as units of at most ``size``: whole, or
+    its sentences packed greedily."""
+    if end - start <= size:
+        yield (start, end)
+        return
+    unit: Span | None = None
+    for s, e in _sentences(text, start, end):
+        if unit is not None and e - unit[0] <= size:
+            unit = (unit[0], e)
+            continue
+        if unit is not None:
+            yield unit
+        unit = None
+        if e - s <= size:
+            unit = (s, e)
+        else:
+            yield from _word_pieces(text, s, e, size)
+    if unit is not None:
+        yield unit
+
+
+def _units(text: str, size: int) -> Iterator[Span]:
+    """The non-blank lines of ``text`` as units of at most ``size``, in order. A run of
+    short lines (a heading) is split together with the line after it, so that it stays
+    with the first sentences it introduces."""
+    small = size // 4
+    pending: int | None = None  # start of a run of short lines not yet given out
+    end = 0
+    for line in _LINE.finditer(text):
+        span = _trimmed(text, line.start(), line.end())
+        if span is None:
+            continue
+        start, end = (span[0] if pending is None else pending), span[1]
+        if span[1] - span[0] < small and end - start < size:
+            pending = start
+            continue
+        pending = None
+        yield from _line_units(text, start, end, size)
+    if pending is not None:
+        yield (pending, end)
+
+
+def passage_spans(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> list[Span]:
+    """The passages of ``text`` as spans, at most ``MAX_PASSAGES`` of them: units smaller
+    than a quarter of ``max_chars`` (headings, list items, short lines) are merged with
+    the units after them, a small last one with the one before, never beyond
+    ``max_chars``."""
+    if max_chars < 1:
+        raise ValueError("max_chars must be at least 1")
+    small = max_chars // 4
+    spans: list[Span] = []
+    current: Span | None = None
+    for start, end in _units(text, max_chars):
+        if (
+            current is not None
+            and current[1] - current[0] < small
+            and end - current[0] <= max_chars
+        ):
+            current = (current[0], end)
+            continue
+        if current is not None:
+            spans.append(current)
+            if len(spans) >= MAX_PASSAGES:
+                return spans
+        current = (start, end)
+    if current is not None:
+        last = spans[-1] if spans else None
+        if last and current[1] - current[0] < small and current[1] - last[0] <= max_chars:
+            spans[-1] = (last[0], current[1])
+        else:
+            spans.append(current)
+    return spans
+
+
+def split_passages(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
+    """``text`` as passages of at most ``max_chars``: its paragraphs (lines), long ones
+    split at sentence boundaries (at spaces for an over-long sentence), tiny fragments
+    merged with their neighbours. Each passage is a slice of ``text``."""
+    return [text[s:e] for s, e in passage_spans(text, max_chars)]
+
+
+# --- scoring ------------------------------------------------------------------------------
+
+
+def _stem(word: str) -> str:
+    """A light plural stemmer: ``countries`` -> ``country``, ``boxes`` -> ``box``,
+    ``engines`` -> ``engine``; other words unchanged."""
+    if len(word) > 4 and word.endswith("ies") and word[-4] not in "aeiou":
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "xes", "ches", "shes", "zzes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's distinct topical terms, stemmed, in query order."""
+    terms: dict[str, None] = {}
+    for word in _WORD.findall(query.lower()):
+        if word in _STOP_WORDS or (len(word) < 2 and not word.isdigit()):
+            continue
+        terms[_stem(word)] = None
+    return list(terms)[:_MAX_QUERY_TERMS]
+
+
+def _forms(stem: str) -> str:
+    """A regex for the word forms of ``stem``: itself and its plurals."""
+    if len(stem) > 2 and stem.endswith("y") and stem[-2] not in "aeiou":
+        return f"{re.escape(stem[:-1])}(?:y|ies)"
+    return f"{re.escape(stem)}(?:e?s)?"
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _term_counts(text: str, spans: Sequence[Span], terms: Sequence[str]) -> dict[int, list[int]]:
+    """``{passage index: [count of each term]}`` for the passages holding any term."""
+    counts: dict[int, list[int]] = {}
+    if not terms or not spans:
+        return counts
+    # One literal-prefixed pattern per term over the lower-cased page is ~4x faster than a
+    # case-insensitive alternation. lower() never shrinks a character, so equal lengths
+    # mean the offsets still line up; otherwise match case-insensitively on the page.
+    lowered = text.lower()
+    flags = 0
+    if len(lowered) != len(text):
+        lowered, flags = text, re.IGNORECASE
+    starts = [s for s, _ in spans]
+    begin, end = spans[0][0], spans[-1][1]
+    for k, term in enumerate(terms):
+        for match in re.compile(_forms(term) + r"\b", flags).finditer(lowered, begin, end):
+            at = match.start()
+            if at and _is_word_char(lowered[at - 1]):
+                continue  # inside a longer word
+            index = bisect_right(starts, at) - 1
+            if match.end() > spans[index][1]:
+                continue  # cannot happen for a word inside a passage; guards odd whitespace
+            counts.setdefault(index, [0] * len(terms))[k] += 1
+    return counts
+
+
+def bm25_scores(query: str, text: str, spans: Sequence[Span]) -> list[float]:
+    """BM25 of each passage for ``query``, with document frequencies taken over the page's
+    passages and lengths in characters."""
+    terms = query_terms(query)
+    counts = _term_counts(text, spans, terms)
+    scores = [0.0] * len(spans)
+    if not counts:
+        return scores
+    n = len(spans)
+    average = sum(e - s for s, e in spans) / n
+    df = [sum(1 for row in counts.values() if row[k]) for k in range(len(terms))]
+    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
+    for index, row in counts.items():
+        s, e = spans[index]
+        norm = _K1 * (1 - _B + _B * (e - s) / average)
+        scores[index] = sum(
+            w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, row, strict=True) if tf
+        )
+    return scores
+
+
+def _ranked(scores: Sequence[float]) -> list[int]:
+    """Passage indices, best score first, ties (and unmatched passages) by position."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+# --- selecting ----------------------------------------------------------------------------
+
+
+class _Selection:
+    """Kept passages (by index) and the exact length of their assembled text."""
+
+    def __init__(self, text: str, spans: Sequence[Span]) -> None:
+        self.text = text
+        self.spans = spans
+        self.kept: list[int] = []
+        self.length = 0
+
+    def _join(self, a: int, b: int) -> str:
+        """What stands between kept passages ``a`` < ``b``: the page's own break when they
+        are neighbours, else an elision line."""
+        if b != a + 1:
+            return _GAP
+        gap = self.text[self.spans[a][1] : self.spans[b][0]]
+        newlines = gap.count("\n")
+        return "\n\n" if newlines >= 2 else "\n" if newlines else " "
+
+    def _lead(self, index: int) -> int:
+        return 0 if index == 0 else len(_LEAD)
+
+    def cost(self, index: int) -> int:
+        """How much longer the assembled text gets by keeping passage ``index``."""
+        s, e = self.spans[index]
+        at = bisect_right(self.kept, index)
+        before = self.kept[at - 1] if at > 0 else None
+        after = self.kept[at] if at < len(self.kept) else None
+        cost = e - s
+        if before is None:
+            cost += self._lead(index) - (self._lead(after) if after is not None else 0)
+        else:
+            cost += len(self._join(before, index))
+        if after is not None:
+            cost += len(self._join(index, after))
+            if before is not None:
+                cost -= len(self._join(before, after))
+        return cost
+
+    def keep(self, index: int, cost: int) -> None:
+        insort(self.kept, index)
+        self.length += cost
+
+    def assemble(self) -> str:
+        parts = [_LEAD] if self.kept and self.kept[0] != 0 else []
+        for at, index in enumerate(self.kept):
+            if at:
+                parts.append(self._join(self.kept[at - 1], index))
+            s, e = self.spans[index]
+            parts.append(self.text[s:e])
+        return "".join(parts)
+
+
+def _cut(passage: str, room: int) -> str:
+    """``passage`` in at most ``room`` characters, cut at a space and ended with ``…``."""
+    if len(passage) <= room:
+        return passage
+    cut = passage.rfind(" ", 0, room)
+    head = passage[: cut if cut > 0 else room - 1].rstrip()
+    return head + ELISION if head else ""
+
+
+def select_passages(query: str, text: str, budget: int) -> str:
+    """The passages of ``text`` most relevant to ``query``, in document order, within
+    ``budget`` characters (joins and ``…`` elision lines included). Matching passages are
+    taken best first, skipping any that no longer fit; leftover room goes to the page's
+    head. With no match at all, the head of the page is returned."""
+    if budget <= 0:
+        return ""
+    if len(text) <= budget:
+        return text
+    size = min(DEFAULT_MAX_CHARS, max(_MIN_SELECT_SIZE, budget // 2))
+    spans = passage_spans(text, size)
+    if not spans:
+        return ""
+    scores = bm25_scores(query, text, spans)
+    selection = _Selection(text, spans)
+    for index in _ranked(scores):
+        cost = selection.cost(index)
+        if selection.length + cost <= budget:
+            selection.keep(index, cost)
+        elif scores[index] == 0:
+            break  # the unmatched rest is the page's head: keep it contiguous
+    if not selection.kept:  # the best passage alone is too long: cut it
+        best = _ranked(scores)[0]
+        lead = _LEAD if best else ""
+        s, e = spans[best]
+        cut = _cut(text[s:e], budget - len(lead))
+        return lead + cut if cut else ""
+    return selection.assemble()
+
+
+def top_chunks(query: str, text: str, n: int, max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
+    """The ``n`` passages of ``text`` (each at most ``max_chars``) most relevant to
+    ``query``, best first; unmatched passages follow in page order when fewer match."""
+    if n <= 0:
+        return []
+    spans = passage_spans(text, max_chars)
+    scores = bm25_scores(query, text, spans)
+    return [text[spans[i][0] : spans[i][1]] for i in _ranked(scores)[:n]]

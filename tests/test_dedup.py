@@ -1,0 +1,332 @@
+"""Near-duplicate removal and the embedders: the real static model (offline copy in
+../shared/models) and an OpenAI-compatible endpoint on the testbed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from searcher.backends.base import Hit
+from searcher.config import EmbeddingSettings
+from searcher.dedup import dedup_text, drop_near_duplicates
+from searcher.embeddings import (
+    OpenAIEmbedder,
+    StaticEmbedder,
+    build_embedder,
+    normalise_rows,
+    parse_embeddings,
+)
+from searcher.errors import EmbedderUnavailable
+from searcher.fusion import FusedHit, Source
+from searcher.urls import normalise_url
+from tests.testbed import TestbedServer
+from tests.testbed.openai_compat import vector
+
+STATIC_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "minilm-static-256"
+THRESHOLD = 0.88  # what ../shared/models/README.md measured for this model
+
+PY313 = (
+    "Python 3.13 released with experimental free-threaded mode",
+    "The Python Software Foundation released Python 3.13 on October 7, with an experimental "
+    "build that disables the global interpreter lock and a new interactive shell.",
+)
+PY313_REPRINT = (
+    "Python 3.13 Released With Experimental Free-Threaded Mode | Tech News",
+    "The Python Software Foundation released Python 3.13 on October 7, with an experimental "
+    "build that disables the global interpreter lock, and a new interactive shell. Read more.",
+)
+PY312 = (  # related, but another page
+    "Python 3.12 release notes",
+    "What's new in Python 3.12: improved error messages, a per-interpreter GIL and faster "
+    "comprehensions.",
+)
+SOURDOUGH = (
+    "How to bake sourdough bread at home",
+    "A step-by-step guide to feeding a starter, shaping the loaf and baking it in a Dutch "
+    "oven for a crisp crust.",
+)
+SOURDOUGH_TIPS = (  # related to SOURDOUGH, another page, and no numbers to tell them apart
+    "Keeping a sourdough starter alive",
+    "Tips for feeding a starter, storing it in the fridge and reviving it before you bake.",
+)
+EVEREST = (
+    "Mount Everest height remeasured",
+    "China and Nepal jointly announced a new official height of 8,848.86 metres for the "
+    "world's highest mountain.",
+)
+
+
+@pytest.fixture(scope="module")
+def static() -> StaticEmbedder:
+    return StaticEmbedder.load(str(STATIC_MODEL))
+
+
+def fused(url: str, text: tuple[str, str], score: float, *sources: Source) -> FusedHit:
+    engines = tuple(dict.fromkeys(s.engine or s.backend for s in sources))
+    hit = Hit(url, text[0], text[1], sources[0].backend, engines=engines)
+    return FusedHit(hit, normalise_url(url), score, tuple(sources))
+
+
+def results(*texts: tuple[str, str]) -> list[FusedHit]:
+    return [
+        fused(f"https://site{i}.example/a", text, 1.0 / (i + 1), Source("brave", None, i + 1))
+        for i, text in enumerate(texts)
+    ]
+
+
+# --- drop_near_duplicates with the static model ----------------------------------------
+
+
+async def test_a_reprint_merges_into_the_better_ranked_hit(static):
+    first = fused("https://news.example/py313", PY313, 0.05, Source("searxng", "bing", 1))
+    other = fused("https://bread.example/", SOURDOUGH, 0.04, Source("brave", None, 1))
+    reprint = fused(
+        "https://mirror.example/py313",
+        PY313_REPRINT,
+        0.03,
+        Source("brave", None, 2),
+        Source("searxng", "google", 4),
+    )
+    kept, notes = await drop_near_duplicates([first, other, reprint], static, THRESHOLD)
+    assert notes == []
+    assert [k.key for k in kept] == [first.key, other.key]
+    merged = kept[0]
+    assert (merged.hit.url, merged.key, merged.score) == (first.hit.url, first.key, first.score)
+    assert merged.sources == (
+        Source("brave", None, 2),
+        Source("searxng", "bing", 1),
+        Source("searxng", "google", 4),
+    )
+    assert merged.hit.engines == ("bing", "brave", "google")
+    assert (merged.hit.title, merged.hit.snippet) == PY313_REPRINT  # the richer text
+    assert kept[1] == other
+
+
+async def test_unrelated_and_merely_related_pages_are_kept(static):
+    hits = results(PY313, PY312, SOURDOUGH, EVEREST)
+    kept, notes = await drop_near_duplicates(hits, static, THRESHOLD)
+    assert (kept, notes) == (hits, [])
+
+
+async def test_the_threshold_is_respected(static):
+    hits = results(SOURDOUGH, SOURDOUGH_TIPS)
+    vectors = await static.embed([dedup_text(h) for h in hits])
+    cosine = float(vectors[0] @ vectors[1])
+    assert 0.5 < cosine < THRESHOLD
+    kept, _ = await drop_near_duplicates(hits, static, cosine + 1e-4)
+    assert len(kept) == 2
+    kept, _ = await drop_near_duplicates(hits, static, cosine - 1e-4)
+    assert [k.key for k in kept] == [hits[0].key]
+
+
+async def test_merges_never_chain():
+    # B is close to A and to C, but C is far from A: B joins A, C stays (compared with
+    # kept hits only, so a chain of small steps cannot merge two different pages).
+    a, b, c = (1.0, 0.0), (0.8, 0.6), (0.28, 0.96)
+    hits = results(SOURDOUGH, SOURDOUGH_TIPS, PY313)
+    kept, notes = await drop_near_duplicates(hits, FixedEmbedder([a, b, c]), 0.75)
+    assert notes == []
+    assert [k.key for k in kept] == [hits[0].key, hits[2].key]
+
+
+async def test_no_embedder_leaves_the_list_and_says_so():
+    hits = results(PY313, PY313_REPRINT)
+    kept, notes = await drop_near_duplicates(hits, None, THRESHOLD)
+    assert kept == hits
+    assert len(notes) == 1 and "URL dedup only" in notes[0]
+
+
+async def test_fewer_than_two_hits_need_no_embedding():
+    broken = FixedEmbedder([])
+    assert await drop_near_duplicates([], broken, THRESHOLD) == ([], [])
+    one = results(PY313)
+    assert await drop_near_duplicates(one, broken, THRESHOLD) == (one, [])
+
+
+async def test_an_embedder_giving_the_wrong_shape_is_a_note():
+    hits = results(PY313, PY312)
+    kept, notes = await drop_near_duplicates(hits, FixedEmbedder([(1.0, 0.0)]), THRESHOLD)
+    assert kept == hits
+    assert len(notes) == 1 and "shape" in notes[0]
+
+
+class FixedEmbedder:
+    """Gives the vectors it was made with, whatever the texts."""
+
+    name = "fixed"
+
+    def __init__(self, rows: Sequence[tuple[float, ...]]) -> None:
+        self.rows = np.array(rows, dtype=np.float32)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.rows
+
+
+# --- the static embedder ---------------------------------------------------------------
+
+SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
+
+
+def test_static_vectors_equal_model2vec_encode(static):
+    with SCIFACT.open() as f:
+        docs = [json.loads(next(f)) for _ in range(50)]
+    texts = [f"{d['title']}\n{d['text'][:300]}" for d in docs] + [
+        "Ünïcödé, punctuation!!! (and) 'quotes' — dashes",
+        "中文 混合 English text",
+        "tabs\tand\nnewlines  and   spaces",
+        " ".join(d["text"] for d in docs[:10]),  # longer than the model's token limit
+        "x" * 300,  # one overlong word: unknown, nothing to embed
+    ]
+    ours = static.encode(texts)
+    theirs = normalise_rows(static.model.encode(texts))
+    assert ours.dtype == np.float32 and ours.shape == (len(texts), 256)
+    np.testing.assert_allclose(np.linalg.norm(ours[:-1], axis=1), 1.0, rtol=1e-5)
+    assert not ours[-1].any()
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+# Whitespace, control and format characters, combining marks: where words split.
+_TRICKY = [chr(c) for c in (0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1F, 0x85, 0xA0, 0x200B,
+                            0x200D, 0x2028, 0x2029, 0x3000, 0x0301, 0xFFFD, 0x00)]  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.text(st.sampled_from([*_TRICKY, *"ab0é中,.!'"]) | st.characters(codec="utf-8")),
+        max_size=4,
+    )
+)
+def test_static_vectors_equal_model2vec_encode_for_any_text(static, texts):
+    ours = static.encode(texts)
+    theirs = normalise_rows(static.model.encode(texts)) if texts else ours
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+def test_static_survives_a_lone_surrogate(static):
+    vectors = static.encode(["broken \ud800 text", "broken text"])
+    assert float(vectors[0] @ vectors[1]) == pytest.approx(1.0)
+
+
+async def test_static_empty_texts_get_zero_rows(static):
+    vectors = await static.embed(["", "   ", "hello"])
+    assert vectors.shape == (3, 256)
+    assert not vectors[0].any() and not vectors[1].any()
+    assert float(np.linalg.norm(vectors[2])) == pytest.approx(1.0)
+    assert (await static.embed([])).shape == (0, 256)
+
+
+def test_a_missing_local_model_is_a_clear_error(tmp_path):
+    with pytest.raises(EmbedderUnavailable, match="no such directory"):
+        StaticEmbedder.load(str(tmp_path / "nothing-here"))
+    (tmp_path / "broken").mkdir()
+    with pytest.raises(EmbedderUnavailable, match="cannot load model2vec model"):
+        StaticEmbedder.load(str(tmp_path / "broken"))
+
+
+def test_build_embedder_follows_the_settings():
+    assert build_embedder(EmbeddingSettings(provider="none")) is None
+    static = build_embedder(EmbeddingSettings(provider="model2vec", model=str(STATIC_MODEL)))
+    assert isinstance(static, StaticEmbedder)
+    with pytest.raises(EmbedderUnavailable, match="base_url"):
+        build_embedder(EmbeddingSettings(provider="openai", model="nomic-embed-text"))
+    remote = build_embedder(
+        EmbeddingSettings(provider="openai", model="nomic-embed-text", base_url="http://x/v1")
+    )
+    assert isinstance(remote, OpenAIEmbedder)
+    assert remote.name == "openai:nomic-embed-text"
+
+
+# --- the OpenAI-compatible embedder against the testbed --------------------------------
+
+
+def openai(testbed: TestbedServer, behaviour: str = "", timeout_s: float = 5.0) -> OpenAIEmbedder:
+    base = testbed.url("/openai" + (f"/{behaviour}" if behaviour else "") + "/v1")
+    return OpenAIEmbedder(base, "nomic-embed-text", api_key="k", timeout_s=timeout_s)
+
+
+async def test_openai_embedder_gets_unit_rows_in_input_order(testbed_clean):
+    texts = ["alpha beta", "gamma", "Alpha  BETA"]
+    async with openai(testbed_clean) as embedder:
+        vectors = await embedder.embed(texts)
+    assert vectors.dtype == np.float32 and vectors.shape == (3, 64)
+    np.testing.assert_allclose(vectors, np.array([vector(t) for t in texts]), atol=1e-6)
+    [request] = [r for r in testbed_clean.log if r.path.endswith("/embeddings")]
+    assert request.headers["authorization"] == "Bearer k"
+
+
+async def test_openai_embedder_drives_near_duplicate_removal(testbed_clean):
+    # The testbed gives equal vectors to texts equal but for case and spacing.
+    hits = results(PY313, SOURDOUGH, (PY313[0].upper(), "  " + PY313[1]))
+    async with openai(testbed_clean) as embedder:
+        kept, notes = await drop_near_duplicates(hits, embedder, THRESHOLD)
+    assert notes == []
+    assert [k.key for k in kept] == [hits[0].key, hits[1].key]
+    assert len(kept[0].sources) == 2
+
+
+async def test_openai_http_500_is_a_note_not_a_crash(testbed_clean):
+    hits = results(PY313, PY313_REPRINT)
+    async with openai(testbed_clean, "status/500") as embedder:
+        kept, notes = await drop_near_duplicates(hits, embedder, THRESHOLD)
+    assert kept == hits
+    assert len(notes) == 1
+    assert "openai:nomic-embed-text" in notes[0] and "HTTP 500" in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason"),
+    [
+        ("status/500", "HTTP 500"),
+        ("status/401", "HTTP 401"),
+        ("garbage", "unusable answer"),
+        ("short", "expected 2 embeddings, got 1"),
+        ("slow/3000", "timed out"),
+    ],
+)
+async def test_openai_failures_raise_embedder_unavailable(testbed_clean, behaviour, reason):
+    async with openai(testbed_clean, behaviour, timeout_s=0.3) as embedder:
+        with pytest.raises(EmbedderUnavailable, match=reason):
+            await embedder.embed(["one", "two"])
+
+
+async def test_openai_connection_refused_is_embedder_unavailable():
+    async with OpenAIEmbedder("http://127.0.0.1:9/v1", "m", timeout_s=1.0) as embedder:
+        with pytest.raises(EmbedderUnavailable, match="ConnectError"):
+            await embedder.embed(["one"])
+
+
+def test_parse_embeddings_orders_by_index_and_refuses_non_matrices():
+    data = {"data": [{"index": 1, "embedding": [0.0, 1.0]}, {"index": 0, "embedding": [1, 0]}]}
+    np.testing.assert_array_equal(parse_embeddings(data, 2), [[1, 0], [0, 1]])
+    for bad in (
+        {"data": [{"index": 0, "embedding": [1, 0]}, {"index": 1, "embedding": [1]}]},
+        {"data": [{"index": 0, "embedding": []}, {"index": 1, "embedding": []}]},
+        {"data": [{"index": 0, "embedding": ["x", 1]}, {"index": 1, "embedding": [1, 1]}]},
+    ):
+        with pytest.raises(ValueError):
+            parse_embeddings(bad, 2)
+
+
+async def test_texts_stating_different_numbers_are_never_merged(static):
+    from searcher.backends.base import Hit
+    from searcher.dedup import drop_near_duplicates
+    from searcher.fusion import FusedHit, Source
+
+    def fused(url: str, title: str) -> FusedHit:
+        hit = Hit(url, title, "Full review: battery, camera, screen and price.", "brave")
+        return FusedHit(hit, url, 1.0, (Source("brave", None, 1),))
+
+    hits = [
+        fused("https://a.example/14", "iPhone 14 review"),
+        fused("https://b.example/15", "iPhone 15 review"),
+        fused("https://c.example/14", "iPhone 14 review"),
+    ]
+    kept, notes = await drop_near_duplicates(hits, static, 0.88)
+    assert notes == []
+    assert [f.key for f in kept] == ["https://a.example/14", "https://b.example/15"]

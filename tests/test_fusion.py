@@ -1,0 +1,265 @@
+"""Fusion: ranked lists from backend answers, weighted RRF, SearXNG's merge, provenance."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from searcher.backends import searxng
+from searcher.backends.base import BackendAnswer, Hit
+from searcher.fusion import (
+    FusedHit,
+    RankedList,
+    Source,
+    fuse,
+    ranked_lists,
+    searxng_style,
+)
+from searcher.urls import normalise_url
+
+
+def hit(url: str, title: str = "", snippet: str = "", backend: str = "brave", **kw) -> Hit:
+    return Hit(url=url, title=title or url, snippet=snippet, backend=backend, **kw)
+
+
+def urls(fused: list[FusedHit]) -> list[str]:
+    return [f.key for f in fused]
+
+
+U1, U2, U3, U4 = (f"https://site{i}.example/page" for i in range(1, 5))
+
+
+def example_lists() -> list[RankedList]:
+    bing = RankedList("searxng", "bing", 1.0, (hit(U1), hit(U2), hit(U3)))
+    brave = RankedList("brave", None, 2.0, (hit(U2), hit(U4)))
+    return [bing, brave]
+
+
+# --- weighted RRF ------------------------------------------------------------------------
+
+
+def test_rrf_arithmetic_on_a_hand_made_example():
+    fused = fuse(example_lists(), k=60)
+    scores = {f.key: f.score for f in fused}
+    assert scores[U2] == pytest.approx(1 / 62 + 2 / 61)
+    assert scores[U4] == pytest.approx(2 / 62)
+    assert scores[U1] == pytest.approx(1 / 61)
+    assert scores[U3] == pytest.approx(1 / 63)
+    assert urls(fused) == [U2, U4, U1, U3]
+
+
+def test_weights_decide_between_lists():
+    bing, brave = example_lists()
+    trusted_bing = [
+        RankedList(bing.backend, bing.engine, 5.0, bing.hits),
+        RankedList(brave.backend, brave.engine, 1.0, brave.hits),
+    ]
+    assert urls(fuse(trusted_bing))[:3] == [U2, U1, U3]
+    assert urls(fuse(example_lists()))[:3] == [U2, U4, U1]
+
+
+def test_k_sets_how_much_the_top_rank_counts():
+    def fillers(name: str) -> tuple[Hit, ...]:
+        return tuple(hit(f"https://{name}.example/{i}") for i in range(2))
+
+    a = RankedList("searxng", "a", 1.0, (hit(U1), *fillers("a"), hit(U2)))
+    b = RankedList("searxng", "b", 1.0, (hit(U3), *fillers("b"), hit(U2)))
+    # U2 is fourth twice, U1 and U3 first once: k = 1 favours a first place, k = 60 votes.
+    assert urls(fuse([a, b], k=1))[0] == U1
+    assert urls(fuse([a, b], k=60))[0] == U2
+
+
+def test_spellings_of_one_url_merge_into_the_richest_hit():
+    a = RankedList(
+        "searxng",
+        "bing",
+        1.0,
+        (hit("https://www.Example.org/a/", "Short", "", engines=("bing",), positions=(1,)),),
+    )
+    b = RankedList(
+        "brave",
+        None,
+        1.0,
+        (
+            hit(U1),
+            hit(
+                "https://example.org/a?utm_source=x",
+                "A longer title",
+                "A snippet",
+                engines=("brave",),
+                published="2024-01-02T00:00:00Z",
+            ),
+        ),
+    )
+    [first, _] = fuse([a, b])
+    assert first.key == "https://example.org/a"
+    assert first.hit.url == "https://www.Example.org/a/"  # the best-ranked spelling
+    assert (first.hit.title, first.hit.snippet) == ("A longer title", "A snippet")
+    assert first.hit.engines == ("bing", "brave")
+    assert first.hit.positions == ()  # ranks live in the sources
+    assert first.hit.published == "2024-01-02T00:00:00Z"
+    assert first.sources == (Source("brave", None, 2), Source("searxng", "bing", 1))
+
+
+def test_equal_texts_keep_the_better_ranked_ones():
+    a = RankedList("searxng", "bing", 1.0, (hit(U2), hit(U1, "Title B", "snippet B")))
+    b = RankedList("brave", None, 1.0, (hit(U1, "Title A", "snippet A"),))
+    [merged] = [f for f in fuse([a, b]) if f.key == U1]
+    assert (merged.hit.title, merged.hit.snippet) == ("Title A", "snippet A")
+
+
+def test_a_page_twice_in_one_list_counts_once_at_its_better_rank():
+    lst = RankedList("brave", None, 1.0, (hit(U1), hit(U2), hit(U1 + "#top")))
+    fused = {f.key: f for f in fuse([lst])}
+    assert fused[U1].score == pytest.approx(1 / 61)
+    assert fused[U1].sources == (Source("brave", None, 1),)
+
+
+def test_no_lists_no_hits():
+    assert fuse([]) == []
+    assert searxng_style([]) == []
+
+
+# --- determinism and provenance (properties) ---------------------------------------------
+
+POOL = [f"https://host{i % 3}.example/p{i}" for i in range(8)] + ["https://www.host0.example/p0/"]
+
+ranked = st.builds(
+    RankedList,
+    backend=st.sampled_from(["searxng", "brave", "duckduckgo"]),
+    engine=st.sampled_from([None, "bing", "google", "wikipedia"]),
+    weight=st.sampled_from([0.5, 1.0, 1.0, 2.0]),
+    hits=st.lists(
+        st.builds(
+            hit,
+            st.sampled_from(POOL),
+            st.sampled_from(["", "T", "Title", "Other"]),
+            st.sampled_from(["", "s", "snippet", "other"]),
+            engines=st.sampled_from([(), ("bing",), ("google", "bing")]),
+        ),
+        max_size=6,
+    ).map(tuple),
+)
+
+
+@given(st.lists(ranked, max_size=5), st.randoms(use_true_random=False))
+def test_the_order_of_lists_does_not_change_the_output(lists, rnd):
+    shuffled = list(lists)
+    rnd.shuffle(shuffled)
+    assert fuse(shuffled) == fuse(lists)
+    assert searxng_style(shuffled) == searxng_style(lists)
+
+
+@given(st.lists(ranked, max_size=5))
+def test_output_is_best_first_with_ties_by_key(lists):
+    for fused in (fuse(lists), searxng_style(lists)):
+        order = [(-f.score, f.key) for f in fused]
+        assert order == sorted(order)
+        assert len({f.key for f in fused}) == len(fused)
+        assert all(f.key == normalise_url(f.hit.url) for f in fused)
+
+
+@given(st.lists(ranked, max_size=5))
+def test_provenance_is_complete(lists):
+    expected: set[tuple[int, str]] = set()  # (list index, page key)
+    best_rank: dict[tuple[int, str], int] = {}
+    for i, lst in enumerate(lists):
+        for rank, h in enumerate(lst.hits, start=1):
+            key = normalise_url(h.url)
+            expected.add((i, key))
+            best_rank.setdefault((i, key), rank)
+    fused = fuse(lists)
+    assert sum(len(f.sources) for f in fused) == len(expected)
+    for f in fused:
+        order = [(s.backend, s.engine or "", s.rank) for s in f.sources]
+        assert order == sorted(order)
+        assert sorted(s.rank for s in f.sources) == sorted(
+            rank for (i, key), rank in best_rank.items() if key == f.key
+        )
+        expected_score = math.fsum(
+            lists[i].weight / (60 + rank) for (i, key), rank in best_rank.items() if key == f.key
+        )
+        assert f.score == pytest.approx(expected_score)
+
+
+# --- splitting answers -------------------------------------------------------------------
+
+
+def test_a_searxng_answer_becomes_one_list_per_engine_ordered_by_position():
+    answer = BackendAnswer(
+        "searxng",
+        [
+            hit(U1, backend="searxng", engines=("bing", "google"), positions=(3, 1)),
+            hit(U2, backend="searxng", engines=("bing",), positions=(1,)),
+            hit(U3, backend="searxng", engines=("google", "bing"), positions=(2, 2)),
+            hit(U4, backend="searxng"),  # no engines: the backend's own list
+        ],
+    )
+    lists = ranked_lists(answer, 2.0, {"google": 1.5})
+    by_engine = {lst.engine: lst for lst in lists}
+    assert [lst.engine for lst in lists] == [None, "bing", "google"]
+    assert [h.url for h in by_engine["bing"].hits] == [U2, U3, U1]
+    assert [h.url for h in by_engine["google"].hits] == [U1, U3]
+    assert [h.url for h in by_engine[None].hits] == [U4]
+    assert by_engine["google"].weight == pytest.approx(3.0)
+    assert by_engine["bing"].weight == pytest.approx(2.0)
+    assert all(lst.backend == "searxng" for lst in lists)
+
+
+def test_missing_positions_fall_back_to_the_answer_order():
+    answer = BackendAnswer(
+        "searxng",
+        [
+            hit(U1, backend="searxng", engines=("bing", "google"), positions=(2,)),
+            hit(U2, backend="searxng", engines=("google",)),
+            hit(U3, backend="searxng", engines=("bing",), positions=(1,)),
+        ],
+    )
+    by_engine = {lst.engine: lst for lst in ranked_lists(answer, 1.0, {})}
+    assert [h.url for h in by_engine["bing"].hits] == [U3, U1]
+    assert [h.url for h in by_engine["google"].hits] == [U1, U2]  # answer order 1, 2
+
+
+def test_a_real_searxng_json_answer_splits_by_its_engines():
+    body = {
+        "query": "q",
+        "results": [
+            {"url": U1, "title": "one", "content": "", "engines": ["wikipedia", "bing"],
+             "positions": [1, 4]},
+            {"url": U2, "title": "two", "content": "", "engine": "bing", "positions": [1]},
+        ],
+        "unresponsive_engines": [],
+    }  # fmt: skip
+    answer = searxng.parse_response(200, {}, json.dumps(body).encode())
+    by_engine = {lst.engine: lst for lst in ranked_lists(answer, 1.0, {"wikipedia": 1.2})}
+    assert [h.url for h in by_engine["bing"].hits] == [U2, U1]
+    assert [h.url for h in by_engine["wikipedia"].hits] == [U1]
+    assert by_engine["wikipedia"].weight == pytest.approx(1.2)
+    fused = fuse(list(by_engine.values()))
+    assert fused[0].key == U1  # two engines beat one first place
+    assert fused[0].sources == (Source("searxng", "bing", 2), Source("searxng", "wikipedia", 1))
+
+
+def test_other_backends_are_one_list_in_answer_order():
+    answer = BackendAnswer("brave", [hit(U2, engines=("brave",)), hit(U1, engines=("brave",))])
+    [lst] = ranked_lists(answer, 0.7, {"brave": 9.0})
+    assert (lst.backend, lst.engine, lst.weight) == ("brave", None, 0.7)
+    assert [h.url for h in lst.hits] == [U2, U1]
+    assert ranked_lists(BackendAnswer("duckduckgo", []), 1.0, {}) == []
+
+
+# --- SearXNG's merge, the baseline -------------------------------------------------------
+
+
+def test_searxng_style_multiplies_weights_hits_and_inverse_positions():
+    fused = searxng_style(example_lists())
+    scores = {f.key: f.score for f in fused}
+    assert scores[U2] == pytest.approx(1.0 * 2.0 * 2 * (1 / 2 + 1 / 1))
+    assert scores[U1] == pytest.approx(1.0)
+    assert scores[U4] == pytest.approx(2.0 * 1 * (1 / 2))
+    assert scores[U3] == pytest.approx(1 / 3)
+    assert urls(fused) == [U2, U1, U4, U3]  # U1 and U4 tie at 1.0: by key
