@@ -27,10 +27,14 @@ lint: install  ## Formatting, lint and types.
 test: lint  ## Lint, then the whole test suite against the local testbed.
 	$(BIN)/pytest
 
-bench: install  ## The benchmarks (slow; not part of CI).
+bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk).
+	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench.overhead
 	$(BIN)/python -m bench.full_mode
 	$(BIN)/python -m bench.extraction
+	$(BIN)/python -m bench.fusion_overhead
+	$(BIN)/python -m bench.ranking
+	$(BIN)/python -m bench.answer_recall
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

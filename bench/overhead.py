@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.processes import percentile, searcher, testbed
+from bench.processes import STATIC_MODEL, percentile, searcher, testbed
 
 QUERY = "cloud gaming"
 
@@ -34,6 +34,8 @@ def config(testbed_base: str) -> dict:
         },
         "service": {"cache": {"enabled": False}},
         "budget": {"max_results": 20},
+        # Near-duplicate removal on, with the offline model (a hub name cannot load here).
+        "embeddings": {"model": str(STATIC_MODEL)},
     }
 
 

@@ -16,6 +16,7 @@ import httpx
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+STATIC_MODEL = REPO.parent / "shared" / "models" / "minilm-static-256"
 
 
 def free_port() -> int:
