@@ -1,4 +1,4 @@
-"""``searcher serve | search | cache | config``: a thin layer over the library.
+"""``searcher serve | search | cache | config | eval``: a thin layer over the library.
 
 Domain errors become one-line messages and exit codes here, at the edge; no traceback.
 """
@@ -186,6 +186,33 @@ def cache_clear(config_path: str | None) -> None:
     store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
     removed = _run(store.clear)
     click.echo(f"removed {removed} entries from {settings.cache_dir()}")
+
+
+@main.command("eval")
+@click.argument("run_path", metavar="RUN")
+@click.argument("qrels_path", metavar="QRELS")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--metrics",
+    multiple=True,
+    help="Metrics, comma-separated or repeated (ir-measures names, plus MRR, MAP, "
+    "Recall@k). Default: MRR, nDCG@5, nDCG@10, P@5, Recall@10.",
+)
+def evaluate(run_path: str, qrels_path: str, fmt: str, metrics: tuple[str, ...]) -> None:
+    """Score a TREC run file against TREC or BEIR qrels."""
+    from searcher import evaluation
+
+    names = [name.strip() for group in metrics for name in group.split(",") if name.strip()]
+    try:
+        result = evaluation.evaluate_files(
+            run_path, qrels_path, names or evaluation.DEFAULT_METRICS
+        )
+    except evaluation.EvalError as exc:
+        _fail(str(exc), 2)
+    if fmt == "json":
+        click.echo(json.dumps(evaluation.to_json(result), indent=2))
+    else:
+        click.echo(evaluation.format_table(result), nl=False)
 
 
 @main.command("config")
