@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from bench.processes import percentile, searcher, testbed
+from bench.processes import STATIC_MODEL, percentile, searcher, testbed
 
 LOW_MS, HIGH_MS = 50, 400
 
@@ -28,6 +28,8 @@ def config(testbed_base: str) -> dict:
         },
         "fetch": {"allowed_hosts": [urlsplit(testbed_base).netloc]},
         "service": {"cache": {"enabled": False}},
+        "embeddings": {"model": str(STATIC_MODEL)},
+        "scoring": {"min_keyword_overlap": 0},  # every one of the ten pages is read
     }
 
 

@@ -25,7 +25,8 @@ from bench.processes import STATIC_MODEL, percentile, searcher, testbed
 QUERY = "cloud gaming"
 
 
-def config(testbed_base: str) -> dict:
+def config(testbed_base: str, dedup: bool = True) -> dict:
+    embeddings = {"model": str(STATIC_MODEL)} if dedup else {"provider": "none"}
     return {
         "backends": {
             "order": ["searxng"],
@@ -34,8 +35,8 @@ def config(testbed_base: str) -> dict:
         },
         "service": {"cache": {"enabled": False}},
         "budget": {"max_results": 20},
-        # Near-duplicate removal on, with the offline model (a hub name cannot load here).
-        "embeddings": {"model": str(STATIC_MODEL)},
+        # Near-duplicate removal with the offline model (a hub name cannot load here).
+        "embeddings": embeddings,
     }
 
 
@@ -99,10 +100,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1, help="searcher serve --workers")
+    parser.add_argument(
+        "--no-dedup", action="store_true", help="near-duplicate removal off (provider none)"
+    )
     args = parser.parse_args()
     with testbed() as tb:
         extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
-        with searcher(config(tb), extra) as base:
+        print(f"near-duplicate removal: {'off' if args.no_dedup else 'on (static model)'}")
+        with searcher(config(tb, dedup=not args.no_dedup), extra) as base:
             direct, via = sequential(tb, base, args.requests)
             d50, v50 = statistics.median(direct), statistics.median(via)
             print(f"sequential, {args.requests} interleaved pairs (simple mode, 20 results):")
