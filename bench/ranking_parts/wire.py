@@ -30,6 +30,7 @@ from bench.ranking_parts.methods import Weights, searxng_merge
 from bench.ranking_parts.scifact import Doc
 from searcher.backends import brave, searxng
 from searcher.backends.base import BackendAnswer, BackendQuery, HttpBackend
+from tests.testbed.searxng import envelope
 from tests.testbed.server import ThreadedServer
 
 Ranker = Callable[[str], Mapping[str, Sequence[str]]]  # query -> engine -> document ids
@@ -99,16 +100,7 @@ def searxng_answer(
         }
         for m in searxng_merge(lists, weights)
     ]
-    return {
-        "query": query,
-        "number_of_results": 0,
-        "results": results,
-        "answers": [],
-        "corrections": [],
-        "infoboxes": [],
-        "suggestions": [],
-        "unresponsive_engines": [],
-    }
+    return envelope(query, results, [])
 
 
 def brave_answer(query: str, docids: Sequence[str], docs: Mapping[str, Doc]) -> dict[str, Any]:

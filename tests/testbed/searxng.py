@@ -46,7 +46,8 @@ MISBEHAVING_PATHS = (
 )
 
 
-def _envelope(query: str, results: list[dict[str, Any]], unresponsive: list[list[str]]) -> dict:
+def envelope(query: str, results: list[dict[str, Any]], unresponsive: list[list[str]]) -> dict:
+    """A SearXNG JSON answer around ``results`` (also used by bench/ranking_parts)."""
     return {
         "query": query,
         "number_of_results": 0,
@@ -129,7 +130,7 @@ async def answer(req: Request) -> None:
     if checked is None:
         return
     q, pageno = checked
-    await req.json(200, _envelope(q, search_results(req.base_url, q, pageno), []))
+    await req.json(200, envelope(q, search_results(req.base_url, q, pageno), []))
 
 
 @router.route("/searxng/search")
@@ -177,14 +178,14 @@ async def html_page(req: Request) -> None:
 async def unresponsive(req: Request) -> None:
     checked = await _check(req)
     if checked is not None:
-        await req.json(200, _envelope(checked[0], [], [["google", "timeout"], ["bing", "CAPTCHA"]]))
+        await req.json(200, envelope(checked[0], [], [["google", "timeout"], ["bing", "CAPTCHA"]]))
 
 
 @router.route("/searxng/empty/search")
 async def empty(req: Request) -> None:
     checked = await _check(req)
     if checked is not None:
-        await req.json(200, _envelope(checked[0], [], []))
+        await req.json(200, envelope(checked[0], [], []))
 
 
 @router.route("/searxng/flaky/{k:int}/search")
@@ -219,7 +220,7 @@ async def mixed(req: Request) -> None:
         out.append(bad)
     for i, r in enumerate(out):
         r["positions"] = [i + 1]
-    await req.json(200, _envelope(q, out, []))
+    await req.json(200, envelope(q, out, []))
 
 
 @router.route("/searxng/foreign-loopback/search")
@@ -235,7 +236,7 @@ async def foreign_loopback(req: Request) -> None:
     for i, r in enumerate(out):
         host = "localhost" if i % 2 == 0 else "127.0.0.2"
         r["url"] = r["url"].replace(f"127.0.0.1:{port}", f"{host}:{port}")
-    await req.json(200, _envelope(q, out, []))
+    await req.json(200, envelope(q, out, []))
 
 
 @router.route("/searxng/delayed/{low}/{high}/search")
@@ -254,7 +255,7 @@ async def delayed(req: Request) -> None:
         r = result(corpus(), req.base_url, pid, q, i + 1, 1.0 / (i + 1))
         r["url"] = f"{req.base_url}/slow/{delay}/pages/{pid}"
         out.append(r)
-    await req.json(200, _envelope(q, out, []))
+    await req.json(200, envelope(q, out, []))
 
 
 # ---- fixed: canned answers, precomputed bytes ------------------------------------------
@@ -285,7 +286,7 @@ def fixed_tail(base: str, n: int) -> bytes:
                     page.published,
                 )
             )
-        env = _envelope("", results, [])
+        env = envelope("", results, [])
         del env["query"]
         tail = b", " + json.dumps(env, ensure_ascii=False).encode()[1:]
         _fixed_cache[key] = tail
