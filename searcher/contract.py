@@ -77,6 +77,29 @@ class Constraints(_Strict):
     exclude_domains: list[str] | None = Field(
         default=None, description="Drop results on these domains (or their subdomains)."
     )
+    rewrite: bool = Field(
+        default=False,
+        description="LLM query rewrite before searching (search operators are kept); "
+        "fallback: the original query.",
+    )
+    route: Literal["patterns", "llm"] = Field(
+        default="patterns",
+        description='Engine-group routing; "llm" asks the LLM when no pattern matches.',
+    )
+    multi_query: Annotated[StrictInt, Field(ge=1, le=5)] | None = Field(
+        default=None,
+        description="Search N perspectives of the query in parallel and fuse them (1-5).",
+    )
+    crag: bool = Field(
+        default=False,
+        description="Grade the evidence and re-search when it is ambiguous or wrong.",
+    )
+    rank: Literal["heuristic", "llm"] = Field(
+        default="heuristic", description='"llm": snippet ranking picks the best want_n.'
+    )
+    want_n: Annotated[StrictInt, Field(ge=1, le=20)] | None = Field(
+        default=None, description='Results kept by rank="llm" (default: llm.steps.rank.want_n).'
+    )
 
     @field_validator("engines", "categories", mode="before")
     @classmethod
@@ -99,6 +122,10 @@ class Want(_Strict):
 
     items: bool = True
     rendered_text: bool = True
+    answer: bool = Field(default=False, description="An LLM answer with [n] citations.")
+    answer_check: bool = Field(
+        default=False, description="Grade the answer (relevance, support, usefulness)."
+    )
 
 
 class PerRequestTimeouts(_Strict):
@@ -208,6 +235,76 @@ class Item(BaseModel):
     )
 
 
+class LlmCall(BaseModel):
+    """One LLM step of the request, whether it called the model or took its fallback."""
+
+    step: str
+    model: str | None = None
+    latency_ms: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    fallback_used: bool = False
+    reason: str | None = Field(default=None, description="Why the fallback was used.")
+
+
+class RankInfo(BaseModel):
+    """What snippet ranking chose (``constraints.rank: "llm"``)."""
+
+    candidates: int
+    want_n: int
+    picks: list[int] = Field(description="0-based indices into the candidates, best first.")
+    urls: list[str]
+    fallback_used: bool
+    reason: str | None = None
+
+
+class PerspectiveInfo(BaseModel):
+    query: str
+    type: str
+    results: int
+    error: str | None = None
+
+
+class PerspectivesInfo(BaseModel):
+    """Multi-query: the perspectives searched and how diverse they were."""
+
+    source: Literal["llm", "templates", "original"]
+    diversity: float | None = Field(
+        default=None, description="1 - mean pairwise cosine of the perspective embeddings."
+    )
+    queries: list[PerspectiveInfo]
+    degraded: str | None = Field(default=None, description="The degradation rung, if any.")
+
+
+class CragInfo(BaseModel):
+    """Corrective re-search: the grade of the evidence and what was done about it."""
+
+    grade: Literal["CORRECT", "AMBIGUOUS", "INCORRECT"]
+    method: Literal["llm", "heuristic"]
+    action: Literal["none", "refined", "switched", "skipped"]
+    query: str | None = Field(default=None, description="The refined query, if one ran.")
+    target: str | None = Field(default=None, description="Backends or engine group switched to.")
+    results_added: int = 0
+    reason: str | None = None
+
+
+class AnswerCheck(BaseModel):
+    """Self-RAG style grades of the answer."""
+
+    method: Literal["llm", "heuristic"]
+    isrel: Literal["relevant", "irrelevant"]
+    issup: Literal["fully_supported", "partially_supported", "no_support"]
+    isuse: int = Field(ge=1, le=5)
+    reason: str | None = None
+
+
+class Citation(BaseModel):
+    ref: int = Field(description="The n of [n]: the item's 1-based position in items.")
+    id: str
+    url: str
+    title: str
+
+
 class ErrorEntry(BaseModel):
     stage: str = Field(description="search, fetch, extract, render, ...")
     source: str = Field(description="The backend name or page URL concerned.")
@@ -229,6 +326,12 @@ class Meta(BaseModel):
     hedged: dict[str, Any] | None = Field(
         default=None, description="When a hedged request ran: which backends raced, who won."
     )
+    rewritten_query: str | None = Field(default=None, description="constraints.rewrite")
+    rank: RankInfo | None = None
+    perspectives: PerspectivesInfo | None = None
+    crag: CragInfo | None = None
+    answer_check: AnswerCheck | None = None
+    llm: list[LlmCall] = Field(default_factory=list, description="Every LLM step, in order.")
 
 
 class Usage(BaseModel):
@@ -253,6 +356,8 @@ class SearchResponse(BaseModel):
     usage: Usage
     items: list[Item] | None = None
     rendered_text: str | None = None
+    answer: str | None = Field(default=None, description="want.answer: text with [n] citations.")
+    answer_citations: list[Citation] | None = None
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -263,6 +368,9 @@ class SearchResponse(BaseModel):
             data.pop("items", None)
         if not want.rendered_text:
             data.pop("rendered_text", None)
+        if not want.answer:
+            data.pop("answer", None)
+            data.pop("answer_citations", None)
         return data
 
 

@@ -418,6 +418,22 @@ class SearchService:
             rendered_text=rendered if request.want.rendered_text else None,
         )
 
+    async def read_pages(
+        self, urls: Sequence[str], max_chars: int | None = None, progress: Progress | None = None
+    ) -> list[PageOutcome]:
+        """Read pages by URL (cache, guarded fetch, extraction) under the configured budget
+        defaults: the one path for fetch_page, extract and loader endpoints."""
+        defaults = self.settings.budget
+        limits = FetchLimits(
+            timeout_s=defaults.fetch_timeout_ms / 1000,
+            max_bytes=defaults.max_download_bytes_per_page,
+            allowed_content_types=tuple(t.lower() for t in defaults.allowed_content_types),
+            max_redirects=defaults.max_redirects,
+        )
+        chars = defaults.max_extract_chars_per_page if max_chars is None else max_chars
+        deadline = Deadline(defaults.max_total_time_ms / 1000)
+        return await self.reader.read_all(list(urls), limits, chars, deadline, progress)
+
     @staticmethod
     def _passage_selector(query: str) -> Callable[[str, int], str]:
         def select(text: str, budget: int) -> str:
