@@ -21,7 +21,7 @@ from searcher.errors import ConfigError
 
 BackendName = Literal["searxng", "duckduckgo", "brave"]
 BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
-SECRET_KEYS = frozenset({"api_key"})
+SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key"})
 
 
 class _Section(BaseModel):
@@ -72,7 +72,7 @@ class ServiceSettings(_Section):
 class BudgetDefaults(_Section):
     """Defaults for every ``budget`` field a request leaves out."""
 
-    max_tool_calls: int = Field(default=1, ge=0)
+    max_tool_calls: int = Field(default=10, ge=0)
     max_search_retries: int = Field(default=1, ge=0)
     max_results: int = Field(default=5, ge=1, le=100)
     max_fetch_pages: int = Field(default=3, ge=0, le=50)
@@ -212,6 +212,84 @@ class ScoringSettings(_Section):
     )
 
 
+LlmStep = Literal["rewrite", "route", "multi_query", "rank", "crag", "answer", "answer_check"]
+
+
+class LlmStepSettings(_Section):
+    """Per-step overrides of the LLM client's model and generation settings."""
+
+    model: str | None = Field(default=None, description="Default: llm.model.")
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+class RankStepSettings(LlmStepSettings):
+    top_k: int = Field(default=10, ge=1, le=50, description="Candidates shown to the model.")
+    want_n: int = Field(default=3, ge=1, le=20, description="Results kept.")
+
+
+def _step(max_tokens: int, temperature: float) -> Any:
+    return lambda: LlmStepSettings(max_tokens=max_tokens, temperature=temperature)
+
+
+class LlmStepsSettings(_Section):
+    rewrite: LlmStepSettings = Field(default_factory=_step(64, 0.1))
+    route: LlmStepSettings = Field(default_factory=_step(8, 0.0))
+    multi_query: LlmStepSettings = Field(default_factory=_step(300, 0.3))
+    rank: RankStepSettings = Field(
+        default_factory=lambda: RankStepSettings(max_tokens=96, temperature=0.0)
+    )
+    crag: LlmStepSettings = Field(default_factory=_step(128, 0.0))
+    answer: LlmStepSettings = Field(default_factory=_step(600, 0.2))
+    answer_check: LlmStepSettings = Field(default_factory=_step(96, 0.0))
+
+    def get(self, step: LlmStep) -> LlmStepSettings:
+        settings: LlmStepSettings = getattr(self, step)
+        return settings
+
+
+class LlmSettings(_Section):
+    """One OpenAI-compatible chat-completions endpoint for every LLM step."""
+
+    base_url: str | None = Field(
+        default=None, description="e.g. http://localhost:11434/v1; unset = no LLM (fallbacks)."
+    )
+    api_key: str | None = None
+    model: str | None = Field(default=None, description="Default model of every step.")
+    timeout_s: float = Field(default=30.0, gt=0, description="One call, capped by the deadline.")
+    max_tokens: int = Field(default=256, ge=1)
+    temperature: float = Field(default=0.1, ge=0, le=2)
+    response_format: Literal["text", "json_object", "json_schema"] = Field(
+        default="text",
+        description="How JSON steps ask for JSON: prompt only, json_object, or a JSON schema "
+        "(llama.cpp, vLLM, Ollama and OpenAI enforce it; small models need it).",
+    )
+    steps: LlmStepsSettings = Field(default_factory=LlmStepsSettings)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+
+class McpSettings(_Section):
+    http: bool = Field(default=True, description="Mount the MCP server at /mcp on serve.")
+    max_output_chars: int = Field(
+        default=20_000, ge=1000, description="Cap on one tool result (MCP clients refuse more)."
+    )
+
+
+class CompatSettings(_Section):
+    """Drop-in endpoints for clients that speak another search API."""
+
+    openwebui_api_key: str | None = Field(
+        default=None, description="Bearer key Open WebUI must send; unset: not checked."
+    )
+    tavily_api_key: str | None = Field(
+        default=None, description="Key Tavily clients must send; unset: not checked."
+    )
+
+
 class Settings(_Section):
     backends: BackendsSettings = Field(default_factory=BackendsSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
@@ -221,6 +299,9 @@ class Settings(_Section):
     fetch: FetchSettings = Field(default_factory=FetchSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     budget: BudgetDefaults = Field(default_factory=BudgetDefaults)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    compat: CompatSettings = Field(default_factory=CompatSettings)
 
     def cache_dir(self) -> Path:
         """Where the extraction cache lives."""
@@ -241,6 +322,11 @@ ENV_VARS: dict[str, str] = {
     "SEARCHER_CACHE_DIR": "service.cache.dir",
     "SEARCHER_HOST": "service.host",
     "SEARCHER_PORT": "service.port",
+    "SEARCHER_LLM_BASE_URL": "llm.base_url",
+    "SEARCHER_LLM_MODEL": "llm.model",
+    "SEARCHER_LLM_API_KEY": "llm.api_key",
+    "SEARCHER_OPENWEBUI_API_KEY": "compat.openwebui_api_key",
+    "SEARCHER_TAVILY_API_KEY": "compat.tavily_api_key",
 }
 CONFIG_ENV_VAR = "SEARCHER_CONFIG"
 

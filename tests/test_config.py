@@ -101,6 +101,9 @@ def test_readme_documents_every_variable_and_key():
         assert f"`{var}`" in readme, var
     for key in _leaf_keys(Settings):
         generic = re.sub(r"^backends\.(searxng|duckduckgo|brave)\.", "backends.<name>.", key)
+        generic = re.sub(
+            r"^llm\.steps\.(?!rank\.(top_k|want_n))\w+\.", "llm.steps.<step>.", generic
+        )
         documented = f"`{key}`" in readme or f"`{generic}`" in readme
         assert documented or key in {"service.host", "service.port"}, key
     assert "`service.host`, `service.port`" in readme
