@@ -199,6 +199,9 @@ class Provenance(BaseModel):
     backend: str
     engine: str | None = None
     rank: int = Field(description="1-based rank in that backend's or engine's list.")
+    perspective: str | None = Field(
+        default=None, description="The multi-query perspective or corrective query that found it."
+    )
 
 
 class FetchInfo(BaseModel):
@@ -383,3 +386,65 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorBody
+
+
+# --- health and cache (GET /v1/health, /v1/cache/stats, POST /v1/cache/clear) ----------
+
+
+class BackendHealth(BaseModel):
+    enabled: bool
+    configured: bool
+    note: str | None
+    breaker: str | None
+    consecutive_failures: int
+    last_error: str | None
+
+
+class EmbedderHealth(BaseModel):
+    name: str | None
+    problem: str | None
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    backends: dict[str, BackendHealth]
+    embedder: EmbedderHealth
+
+
+class CacheStats(BaseModel):
+    enabled: bool
+    dir: str
+    entries: int
+    bytes: int
+    hits: int
+    misses: int
+
+
+class CacheCleared(BaseModel):
+    removed: int
+
+
+# --- fetch_page (POST /v1/fetch) --------------------------------------------------------
+
+
+class FetchPageRequest(_Strict):
+    """``POST /v1/fetch`` body: one page's extracted text, a slice at a time."""
+
+    url: str = Field(min_length=1, max_length=8192, description="An http or https URL.")
+    max_chars: Annotated[StrictInt, Field(ge=1, le=200_000)] | None = Field(
+        default=None, description="Characters to return at most (default: mcp.max_output_chars)."
+    )
+    start_char: NonNegInt = Field(default=0, description="Offset into the page's text.")
+
+
+class FetchPageResponse(BaseModel):
+    url: str
+    status: FetchStatus
+    content: str = Field(description="The slice of the extracted text (markdown).")
+    start_char: int
+    next_start_char: int | None = Field(
+        description="start_char of the next slice; null when this one reaches the end."
+    )
+    total_chars: int = Field(description="Length of the page's extracted text.")
+    fetch: FetchInfo

@@ -97,6 +97,20 @@ class AllBackendsFailed(SearcherError):
         self.failures = failures
 
 
+# --- a remote searcher (searcher.client) -----------------------------------------------
+
+
+class RemoteError(SearcherError):
+    """A remote searcher could not be reached or did not answer as expected; ``status`` is
+    its HTTP status when it answered at all."""
+
+    def __init__(self, url: str, reason: str, status: int | None = None) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+        self.status = status
+
+
 # --- fetching pages --------------------------------------------------------------------
 
 
@@ -155,3 +169,22 @@ class ExtractionError(FetchError):
 class EmbedderUnavailable(SearcherError):
     """The embedding model could not be loaded, or the embedding endpoint gave no usable
     answer. Near-duplicate removal degrades to URL dedup when this happens."""
+
+
+# --- LLM steps -------------------------------------------------------------------------
+
+
+class LlmError(SearcherError):
+    """An LLM step could not get a usable reply; the step takes its fallback."""
+
+
+class LlmUnavailable(LlmError):
+    """No LLM is configured, or the endpoint cannot be reached."""
+
+
+class LlmTimeout(LlmError):
+    """The call did not finish within its timeout or the request deadline."""
+
+
+class LlmBadReply(LlmError):
+    """The endpoint answered, but not with something the step can use."""

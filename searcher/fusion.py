@@ -34,6 +34,7 @@ class RankedList:
     engine: str | None  # an engine inside SearXNG ("bing"), None for the backend's own list
     weight: float  # backend weight x intent weight x engine weight
     hits: tuple[Hit, ...]
+    perspective: str | None = None  # multi-query / corrective search: which query found it
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,10 @@ class Source:
     backend: str
     engine: str | None
     rank: int
+    perspective: str | None = None
 
-    def sort_key(self) -> tuple[str, str, int]:
-        return (self.backend, self.engine or "", self.rank)
+    def sort_key(self) -> tuple[str, str, int, str]:
+        return (self.backend, self.engine or "", self.rank, self.perspective or "")
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,8 @@ def _order(a: _Appearance) -> tuple[Any, ...]:
     # no input order leaks into which one stands for the page.
     s, h = a.source, a.hit
     return (
-        s.rank, s.backend, s.engine or "", h.url, h.title, h.snippet, h.engines, h.backend,
-        h.positions, h.published or "", h.category or "",
+        s.rank, s.backend, s.engine or "", s.perspective or "", h.url, h.title, h.snippet,
+        h.engines, h.backend, h.positions, h.published or "", h.category or "",
         -math.inf if h.score is None else h.score,
     )  # fmt: skip
 
@@ -180,7 +182,7 @@ def _group_by_page(lists: Iterable[RankedList]) -> dict[str, list[_Appearance]]:
         for rank, hit in enumerate(lst.hits, start=1):
             seen = groups.setdefault(normalise_url(hit.url), {})
             if list_index not in seen:
-                source = Source(lst.backend, lst.engine, rank)
+                source = Source(lst.backend, lst.engine, rank, lst.perspective)
                 seen[list_index] = _Appearance(hit, source, lst.weight)
     return {
         key: sorted(by_list.values(), key=_order) if len(by_list) > 1 else list(by_list.values())

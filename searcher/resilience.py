@@ -111,3 +111,25 @@ class CircuitBreaker:
         state = self.state
         opened_for = self._clock() - self._opened_at if state == "open" else None
         return BreakerSnapshot(state, self._failures, self.last_error, opened_for)
+
+
+class CallBudget:
+    """``budget.max_tool_calls``: searches and LLM calls draw on one allowance.
+
+    ``reserve`` keeps calls back for later stages (the searches a request cannot do
+    without), so an optional LLM step never spends them."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used)
+
+    def take(self, calls: int = 1, reserve: int = 0) -> bool:
+        """Spend ``calls`` if that leaves at least ``reserve``; False (nothing spent) if not."""
+        if self.used + calls + reserve > self.limit:
+            return False
+        self.used += calls
+        return True

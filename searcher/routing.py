@@ -37,6 +37,7 @@ class CompiledRoutes:
 
     rules: tuple[_Rule, ...]
     default: Route
+    groups: dict[str, Route]  # every group by name, as chosen by something other than a pattern
 
 
 def _compile(group: str, index: int, pattern: str) -> re.Pattern[str]:
@@ -73,12 +74,25 @@ def compile_routes(settings: RoutingSettings) -> CompiledRoutes:
         tuple(default.engines) if default else (),
         tuple(default.categories) if default else (),
     )
-    return CompiledRoutes(tuple(rules), default_route)
+    groups = {
+        name: Route(name, None, tuple(group.engines), tuple(group.categories))
+        for name, group in settings.groups.items()
+    }
+    return CompiledRoutes(tuple(rules), default_route, groups)
 
 
 def validate(settings: RoutingSettings) -> None:
     """Raise ``ConfigError`` if the routing table would not compile (for start-up checks)."""
     compile_routes(settings)
+
+
+def route_to_group(routes: CompiledRoutes, group: str, why: str) -> Route:
+    """The route of a named group (``why`` says what chose it); unknown names get the
+    default group's route."""
+    route = routes.groups.get(group)
+    if route is None:
+        return routes.default
+    return Route(route.group, why, route.engines, route.categories)
 
 
 def route_query(query: str, routes: CompiledRoutes) -> Route:

@@ -22,6 +22,7 @@ from searcher.embeddings import Embedder, build_embedder
 from searcher.errors import EmbedderUnavailable
 from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
+from searcher.llm.client import LlmClient
 from searcher.page_reader import PageReader
 from searcher.service import SearchService
 
@@ -69,11 +70,12 @@ async def open_service(
     pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
     embedder, problem = await _load_embedder(settings)
+    llm = LlmClient(settings.llm) if settings.llm.configured else None
     sweeper = None
     if sweep and cache_cfg.enabled:
         sweeper = asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s))
     try:
-        service = SearchService(settings, pool, reader, embedder, problem)
+        service = SearchService(settings, pool, reader, embedder, problem, llm)
         yield Runtime(settings, service, pool, cache, embedder, problem)
     finally:
         if sweeper is not None:
@@ -85,4 +87,6 @@ async def open_service(
         if close_embedder is not None:
             await close_embedder()
         await fetcher.aclose()
+        if llm is not None:
+            await llm.aclose()
         extractor.close()

@@ -6,25 +6,31 @@ function or a small object with one job, and the service owns the deadline.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from searcher import __version__
-from searcher.backends.base import BackendAnswer, BackendQuery
+from searcher.backends.base import BackendQuery
 from searcher.backends.chain import BackendPool
 from searcher.backends.policy import BackendPlan, plan_backends
 from searcher.config import BudgetDefaults, Settings
 from searcher.contract import (
+    AnswerCheck,
     Budget,
+    Citation,
+    Constraints,
     ErrorEntry,
     FetchInfo,
     Item,
+    LlmCall,
     Meta,
     Producer,
     Provenance,
+    RankInfo,
     Score,
     SearchRequest,
     SearchResponse,
@@ -32,15 +38,24 @@ from searcher.contract import (
 )
 from searcher.dedup import drop_near_duplicates
 from searcher.embeddings import Embedder
-from searcher.errors import AllBackendsFailed, BackendFailure
+from searcher.errors import AllBackendsFailed
 from searcher.fetch.fetcher import FetchLimits
 from searcher.fusion import FusedHit, fuse, ranked_lists
+from searcher.llm.answer import check_citations, write_answer
+from searcher.llm.answer_check import check_answer
+from searcher.llm.client import LlmClient
+from searcher.llm.crag import Evidence
+from searcher.llm.rewrite import rewrite_query
+from searcher.llm.route import classify_group
+from searcher.llm.runner import StepRunner
+from searcher.llm.snippet_rank import Candidate, rank_candidates
 from searcher.page_reader import PageOutcome, PageReader, Progress
 from searcher.passages import select_passages, top_chunks
 from searcher.render import PackItem, render_context_pack
-from searcher.resilience import Deadline
-from searcher.routing import CompiledRoutes, Route, compile_routes, route_query
+from searcher.resilience import CallBudget, Deadline
+from searcher.routing import CompiledRoutes, Route, compile_routes, route_query, route_to_group
 from searcher.scoring import DomainLists, apply_filter, load_domain_lists, score_results
+from searcher.searches import SearchOutcome, Tagged, corrective_search, multi_search
 from searcher.selection import apply_pick_ids, filter_domains
 from searcher.urls import item_id
 
@@ -95,22 +110,6 @@ def effective_budget(budget: Budget, defaults: BudgetDefaults) -> EffectiveBudge
     )
 
 
-@dataclass
-class SearchOutcome:
-    """What the search stage produced, whichever way the backends were used."""
-
-    answers: list[BackendAnswer]
-    tried: list[str]
-    failures: list[BackendFailure]
-    fallback_used: bool = False
-    hedged: dict[str, Any] | None = None
-
-    @property
-    def backend_used(self) -> str | None:
-        names = [a.backend for a in self.answers]
-        return "+".join(names) if names else None
-
-
 @dataclass(frozen=True)
 class Ranked:
     """One result after fusion, dedup and scoring."""
@@ -120,12 +119,14 @@ class Ranked:
     components: dict[str, float] = field(default_factory=dict)
 
 
-def backend_query(request: SearchRequest, route: Route, max_results: int) -> BackendQuery:
-    """The query every backend receives; the routed engine group fills in SearXNG
-    engines and categories the request did not set."""
+def backend_query(
+    request: SearchRequest, route: Route, max_results: int, text: str | None = None
+) -> BackendQuery:
+    """The query every backend receives (``text``, default the request's query); the
+    routed engine group fills in SearXNG engines and categories the request did not set."""
     constraints = request.constraints
     return BackendQuery(
-        text=request.query_text,
+        text=text or request.query_text,
         max_results=max_results,
         lang=request.lang,
         pageno=constraints.pageno,
@@ -144,6 +145,59 @@ def rank(
     inputs = [(f.hit, f.score, len({(s.backend, s.engine) for s in f.sources})) for f in fused]
     scored = apply_filter(score_results(inputs, query, route.group, domains, settings.scoring))
     return [Ranked(fused[s.index], s.relevance, s.components) for s in scored]
+
+
+def _ms(since: float) -> int:
+    return int((time.perf_counter() - since) * 1000)
+
+
+def _candidates(ranked: Sequence[Ranked], top_k: int) -> list[Candidate]:
+    """The first ``top_k`` results as snippet-ranking / grading candidates."""
+    return [
+        Candidate(i, r.fused.hit.title, r.fused.hit.snippet, r.fused.hit.url)
+        for i, r in enumerate(ranked[:top_k])
+    ]
+
+
+def _evidence(ranked: Ranked) -> Evidence:
+    return Evidence(ranked.components.get("keyword_overlap", 0.0), ranked.relevance)
+
+
+def _search_errors(outcome: SearchOutcome) -> list[ErrorEntry]:
+    errors = [
+        ErrorEntry(stage="search", source=f.backend, reason=f.reason) for f in outcome.failures
+    ]
+    for answer in outcome.answers:
+        errors += [
+            ErrorEntry(stage="search", source=answer.backend, reason=w) for w in answer.warnings
+        ]
+    return errors
+
+
+async def _cited_answer(
+    llm: StepRunner, question: str, pack: str, items: Sequence[Item]
+) -> tuple[str | None, list[Citation] | None, list[ErrorEntry]]:
+    """The answer with its citations checked against ``items``; a citation of a missing
+    item is removed and reported."""
+    written = await write_answer(llm, question, pack, len(items))
+    if written.value is None:
+        return None, None, []
+    checked = check_citations(written.value, len(items))
+    errors = [
+        ErrorEntry(
+            stage="answer",
+            source="llm",
+            reason=f"citation [{n}] refers to no item (there are {len(items)}); removed",
+        )
+        for n in checked.removed
+    ]
+    if not checked.refs:
+        errors.append(ErrorEntry(stage="answer", source="llm", reason="the answer cites no item"))
+    citations = [
+        Citation(ref=n, id=items[n - 1].id, url=items[n - 1].url, title=items[n - 1].title)
+        for n in checked.refs
+    ]
+    return checked.text, citations, errors
 
 
 def _utc_now() -> str:
@@ -209,12 +263,14 @@ class SearchService:
         reader: PageReader,
         embedder: Embedder | None = None,
         embedder_problem: str | None = None,
+        llm: LlmClient | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
         self.reader = reader
         self.embedder = embedder
         self.embedder_problem = embedder_problem
+        self.llm = llm
         self.routes: CompiledRoutes = compile_routes(settings.routing)
         self.domains: DomainLists = load_domain_lists(settings.scoring)
 
@@ -266,66 +322,109 @@ class SearchService:
         settings = self.settings
         budget = effective_budget(request.budget, settings.budget)
         deadline = Deadline(budget.max_total_time_ms / 1000)
+        calls = CallBudget(budget.max_tool_calls)
+        llm = StepRunner(self.llm, settings.llm, deadline, calls, date.today())
         constraints = request.constraints
         mode = constraints.search_mode
         errors: list[ErrorEntry] = []
         timing: dict[str, int] = {}
+        extra_meta: dict[str, Any] = {}
+        question = request.query_text  # what the user asked: ranking and answers use it
+        searches = constraints.multi_query or 1  # calls kept back from the LLM steps before
 
-        # 1. Route the query to an engine group; plan which backends to use and how.
-        route = route_query(request.query_text, self.routes)
+        # 1. Optionally rewrite the query; route it to an engine group; plan the backends.
+        query = question
+        if constraints.rewrite:
+            t0 = time.perf_counter()
+            rewritten = await rewrite_query(llm, question, reserve=searches)
+            timing["rewrite"] = _ms(t0)
+            if rewritten.value is not None:
+                query = extra_meta["rewritten_query"] = rewritten.value
+        route, route_by = route_query(query, self.routes), "pattern"
+        if route.pattern is None:
+            route_by = "default"
+            if constraints.route == "llm":
+                t0 = time.perf_counter()
+                groups = list(settings.routing.groups)
+                chosen = await classify_group(llm, query, groups, reserve=searches)
+                timing["route"] = _ms(t0)
+                route_by = "llm" if chosen.value else "default"
+                route = route_to_group(self.routes, chosen.value or route.group, route_by)
         plan = plan_backends(constraints.backend, request.intent, settings, self.pool.backends)
+        wanted = budget.max_results
+        if constraints.pick_ids:
+            wanted = max(wanted, max(constraints.pick_ids) + 1)
+        if constraints.rank == "llm":
+            wanted = max(wanted, settings.llm.steps.rank.top_k)
 
-        # 2. Search.
-        outcome = SearchOutcome([], [], [])
+        async def search_once(
+            text: str, where: Route, backends: Sequence[str] | None
+        ) -> SearchOutcome:
+            use = plan if backends is None else BackendPlan("fallback", tuple(backends), {})
+            return await self._search(
+                use, backend_query(request, where, wanted, text), deadline, budget
+            )
+
+        # 2. Search: the query, or its perspectives in parallel.
+        tagged = Tagged()
         retrieved = _utc_now()
         if budget.max_tool_calls < 1:
             errors.append(ErrorEntry(stage="search", source="budget", reason="max_tool_calls is 0"))
         else:
-            wanted = budget.max_results
-            if constraints.pick_ids:
-                wanted = max(wanted, max(constraints.pick_ids) + 1)
             t0 = time.perf_counter()
-            query = backend_query(request, route, wanted)
-            outcome = await self._search(plan, query, deadline, budget)
-            timing["search"] = int((time.perf_counter() - t0) * 1000)
+            if constraints.multi_query:
+                tagged, perspectives = await multi_search(
+                    llm, search_once, self.embedder, query, route, constraints.multi_query, calls
+                )
+                extra_meta["perspectives"] = perspectives
+            else:
+                calls.take(1)
+                tagged.outcomes.append((None, await search_once(query, route, None)))
+            timing["search"] = _ms(t0)
             retrieved = _utc_now()
-            errors += [
-                ErrorEntry(stage="search", source=f.backend, reason=f.reason)
-                for f in outcome.failures
-            ]
-            for answer in outcome.answers:
-                errors += [
-                    ErrorEntry(stage="search", source=answer.backend, reason=w)
-                    for w in answer.warnings
-                ]
 
         # 3. Fuse every ranked list, drop near-duplicates, score with the heuristics.
         t0 = time.perf_counter()
-        lists = [
-            ranked
-            for answer in outcome.answers
-            for ranked in ranked_lists(
-                answer, plan.weight(answer.backend), settings.backends.engine_weights
-            )
-        ]
-        fused = fuse(lists, settings.fusion.rrf_k)
-        fused, notes = await drop_near_duplicates(
-            fused, self.embedder, settings.fusion.near_duplicate_threshold
-        )
-        if self.embedder is None:
-            # Off by choice (provider "none") is no error; off because loading failed is.
-            notes = [self.embedder_problem] if self.embedder_problem and len(fused) > 1 else []
-        errors += [ErrorEntry(stage="dedup", source="embedder", reason=n) for n in notes]
-        ranked = rank(fused, request.query_text, route, self.domains, settings)
-        timing["rank"] = int((time.perf_counter() - t0) * 1000)
+        ranked, notes = await self._fuse_and_rank(tagged, plan, query, route)
+        timing["rank"] = _ms(t0)
 
-        # 4. Select: domain filters, pick_ids, then the result cap.
+        # 3b. Corrective re-search: grade the evidence, re-search if it is weak.
+        if constraints.crag and budget.max_tool_calls >= 1:
+            t0 = time.perf_counter()
+            correction = await corrective_search(
+                llm,
+                search_once,
+                query,
+                route,
+                _candidates(ranked, settings.llm.steps.rank.top_k),
+                [_evidence(r) for r in ranked],
+                lambda: self._alternatives(plan, tagged.merged().tried, route),
+                calls,
+            )
+            extra_meta["crag"] = correction.info
+            if correction.extra.outcomes:
+                keep = [] if correction.replace else tagged.outcomes
+                more = Tagged(keep + correction.extra.outcomes, tagged.failures)
+                more_ranked, more_notes = await self._fuse_and_rank(more, plan, query, route)
+                if more_ranked:
+                    tagged, ranked, notes = more, more_ranked, more_notes
+            tagged.failures += correction.extra.failures
+            timing["crag"] = _ms(t0)
+        outcome = tagged.merged()
+        errors += _search_errors(outcome)
+        errors += [ErrorEntry(stage="dedup", source="embedder", reason=n) for n in notes]
+
+        # 4. Select: domain filters, LLM snippet ranking, pick_ids, then the result cap.
         ranked = filter_domains(
             ranked,
             lambda r: r.fused.hit.url,
             constraints.include_domains,
             constraints.exclude_domains,
         )
+        if constraints.rank == "llm":
+            t0 = time.perf_counter()
+            ranked, extra_meta["rank"] = await self._llm_rank(llm, question, ranked, constraints)
+            timing["llm_rank"] = _ms(t0)
         ranked, applied_ids = apply_pick_ids(ranked, constraints.pick_ids)
         ranked = ranked[: budget.max_results]
 
@@ -345,7 +444,7 @@ class SearchService:
             outcomes = await self.reader.read_all(
                 urls, limits, budget.max_extract_chars_per_page, deadline, progress
             )
-            timing["fetch"] = int((time.perf_counter() - t0) * 1000)
+            timing["fetch"] = _ms(t0)
             errors += [
                 ErrorEntry(
                     stage="fetch", source=url, reason=f"{o.skip_reason or o.status}: {o.error}"
@@ -360,9 +459,7 @@ class SearchService:
             page = outcomes[rank_no - 1] if rank_no <= len(outcomes) else None
             chunks = None
             if constraints.chunks_per_source and page is not None and page.content:
-                chunks = top_chunks(
-                    request.query_text, page.content, constraints.chunks_per_source, CHUNK_CHARS
-                )
+                chunks = top_chunks(query, page.content, constraints.chunks_per_source, CHUNK_CHARS)
             item = _item(rank_no, result, page, reading, retrieved, chunks)
             if mode == "simple":
                 item.content = None  # simple mode reads pages only for their chunks
@@ -371,18 +468,19 @@ class SearchService:
         # 7. The context pack: in full mode each page contributes the passages that
         # answer the query, within its fair share of the budget.
         rendered = ""
-        if request.want.rendered_text:
+        want = request.want
+        if want.rendered_text or want.answer:
             t0 = time.perf_counter()
-            select = self._passage_selector(request.query_text) if mode == "full" else None
+            select = self._passage_selector(query) if mode == "full" else None
             rendered = render_context_pack(
                 [PackItem(i.title, i.url, i.snippet, _pack_content(i)) for i in items],
-                query=request.query_text,
+                query=query,
                 backend=outcome.backend_used,
                 mode=mode,
                 max_chars=budget.max_context_chars,
                 select=select,
             )
-            timing["render"] = int((time.perf_counter() - t0) * 1000)
+            timing["render"] = _ms(t0)
             if not rendered:
                 errors.append(
                     ErrorEntry(
@@ -391,7 +489,32 @@ class SearchService:
                         reason=f"max_context_chars={budget.max_context_chars} cannot hold the pack",
                     )
                 )
-        timing["total"] = int((time.perf_counter() - started) * 1000)
+
+        # 8. The cited answer, and its self-check.
+        answer: str | None = None
+        citations: list[Citation] | None = None
+        if want.answer:
+            t0 = time.perf_counter()
+            answer, citations, answer_errors = await _cited_answer(llm, question, rendered, items)
+            errors += answer_errors
+            timing["answer"] = _ms(t0)
+        if want.answer_check:
+            if answer is None:
+                errors.append(
+                    ErrorEntry(stage="answer_check", source="answer", reason="no answer to check")
+                )
+            else:
+                t0 = time.perf_counter()
+                refs = [c.ref for c in citations or []]
+                grades = await check_answer(llm, question, rendered, answer, refs)
+                extra_meta["answer_check"] = AnswerCheck(**dataclasses.asdict(grades))
+                timing["answer_check"] = _ms(t0)
+        errors += [
+            ErrorEntry(stage=r.step, source="llm", reason=f"fallback: {r.reason}")
+            for r in llm.records
+            if r.fallback_used
+        ]
+        timing["total"] = _ms(started)
 
         return SearchResponse(
             created_utc=_utc_now(),
@@ -406,17 +529,77 @@ class SearchService:
                 timing_ms=timing,
                 errors=errors,
                 backends_tried=outcome.tried,
-                route={"group": route.group, "pattern": route.pattern},
+                route={"group": route.group, "pattern": route.pattern, "by": route_by},
                 hedged=outcome.hedged,
+                llm=[LlmCall(**dataclasses.asdict(r)) for r in llm.records],
+                **extra_meta,
             ),
             usage=Usage(
                 results_returned=len(items),
-                context_chars=len(rendered),
+                context_chars=len(rendered) if want.rendered_text else 0,
                 fetch_pages_used=sum(1 for o in outcomes if o.status == "fetched"),
             ),
             items=items,
-            rendered_text=rendered if request.want.rendered_text else None,
+            rendered_text=rendered if want.rendered_text else None,
+            answer=answer,
+            answer_citations=citations,
         )
+
+    async def _fuse_and_rank(
+        self, tagged: Tagged, plan: BackendPlan, query: str, route: Route
+    ) -> tuple[list[Ranked], list[str]]:
+        """Fusion of every list of every search, near-duplicate removal, heuristic scores.
+        Returns the ranking and the dedup notes for ``meta.errors``."""
+        settings = self.settings
+        lists = [
+            dataclasses.replace(ranked, perspective=perspective) if perspective else ranked
+            for perspective, outcome in tagged.outcomes
+            for answer in outcome.answers
+            for ranked in ranked_lists(
+                answer, plan.weight(answer.backend), settings.backends.engine_weights
+            )
+        ]
+        fused = fuse(lists, settings.fusion.rrf_k)
+        fused, notes = await drop_near_duplicates(
+            fused, self.embedder, settings.fusion.near_duplicate_threshold
+        )
+        if self.embedder is None:
+            # Off by choice (provider "none") is no error; off because loading failed is.
+            notes = [self.embedder_problem] if self.embedder_problem and len(fused) > 1 else []
+        return rank(fused, query, route, self.domains, settings), notes
+
+    def _alternatives(
+        self, plan: BackendPlan, tried: Sequence[str], route: Route
+    ) -> tuple[Sequence[str] | None, Route, str] | None:
+        """Where to search again when the evidence was wrong: backends not tried yet, else
+        the default engine group if the query was routed elsewhere."""
+        rest = [n for n in self.settings.backends.order if n in self.pool.backends]
+        untried = [n for n in rest if n not in tried and n not in plan.names]
+        if untried:
+            return untried, route, "backends: " + ", ".join(untried)
+        default = self.routes.default
+        if route.group != default.group:
+            return None, default, f"engine group: {default.group}"
+        return None
+
+    async def _llm_rank(
+        self, llm: StepRunner, question: str, ranked: list[Ranked], constraints: Constraints
+    ) -> tuple[list[Ranked], RankInfo]:
+        """Snippet ranking: the model's picks among the top candidates, in its order."""
+        step = self.settings.llm.steps.rank
+        want_n = constraints.want_n or step.want_n
+        candidates = _candidates(ranked, step.top_k)
+        result = await rank_candidates(llm, question, candidates, want_n)
+        chosen = [ranked[i] for i in result.picks]
+        info = RankInfo(
+            candidates=len(candidates),
+            want_n=want_n,
+            picks=result.picks,
+            urls=[r.fused.hit.url for r in chosen],
+            fallback_used=result.fallback_used,
+            reason=result.reason,
+        )
+        return chosen, info
 
     async def read_pages(
         self, urls: Sequence[str], max_chars: int | None = None, progress: Progress | None = None

@@ -57,7 +57,8 @@ def test_simple_search_returns_the_ucp1_contract(make_settings, serve_searcher, 
     )
     assert {"search", "fetch", "total"} <= set(meta["timing_ms"])
     assert meta["errors"] == []
-    assert meta["route"] == {"group": "general", "pattern": None} and meta["hedged"] is None
+    assert meta["route"] == {"group": "general", "pattern": None, "by": "default"}
+    assert meta["hedged"] is None
     assert data["usage"] == {
         "results_returned": len(items),
         "context_chars": len(data["rendered_text"]),

@@ -3,7 +3,9 @@
 Introspection routes (not logged themselves):
 
 - ``GET /_log``    the request log as JSON: ``[{"path", "query", "headers"}, ...]``
-- ``POST /_reset`` clear the log and the flaky counters
+- ``GET /_bodies`` the JSON bodies recorded by routes that keep them (the scripted chat
+                   API): ``[{"path", "body"}, ...]``
+- ``POST /_reset`` clear the log, the bodies and the flaky counters
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Hashable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from . import blocked, brave, misbehaviour, openai_compat, pages, searxng
+from . import blocked, brave, chat, misbehaviour, openai_compat, pages, searxng
 from .asgi import TEXT, Receive, Request, Router, Scope, Send
 
 
@@ -27,7 +29,7 @@ class LoggedRequest(NamedTuple):
     headers: dict[str, str]
 
 
-_INTROSPECTION = frozenset({"/_log", "/_reset"})
+_INTROSPECTION = frozenset({"/_log", "/_bodies", "/_reset"})
 
 
 class TestbedApp:
@@ -37,11 +39,13 @@ class TestbedApp:
 
     def __init__(self, log_limit: int = 10_000) -> None:
         self.router = Router()
-        for module in (pages, misbehaviour, searxng, brave, openai_compat, blocked):
+        for module in (pages, misbehaviour, searxng, brave, openai_compat, chat, blocked):
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)
+        self.router.add("/_bodies", self._bodies_route)
         self.router.add("/_reset", self._reset_route, methods=("POST",))
         self._log: deque[LoggedRequest] = deque(maxlen=log_limit)
+        self._bodies: deque[dict[str, Any]] = deque(maxlen=log_limit)
         self._counters: dict[Hashable, int] = {}
         self._lock = threading.Lock()
         # Set (from the server's loop) when the server begins to stop: waits end at once.
@@ -54,9 +58,19 @@ class TestbedApp:
         with self._lock:
             return list(self._log)
 
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._bodies)
+
+    def record_body(self, path: str, body: Any) -> None:
+        with self._lock:
+            self._bodies.append({"path": path, "body": body})
+
     def reset(self) -> None:
         with self._lock:
             self._log.clear()
+            self._bodies.clear()
             self._counters.clear()
 
     def count(self, key: Hashable) -> int:
@@ -104,6 +118,9 @@ class TestbedApp:
 
     async def _log_route(self, req: Request) -> None:
         await req.json(200, [entry._asdict() for entry in self.log])
+
+    async def _bodies_route(self, req: Request) -> None:
+        await req.json(200, self.bodies)
 
     async def _reset_route(self, req: Request) -> None:
         self.reset()

@@ -188,6 +188,14 @@ class TestbedServer(ThreadedServer):
         appends ``/res/v1/web/search``."""
         return self.base_url + "/brave" + (f"/{behaviour.strip('/')}" if behaviour else "")
 
+    def llm_url(self) -> str:
+        """Base URL of the scripted chat-completions API (see ``tests/testbed/chat.py``)."""
+        return self.base_url + "/llm/v1"
+
+    def chat_bodies(self) -> list[dict[str, Any]]:
+        """The chat-completions request bodies since the last reset, oldest first."""
+        return [b["body"] for b in self.app.bodies if b["path"].startswith("/llm/")]
+
     def page_url(self, pid: str) -> str:
         return f"{self.base_url}/pages/{pid}"
 

@@ -1,0 +1,72 @@
+"""The cited answer: one call over the context pack, then every ``[n]`` checked against
+the response's items. A citation of an item that is not there is removed from the text
+and reported; the reader never follows a citation to nothing."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from searcher.errors import LlmBadReply
+from searcher.llm.prompts import messages
+from searcher.llm.runner import StepOutcome, StepRunner
+
+# [1], [1, 2], [1][2] (each bracket read alone); [a] or [1-3] are not citations.
+_CITATION = re.compile(r"\s?\[(\d+(?:\s*,\s*\d+)*)\]")
+MAX_ANSWER_CHARS = 8000
+
+
+@dataclass(frozen=True)
+class CheckedAnswer:
+    text: str
+    refs: list[int]  # valid citations, in order of first use
+    removed: list[int]  # citations of items that do not exist, in order
+
+
+def check_citations(answer: str, item_count: int) -> CheckedAnswer:
+    """``answer`` with citations outside ``1..item_count`` removed."""
+    refs: list[int] = []
+    removed: list[int] = []
+
+    def keep(match: re.Match[str]) -> str:
+        numbers = [int(n) for n in match.group(1).split(",")]
+        valid = [n for n in numbers if 1 <= n <= item_count]
+        removed.extend(n for n in numbers if not 1 <= n <= item_count)
+        refs.extend(n for n in valid if n not in refs)
+        if not valid:
+            return ""
+        space = " " if match.group(0).startswith(" ") else ""
+        return f"{space}[{', '.join(str(n) for n in valid)}]"
+
+    text = _CITATION.sub(keep, answer)
+    return CheckedAnswer(text.strip(), refs, removed)
+
+
+def clean_answer(reply: str) -> str:
+    """The answer text of a reply; ``LlmBadReply`` if empty."""
+    text = reply.strip()
+    if not text:
+        raise LlmBadReply("empty answer")
+    return text[:MAX_ANSWER_CHARS]
+
+
+async def write_answer(
+    runner: StepRunner, query: str, pack: str, item_count: int, reserve: int = 0
+) -> StepOutcome[str]:
+    """The model's answer over ``pack`` (citations not yet checked), or None and why."""
+    if item_count == 0 or not pack:
+        reason = "no evidence to answer from"
+        runner.fallback("answer", reason)
+        return StepOutcome(None, reason)
+    return await runner.run(
+        "answer", messages("answer", runner.today, pack=pack, query=query), clean_answer, reserve
+    )
+
+
+def cited_sentences_share(answer: str, refs: Sequence[int]) -> float:
+    """Share of the answer's sentences that carry a citation (0 when it has none)."""
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", answer.strip()) if s.strip()]
+    if not sentences or not refs:
+        return 0.0
+    return sum(1 for s in sentences if _CITATION.search(s)) / len(sentences)

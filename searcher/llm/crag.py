@@ -1,0 +1,95 @@
+"""Corrective retrieval (CRAG, seed 000): grade the evidence CORRECT, AMBIGUOUS or
+INCORRECT before it is used. The LLM grades when it can; otherwise a heuristic does, from
+how much of the query the best results contain and how relevant they scored. What to do
+about a grade (re-search with a refined query, or elsewhere) is the service's part."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from searcher.errors import LlmBadReply
+from searcher.llm.json_reply import json_object
+from searcher.llm.prompts import messages
+from searcher.llm.runner import StepRunner
+from searcher.llm.snippet_rank import Candidate, candidate_lines
+from searcher.scoring import STOP_WORDS
+
+GRADES = ("CORRECT", "AMBIGUOUS", "INCORRECT")
+SHOWN = 5  # results the grader sees
+# Heuristic thresholds on the best result's evidence (keyword overlap, relevance).
+CORRECT_OVERLAP = 0.6
+INCORRECT_OVERLAP = 0.2
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the heuristic looks at for one result."""
+
+    keyword_overlap: float
+    relevance: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    grade: str
+    method: str  # llm | heuristic
+    refined_query: str | None = None
+    reason: str | None = None
+
+
+def parse_verdict(reply: str) -> Verdict:
+    """The grade (and refined query) of a reply; ``LlmBadReply`` if the grade is invalid."""
+    data = json_object(reply)
+    grade = str(data.get("grade", "")).strip().upper()
+    if grade not in GRADES:
+        raise LlmBadReply(f"grade must be one of {GRADES}")
+    refined = data.get("refined_query")
+    text = " ".join(refined.split()) if isinstance(refined, str) else ""
+    return Verdict(grade, "llm", text[:300] or None)
+
+
+def heuristic_grade(evidence: Sequence[Evidence]) -> str:
+    """CORRECT when a top result holds most of the query's keywords, INCORRECT when none
+    holds even a fifth (or there are none), AMBIGUOUS in between."""
+    if not evidence:
+        return "INCORRECT"
+    best = max(e.keyword_overlap for e in evidence[:SHOWN])
+    if best >= CORRECT_OVERLAP and max(e.relevance for e in evidence[:SHOWN]) > 0:
+        return "CORRECT"
+    if best < INCORRECT_OVERLAP:
+        return "INCORRECT"
+    return "AMBIGUOUS"
+
+
+def heuristic_refinement(query: str) -> str:
+    """A sharper query without an LLM: the query's content words, the longest quoted."""
+    words = [w for w in query.split() if w.lower().strip("?,.!;:") not in STOP_WORDS]
+    if not words:
+        return query
+    longest = max(words, key=len).strip("?,.!;:\"'")
+    rest = [w.strip("?,.!;:") for w in words if w.strip("?,.!;:\"'") != longest]
+    refined = " ".join([f'"{longest}"', *rest]).strip()
+    return refined if refined.lower() != query.lower() else f'"{query}"'
+
+
+async def grade_evidence(
+    runner: StepRunner,
+    query: str,
+    candidates: Sequence[Candidate],
+    evidence: Sequence[Evidence],
+    reserve: int,
+) -> Verdict:
+    """The grade of the evidence: the model's, or the heuristic's with the reason."""
+    if not candidates:
+        runner.fallback("crag", "no results to grade")
+        return Verdict("INCORRECT", "heuristic", None, "no results to grade")
+    outcome = await runner.run(
+        "crag",
+        messages("crag", runner.today, query=query, candidates=candidate_lines(candidates[:SHOWN])),
+        parse_verdict,
+        reserve,
+    )
+    if outcome.value is not None:
+        return outcome.value
+    return Verdict(heuristic_grade(evidence), "heuristic", None, outcome.reason)

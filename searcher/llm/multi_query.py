@@ -1,0 +1,133 @@
+"""Multi-query perspectives (seed 002): N reformulations of one question, from the LLM
+(JSON contract, validated) or, when it fails, from templates; and their diversity,
+1 - the mean pairwise cosine of their embeddings.
+
+The searches themselves, their fusion and the rest of the degradation ladder (some
+searches fail: partial; all fail: the original query alone) belong to the service."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from searcher.embeddings import Embedder
+from searcher.errors import EmbedderUnavailable, LlmBadReply
+from searcher.llm.json_reply import json_object
+from searcher.llm.prompts import messages
+from searcher.llm.runner import StepRunner
+
+MAX_PERSPECTIVE_CHARS = 300
+
+# The seed's three perspectives, then two more for N = 4 and 5. A template keeps the
+# whole original query, so its operators (site:, quotes) survive.
+TEMPLATES: tuple[tuple[str, str, str], ...] = (
+    ("technical", "implementation, architecture, how it works", "{q} how it works"),
+    ("user", "problems solved, use cases, user needs", "{q} use cases and common problems"),
+    ("conceptual", "theory, patterns, abstract concepts", "{q} concepts explained"),
+    ("examples", "concrete examples and tutorials", "{q} examples"),
+    ("comparison", "alternatives and trade-offs", "{q} compared with alternatives"),
+)
+
+
+@dataclass(frozen=True)
+class Perspective:
+    type: str
+    query: str
+    confidence: float | None = None
+
+
+def template_perspectives(query: str, n: int) -> list[Perspective]:
+    """N perspectives from templates, in the seed's order."""
+    return [Perspective(kind, text.format(q=query)) for kind, _, text in TEMPLATES[:n]]
+
+
+def _perspective(entry: Any) -> Perspective | None:
+    if not isinstance(entry, dict):
+        return None
+    kind, text, confidence = entry.get("type"), entry.get("query"), entry.get("confidence")
+    if not isinstance(kind, str) or not kind.strip() or not isinstance(text, str):
+        return None
+    text = " ".join(text.split())
+    if not text or len(text) > MAX_PERSPECTIVE_CHARS:
+        return None
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        return None
+    if not 0.0 <= confidence <= 1.0:
+        return None
+    return Perspective(kind.strip().lower()[:32], text, float(confidence))
+
+
+def parse_perspectives(reply: str, n: int) -> list[Perspective]:
+    """The valid, distinct perspectives of a reply (at most ``n``); ``LlmBadReply`` if
+    there are none. Each needs a type, a query and a confidence in [0, 1]."""
+    data = json_object(reply)
+    entries = data.get("perspectives")
+    if not isinstance(entries, list):
+        raise LlmBadReply('"perspectives" is missing or not a list')
+    found: list[Perspective] = []
+    seen: set[str] = set()
+    for entry in entries:
+        p = _perspective(entry)
+        if p is not None and p.query.lower() not in seen:
+            seen.add(p.query.lower())
+            found.append(p)
+    if not found:
+        raise LlmBadReply("no valid perspective in the reply")
+    return found[:n]
+
+
+def fill_with_templates(found: list[Perspective], query: str, n: int) -> list[Perspective]:
+    """``found`` topped up to ``n`` with templates of types not used yet."""
+    used = {p.type for p in found} | {p.query.lower() for p in found}
+    extra = [p for p in template_perspectives(query, len(TEMPLATES)) if p.type not in used]
+    return found + extra[: max(0, n - len(found))]
+
+
+@dataclass(frozen=True)
+class Perspectives:
+    items: list[Perspective]
+    source: str  # llm | templates
+    note: str | None = None  # why templates were used, in whole or in part
+
+
+async def generate(runner: StepRunner, query: str, n: int, reserve: int) -> Perspectives:
+    """N perspectives: the LLM's, topped up from templates if it gave fewer; all from
+    templates if it failed (rung 2 of the degradation ladder)."""
+    types = "\n".join(f"{i}. {kind}: {what}" for i, (kind, what, _) in enumerate(TEMPLATES[:n], 1))
+    outcome = await runner.run(
+        "multi_query",
+        messages("multi_query", runner.today, query=query, n=n, types=types),
+        lambda reply: parse_perspectives(reply, n),
+        reserve,
+    )
+    if outcome.value is None:
+        return Perspectives(template_perspectives(query, n), "templates", outcome.reason)
+    items = fill_with_templates(outcome.value, query, n)
+    note = None
+    if len(outcome.value) < n:
+        note = f"{len(outcome.value)} of {n} perspectives from the LLM, the rest from templates"
+    return Perspectives(items, "llm", note)
+
+
+def mean_pairwise_diversity(vectors: np.ndarray) -> float | None:
+    """1 - mean pairwise cosine of unit rows; None with fewer than two rows."""
+    count = len(vectors)
+    if count < 2:
+        return None
+    sims = vectors @ vectors.T
+    upper = sims[np.triu_indices(count, k=1)]
+    return float(round(1.0 - float(np.mean(upper)), 4))
+
+
+async def diversity(embedder: Embedder | None, queries: Sequence[str]) -> float | None:
+    """The perspectives' diversity, or None without a working embedder."""
+    if embedder is None or len(queries) < 2:
+        return None
+    try:
+        vectors = await embedder.embed(list(queries))
+    except EmbedderUnavailable:
+        return None
+    return mean_pairwise_diversity(np.asarray(vectors, dtype=np.float32))

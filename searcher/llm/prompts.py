@@ -1,0 +1,162 @@
+"""Every prompt of every LLM step, in one registry.
+
+Each system prompt is a fixed text followed by today's date, and comes first in the
+messages: servers with prefix caching (vLLM, SGLang, llama.cpp, Ollama) then reuse the
+computed prefix across requests, and it changes once a day. The date is there because
+local models otherwise mistake fresh web results for the future (seed 001, 16.2).
+Everything that varies per request goes into the user message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from searcher.config import LlmStep
+from searcher.llm.client import Message
+from searcher.render import RULES
+
+
+@dataclass(frozen=True)
+class Prompt:
+    system: str
+    user: str  # str.format template; literal braces doubled
+    schema: dict[str, Any] | None = None  # JSON steps: the reply's schema
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_STRING = {"type": "string"}
+
+PROMPTS: dict[LlmStep, Prompt] = {
+    "rewrite": Prompt(
+        system=(
+            "You turn a user's question into one concise web search query.\n"
+            "Keep every search operator the user typed exactly as typed: site:, filetype:, "
+            'inurl:, intitle:, "quoted phrases", -excluded words, OR.\n'
+            "Keep the language of the question. Keep names, versions and error codes.\n"
+            "Reply with the query only: one line, no quotes around it, no explanation."
+        ),
+        user="Question: {query}\nSearch query:",
+    ),
+    "route": Prompt(
+        system=(
+            "You classify a web search query into exactly one category.\n"
+            "Reply with the category name only, in lower case, nothing else."
+        ),
+        user="Categories:\n{categories}\n\nQuery: {query}\nCategory:",
+    ),
+    "multi_query": Prompt(
+        system=(
+            "You are a query reformulation expert. You write web search queries that look "
+            "at one question from different perspectives.\n"
+            "Each query must keep the question's intent, be semantically different from the "
+            "others, use searchable language and stay concise (under 30 words). Keep search "
+            "operators (site:, quotes) the user typed.\n"
+            'Return ONLY JSON: {"perspectives": [{"type": "...", "query": "...", '
+            '"confidence": 0.0-1.0}]}. No extra text.'
+        ),
+        user=(
+            'Generate {n} distinct query perspectives.\n\nOriginal: "{query}"\n\n'
+            "Use these perspective types, in this order:\n{types}\n\nReturn JSON only."
+        ),
+        schema=_object(
+            {
+                "perspectives": {
+                    "type": "array",
+                    "items": _object(
+                        {"type": _STRING, "query": _STRING, "confidence": {"type": "number"}},
+                        ["type", "query", "confidence"],
+                    ),
+                }
+            },
+            ["perspectives"],
+        ),
+    ),
+    # The reference prompt of seed 001, section 11.6; the number picked is in the user
+    # message so that the system prompt stays one stable prefix.
+    "rank": Prompt(
+        system=(
+            "You are ranking web search results by relevance to a user question.\n"
+            'Return ONLY valid JSON: {"pick":[...]}.\n'
+            "Pick the requested number of distinct indices (or fewer if fewer candidates).\n"
+            "Use semantic relevance; do not prefer ads/SEO.\n"
+            "No extra text."
+        ),
+        user="Question: {query}\n\nCandidates:\n{candidates}\n\nPick {want_n}. Return JSON only.",
+        schema=_object({"pick": {"type": "array", "items": {"type": "integer"}}}, ["pick"]),
+    ),
+    "crag": Prompt(
+        system=(
+            "You judge whether web search results hold the information needed to answer a "
+            "question.\n"
+            "CORRECT: at least one result clearly answers it.\n"
+            "AMBIGUOUS: the results are related but incomplete or unclear; also give a "
+            "better search query in refined_query.\n"
+            "INCORRECT: the results are about something else.\n"
+            'Return ONLY JSON: {"grade": "CORRECT|AMBIGUOUS|INCORRECT", '
+            '"refined_query": "..."}. No extra text.'
+        ),
+        user="Question: {query}\n\nResults:\n{candidates}\n\nReturn JSON only.",
+        schema=_object(
+            {
+                "grade": {"type": "string", "enum": ["CORRECT", "AMBIGUOUS", "INCORRECT"]},
+                "refined_query": _STRING,
+            },
+            ["grade", "refined_query"],
+        ),
+    ),
+    "answer": Prompt(
+        system=(
+            "You answer a question from the web evidence in a context pack.\n"
+            + "\n".join(RULES)
+            + "\n- Cite every claim with the number of the item it comes from in square "
+            "brackets, like [1] or [2][3]. Cite only item numbers that are in the pack.\n"
+            "- Answer in the language of the question, concisely, without a preamble."
+        ),
+        user="{pack}\n\nQuestion: {query}\nAnswer:",
+    ),
+    "answer_check": Prompt(
+        system=(
+            "You grade an answer to a question against the evidence it cites.\n"
+            "isrel: is the answer relevant to the question (relevant / irrelevant).\n"
+            "issup: is every claim supported by the evidence (fully_supported / "
+            "partially_supported / no_support).\n"
+            "isuse: how useful is the answer to the person asking, 1 (useless) to 5.\n"
+            'Return ONLY JSON: {"isrel": "...", "issup": "...", "isuse": 1-5}. No extra text.'
+        ),
+        user="Question: {query}\n\nEvidence:\n{evidence}\n\nAnswer:\n{answer}\n\nReturn JSON only.",
+        schema=_object(
+            {
+                "isrel": {"type": "string", "enum": ["relevant", "irrelevant"]},
+                "issup": {
+                    "type": "string",
+                    "enum": ["fully_supported", "partially_supported", "no_support"],
+                },
+                "isuse": {"type": "integer", "minimum": 1, "maximum": 5},
+            },
+            ["isrel", "issup", "isuse"],
+        ),
+    ),
+}
+
+
+def system_prompt(step: LlmStep, today: date) -> str:
+    """The step's fixed instructions, then the date (the only part that ever changes)."""
+    return f"{PROMPTS[step].system}\nToday's date: {today.isoformat()}."
+
+
+def messages(step: LlmStep, today: date, **fields: Any) -> list[Message]:
+    """The chat messages of one call of ``step``."""
+    return [
+        {"role": "system", "content": system_prompt(step, today)},
+        {"role": "user", "content": PROMPTS[step].user.format(**fields)},
+    ]

@@ -1,0 +1,132 @@
+"""One request's LLM calls: each within the tool-call budget and the deadline, each
+accounted for, and each either a validated value or a reason to take the fallback.
+
+Steps never see an exception from here: ``run`` returns ``StepOutcome(value, reason)``,
+and a step whose value is None takes its deterministic fallback and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Generic, TypeVar
+
+from searcher.config import LlmSettings, LlmStep
+from searcher.errors import LlmError
+from searcher.llm.client import CallOptions, Completion, LlmClient, Message
+from searcher.llm.prompts import PROMPTS
+from searcher.resilience import CallBudget, Deadline
+
+T = TypeVar("T")
+
+# Below this much time left, a call could not return anything useful: skip it.
+MIN_CALL_S = 0.05
+NOT_CONFIGURED = "no LLM configured (llm.base_url and llm.model)"
+
+
+@dataclass(frozen=True)
+class StepOutcome(Generic[T]):
+    value: T | None
+    reason: str | None = None  # why the fallback is taken; None when value is the model's
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One step's entry in ``meta.llm``."""
+
+    step: str
+    model: str | None
+    latency_ms: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    fallback_used: bool = False
+    reason: str | None = None
+
+
+@dataclass
+class StepRunner:
+    """Runs the LLM steps of one request."""
+
+    client: LlmClient | None
+    settings: LlmSettings
+    deadline: Deadline
+    calls: CallBudget
+    today: date
+    records: list[CallRecord] = field(default_factory=list)
+
+    def options(self, step: LlmStep) -> CallOptions:
+        """The model and generation settings ``step`` runs with (timeout not yet capped)."""
+        own = self.settings.steps.get(step)
+        return CallOptions(
+            model=own.model or self.settings.model or "",
+            max_tokens=own.max_tokens or self.settings.max_tokens,
+            temperature=self.settings.temperature if own.temperature is None else own.temperature,
+            timeout_s=own.timeout_s or self.settings.timeout_s,
+            schema=PROMPTS[step].schema,
+            schema_name=step,
+        )
+
+    def fallback(self, step: LlmStep, reason: str) -> None:
+        """Record that ``step`` took its fallback without calling the model."""
+        model = self.options(step).model or None
+        self.records.append(CallRecord(step, model, fallback_used=True, reason=reason))
+
+    async def run(
+        self,
+        step: LlmStep,
+        messages: list[Message],
+        parse: Callable[[str], T],
+        reserve: int = 0,
+    ) -> StepOutcome[T]:
+        """Call the model for ``step`` and ``parse`` its reply (``parse`` raises
+        ``LlmError`` or ``ValueError`` to refuse it). ``reserve``: tool calls that must stay
+        available for later stages."""
+        if self.client is None:
+            return self._refuse(step, NOT_CONFIGURED)
+        if self.deadline.remaining() < MIN_CALL_S:
+            return self._refuse(step, "request deadline reached")
+        if not self.calls.take(1, reserve):
+            return self._refuse(
+                step, f"budget: max_tool_calls={self.calls.limit} leaves no call for this step"
+            )
+        options = self.options(step)
+        capped = CallOptions(
+            options.model,
+            options.max_tokens,
+            options.temperature,
+            self.deadline.cap(options.timeout_s),
+            options.schema,
+            options.schema_name,
+        )
+        try:
+            completion = await self.client.complete(messages, capped)
+        except LlmError as exc:
+            return self._refuse(step, str(exc), model=options.model)
+        try:
+            value = parse(completion.text)
+        except (LlmError, ValueError) as exc:
+            return self._done(step, completion, None, f"invalid reply: {exc}")
+        return self._done(step, completion, value, None)
+
+    def _refuse(self, step: LlmStep, reason: str, model: str | None = None) -> StepOutcome[T]:
+        self.records.append(
+            CallRecord(step, model or self.options(step).model or None, 0, None, None, True, reason)
+        )
+        return StepOutcome(None, reason)
+
+    def _done(
+        self, step: LlmStep, completion: Completion, value: T | None, reason: str | None
+    ) -> StepOutcome[T]:
+        self.records.append(
+            CallRecord(
+                step,
+                completion.model,
+                completion.latency_ms,
+                completion.prompt_tokens,
+                completion.completion_tokens,
+                value is None,
+                reason,
+            )
+        )
+        return StepOutcome(value, reason)

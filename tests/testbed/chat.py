@@ -1,0 +1,125 @@
+"""A scripted OpenAI-compatible chat-completions API (``POST /llm/v1/chat/completions``).
+
+A client configured with base URL ``{server}/llm/v1`` gets the answer its ``model`` field
+scripts. The model is a JSON object (build it with ``script(...)``):
+
+- ``{"reply": "text"}``             200, the message content is ``text``
+- ``{"replies": ["a", "b"]}``       the n-th call with this exact script gets the n-th reply
+                                    (the last one repeats; counters reset with ``/_reset``)
+- ``"delay_ms": 200``               answer after that long (with any of the above)
+- ``"trickle_ms": 100``             send the 200 headers at once, then the JSON body in 8
+                                    pieces, this long apart (a slow stream)
+- ``{"status": 500}``               that status with OpenAI's JSON error body
+- ``{"hang": true}``                never answer
+- ``{"garbage": true}``             200 ``application/json`` whose body is not JSON
+- ``{"no_choices": true}``          200 with an empty ``choices`` list
+- ``"usage": false``                leave ``usage`` out
+
+Any other model name gets OpenAI's 404 "model not found". Every request body is recorded
+(``GET /_bodies``) so tests can read the prompts, temperature and max_tokens sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .asgi import JSON, Request, Router
+from .openai_compat import _read_body, error_body
+
+router = Router()
+
+CHAT = "/llm/v1/chat/completions"
+PIECES = 8
+
+
+def script(**behaviour: Any) -> str:
+    """The model name that scripts this behaviour (see the module docstring)."""
+    return json.dumps(behaviour, sort_keys=True, separators=(",", ":"))
+
+
+def _tokens(messages: Any) -> int:
+    if not isinstance(messages, list):
+        return 0
+    return sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict))
+
+
+def completion(model: str, content: str, prompt_tokens: int, usage: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-testbed",
+        "object": "chat.completion",
+        "created": 1_760_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    if usage:
+        done = len(content.split())
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": done,
+            "total_tokens": prompt_tokens + done,
+        }
+    return body
+
+
+async def _trickle(body: bytes, gap_s: float) -> AsyncIterator[bytes]:
+    step = max(1, -(-len(body) // PIECES))
+    for start in range(0, len(body), step):
+        if start:
+            await asyncio.sleep(gap_s)
+        yield body[start : start + step]
+
+
+@router.route(CHAT, methods=("POST",))
+async def chat(req: Request) -> None:
+    raw = await _read_body(req)
+    try:
+        request = json.loads(raw or b"")
+    except ValueError:
+        request = None
+    if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+        await req.json(400, error_body(400, "'messages' is a required property"))
+        return
+    req.app.record_body(CHAT, request)
+    model = request.get("model")
+    try:
+        plan = json.loads(model) if isinstance(model, str) else None
+    except ValueError:
+        plan = None
+    if not isinstance(plan, dict):
+        message = f"The model `{model}` does not exist or you do not have access to it."
+        await req.json(404, error_body(404, message))
+        return
+    if plan.get("hang"):
+        await req.hang()
+        return
+    if plan.get("delay_ms") and not await req.pause(plan["delay_ms"] / 1000):
+        return
+    if "status" in plan:
+        code = int(plan["status"])
+        await req.json(code, error_body(code, f"testbed: HTTP {code} on demand"))
+        return
+    if plan.get("garbage"):
+        await req.respond(200, b'{"id": "chatcmpl-1", "choices": [{"mess', JSON)
+        return
+    if "replies" in plan:
+        replies = plan["replies"]
+        content = replies[min(req.app.count(("chat", model)), len(replies)) - 1]
+    else:
+        content = plan.get("reply", "")
+    body = completion(model, content, _tokens(request["messages"]), plan.get("usage", True))
+    if plan.get("no_choices"):
+        body["choices"] = []
+    data = json.dumps(body).encode("utf-8")
+    if plan.get("trickle_ms"):
+        await req.stream(200, _trickle(data, plan["trickle_ms"] / 1000), JSON, len(data))
+        return
+    await req.respond(200, data, JSON)
