@@ -244,7 +244,7 @@ def _item(
             components=ranked.components,
         ),
         provenance=[
-            Provenance(backend=s.backend, engine=s.engine, rank=s.rank)
+            Provenance(backend=s.backend, engine=s.engine, rank=s.rank, perspective=s.perspective)
             for s in ranked.fused.sources
         ],
         fetch=_fetch_info(outcome, reading),
@@ -348,8 +348,8 @@ class SearchService:
                 groups = list(settings.routing.groups)
                 chosen = await classify_group(llm, query, groups, reserve=searches)
                 timing["route"] = _ms(t0)
-                route_by = "llm" if chosen.value else "default"
-                route = route_to_group(self.routes, chosen.value or route.group, route_by)
+                if chosen.value is not None:
+                    route, route_by = route_to_group(self.routes, chosen.value, "llm"), "llm"
         plan = plan_backends(constraints.backend, request.intent, settings, self.pool.backends)
         wanted = budget.max_results
         if constraints.pick_ids:
@@ -574,7 +574,7 @@ class SearchService:
         """Where to search again when the evidence was wrong: backends not tried yet, else
         the default engine group if the query was routed elsewhere."""
         rest = [n for n in self.settings.backends.order if n in self.pool.backends]
-        untried = [n for n in rest if n not in tried and n not in plan.names]
+        untried = [n for n in rest if n not in tried]
         if untried:
             return untried, route, "backends: " + ", ".join(untried)
         default = self.routes.default

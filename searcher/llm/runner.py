@@ -24,6 +24,19 @@ T = TypeVar("T")
 MIN_CALL_S = 0.05
 NOT_CONFIGURED = "no LLM configured (llm.base_url and llm.model)"
 
+# The part of the time left until the deadline that one call of a step may take: a slow
+# model must not leave the searches, fetches and later steps with nothing. Steps before
+# the search get little; the answer comes last but for its check.
+TIME_SHARE: dict[LlmStep, float] = {
+    "rewrite": 0.25,
+    "route": 0.25,
+    "multi_query": 0.35,
+    "crag": 0.4,
+    "rank": 0.5,
+    "answer": 0.8,
+    "answer_check": 1.0,
+}
+
 
 @dataclass(frozen=True)
 class StepOutcome(Generic[T]):
@@ -81,10 +94,12 @@ class StepRunner:
     ) -> StepOutcome[T]:
         """Call the model for ``step`` and ``parse`` its reply (``parse`` raises
         ``LlmError`` or ``ValueError`` to refuse it). ``reserve``: tool calls that must stay
-        available for later stages."""
+        available for later stages. The call may take its step's ``TIME_SHARE`` of the time
+        left, so that the stages after it still have theirs."""
         if self.client is None:
             return self._refuse(step, NOT_CONFIGURED)
-        if self.deadline.remaining() < MIN_CALL_S:
+        allowed_s = self.deadline.remaining() * TIME_SHARE[step]
+        if allowed_s < MIN_CALL_S:
             return self._refuse(step, "request deadline reached")
         if not self.calls.take(1, reserve):
             return self._refuse(
@@ -95,7 +110,7 @@ class StepRunner:
             options.model,
             options.max_tokens,
             options.temperature,
-            self.deadline.cap(options.timeout_s),
+            min(options.timeout_s, allowed_s),
             options.schema,
             options.schema_name,
         )

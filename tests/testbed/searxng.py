@@ -13,6 +13,7 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/empty``             200, no results
 - ``/searxng/fixed/{n}``         200 at once with ``n`` canned results (overhead benchmark)
 - ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
+- ``/searxng/fail-on/{word}``    500 for queries containing ``word``, normal answers otherwise
 - ``/searxng/mixed``             normal results with misbehaving URLs interleaved
 - ``/searxng/delayed/{lo}/{hi}`` ten results on pages delayed lo..hi ms
 - ``/searxng/foreign-loopback``  results on localhost / 127.0.0.2 (loopback, not allow-listed)
@@ -191,6 +192,14 @@ async def empty(req: Request) -> None:
 @router.route("/searxng/flaky/{k:int}/search")
 async def flaky(req: Request) -> None:
     if req.app.count(("searxng-flaky", int(req.params["k"]))) <= int(req.params["k"]):
+        await req.respond(500, b"<html><body><h1>500 Internal Server Error</h1></body></html>")
+    else:
+        await answer(req)
+
+
+@router.route("/searxng/fail-on/{word}/search")
+async def fail_on(req: Request) -> None:
+    if req.params["word"].lower() in req.query.get("q", "").lower():
         await req.respond(500, b"<html><body><h1>500 Internal Server Error</h1></body></html>")
     else:
         await answer(req)

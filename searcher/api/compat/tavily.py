@@ -1,0 +1,356 @@
+"""Tavily-compatible ``POST /tavily/search`` and ``POST /tavily/extract``.
+
+Clients written for Tavily (tavily-python with ``api_base_url``, LangChain's Tavily tools,
+anything that can change Tavily's base URL) work against searcher unchanged. The wire
+format follows Tavily's API reference, errors included: ``{"detail": {"error": ...}}``
+with 400 for a bad body and 401 for a missing or wrong key. The translation functions are
+plain; the routes only wire them to the service.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import date
+from typing import Annotated, Any, Literal
+
+import orjson
+from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from searcher.api.compat.common import bearer_token, json_response, runtime_of
+from searcher.contract import MAX_QUERY_CHARS, Item, SearchRequest, SearchResponse, TimeRange
+from searcher.errors import AllBackendsFailed, InvalidRequest
+from searcher.page_reader import PageOutcome
+from searcher.passages import top_chunks
+
+# Tavily's own defaults and limits (API reference, /search and /extract).
+DEFAULT_CHUNKS = 3
+CHUNK_CHARS = 500
+CHUNK_JOINER = " [...] "
+MAX_EXTRACT_URLS = 20
+UNAUTHORIZED = "Unauthorized: missing or invalid API key."
+
+TavilyRange = Literal["day", "week", "month", "year", "d", "w", "m", "y"]
+_RANGES: dict[str, TimeRange] = {"day": "day", "week": "week", "month": "month", "year": "year"}
+_RANGES.update({"d": "day", "w": "week", "m": "month", "y": "year"})  # Tavily's short forms
+# Upper bound in days of each time range, for days / start_date, which Tavily also takes.
+_RANGE_DAYS: tuple[tuple[int, TimeRange], ...] = (
+    (1, "day"),
+    (7, "week"),
+    (31, "month"),
+    (366, "year"),
+)
+
+
+# --- request bodies (the boundary) -------------------------------------------------------
+
+
+class _Body(BaseModel):
+    # Tavily clients send fields searcher has no use for (country, auto_parameters,
+    # include_usage, ...) and add new ones over time: ignore them rather than refuse.
+    model_config = ConfigDict(extra="ignore")
+
+    api_key: str | None = Field(default=None, description="Or `Authorization: Bearer <key>`.")
+
+
+class TavilySearchBody(_Body):
+    """Tavily's search request."""
+
+    query: str
+    search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] = "basic"
+    topic: Literal["general", "news", "finance"] = "general"
+    time_range: TavilyRange | None = None
+    days: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="Days back (topic news only), rounded up to a time range."
+    )
+    start_date: date | None = Field(
+        default=None, description="Rounded to the smallest time range that reaches it."
+    )
+    end_date: date | None = Field(default=None, description="Accepted; not applied.")
+    max_results: Annotated[int, Field(ge=0, le=100)] | None = None
+    chunks_per_source: Annotated[int, Field(ge=1, le=5)] | None = None
+    include_domains: list[str] | None = None
+    exclude_domains: list[str] | None = None
+    include_answer: bool | Literal["basic", "advanced"] = False
+    include_raw_content: bool | Literal["markdown", "text"] = False
+    include_images: bool = False
+    include_image_descriptions: bool = False
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("must not be empty")
+        if len(value) > MAX_QUERY_CHARS:
+            raise ValueError(f"must be at most {MAX_QUERY_CHARS} characters")
+        return value
+
+
+class TavilyExtractBody(_Body):
+    """Tavily's extract request."""
+
+    urls: str | list[str]
+    query: str | None = Field(default=None, description="Rank chunks of each page by this.")
+    chunks_per_source: Annotated[int, Field(ge=1, le=5)] | None = None
+    extract_depth: Literal["basic", "advanced"] = "basic"
+    format: Literal["markdown", "text"] = "markdown"
+    include_images: bool = False
+    timeout: Annotated[float, Field(ge=1, le=60)] | None = Field(
+        default=None, description="Accepted; searcher's fetch limits apply."
+    )
+
+    @field_validator("urls")
+    @classmethod
+    def _urls_listed(cls, value: str | list[str]) -> list[str]:
+        urls = [value] if isinstance(value, str) else value
+        urls = list(dict.fromkeys(u.strip() for u in urls if u.strip()))
+        if not urls:
+            raise ValueError("at least one URL is required")
+        if len(urls) > MAX_EXTRACT_URLS:
+            raise ValueError(f"Max {MAX_EXTRACT_URLS} URLs are allowed.")
+        return urls
+
+    @property
+    def url_list(self) -> list[str]:
+        # The validator made it a list; this keeps the type checker in the loop.
+        return [self.urls] if isinstance(self.urls, str) else self.urls
+
+
+# --- translation ---------------------------------------------------------------------------
+
+
+def time_range_of(body: TavilySearchBody, today: date) -> TimeRange | None:
+    """The time range a Tavily body asks for: ``time_range`` (long or short form), else the
+    smallest range reaching back to ``start_date``, else ``days`` (topic news only)."""
+    if body.time_range is not None:
+        return _RANGES[body.time_range]
+    days: int | None = None
+    if body.start_date is not None:
+        days = max((today - body.start_date).days, 1)
+    elif body.days is not None and body.topic == "news":
+        days = body.days
+    if days is None:
+        return None
+    return next((name for limit, name in _RANGE_DAYS if days <= limit), None)
+
+
+def search_request(
+    body: TavilySearchBody, default_max_results: int, today: date | None = None
+) -> SearchRequest:
+    """The searcher request for a Tavily search body. ``default_max_results`` is the
+    configured result count, used when the body names none."""
+    wanted = max(body.max_results if body.max_results is not None else default_max_results, 1)
+    advanced = body.search_depth == "advanced"
+    full = advanced or bool(body.include_raw_content)
+    constraints: dict[str, Any] = {
+        "search_mode": "full" if full else "simple",
+        "include_domains": body.include_domains or None,
+        "exclude_domains": body.exclude_domains or None,
+        "time_range": time_range_of(body, today or date.today()),
+    }
+    if advanced:
+        # Tavily's advanced content is the page's best chunks, 3 unless asked otherwise.
+        constraints["chunks_per_source"] = body.chunks_per_source or DEFAULT_CHUNKS
+    if body.topic == "news":
+        constraints["categories"] = ["news"]
+    budget: dict[str, Any] = {"max_results": wanted}
+    if full:
+        # Tavily reads every result it returns, not only the first few.
+        budget["max_fetch_pages"] = min(wanted, 50)
+    return SearchRequest.model_validate(
+        {
+            "query": body.query,
+            "constraints": constraints,
+            "want": {"items": True, "rendered_text": False, "answer": bool(body.include_answer)},
+            "budget": budget,
+        }
+    )
+
+
+def _result(item: Item, body: TavilySearchBody) -> dict[str, Any]:
+    advanced = body.search_depth == "advanced"
+    content = CHUNK_JOINER.join(item.chunks) if advanced and item.chunks else item.snippet
+    result: dict[str, Any] = {
+        "title": item.title,
+        "url": item.url,
+        "content": content,
+        "score": item.score.relevance,
+        "raw_content": item.content if body.include_raw_content else None,
+    }
+    if body.topic == "news" and item.published_utc:
+        result["published_date"] = item.published_utc
+    return result
+
+
+def search_response(
+    body: TavilySearchBody, response: SearchResponse, request_id: str
+) -> dict[str, Any]:
+    """Tavily's search response for a searcher response."""
+    items = response.items or []
+    if body.max_results is not None:
+        items = items[: body.max_results]
+    return {
+        "query": body.query,
+        "follow_up_questions": None,
+        "answer": response.answer if body.include_answer else None,
+        "images": [],
+        "results": [_result(item, body) for item in items],
+        "response_time": round(response.meta.timing_ms.get("total", 0) / 1000, 3),
+        "request_id": request_id,
+    }
+
+
+def _failure(outcome: PageOutcome) -> str | None:
+    """Why a page gave no text, or None when it did."""
+    if outcome.status == "fetched" and outcome.content:
+        return None
+    if outcome.status == "fetched":
+        return "no main text found on the page"
+    reason = outcome.skip_reason or outcome.status
+    return f"{reason}: {outcome.error}" if outcome.error else reason
+
+
+def extract_response(
+    body: TavilyExtractBody,
+    outcomes: Sequence[PageOutcome],
+    elapsed_s: float,
+    request_id: str,
+) -> dict[str, Any]:
+    """Tavily's extract response for the pages read, one outcome per URL in order."""
+    results: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
+    for url, outcome in zip(body.url_list, outcomes, strict=True):
+        error = _failure(outcome)
+        if error is not None:
+            failed.append({"url": url, "error": error})
+            continue
+        text = outcome.content or ""
+        if body.query:
+            chunks = top_chunks(
+                body.query, text, body.chunks_per_source or DEFAULT_CHUNKS, CHUNK_CHARS
+            )
+            text = CHUNK_JOINER.join(chunks)
+        results.append({"url": url, "raw_content": text, "images": []})
+    return {
+        "results": results,
+        "failed_results": failed,
+        "response_time": round(elapsed_s, 3),
+        "request_id": request_id,
+    }
+
+
+def key_accepted(expected: str | None, authorization: str | None, body_key: str | None) -> bool:
+    """Whether a request may pass: no key configured, or the bearer token or the body's
+    ``api_key`` equals it."""
+    if not expected:
+        return True
+    offered = [key for key in (bearer_token(authorization), body_key) if key]
+    return any(hmac.compare_digest(key.encode(), expected.encode()) for key in offered)
+
+
+# --- HTTP ----------------------------------------------------------------------------------
+
+
+class TavilyHTTPError(Exception):
+    """An error to answer in Tavily's shape."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+def tavily_error(status: int, message: str, field: str | None = None) -> Response:
+    """Tavily's error body: ``{"detail": {"error": message}}`` (plus the field, if known)."""
+    detail: dict[str, str] = {"error": message}
+    if field:
+        detail["field"] = field
+    return json_response({"detail": detail}, status)
+
+
+def _first_problem(errors: Sequence[Any]) -> tuple[str, str]:
+    """The field and message of the first validation problem."""
+    if not errors:
+        return "body", "invalid request"
+    err = errors[0]
+    parts = [str(p) for p in err.get("loc", ())]
+    if parts and parts[0] == "body":
+        parts = parts[1:]
+    field = ".".join(parts) or "body"
+    message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if err.get("type") == "json_invalid":
+        return "body", "malformed JSON"
+    if err.get("type") == "missing" and field == "body":
+        return "body", "a JSON object body is required"
+    return field, message
+
+
+class _TavilyRoute(APIRoute):
+    """Answers every failure of these routes in Tavily's error shape, not searcher's."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except TavilyHTTPError as exc:
+                return tavily_error(exc.status, exc.message, exc.field)
+            except (RequestValidationError, ValidationError) as exc:
+                field, message = _first_problem(exc.errors())
+                return tavily_error(400, f"{field}: {message}", field)
+            except InvalidRequest as exc:
+                return tavily_error(400, str(exc), exc.field)
+            except AllBackendsFailed as exc:
+                return tavily_error(502, str(exc))
+
+        return handle
+
+
+async def _require_key(request: Request) -> None:
+    """Refuse the request (401) unless it carries the configured key, if one is set."""
+    expected = runtime_of(request).settings.compat.tavily_api_key
+    if not expected:
+        return
+    body_key = None
+    try:
+        # FastAPI has read and cached the body already; a bad body is refused later (400).
+        data = orjson.loads(await request.body())
+        if isinstance(data, dict) and isinstance(data.get("api_key"), str):
+            body_key = data["api_key"]
+    except orjson.JSONDecodeError:
+        pass
+    if not key_accepted(expected, request.headers.get("authorization"), body_key):
+        raise TavilyHTTPError(401, UNAUTHORIZED)
+
+
+router = APIRouter(
+    prefix="/tavily",
+    tags=["tavily"],
+    route_class=_TavilyRoute,
+    dependencies=[Depends(_require_key)],
+)
+
+
+@router.post("/search", summary="Tavily-compatible search")
+async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
+    runtime = runtime_of(request)
+    search = search_request(body, runtime.settings.budget.max_results)
+    response = await runtime.service.search(search)
+    return json_response(search_response(body, response, str(uuid.uuid4())))
+
+
+@router.post("/extract", summary="Tavily-compatible page extraction")
+async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
+    started = time.perf_counter()
+    outcomes = await runtime_of(request).service.read_pages(body.url_list)
+    elapsed = time.perf_counter() - started
+    return json_response(extract_response(body, outcomes, elapsed, str(uuid.uuid4())))

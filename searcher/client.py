@@ -1,0 +1,372 @@
+"""Python client for searcher's HTTP API: ``SearcherClient`` (sync), ``AsyncSearcherClient``.
+
+Both speak the wire contract of ``searcher.contract`` and raise only searcher's own errors:
+HTTP 422 (and 413) -> ``InvalidRequest``, 502 -> ``AllBackendsFailed``, any other status,
+an unreachable server or an answer that is not searcher's -> ``RemoteError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Self, TypedDict, TypeVar, Unpack
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from searcher.contract import (
+    Budget,
+    CacheCleared,
+    CacheStats,
+    Constraints,
+    ErrorResponse,
+    FetchPageRequest,
+    FetchPageResponse,
+    Health,
+    SearchMode,
+    SearchRequest,
+    SearchResponse,
+    Want,
+)
+from searcher.errors import (
+    AllBackendsFailed,
+    BackendFailure,
+    InvalidRequest,
+    RemoteError,
+    SearcherError,
+)
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8080"
+# A full-mode search may take the server's whole deadline (12 s by default) and more.
+DEFAULT_TIMEOUT_S = 60.0
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class SearchOptions(TypedDict, total=False):
+    """Keyword shortcuts of ``search``; they are laid over the request's own fields."""
+
+    intent: str
+    mode: SearchMode
+    backend: str | list[str]
+    lang: str
+    max_results: int
+    max_context_chars: int
+    constraints: Constraints | Mapping[str, Any]
+    budget: Budget | Mapping[str, Any]
+    want: Want | Mapping[str, Any]
+
+
+# --- building requests (pure) ----------------------------------------------------------
+
+
+def _as_dict(section: BaseModel | Mapping[str, Any] | None) -> dict[str, Any]:
+    if isinstance(section, BaseModel):
+        return section.model_dump(mode="json", exclude_unset=True)
+    return dict(section or {})
+
+
+def _overlay(
+    base: dict[str, Any] | None, given: BaseModel | Mapping[str, Any] | None, **fields: Any
+) -> dict[str, Any]:
+    merged = {**(base or {}), **_as_dict(given)}
+    merged.update({name: value for name, value in fields.items() if value is not None})
+    return merged
+
+
+def _invalid(exc: ValidationError) -> InvalidRequest:
+    """The first problem of a local validation, named like the server's 422 names it."""
+    err = exc.errors()[0]
+    field = ".".join(str(part) for part in err["loc"]) or "body"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        message = "unknown field"
+    return InvalidRequest(field, message)
+
+
+def build_search_request(
+    query: str | SearchRequest, **options: Unpack[SearchOptions]
+) -> SearchRequest:
+    """The request ``search`` sends: ``query`` (a string or a whole request) with the
+    shortcuts laid over it. Raises ``InvalidRequest`` naming the field, as the server would."""
+    if isinstance(query, SearchRequest) and not options:
+        return query
+    body: dict[str, Any] = (
+        query.model_dump(mode="json", exclude_unset=True)
+        if isinstance(query, SearchRequest)
+        else {"query": query}
+    )
+    sections = {
+        "constraints": _overlay(
+            body.get("constraints"),
+            options.get("constraints"),
+            search_mode=options.get("mode"),
+            backend=options.get("backend"),
+            lang=options.get("lang"),
+        ),
+        "budget": _overlay(
+            body.get("budget"),
+            options.get("budget"),
+            max_results=options.get("max_results"),
+            max_context_chars=options.get("max_context_chars"),
+        ),
+        "want": _overlay(body.get("want"), options.get("want")),
+    }
+    body.update({name: section for name, section in sections.items() if section})
+    if options.get("intent") is not None:
+        body["intent"] = options["intent"]
+    try:
+        return SearchRequest.model_validate(body)
+    except ValidationError as exc:
+        raise _invalid(exc) from exc
+
+
+def search_body(request: SearchRequest) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/search``: only the fields the caller set, so the server's
+    configured defaults apply to the rest."""
+    return request.model_dump(mode="json", exclude_unset=True)
+
+
+def fetch_body(url: str, max_chars: int | None, start_char: int) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/fetch``; ``InvalidRequest`` naming the field if it is bad."""
+    try:
+        request = FetchPageRequest(url=url, max_chars=max_chars, start_char=start_char)
+    except ValidationError as exc:
+        raise _invalid(exc) from exc
+    return request.model_dump(mode="json")
+
+
+# --- reading answers (pure) ------------------------------------------------------------
+
+
+def _error_body(response: httpx.Response) -> ErrorResponse | None:
+    try:
+        return ErrorResponse.model_validate_json(response.content)
+    except ValidationError:
+        return None  # not searcher's error shape: a proxy page, an empty body...
+
+
+def error_from(response: httpx.Response, url: str) -> SearcherError:
+    """Our exception for a non-2xx answer from ``url``."""
+    status = response.status_code
+    parsed = _error_body(response)
+    error = parsed.error if parsed else None
+    if error and status == 422:
+        field = error.field or "body"
+        return InvalidRequest(field, error.message.removeprefix(f"{field}: "))
+    if error and status == 413:
+        return InvalidRequest("body", error.message)
+    if error and status == 502 and error.type == "all_backends_failed":
+        failures = [
+            BackendFailure(entry.get("backend", "?"), entry.get("reason", "?"))
+            for entry in error.backends or []
+        ]
+        return AllBackendsFailed(failures)
+    detail = error.message if error else response.reason_phrase or "unexpected answer"
+    return RemoteError(url, f"HTTP {status}: {detail}", status)
+
+
+def _transport_error(url: str, exc: Exception, timeout: float) -> RemoteError:
+    if isinstance(exc, httpx.TimeoutException):
+        return RemoteError(url, f"no answer within {timeout:g} s")
+    if isinstance(exc, httpx.ConnectError):
+        return RemoteError(url, f"cannot connect ({str(exc) or 'connection failed'})")
+    return RemoteError(url, f"request failed ({str(exc) or type(exc).__name__})")
+
+
+def decode(response: httpx.Response, url: str) -> Any:
+    """The JSON of a 2xx answer; our exception for anything else."""
+    if not response.is_success:
+        raise error_from(response, url)
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise RemoteError(url, "the answer is not JSON", response.status_code) from exc
+
+
+def parse(model: type[M], data: Any, url: str) -> M:
+    """``data`` as ``model``; a ``RemoteError`` if it does not fit (not a searcher, or
+    another version of it)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise RemoteError(url, f"unexpected answer: {_invalid(exc)}") from exc
+
+
+# --- the clients -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: Literal["GET", "POST"]
+    path: str
+    body: dict[str, Any] | None = None
+
+
+def _normalised(base_url: str) -> str:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(
+            f"base_url must be an http(s) URL such as {DEFAULT_BASE_URL}: {base_url!r}"
+        )
+    return base_url.rstrip("/")
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"accept": "application/json"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+_HEALTH = _Call("GET", "/v1/health")
+_CACHE_STATS = _Call("GET", "/v1/cache/stats")
+_CACHE_CLEAR = _Call("POST", "/v1/cache/clear")
+
+
+class SearcherClient:
+    """Blocking client of a running searcher; one connection pool for all calls.
+
+    ``api_key`` is sent as ``Authorization: Bearer …`` (for a proxy in front of searcher).
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        api_key: str | None = None,
+    ) -> None:
+        self.base_url = _normalised(base_url)
+        self.timeout = timeout
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers=_headers(api_key)
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def _send(self, call: _Call) -> Any:
+        url = self.base_url + call.path
+        try:
+            response = self._http.request(call.method, call.path, json=call.body)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _transport_error(url, exc, self.timeout) from exc
+        return decode(response, url)
+
+    def _call(self, call: _Call, model: type[M]) -> M:
+        return parse(model, self._send(call), self.base_url + call.path)
+
+    def search(
+        self, query: str | SearchRequest, **options: Unpack[SearchOptions]
+    ) -> SearchResponse:
+        """``POST /v1/search``: a query string or a whole ``SearchRequest``, plus shortcuts."""
+        request = build_search_request(query, **options)
+        return self._call(_Call("POST", "/v1/search", search_body(request)), SearchResponse)
+
+    def health(self) -> Health:
+        """``GET /v1/health``: backends, their breakers, the embedder."""
+        return self._call(_HEALTH, Health)
+
+    def cache_stats(self) -> CacheStats:
+        """``GET /v1/cache/stats``: the extraction cache."""
+        return self._call(_CACHE_STATS, CacheStats)
+
+    def cache_clear(self) -> CacheCleared:
+        """``POST /v1/cache/clear``: empty the extraction cache."""
+        return self._call(_CACHE_CLEAR, CacheCleared)
+
+    def fetch_page(
+        self, url: str, max_chars: int | None = None, start_char: int = 0
+    ) -> FetchPageResponse:
+        """``POST /v1/fetch``: up to ``max_chars`` of one page's extracted text from
+        ``start_char`` (``next_start_char`` continues it)."""
+        call = _Call("POST", "/v1/fetch", fetch_body(url, max_chars, start_char))
+        return self._call(call, FetchPageResponse)
+
+
+class AsyncSearcherClient:
+    """Asyncio client of a running searcher; one connection pool for all calls.
+
+    ``api_key`` is sent as ``Authorization: Bearer …`` (for a proxy in front of searcher).
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        api_key: str | None = None,
+    ) -> None:
+        self.base_url = _normalised(base_url)
+        self.timeout = timeout
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=timeout, headers=_headers(api_key)
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _send(self, call: _Call) -> Any:
+        url = self.base_url + call.path
+        try:
+            response = await self._http.request(call.method, call.path, json=call.body)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _transport_error(url, exc, self.timeout) from exc
+        return decode(response, url)
+
+    async def _call(self, call: _Call, model: type[M]) -> M:
+        return parse(model, await self._send(call), self.base_url + call.path)
+
+    async def search(
+        self, query: str | SearchRequest, **options: Unpack[SearchOptions]
+    ) -> SearchResponse:
+        """``POST /v1/search``: a query string or a whole ``SearchRequest``, plus shortcuts."""
+        request = build_search_request(query, **options)
+        return await self._call(_Call("POST", "/v1/search", search_body(request)), SearchResponse)
+
+    async def health(self) -> Health:
+        """``GET /v1/health``: backends, their breakers, the embedder."""
+        return await self._call(_HEALTH, Health)
+
+    async def cache_stats(self) -> CacheStats:
+        """``GET /v1/cache/stats``: the extraction cache."""
+        return await self._call(_CACHE_STATS, CacheStats)
+
+    async def cache_clear(self) -> CacheCleared:
+        """``POST /v1/cache/clear``: empty the extraction cache."""
+        return await self._call(_CACHE_CLEAR, CacheCleared)
+
+    async def fetch_page(
+        self, url: str, max_chars: int | None = None, start_char: int = 0
+    ) -> FetchPageResponse:
+        """``POST /v1/fetch``: up to ``max_chars`` of one page's extracted text from
+        ``start_char`` (``next_start_char`` continues it)."""
+        call = _Call("POST", "/v1/fetch", fetch_body(url, max_chars, start_char))
+        return await self._call(call, FetchPageResponse)

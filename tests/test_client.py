@@ -1,0 +1,259 @@
+"""searcher.client (sync and async) and ``searcher search --remote``, against a real searcher
+on 127.0.0.1 with the testbed behind it."""
+
+import asyncio
+import json
+import socket
+
+import httpx
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from searcher import __version__
+from searcher.cli import main
+from searcher.client import AsyncSearcherClient, SearcherClient
+from searcher.config import load_settings
+from searcher.contract import FetchPageResponse, Health, Item, SearchRequest, SearchResponse
+from searcher.errors import AllBackendsFailed, BackendFailure, InvalidRequest, RemoteError
+from tests.conftest import STATIC_MODEL
+
+
+def call_sync(base, method, *args, **kwargs):
+    with SearcherClient(base) as client:
+        return getattr(client, method)(*args, **kwargs)
+
+
+def call_async(base, method, *args, **kwargs):
+    async def go():
+        async with AsyncSearcherClient(base) as client:
+            return await getattr(client, method)(*args, **kwargs)
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(params=[call_sync, call_async], ids=["sync", "async"])
+def call(request):
+    """``call(base_url, method, *args)``: one call through the sync or the async client."""
+    return request.param
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed again when the block ends: nothing listens
+
+
+def failing_settings(make_settings, testbed):
+    return make_settings(
+        backends={
+            "searxng": {"base_url": testbed.searxng_url("status/500")},
+            "brave": {"api_key": "wrong-key"},
+        },
+        budget={"max_search_retries": 0},
+    )
+
+
+FAILURES = [BackendFailure("searxng", "HTTP 500"), BackendFailure("brave", "HTTP 401")]
+
+
+# --- the client ------------------------------------------------------------------------
+
+
+def test_search_returns_typed_items_from_the_testbed(
+    call, make_settings, serve_searcher, testbed, matching_query
+):
+    base = serve_searcher(make_settings())
+    response = call(base, "search", matching_query, max_results=3, intent="background")
+    assert isinstance(response, SearchResponse)
+    assert response.meta.backend_used == "searxng" and response.request["intent"] == "background"
+    assert 1 <= len(response.items) <= 3
+    for rank, item in enumerate(response.items, start=1):
+        assert isinstance(item, Item) and item.score.rank == rank
+        assert item.url.startswith(f"{testbed.base_url}/") and item.title and item.snippet
+    assert response.rendered_text.startswith("[CONTEXT_PACK ucp-1]")
+    assert response.items[0].url in response.rendered_text
+
+
+async def test_async_client_shares_one_pool_across_calls(
+    make_settings, serve_searcher, matching_query
+):
+    base = serve_searcher(make_settings())
+    request = SearchRequest.model_validate(
+        {"query": matching_query, "want": {"rendered_text": False}}
+    )
+    async with AsyncSearcherClient(base) as client:
+        health = await client.health()
+        full = await client.search(request, mode="full", backend="brave", max_results=2)
+        stats = await client.cache_stats()
+        cleared = await client.cache_clear()
+        after = await client.cache_stats()
+    assert health.status == "ok"
+    assert full.meta.mode_used == "full" and full.meta.backend_used == "brave"
+    assert [item.fetch.status for item in full.items] == ["fetched", "fetched"]
+    assert all(item.content and len(item.content) > 100 for item in full.items)
+    assert full.rendered_text is None  # want.rendered_text=false survived the shortcuts
+    assert stats.entries == 2 and stats.bytes > 0 and cleared.removed == 2
+    assert after.entries == 0
+
+
+def test_health_is_typed(call, make_settings, serve_searcher):
+    health = call(serve_searcher(make_settings()), "health")
+    assert isinstance(health, Health) and health.version == __version__
+    assert health.backends["searxng"].breaker == "closed"
+    assert health.backends["duckduckgo"].enabled is False
+
+
+def test_bad_request_raises_invalid_request_naming_the_field(call, make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    # Valid locally; the server refuses it (422).
+    with pytest.raises(InvalidRequest) as remote:
+        call(base, "search", "q", backend="google")
+    assert remote.value.field == "constraints.backend"
+    assert remote.value.message.startswith("unknown backend 'google'")
+    # Refused before sending, named the same way.
+    with pytest.raises(InvalidRequest) as local:
+        call(base, "search", "q", budget={"max_results": 0})
+    assert local.value.field == "budget.max_results"
+
+
+def test_a_body_over_the_limit_is_invalid_input(call, make_settings, serve_searcher):
+    base = serve_searcher(make_settings(service={"max_body_bytes": 1024}))
+    request = SearchRequest.model_validate({"query": "q", "context_hint": {"notes": "x" * 2000}})
+    with pytest.raises(InvalidRequest) as caught:
+        call(base, "search", request)
+    assert caught.value.field == "body" and "over 1024 bytes" in caught.value.message
+
+
+def test_all_backends_failing_lists_each(call, make_settings, serve_searcher, testbed):
+    base = serve_searcher(failing_settings(make_settings, testbed))
+    with pytest.raises(AllBackendsFailed) as caught:
+        call(base, "search", "anything")
+    assert caught.value.failures == FAILURES
+
+
+def test_fetch_page_reads_a_page_a_slice_at_a_time(
+    call, make_settings, serve_searcher, testbed, aeb_ids
+):
+    base = serve_searcher(make_settings())
+    url = testbed.page_url(aeb_ids[0])
+    first = call(base, "fetch_page", url, max_chars=200)
+    assert isinstance(first, FetchPageResponse) and first.url == url
+    assert first.status == "fetched" and first.fetch.status == "fetched"
+    assert len(first.content) == 200 and first.start_char == 0
+    assert first.next_start_char == 200 and first.total_chars > 200
+    second = call(base, "fetch_page", url, max_chars=200, start_char=first.next_start_char)
+    assert second.start_char == 200 and second.content and second.content != first.content
+    with pytest.raises(InvalidRequest) as caught:
+        call(base, "fetch_page", "ftp://127.0.0.1/file")
+    assert caught.value.field == "url"
+
+
+def test_connection_refused_is_a_remote_error_naming_the_url(call):
+    base = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(RemoteError) as caught:
+        call(base, "health")
+    error = caught.value
+    assert not isinstance(error, httpx.HTTPError) and error.status is None
+    assert str(error).startswith(f"{base}/v1/health: cannot connect")
+
+
+def test_a_server_that_is_not_searcher_gives_remote_error_with_status(testbed_clean):
+    with (
+        SearcherClient(testbed_clean.base_url, api_key="k-123") as client,
+        pytest.raises(RemoteError) as caught,
+    ):
+        client.health()
+    assert caught.value.status == 404
+    assert str(caught.value) == f"{testbed_clean.base_url}/v1/health: HTTP 404: Not Found"
+    sent = [entry for entry in testbed_clean.log if entry.path == "/v1/health"]
+    assert sent and sent[0].headers["authorization"] == "Bearer k-123"
+
+
+def test_base_url_must_be_http():
+    with pytest.raises(ValueError, match="http"):
+        SearcherClient("localhost:8080")
+
+
+# --- searcher search --remote ----------------------------------------------------------
+
+
+@pytest.fixture
+def config_path(testbed, tmp_path):
+    """A searcher.yaml against the testbed, for both the local CLI and the served app."""
+    config = {
+        "backends": {
+            "order": ["searxng", "brave"],
+            "searxng": {"base_url": testbed.searxng_url()},
+            "duckduckgo": {"enabled": False},
+            "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
+        },
+        "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
+        "service": {"cache": {"dir": str(tmp_path / "cache")}},
+        "embeddings": {"model": str(STATIC_MODEL)},
+    }
+    path = tmp_path / "searcher.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def test_remote_prints_the_same_pack_as_local_mode(config_path, serve_searcher, matching_query):
+    base = serve_searcher(load_settings(config_path))
+    local = run("search", matching_query, "--config", config_path, "--max-results", "3")
+    remote = run("search", matching_query, "--remote", base, "--max-results", "3")
+    assert local.exit_code == remote.exit_code == 0, remote.output
+    assert remote.stdout.count("Title:") == 3 and "backend=searxng" in remote.stdout
+    assert remote.stdout == local.stdout  # the pack is deterministic for the same items
+
+
+def test_remote_json_has_local_modes_shape(config_path, serve_searcher, matching_query):
+    base = serve_searcher(load_settings(config_path))
+    args = ["search", matching_query, "--json", "--backend", "brave", "--max-results", "2"]
+    local = json.loads(run(*args, "--config", config_path).stdout)
+    remote = json.loads(run(*args, "--remote", base).stdout)
+    assert remote.keys() == local.keys() and remote["meta"].keys() == local["meta"].keys()
+    assert remote["meta"]["backend_used"] == "brave"
+    assert [i["url"] for i in remote["items"]] == [i["url"] for i in local["items"]]
+    assert remote["rendered_text"] == local["rendered_text"]
+
+
+def test_remote_reports_every_backend_failure_with_exit_1(make_settings, serve_searcher, testbed):
+    base = serve_searcher(failing_settings(make_settings, testbed))
+    result = run("search", "q", "--remote", base)
+    assert result.exit_code == 1
+    assert "all search backends failed" in result.stderr
+    assert "searxng: HTTP 500" in result.stderr and "brave: HTTP 401" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_remote_bad_input_exits_2(config_path, serve_searcher):
+    base = serve_searcher(load_settings(config_path))
+    assert run("search", "", "--remote", base).exit_code == 2
+    unknown = run("search", "q", "--remote", base, "--backend", "google")
+    assert unknown.exit_code == 2 and "unknown backend 'google'" in unknown.stderr
+    bad_url = run("search", "q", "--remote", "localhost:8080")
+    assert bad_url.exit_code == 2 and "--remote" in bad_url.stderr
+
+
+def test_remote_unreachable_exits_1_with_the_url():
+    base = f"http://127.0.0.1:{closed_port()}"
+    result = run("search", "q", "--remote", base)
+    assert result.exit_code == 1
+    assert f"{base}/v1/search: cannot connect" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_searcher_remote_environment_variable(
+    config_path, serve_searcher, tmp_path, matching_query
+):
+    base = serve_searcher(load_settings(config_path))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("backends: {searxng: {timeout_s: -1}}\n")
+    # A local search would fail on the broken config (exit 2); the remote one never reads it.
+    result = run("search", matching_query, "--config", str(broken), env={"SEARCHER_REMOTE": base})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("[CONTEXT_PACK ucp-1]") and "Title:" in result.stdout
