@@ -6,6 +6,7 @@ Domain errors become one-line messages and exit codes here, at the edge; no trac
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -104,6 +105,23 @@ def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
     return report
 
 
+async def _search_in_process(settings: Settings, request: SearchRequest) -> dict[str, Any]:
+    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+        response = await runtime.service.search(request, progress=_progress_printer())
+        return response.to_wire(request.want)
+
+
+async def _search_remote(url: str, request: SearchRequest) -> dict[str, Any]:
+    from searcher.client import AsyncSearcherClient
+
+    try:
+        client = AsyncSearcherClient(url)
+    except ValueError as exc:
+        raise InvalidRequest("--remote", str(exc)) from exc
+    async with client:
+        return (await client.search(request)).to_wire(request.want)
+
+
 @main.command()
 @click.argument("query")
 @click.option("--mode", type=click.Choice(["simple", "full"]), default="simple", show_default=True)
@@ -111,6 +129,14 @@ def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
 @click.option("--max-results", type=click.IntRange(1, 100), default=None, help="Results wanted.")
 @click.option("--max-chars", type=click.IntRange(0), default=None, help="Context pack budget.")
 @click.option("--json", "as_json", is_flag=True, help="Print the UCP-1 JSON instead of the pack.")
+@click.option(
+    "--remote",
+    metavar="URL",
+    envvar="SEARCHER_REMOTE",
+    default=None,
+    help="Search through the searcher API at URL instead of in-process (default: "
+    "$SEARCHER_REMOTE); --config is then not read.",
+)
 @config_option
 def search(
     query: str,
@@ -119,10 +145,10 @@ def search(
     max_results: int | None,
     max_chars: int | None,
     as_json: bool,
+    remote: str | None,
     config_path: str | None,
 ) -> None:
-    """Search, in-process, and print the context pack."""
-    settings = _settings(config_path)
+    """Search, in-process or on a running searcher (--remote), and print the context pack."""
     body: dict[str, Any] = {"query": query, "constraints": {"search_mode": mode}, "budget": {}}
     if backend:
         body["constraints"]["backend"] = backend
@@ -136,12 +162,10 @@ def search(
         err = exc.errors()[0]
         message = str(err["msg"]).removeprefix("Value error, ")
         _fail(f"invalid {'.'.join(str(p) for p in err['loc'])}: {message}", 2)
-
-    async def run() -> dict[str, Any]:
-        async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
-            response = await runtime.service.search(request, progress=_progress_printer())
-            return response.to_wire(request.want)
-
+    if remote:
+        run = functools.partial(_search_remote, remote, request)
+    else:
+        run = functools.partial(_search_in_process, _settings(config_path), request)
     try:
         data = _run(run)
     except InvalidRequest as exc:
@@ -157,6 +181,16 @@ def search(
         for error in data["meta"]["errors"]:
             click.echo(f"note: {error['stage']} {error['source']}: {error['reason']}", err=True)
         click.echo(data.get("rendered_text", ""))
+
+
+@main.command("mcp")
+@config_option
+def mcp_stdio(config_path: str | None) -> None:
+    """Serve the MCP tools web_search and fetch_page on stdin/stdout."""
+    from searcher.mcp_server import serve_stdio
+
+    settings = _settings(config_path)
+    _run(lambda: serve_stdio(settings))
 
 
 @main.group()

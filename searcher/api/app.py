@@ -10,50 +10,27 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from pydantic import BaseModel
 
 from searcher import __version__
 from searcher.api.body_limit import BodyLimitMiddleware
+from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import install_error_handlers
+from searcher.api.tools import router as tools_router
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import backend_status
 from searcher.config import Settings, load_settings
-from searcher.contract import ErrorResponse, SearchRequest, SearchResponse
+from searcher.contract import (
+    BackendHealth,
+    CacheCleared,
+    CacheStats,
+    EmbedderHealth,
+    ErrorResponse,
+    Health,
+    SearchRequest,
+    SearchResponse,
+)
+from searcher.mcp_server import mcp_sessions, mount_mcp
 from searcher.runtime import Runtime, open_service
-
-
-class BackendHealth(BaseModel):
-    enabled: bool
-    configured: bool
-    note: str | None
-    breaker: str | None
-    consecutive_failures: int
-    last_error: str | None
-
-
-class EmbedderHealth(BaseModel):
-    name: str | None
-    problem: str | None
-
-
-class Health(BaseModel):
-    status: str
-    version: str
-    backends: dict[str, BackendHealth]
-    embedder: EmbedderHealth
-
-
-class CacheStats(BaseModel):
-    enabled: bool
-    dir: str
-    entries: int
-    bytes: int
-    hits: int
-    misses: int
-
-
-class CacheCleared(BaseModel):
-    removed: int
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -82,7 +59,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_service(settings, ddgs_factory=ddgs_factory) as runtime:
             app.state.runtime = runtime
-            yield
+            async with mcp_sessions(app):  # MCP tool calls end before the service closes
+                yield
 
     app = FastAPI(
         title="searcher",
@@ -92,6 +70,11 @@ def create_app(
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
     install_error_handlers(app)
+    app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
+    app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
+    app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
+    app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
+    mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
 
     @app.post(
         "/v1/search",

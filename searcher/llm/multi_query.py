@@ -80,9 +80,13 @@ def parse_perspectives(reply: str, n: int) -> list[Perspective]:
 
 
 def fill_with_templates(found: list[Perspective], query: str, n: int) -> list[Perspective]:
-    """``found`` topped up to ``n`` with templates of types not used yet."""
+    """``found`` topped up to ``n`` with templates whose type and query are not used yet."""
     used = {p.type for p in found} | {p.query.lower() for p in found}
-    extra = [p for p in template_perspectives(query, len(TEMPLATES)) if p.type not in used]
+    extra = [
+        p
+        for p in template_perspectives(query, len(TEMPLATES))
+        if p.type not in used and p.query.lower() not in used
+    ]
     return found + extra[: max(0, n - len(found))]
 
 

@@ -232,13 +232,16 @@ async def _params(request: Request) -> dict[str, str]:
     return params
 
 
-@router.api_route(
-    "/search",
-    methods=["GET", "POST"],
-    summary="SearXNG-compatible search (format=json)",
-    openapi_extra={"parameters": _OPENAPI_PARAMETERS},
-    responses={422: {"description": "Invalid parameter; `error.field` names it."}},
-)
+_SEARCH_ROUTE: dict[str, Any] = {
+    "summary": "SearXNG-compatible search (format=json)",
+    "openapi_extra": {"parameters": _OPENAPI_PARAMETERS},
+    "responses": {422: {"description": "Invalid parameter; `error.field` names it."}},
+}
+
+
+# GET and POST are two routes so that each has its own OpenAPI operation id.
+@router.get("/search", operation_id="searxng_search_get", **_SEARCH_ROUTE)
+@router.post("/search", operation_id="searxng_search_post", **_SEARCH_ROUTE)
 async def search(request: Request) -> Response:
     runtime = runtime_of(request)
     body = searxng_request(
