@@ -1,0 +1,49 @@
+"""Routes for tool-calling clients: ``POST /v1/fetch`` (fetch_page over HTTP) and
+``GET /v1/tools/openai`` (the tool definitions for OpenAI-style function calling)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from searcher.contract import ErrorResponse, FetchInfo, FetchPageRequest, FetchPageResponse
+from searcher.fetch_page import fetch_page
+from searcher.runtime import Runtime
+from searcher.tool_specs import openai_tools
+
+router = APIRouter()
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+@router.post(
+    "/v1/fetch",
+    response_model=FetchPageResponse,
+    responses={422: {"model": ErrorResponse, "description": "Invalid body; `error.field`."}},
+    summary="Read one page (guarded fetch, extraction) and return a slice of its text",
+)
+async def fetch(body: FetchPageRequest, request: Request) -> FetchPageResponse:
+    runtime = _runtime(request)
+    max_chars = body.max_chars or runtime.settings.mcp.max_output_chars
+    result = await fetch_page(runtime.service, body.url, max_chars, body.start_char)
+    return FetchPageResponse(
+        url=result.url,
+        status=result.status,  # type: ignore[arg-type]
+        content=result.content,
+        start_char=result.start_char,
+        next_start_char=result.next_start_char,
+        total_chars=result.total_chars,
+        fetch=FetchInfo(**result.fetch_fields()),
+    )
+
+
+@router.get(
+    "/v1/tools/openai",
+    summary="web_search and fetch_page as OpenAI chat-completions tool definitions",
+)
+async def tools_openai(request: Request) -> list[dict[str, Any]]:
+    return openai_tools(_runtime(request).settings.mcp.max_output_chars)

@@ -1,0 +1,87 @@
+"""fetch_page: one page's extracted text, a slice at a time.
+
+The page is read the way full mode reads it (``SearchService.read_pages``: extraction
+cache, SSRF-guarded fetch, limits, extraction, blocked-page check), so a URL an LLM asks
+for gets no path around the guard. A page that cannot be read is a result that says why,
+not an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from searcher.errors import InvalidRequest
+from searcher.page_reader import PageOutcome
+from searcher.service import SearchService
+
+SCHEMES = ("http", "https")
+
+
+@dataclass(frozen=True)
+class FetchPageResult:
+    """A slice of a page's text and how the page was read."""
+
+    url: str
+    page: PageOutcome  # the whole read: status, reasons, sizes, the full text
+    content: str  # text[start_char : start_char + max_chars]
+    start_char: int
+    next_start_char: int | None  # None: the slice reaches the end of the text
+    total_chars: int
+
+    @property
+    def status(self) -> str:
+        return self.page.status
+
+    def fetch_fields(self) -> dict[str, Any]:
+        """The item ``fetch`` block: everything known about the read except the text."""
+        fields = asdict(self.page)
+        fields.pop("content")
+        return fields
+
+
+def check_url(url: str) -> str:
+    """The URL, stripped; ``InvalidRequest`` on field ``url`` unless it is http(s) with a host."""
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:
+        raise InvalidRequest("url", f"not a valid URL: {exc}") from exc
+    if parts.scheme.lower() not in SCHEMES:
+        shown = f"{parts.scheme}:" if parts.scheme else "a URL without a scheme"
+        raise InvalidRequest("url", f"only http and https URLs can be fetched, not {shown}")
+    if not host:
+        raise InvalidRequest("url", "the URL has no host")
+    return url
+
+
+def page_slice(text: str, start_char: int, max_chars: int) -> tuple[str, int | None]:
+    """``text[start_char:start_char+max_chars]`` and where the next slice starts (None at
+    the end)."""
+    end = start_char + max_chars
+    return text[start_char:end], (end if end < len(text) else None)
+
+
+async def fetch_page(
+    service: SearchService, url: str, max_chars: int, start_char: int = 0
+) -> FetchPageResult:
+    """Read ``url`` and return ``max_chars`` characters of its text from ``start_char``.
+    Raises ``InvalidRequest`` for a bad URL or range, never for the page's own failure."""
+    url = check_url(url)
+    if max_chars < 1:
+        raise InvalidRequest("max_chars", "must be at least 1")
+    if start_char < 0:
+        raise InvalidRequest("start_char", "must not be negative")
+    (page,) = await service.read_pages([url])
+    text = (page.content or "") if page.status == "fetched" else ""
+    content, next_start = page_slice(text, start_char, max_chars)
+    return FetchPageResult(
+        url=url,
+        page=page,
+        content=content,
+        start_char=start_char,
+        next_start_char=next_start,
+        total_chars=len(text),
+    )

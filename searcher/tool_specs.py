@@ -1,0 +1,187 @@
+"""The tools searcher offers to LLMs, ``web_search`` and ``fetch_page``: one definition
+(name, description, JSON schema) shared by the MCP server and ``GET /v1/tools/openai``.
+
+The schemas are also what tool arguments are validated against, so a client that builds
+arguments from them cannot be refused for a reason the schema does not state.
+``fetch_page`` arguments are the ``POST /v1/fetch`` body as they are; ``web_search``
+arguments become a ``POST /v1/search`` body with ``search_body``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from searcher.config import BACKEND_NAMES
+from searcher.contract import MAX_QUERY_CHARS, SearchMode, TimeRange
+from searcher.errors import InvalidRequest
+
+MAX_TOOL_RESULTS = 20
+MAX_FETCH_CHARS = 200_000
+MAX_DOMAINS = 50
+NOT_BLANK = r"\S"
+HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://"
+# jsonschema's own message for a pattern quotes the regex; these say what is meant.
+_PATTERN_MESSAGES = {NOT_BLANK: "must not be blank", HTTP_URL: "must be an http:// or https:// URL"}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool as an LLM sees it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def validate(self, arguments: Any) -> None:
+        """Raise ``InvalidRequest`` naming the first argument that breaks the schema."""
+        error = best_match(Draft202012Validator(self.parameters).iter_errors(arguments))
+        if error is None:
+            return
+        field = ".".join(str(part) for part in error.absolute_path) or "arguments"
+        message = error.message
+        if error.validator == "pattern":
+            message = _PATTERN_MESSAGES.get(str(error.validator_value), message)
+        raise InvalidRequest(field, message)
+
+
+def _domains(description: str) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": 253},
+        "maxItems": MAX_DOMAINS,
+        "description": description,
+    }
+
+
+def web_search_spec() -> ToolSpec:
+    """The ``web_search`` tool."""
+    return ToolSpec(
+        name="web_search",
+        description=(
+            "Search the web and get a context pack: the top results (title, URL, snippet) "
+            "ranked and numbered, ready to cite. mode=full also reads the top pages and "
+            "includes the passages that answer the query. Use fetch_page to read one page "
+            "in full."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUERY_CHARS,
+                    "pattern": NOT_BLANK,
+                    "description": "What to search for. Search operators (quotes, site:) "
+                    "are passed to the search engine.",
+                },
+                "mode": {
+                    "type": "string",
+                    "enum": list(get_args(SearchMode)),
+                    "default": "simple",
+                    "description": "simple: snippets only (fast); full: also fetch the top "
+                    "pages and include their most relevant passages.",
+                },
+                "max_results": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_TOOL_RESULTS,
+                    "description": "How many results to return (default: the server's).",
+                },
+                "backend": {
+                    "type": "string",
+                    "enum": ["auto", *BACKEND_NAMES],
+                    "default": "auto",
+                    "description": "Search backend; auto uses the server's configured order.",
+                },
+                "time_range": {
+                    "type": "string",
+                    "enum": list(get_args(TimeRange)),
+                    "description": "Only results from the last day, week, month or year.",
+                },
+                "include_domains": _domains(
+                    "Keep only results on these domains (and their subdomains)."
+                ),
+                "exclude_domains": _domains("Drop results on these domains (and subdomains)."),
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def fetch_page_spec(default_max_chars: int) -> ToolSpec:
+    """The ``fetch_page`` tool; ``default_max_chars`` is the server's ``mcp.max_output_chars``."""
+    return ToolSpec(
+        name="fetch_page",
+        description=(
+            "Read one web page: its main text as markdown (no navigation, ads or "
+            "boilerplate). Long pages come in slices: when the result says there is more, "
+            "call again with start_char set to the next_start_char it gives."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "url": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 8192,
+                    "pattern": HTTP_URL,
+                    "description": "The page's http or https URL.",
+                },
+                "max_chars": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_FETCH_CHARS,
+                    "default": default_max_chars,
+                    "description": "Characters of text to return at most.",
+                },
+                "start_char": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "default": 0,
+                    "description": "Where in the page's text to start (for the next slice).",
+                },
+            },
+            "required": ["url"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def tool_specs(default_max_chars: int) -> tuple[ToolSpec, ToolSpec]:
+    """Every tool, in the order they are listed."""
+    return web_search_spec(), fetch_page_spec(default_max_chars)
+
+
+def openai_tools(default_max_chars: int) -> list[dict[str, Any]]:
+    """The tools as OpenAI chat-completions tool definitions."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+            },
+        }
+        for spec in tool_specs(default_max_chars)
+    ]
+
+
+def search_body(arguments: dict[str, Any], max_context_chars: int | None = None) -> dict[str, Any]:
+    """The ``POST /v1/search`` body for ``web_search`` arguments; ``max_context_chars``
+    bounds the context pack (the MCP server passes its output cap)."""
+    constraints: dict[str, Any] = {"search_mode": arguments.get("mode", "simple")}
+    for name in ("backend", "time_range", "include_domains", "exclude_domains"):
+        if arguments.get(name) is not None:
+            constraints[name] = arguments[name]
+    budget: dict[str, Any] = {}
+    if arguments.get("max_results") is not None:
+        budget["max_results"] = arguments["max_results"]
+    if max_context_chars is not None:
+        budget["max_context_chars"] = max_context_chars
+    return {"query": arguments["query"], "constraints": constraints, "budget": budget}

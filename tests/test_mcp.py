@@ -1,0 +1,223 @@
+"""The MCP server through the SDK's own client, over both transports: stdio (``python -m
+searcher mcp`` as a subprocess) and streamable HTTP (``/mcp`` on searcher's app)."""
+
+import json
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from mcp import Client, StdioServerParameters
+
+from searcher.mcp_server import cap_text, capped_items
+from searcher.tool_specs import openai_tools
+
+REPO = Path(__file__).resolve().parents[1]
+PRIVATE_URL = "http://10.0.0.1/"  # refused by the guard before any connection is made
+
+
+@pytest.fixture(params=["stdio", "http"])
+def mcp_server(request, make_settings, serve_searcher, tmp_path):
+    """``start(**overrides)``: a searcher MCP server with ``make_settings(**overrides)``,
+    as what ``mcp.Client`` connects to (a subprocess's parameters, or a URL)."""
+
+    def start(**overrides):
+        settings = make_settings(**overrides)
+        if request.param == "http":
+            return f"{serve_searcher(settings)}/mcp"
+        config = tmp_path / f"searcher-{len(list(tmp_path.glob('*.yaml')))}.yaml"
+        config.write_text(yaml.safe_dump(settings.model_dump(mode="json")))
+        return StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "searcher", "mcp"],
+            env={"SEARCHER_CONFIG": str(config)},
+            cwd=str(REPO),
+        )
+
+    return start
+
+
+def text_of(result) -> str:
+    (block,) = result.content
+    return block.text
+
+
+def long_page(aeb_ground_truth, min_chars: int) -> str:
+    """The id of a testbed page whose article text is at least ``min_chars`` long."""
+    return next(
+        pid for pid, truth in sorted(aeb_ground_truth.items())
+        if len(truth["articleBody"]) >= min_chars
+    )  # fmt: skip
+
+
+async def test_tools_listed_with_the_schemas_openai_clients_get(mcp_server):
+    async with Client(mcp_server()) as client:
+        tools = (await client.list_tools()).tools
+    expected = {t["function"]["name"]: t["function"] for t in openai_tools(20_000)}
+    assert [t.name for t in tools] == ["web_search", "fetch_page"]
+    for tool in tools:
+        assert tool.input_schema == expected[tool.name]["parameters"]
+        assert tool.description == expected[tool.name]["description"]
+
+
+async def test_web_search_returns_the_pack_and_the_items(
+    mcp_server, testbed, matching_query, aeb_titles
+):
+    async with Client(mcp_server()) as client:
+        result = await client.call_tool("web_search", {"query": matching_query, "max_results": 3})
+    assert result.is_error is False
+    pack = text_of(result)
+    assert pack.startswith("[CONTEXT_PACK ucp-1]") and pack.endswith("[/CONTEXT_PACK]")
+    assert any(title in pack for title in aeb_titles.values())
+    items = result.structured_content["items"]
+    assert len(items) == 3 and result.structured_content["omitted"] == 0
+    for rank, item in enumerate(items, start=1):
+        assert item["url"].startswith(f"{testbed.base_url}/pages/")
+        assert item["url"] in pack and item["score"]["rank"] == rank
+        assert "content" not in item
+
+
+async def test_fetch_page_reads_a_page_in_slices(mcp_server, testbed, aeb_ids, aeb_ground_truth):
+    pid = long_page(aeb_ground_truth, 600)
+    url = testbed.page_url(pid)
+    async with Client(mcp_server()) as client:
+        whole = await client.call_tool("fetch_page", {"url": url})
+        first = await client.call_tool("fetch_page", {"url": url, "max_chars": 150})
+        following = first.structured_content["next_start_char"]
+        second = await client.call_tool(
+            "fetch_page", {"url": url, "max_chars": 150, "start_char": following}
+        )
+        beyond = await client.call_tool("fetch_page", {"url": url, "start_char": 10**7})
+    assert whole.is_error is False and whole.structured_content["next_start_char"] is None
+    text = text_of(whole)
+    assert len(text) == whole.structured_content["total_chars"] > 300
+    opening = " ".join(aeb_ground_truth[pid]["articleBody"].split()[:3])
+    assert opening in " ".join(text.split())
+
+    assert following == 150
+    assert text_of(first).startswith(text[:150])
+    assert "call fetch_page with start_char=150" in text_of(first)
+    assert second.structured_content["start_char"] == 150
+    assert text_of(second).startswith(text[150:300])
+    assert second.structured_content["fetch"]["cached"] is True  # the same text, from the cache
+    assert beyond.is_error is False and text_of(beyond) == (
+        f"[no text at start_char={10**7}: the page has {len(text)} characters]"
+    )
+
+
+async def test_private_address_is_refused_with_a_clear_message(mcp_server, testbed):
+    redirect = testbed.url(f"/redirect-to?url={PRIVATE_URL}")
+    async with Client(mcp_server()) as client:
+        direct = await client.call_tool("fetch_page", {"url": PRIVATE_URL})
+        redirected = await client.call_tool("fetch_page", {"url": redirect})
+    for result in (direct, redirected):
+        assert result.is_error is True
+        message = text_of(result)
+        assert message.startswith("could not read http")
+        assert "(blocked)" in message and "non-public address 10.0.0.1" in message
+
+
+async def test_bad_arguments_are_tool_errors_naming_the_field(mcp_server):
+    cases = [
+        ("web_search", {"query": "   "}, "invalid arguments: query: must not be blank"),
+        ("web_search", {"query": "x", "max_results": 500}, "invalid arguments: max_results:"),
+        ("web_search", {"query": "x", "mode": "deep"}, "invalid arguments: mode:"),
+        ("web_search", {"q": "x"}, "invalid arguments: arguments:"),
+        ("fetch_page", {"url": "file:///etc/passwd"}, "invalid arguments: url: must be an http"),
+        ("fetch_page", {"url": "http://"}, "invalid arguments: url: the URL has no host"),
+        ("fetch_page", {"url": "http://a.example", "start_char": -1}, "start_char"),
+        ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
+    ]
+    async with Client(mcp_server()) as client:
+        results = [await client.call_tool(name, args) for name, args, _ in cases]
+    for (_, _, expected), result in zip(cases, results, strict=True):
+        assert result.is_error is True
+        assert expected in text_of(result)
+        assert "Traceback" not in text_of(result)
+
+
+async def test_every_backend_failing_is_a_tool_error_listing_them(mcp_server, testbed):
+    server = mcp_server(
+        backends={
+            "searxng": {"base_url": testbed.searxng_url("status/500")},
+            "brave": {"api_key": "wrong-key"},
+        },
+        budget={"max_search_retries": 0},
+    )
+    async with Client(server) as client:
+        result = await client.call_tool("web_search", {"query": "anything"})
+    assert result.is_error is True
+    assert text_of(result) == (
+        "web search failed: every backend failed (searxng: HTTP 500; brave: HTTP 401)"
+    )
+
+
+async def test_output_stays_within_max_output_chars(
+    mcp_server, testbed, matching_query, aeb_ground_truth
+):
+    cap = 4000
+    pid = long_page(aeb_ground_truth, 3 * cap)
+    server = mcp_server(mcp={"max_output_chars": cap}, budget={"max_context_chars": 50_000})
+    async with Client(server) as client:
+        search = await client.call_tool(
+            "web_search", {"query": matching_query, "max_results": 20, "mode": "full"}
+        )
+        page = await client.call_tool(
+            "fetch_page", {"url": testbed.page_url(pid), "max_chars": 50_000}
+        )
+    assert search.is_error is False and page.is_error is False
+    pack, structured = text_of(search), search.structured_content
+    assert pack.endswith("[/CONTEXT_PACK]")
+    assert len(pack) + len(json.dumps(structured, ensure_ascii=False)) <= cap
+    assert structured["items"] and structured["omitted"] > 0  # the leading items, not all
+
+    text = text_of(page)
+    assert len(text) + len(json.dumps(page.structured_content)) <= cap
+    following = page.structured_content["next_start_char"]
+    assert following is not None and page.structured_content["total_chars"] >= 3 * cap
+    assert text.startswith(" ".join(aeb_ground_truth[pid]["articleBody"].split()[:1]))
+    assert f"call fetch_page with start_char={following} for the rest" in text
+
+
+def test_cap_text_marks_the_cut_and_says_how_to_get_the_rest():
+    text = "x" * 5000
+    capped = cap_text(text, 1000, "call again with start_char=900")
+    assert len(capped) <= 1000 and capped.startswith("x" * 800)
+    assert capped.endswith(
+        "[truncated: 5000 characters, first "
+        f"{capped.index(chr(10))} shown; call again with start_char=900]"
+    )
+    assert cap_text("short", 1000, "unused") == "short"
+
+
+def test_capped_items_keeps_the_leading_items_that_fit():
+    items = [{"url": f"http://a.example/{i}", "title": "t" * 100} for i in range(10)]
+    capped = capped_items(items, 600)
+    assert capped["items"] == items[: len(capped["items"])] and len(capped["items"]) >= 2
+    assert capped["omitted"] == 10 - len(capped["items"])
+    assert len(json.dumps(capped)) <= 600
+    assert capped_items(items, 100) == {"items": [], "omitted": 10}
+
+
+def test_mcp_over_http_can_be_switched_off(make_settings, serve_searcher, matching_query):
+    base = serve_searcher(make_settings(mcp={"http": False}))
+    assert httpx.post(f"{base}/mcp", json={}, timeout=10).status_code == 404
+    response = httpx.post(f"{base}/v1/search", json={"query": matching_query}, timeout=20)
+    assert response.status_code == 200 and response.json()["items"]
+
+
+async def test_clients_of_the_2025_handshake_get_the_same_tools(
+    mcp_server, testbed, matching_query, aeb_ids
+):
+    # Most MCP clients in the field still open with the initialize handshake.
+    async with Client(mcp_server(), mode="legacy") as client:
+        assert client.protocol_version.startswith("2025-")
+        assert client.server_info.name == "searcher"
+        search = await client.call_tool("web_search", {"query": matching_query})
+        page = await client.call_tool("fetch_page", {"url": testbed.page_url(aeb_ids[0])})
+        refused = await client.call_tool("fetch_page", {"url": PRIVATE_URL})
+    assert search.is_error is False and text_of(search).startswith("[CONTEXT_PACK ucp-1]")
+    assert search.structured_content["items"][0]["url"].startswith(testbed.base_url)
+    assert page.is_error is False and page.structured_content["status"] == "fetched"
+    assert refused.is_error is True and "(blocked)" in text_of(refused)
