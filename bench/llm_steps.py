@@ -77,15 +77,18 @@ def main() -> None:
     args = parser.parse_args()
     simple = {"query": QUERY}
     bodies = {label: {"query": QUERY, **extra} for label, (extra, _) in STEPS.items()}
-    with testbed() as tb, searcher(config(tb, args.search_ms, args.llm_ms)) as base:
-        with httpx.Client(timeout=30) as client:
-            for body in (simple, *bodies.values()):  # warm up
-                timed(client, base, body)
-            times: dict[str, list[float]] = {"simple": [], **{label: [] for label in bodies}}
-            for _ in range(args.runs):
-                times["simple"].append(timed(client, base, simple))
-                for label, body in bodies.items():
-                    times[label].append(timed(client, base, body))
+    times: dict[str, list[float]] = {"simple": [], **{label: [] for label in bodies}}
+    with (
+        testbed() as tb,
+        searcher(config(tb, args.search_ms, args.llm_ms)) as base,
+        httpx.Client(timeout=30) as client,
+    ):
+        for body in (simple, *bodies.values()):  # warm up
+            timed(client, base, body)
+        for _ in range(args.runs):
+            times["simple"].append(timed(client, base, simple))
+            for label, body in bodies.items():
+                times[label].append(timed(client, base, body))
     base_ms = statistics.median(times["simple"])
     print(
         f"LLM steps over simple mode; search {args.search_ms} ms, LLM {args.llm_ms} ms, "
@@ -97,10 +100,13 @@ def main() -> None:
         print(f"  {label:<18} {p50:7.0f} ms   adds {p50 - base_ms:+5.0f} ms")
     multi = statistics.median(times["multi-query N=3"])
     one_by_one = base_ms + args.llm_ms + 2 * args.search_ms
+    verdict = (
+        "concurrent" if multi < base_ms + args.llm_ms + args.search_ms / 2 else "NOT concurrent"
+    )
     print(
         f"  multi-query: {multi:.0f} ms against {base_ms + args.llm_ms:.0f} ms for one LLM call "
         f"plus one search, {one_by_one:.0f} ms if the three searches ran one after another "
-        f"-> {'concurrent' if multi < base_ms + args.llm_ms + args.search_ms / 2 else 'NOT concurrent'}"
+        f"-> {verdict}"
     )
 
 

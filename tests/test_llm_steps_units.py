@@ -144,7 +144,13 @@ GROUPS = ["general", "code", "it-docs"]
 
 @pytest.mark.parametrize(
     ("reply", "group"),
-    [("code", "code"), ("Code.", "code"), ("  GENERAL\n", "general"), ("it-docs", "it-docs")],
+    [
+        ("code", "code"),
+        ("Code.", "code"),
+        ("  GENERAL\n", "general"),
+        ("it-docs", "it-docs"),
+        ("Category: code", "code"),
+    ],
 )
 def test_parse_group(reply: str, group: str) -> None:
     assert parse_group(reply, GROUPS) == group

@@ -41,7 +41,7 @@ PROMPTS: dict[LlmStep, Prompt] = {
         system=(
             "You turn a user's question into one concise web search query.\n"
             "Keep every search operator the user typed exactly as typed: site:, filetype:, "
-            'inurl:, intitle:, "quoted phrases", -excluded words, OR.\n'
+            'inurl:, intitle:, "quoted phrases", -excluded words.\n'
             "Keep the language of the question. Keep names, versions and error codes.\n"
             "Reply with the query only: one line, no quotes around it, no explanation."
         ),

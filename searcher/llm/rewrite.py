@@ -12,7 +12,7 @@ from searcher.errors import LlmBadReply
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepOutcome, StepRunner
 
-# site:example.com, filetype:pdf, "quoted phrase", -excluded, OR between terms.
+# site:example.com, filetype:pdf, "quoted phrase", -excluded.
 _OPERATOR = re.compile(
     r'(?<!\S)-?(?:site|filetype|inurl|intitle|intext|ext):\S+|"[^"]+"|(?<!\S)-[^\s"-]\S*'
 )

@@ -12,11 +12,13 @@ from searcher.llm.prompts import messages
 from searcher.llm.runner import StepOutcome, StepRunner
 
 _WORD = re.compile(r"[a-z][a-z0-9_-]*")
+_LABEL = re.compile(r"^\W*category\s*:\s*")  # small models echo the prompt's last line
 
 
 def parse_group(reply: str, groups: Sequence[str]) -> str:
-    """The group the reply names (its first word, case and punctuation aside)."""
-    match = _WORD.search(reply.strip().lower())
+    """The group the reply names: its first word after an echoed ``Category:``, case and
+    punctuation aside."""
+    match = _WORD.search(_LABEL.sub("", reply.strip().lower()))
     if match is None:
         raise LlmBadReply("no category in the reply")
     word = match.group(0)

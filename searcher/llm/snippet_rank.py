@@ -20,7 +20,7 @@ from searcher.errors import LlmBadReply, LlmError
 from searcher.llm.client import LlmClient, Message
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
-from searcher.llm.runner import StepRunner
+from searcher.llm.runner import TIME_SHARE, StepRunner
 from searcher.resilience import CallBudget, Deadline
 
 # Long snippets cost tokens without helping the choice.
@@ -147,7 +147,9 @@ async def snippet_rank(
         client = LlmClient(settings)
     except LlmError as exc:
         return RankResult(fallback_pick(len(candidates), want_n), True, str(exc))
-    runner = StepRunner(client, settings, Deadline(timeout_s), CallBudget(1), today or date.today())
+    # The runner gives a step its share of the time left; here the step is all there is.
+    deadline = Deadline(timeout_s / TIME_SHARE["rank"])
+    runner = StepRunner(client, settings, deadline, CallBudget(1), today or date.today())
     try:
         return await rank_candidates(runner, query, candidates, want_n)
     finally:
