@@ -260,10 +260,11 @@ class LlmSettings(_Section):
     timeout_s: float = Field(default=30.0, gt=0, description="One call, capped by the deadline.")
     max_tokens: int = Field(default=256, ge=1)
     temperature: float = Field(default=0.1, ge=0, le=2)
-    response_format: Literal["text", "json_object", "json_schema"] = Field(
+    response_format: Literal["text", "json_object", "json_schema", "json_object_schema"] = Field(
         default="text",
-        description="How JSON steps ask for JSON: prompt only, json_object, or a JSON schema "
-        "(llama.cpp, vLLM, Ollama and OpenAI enforce it; small models need it).",
+        description="How JSON steps ask for JSON: prompt only, json_object, a JSON schema "
+        "(OpenAI, vLLM, Ollama, llama.cpp enforce it; small models need it), or json_object "
+        "with the schema inside (llama-cpp-python's server).",
     )
     steps: LlmStepsSettings = Field(default_factory=LlmStepsSettings)
 

@@ -191,6 +191,8 @@ async def test_api_key_is_sent_as_bearer(
         ("json_object", None, None),
         ("json_schema", None, None),
         ("json_object", SCHEMA, {"type": "json_object"}),
+        ("json_object_schema", None, None),
+        ("json_object_schema", SCHEMA, {"type": "json_object", "schema": SCHEMA}),
         (
             "json_schema",
             SCHEMA,

@@ -50,6 +50,8 @@ def response_format(kind: str, options: CallOptions) -> dict[str, Any] | None:
         return None
     if kind == "json_object":
         return {"type": "json_object"}
+    if kind == "json_object_schema":  # llama.cpp's and llama-cpp-python's own form
+        return {"type": "json_object", "schema": options.schema}
     return {
         "type": "json_schema",
         "json_schema": {"name": options.schema_name, "schema": options.schema, "strict": True},

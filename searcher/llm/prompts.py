@@ -92,7 +92,11 @@ PROMPTS: dict[LlmStep, Prompt] = {
             "No extra text."
         ),
         user="Question: {query}\n\nCandidates:\n{candidates}\n\nPick {want_n}. Return JSON only.",
-        schema=_object({"pick": {"type": "array", "items": {"type": "integer"}}}, ["pick"]),
+        # minItems: a grammar-constrained small model otherwise answers {"pick": []}.
+        schema=_object(
+            {"pick": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}},
+            ["pick"],
+        ),
     ),
     "crag": Prompt(
         system=(
