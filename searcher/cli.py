@@ -137,6 +137,12 @@ async def _search_remote(url: str, request: SearchRequest) -> dict[str, Any]:
     help="Search through the searcher API at URL instead of in-process (default: "
     "$SEARCHER_REMOTE); --config is then not read.",
 )
+@click.option("--rewrite", is_flag=True, help="LLM query rewrite first.")
+@click.option("--multi-query", type=int, default=None, metavar="N", help="Search N perspectives.")
+@click.option("--crag", is_flag=True, help="Grade the evidence; re-search when it is weak.")
+@click.option("--llm-rank", "want_n", type=int, default=None, metavar="N", help="LLM picks N.")
+@click.option("--answer", is_flag=True, help="Also print an LLM answer with [n] citations.")
+@click.option("--answer-check", is_flag=True, help="Grade the answer (implies --answer).")
 @config_option
 def search(
     query: str,
@@ -146,12 +152,30 @@ def search(
     max_chars: int | None,
     as_json: bool,
     remote: str | None,
+    rewrite: bool,
+    multi_query: int | None,
+    crag: bool,
+    want_n: int | None,
+    answer: bool,
+    answer_check: bool,
     config_path: str | None,
 ) -> None:
-    """Search, in-process or on a running searcher (--remote), and print the context pack."""
+    """Search, in-process or on a running searcher (--remote), and print the context pack.
+    The LLM steps need ``llm.base_url`` and ``llm.model``; without them they fall back."""
     body: dict[str, Any] = {"query": query, "constraints": {"search_mode": mode}, "budget": {}}
+    constraints = body["constraints"]
     if backend:
-        body["constraints"]["backend"] = backend
+        constraints["backend"] = backend
+    if rewrite:
+        constraints["rewrite"] = True
+    if multi_query is not None:
+        constraints["multi_query"] = multi_query
+    if crag:
+        constraints["crag"] = True
+    if want_n is not None:
+        constraints.update(rank="llm", want_n=want_n)
+    if answer or answer_check:
+        body["want"] = {"answer": True, "answer_check": answer_check}
     if max_results is not None:
         body["budget"]["max_results"] = max_results
     if max_chars is not None:
@@ -181,6 +205,16 @@ def search(
         for error in data["meta"]["errors"]:
             click.echo(f"note: {error['stage']} {error['source']}: {error['reason']}", err=True)
         click.echo(data.get("rendered_text", ""))
+        if data.get("answer"):
+            click.echo(f"\nAnswer: {data['answer']}")
+            for cited in data.get("answer_citations") or []:
+                click.echo(f"  [{cited['ref']}] {cited['url']}")
+        check = data["meta"].get("answer_check")
+        if check:
+            click.echo(
+                f"Check ({check['method']}): {check['isrel']}, {check['issup']}, "
+                f"usefulness {check['isuse']}/5"
+            )
 
 
 @main.command("mcp")

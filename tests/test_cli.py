@@ -130,3 +130,36 @@ def test_serve_runs_the_http_api(config_file, matching_query, workers):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_search_with_llm_steps_prints_the_answer(testbed, tmp_path, matching_query):
+    from tests.testbed.chat import script
+
+    config = {
+        "backends": {
+            "order": ["searxng"],
+            "searxng": {"base_url": testbed.searxng_url()},
+            "duckduckgo": {"enabled": False},
+        },
+        "service": {"cache": {"enabled": False}},
+        "embeddings": {"model": str(STATIC_MODEL)},
+        "llm": {
+            "base_url": testbed.llm_url(),
+            "model": script(status=500),
+            "steps": {
+                "rank": {"model": script(reply='{"pick": [1, 0]}')},
+                "answer": {"model": script(reply="They stream games [1].")},
+            },
+        },
+    }
+    path = tmp_path / "searcher.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = run("search", matching_query, "--config", str(path), "--llm-rank", "2",
+                 "--answer-check", "--multi-query", "2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("Title:") == 2
+    assert "\nAnswer: They stream games [1].\n  [1] http://127.0.0.1:" in result.stdout
+    assert "Check (heuristic):" in result.stdout  # the answer_check model answers 500
+    assert "note: multi_query llm: fallback: HTTP 500" in result.stderr
+    bad = run("search", matching_query, "--config", str(path), "--multi-query", "9")
+    assert bad.exit_code == 2 and "constraints.multi_query" in bad.stderr
