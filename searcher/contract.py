@@ -27,6 +27,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def query_text(value: str) -> str:
+    """A query's text, stripped; ``ValueError`` if blank or longer than the limit (the rule
+    every endpoint that takes a query shares)."""
+    value = value.strip()
+    if not value:
+        raise ValueError("must not be empty")
+    if len(value) > MAX_QUERY_CHARS:
+        raise ValueError(f"must be at most {MAX_QUERY_CHARS} characters")
+    return value
+
+
 class Query(_Strict):
     """Object form of the query: ``{"text": "...", "lang": "en"}``."""
 
@@ -36,12 +47,7 @@ class Query(_Strict):
     @field_validator("text")
     @classmethod
     def _text_not_blank(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
-            raise ValueError("must not be empty")
-        if len(value) > MAX_QUERY_CHARS:
-            raise ValueError(f"must be at most {MAX_QUERY_CHARS} characters")
-        return value
+        return query_text(value)
 
 
 class Constraints(_Strict):

@@ -24,7 +24,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
-from searcher.contract import MAX_QUERY_CHARS, Item, SearchRequest, SearchResponse, TimeRange
+from searcher.contract import Item, SearchRequest, SearchResponse, TimeRange, query_text
 from searcher.errors import AllBackendsFailed, InvalidRequest
 from searcher.page_reader import PageOutcome
 from searcher.passages import top_chunks
@@ -85,12 +85,7 @@ class TavilySearchBody(_Body):
     @field_validator("query")
     @classmethod
     def _query_not_blank(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
-            raise ValueError("must not be empty")
-        if len(value) > MAX_QUERY_CHARS:
-            raise ValueError(f"must be at most {MAX_QUERY_CHARS} characters")
-        return value
+        return query_text(value)
 
 
 class TavilyExtractBody(_Body):
