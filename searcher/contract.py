@@ -411,11 +411,18 @@ class EmbedderHealth(BaseModel):
     problem: str | None
 
 
+class LlmHealth(BaseModel):
+    configured: bool = Field(description="False: every LLM step takes its fallback.")
+    base_url: str | None = None
+    model: str | None = None
+
+
 class Health(BaseModel):
     status: str
     version: str
     backends: dict[str, BackendHealth]
     embedder: EmbedderHealth
+    llm: LlmHealth
 
 
 class CacheStats(BaseModel):

@@ -465,3 +465,11 @@ def test_no_llm_step_pushes_a_request_past_its_deadline(
     reasons = {c["reason"] for c in meta["llm"]}
     assert any(r.startswith("no reply within") for r in reasons)
     assert data["items"]  # the searches ran; the response is whole
+
+
+def test_health_says_whether_an_llm_is_configured(make_settings, serve_searcher, testbed):
+    off = httpx.get(f"{serve_searcher(make_settings())}/v1/health").json()["llm"]
+    assert off == {"configured": False, "base_url": None, "model": None}
+    base = start(make_settings, serve_searcher, testbed)
+    on = httpx.get(f"{base}/v1/health").json()["llm"]
+    assert on["configured"] and on["base_url"] == testbed.llm_url()

@@ -26,6 +26,7 @@ from searcher.contract import (
     EmbedderHealth,
     ErrorResponse,
     Health,
+    LlmHealth,
     SearchRequest,
     SearchResponse,
 )
@@ -108,7 +109,14 @@ def create_app(
             name=runtime.embedder.name if runtime.embedder else None,
             problem=runtime.embedder_problem,
         )
-        health = Health(status=state, version=__version__, backends=backends, embedder=embedder)
+        llm = runtime.settings.llm
+        health = Health(
+            status=state,
+            version=__version__,
+            backends=backends,
+            embedder=embedder,
+            llm=LlmHealth(configured=llm.configured, base_url=llm.base_url, model=llm.model),
+        )
         return _json(health.model_dump())
 
     @app.get("/v1/cache/stats", response_model=CacheStats, summary="Extraction cache statistics")
