@@ -403,7 +403,9 @@ class SearchService:
             )
             extra_meta["crag"] = correction.info
             if correction.extra.outcomes:
-                keep = [] if correction.replace else tagged.outcomes
+                keep = tagged.outcomes
+                if correction.replace:  # the first results go; what was tried stays on record
+                    keep = [(p, dataclasses.replace(o, answers=[])) for p, o in keep]
                 more = Tagged(keep + correction.extra.outcomes, tagged.failures)
                 more_ranked, more_notes = await self._fuse_and_rank(more, plan, query, route)
                 if more_ranked:

@@ -398,6 +398,8 @@ def test_crag_incorrect_switches_to_another_backend(make_settings, serve_searche
     assert crag["action"] == "switched" and crag["target"] == "backends: brave"
     assert searched(testbed_clean, "/brave/res/v1/web/search") == [QUERY]
     assert {i["engine"] for i in data["items"]} == {"brave"}  # replaced, not added
+    assert data["meta"]["backends_tried"] == ["searxng", "brave"]
+    assert data["meta"]["backend_used"] == "brave"
 
 
 def test_crag_without_an_llm_grades_by_heuristic(make_settings, serve_searcher, testbed_clean):
