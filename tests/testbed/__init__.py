@@ -1,5 +1,6 @@
 """The local web that the tests and benchmarks run against (see DESIGN.md, "Testing: the
-local web"): real AEB pages, SearXNG's and Brave's JSON APIs, and misbehaving pages, all
+local web"): real AEB pages, SearXNG's and Brave's JSON APIs, OpenAI-compatible
+embeddings and a scripted chat-completions API (``chat.py``), and misbehaving pages, all
 served by one ASGI app on 127.0.0.1."""
 
 from .app import LoggedRequest, TestbedApp, build_app
