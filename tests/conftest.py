@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from searcher.api.app import create_app
 from searcher.config import Settings
@@ -109,3 +110,28 @@ def serve_searcher() -> Iterator[Callable[..., str]]:
 def matching_query(aeb_ids: list[str]) -> str:
     """A query with several matching testbed pages."""
     return "Google Stadia Microsoft xCloud Apple Arcade games"
+
+
+@pytest.fixture
+def config_file(testbed: TestbedServer, tmp_path: Path) -> Callable[..., str]:
+    """Writes a searcher.yaml with the backends on the testbed (``backends`` overrides
+    merged in); returns its path."""
+
+    def write(**backends: Any) -> str:
+        config = {
+            "backends": {
+                "order": ["searxng", "brave"],
+                "searxng": {"base_url": testbed.searxng_url()},
+                "duckduckgo": {"enabled": False},
+                "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
+                **backends,
+            },
+            "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
+            "service": {"cache": {"dir": str(tmp_path / "cache")}},
+            "embeddings": {"model": str(STATIC_MODEL)},
+        }
+        path = tmp_path / "searcher.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return str(path)
+
+    return write

@@ -15,28 +15,6 @@ from searcher.cli import main
 from tests.conftest import STATIC_MODEL
 
 
-@pytest.fixture
-def config_file(testbed, tmp_path):
-    def write(**backends):
-        config = {
-            "backends": {
-                "order": ["searxng", "brave"],
-                "searxng": {"base_url": testbed.searxng_url()},
-                "duckduckgo": {"enabled": False},
-                "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
-                **backends,
-            },
-            "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
-            "service": {"cache": {"dir": str(tmp_path / "cache")}},
-            "embeddings": {"model": str(STATIC_MODEL)},
-        }
-        path = tmp_path / "searcher.yaml"
-        path.write_text(yaml.safe_dump(config))
-        return str(path)
-
-    return write
-
-
 def run(*args, env=None):
     return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 

@@ -7,7 +7,6 @@ import socket
 
 import httpx
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from searcher import __version__
@@ -16,7 +15,6 @@ from searcher.client import AsyncSearcherClient, SearcherClient
 from searcher.config import load_settings
 from searcher.contract import FetchPageResponse, Health, Item, SearchRequest, SearchResponse
 from searcher.errors import AllBackendsFailed, BackendFailure, InvalidRequest, RemoteError
-from tests.conftest import STATIC_MODEL
 
 
 def call_sync(base, method, *args, **kwargs):
@@ -179,22 +177,9 @@ def test_base_url_must_be_http():
 
 
 @pytest.fixture
-def config_path(testbed, tmp_path):
+def config_path(config_file):
     """A searcher.yaml against the testbed, for both the local CLI and the served app."""
-    config = {
-        "backends": {
-            "order": ["searxng", "brave"],
-            "searxng": {"base_url": testbed.searxng_url()},
-            "duckduckgo": {"enabled": False},
-            "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
-        },
-        "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
-        "service": {"cache": {"dir": str(tmp_path / "cache")}},
-        "embeddings": {"model": str(STATIC_MODEL)},
-    }
-    path = tmp_path / "searcher.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
+    return config_file()
 
 
 def run(*args, env=None):
