@@ -11,8 +11,9 @@ from searcher.api.compat.openwebui import (
     search_request,
     search_results,
 )
-from searcher.contract import Item, Meta, Score, SearchResponse
+from searcher.contract import Item, Score
 from searcher.page_reader import PageOutcome
+from tests.responses import search_response
 
 # What Open WebUI sends (retrieval/web/external.py, retrieval/loaders/external_web.py).
 SEARCH_AGENT = "Open WebUI (https://github.com/open-webui/open-webui) RAG Bot"
@@ -64,21 +65,7 @@ def test_items_become_link_title_snippet():
         snippet="A ranking function.",
         score=Score(rank=1, relevance=0.9, method="rrf+heuristics"),
     )
-    response = SearchResponse(
-        created_utc="2026-01-01T00:00:00Z",
-        producer={"name": "searcher", "version": "0"},
-        request={},
-        meta=Meta(
-            backend_used="searxng",
-            fallback_used=False,
-            pick_applied=False,
-            pick_ids=[],
-            mode_used="simple",
-            timing_ms={},
-        ),
-        usage={"results_returned": 1, "context_chars": 0, "fetch_pages_used": 0},
-        items=[item],
-    )
+    response = search_response([item])
     assert search_results(response) == [
         {
             "link": "https://example.org/bm25",

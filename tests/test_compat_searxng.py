@@ -12,8 +12,9 @@ from searcher.api.compat.searxng import (
     searxng_answer,
     searxng_request,
 )
-from searcher.contract import ErrorEntry, Item, Meta, Provenance, Score, SearchResponse
+from searcher.contract import ErrorEntry, Item, Provenance, Score, SearchResponse
 from searcher.errors import BackendFailure, InvalidRequest
+from tests.responses import search_response
 
 # --- parameters -> SearchRequest -----------------------------------------------------
 
@@ -110,22 +111,7 @@ def _item(rank: int, url: str, provenance: list[Provenance], category: str | Non
 
 
 def _response(items: list[Item], errors: list[ErrorEntry]) -> SearchResponse:
-    return SearchResponse(
-        created_utc="2026-01-01T00:00:00Z",
-        producer={"name": "searcher", "version": "0"},
-        request={},
-        meta=Meta(
-            backend_used="searxng",
-            fallback_used=False,
-            pick_applied=False,
-            pick_ids=[],
-            mode_used="simple",
-            timing_ms={},
-            errors=errors,
-        ),
-        usage={"results_returned": len(items), "context_chars": 0, "fetch_pages_used": 0},
-        items=items,
-    )
+    return search_response(items, errors=errors)
 
 
 def test_items_become_searxng_results_with_engines_from_provenance():

@@ -18,8 +18,9 @@ from searcher.api.compat.tavily import (
     search_request,
     search_response,
 )
-from searcher.contract import Item, Meta, Producer, Score, SearchResponse, Usage
+from searcher.contract import Item, Score
 from searcher.page_reader import PageOutcome
+from tests.responses import search_response as built_response
 
 # --- translation: Tavily body -> SearchRequest ------------------------------------------
 
@@ -140,21 +141,12 @@ def item(rank, relevance, content=None, chunks=None, published=None):
 
 
 def ucp(items, answer=None, total_ms=1234):
-    return SearchResponse(
-        created_utc="2026-06-30T00:00:00Z",
-        producer=Producer(name="searcher", version="0"),
-        request={},
-        meta=Meta(
-            backend_used="searxng",
-            fallback_used=False,
-            pick_applied=False,
-            pick_ids=[],
-            mode_used="full",
-            timing_ms={"total": total_ms},
-        ),
-        usage=Usage(results_returned=len(items), context_chars=0, fetch_pages_used=0),
-        items=items,
+    return built_response(
+        items,
         answer=answer,
+        mode="full",
+        timing_ms={"total": total_ms},
+        created="2026-06-30T00:00:00Z",
     )
 
 
