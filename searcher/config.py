@@ -17,7 +17,7 @@ import platformdirs
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from searcher.errors import ConfigError
+from searcher.errors import ConfigError, field_problems
 
 BackendName = Literal["searxng", "duckduckgo", "brave"]
 BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
@@ -291,6 +291,17 @@ class CompatSettings(_Section):
     )
 
 
+class LoggingSettings(_Section):
+    access: bool = Field(
+        default=True, description="One JSON line per HTTP request on stderr (searcher serve)."
+    )
+    queries: bool = Field(default=False, description="Put the query text in that line.")
+
+
+class MetricsSettings(_Section):
+    enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics.")
+
+
 class Settings(_Section):
     backends: BackendsSettings = Field(default_factory=BackendsSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
@@ -303,6 +314,8 @@ class Settings(_Section):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     def cache_dir(self) -> Path:
         """Where the extraction cache lives."""
@@ -374,9 +387,7 @@ def load_settings(
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{p.field}: {p.text}" for p in field_problems(exc.errors()))
         source = f" (file {config_path})" if config_path else ""
         raise ConfigError(f"invalid configuration{source}: {problems}") from exc
 

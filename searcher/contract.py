@@ -18,6 +18,10 @@ SearchMode = Literal["simple", "full"]
 FetchStatus = Literal["skipped", "fetched", "failed"]
 SkipReason = Literal["content_type", "too_large", "timeout", "budget", "blocked", "error"]
 TimeRange = Literal["day", "week", "month", "year"]
+CragGrade = Literal["CORRECT", "AMBIGUOUS", "INCORRECT"]
+CragAction = Literal["none", "refined", "switched", "skipped"]
+GradeMethod = Literal["llm", "heuristic"]  # who graded: the model, or the fallback
+PerspectiveSource = Literal["llm", "templates", "original"]
 
 NonNegInt = Annotated[StrictInt, Field(ge=0)]
 
@@ -277,7 +281,7 @@ class PerspectiveInfo(BaseModel):
 class PerspectivesInfo(BaseModel):
     """Multi-query: the perspectives searched and how diverse they were."""
 
-    source: Literal["llm", "templates", "original"]
+    source: PerspectiveSource
     diversity: float | None = Field(
         default=None, description="1 - mean pairwise cosine of the perspective embeddings."
     )
@@ -288,9 +292,9 @@ class PerspectivesInfo(BaseModel):
 class CragInfo(BaseModel):
     """Corrective re-search: the grade of the evidence and what was done about it."""
 
-    grade: Literal["CORRECT", "AMBIGUOUS", "INCORRECT"]
-    method: Literal["llm", "heuristic"]
-    action: Literal["none", "refined", "switched", "skipped"]
+    grade: CragGrade
+    method: GradeMethod
+    action: CragAction
     query: str | None = Field(default=None, description="The refined query, if one ran.")
     target: str | None = Field(default=None, description="Backends or engine group switched to.")
     results_added: int = 0
@@ -300,7 +304,7 @@ class CragInfo(BaseModel):
 class AnswerCheck(BaseModel):
     """Self-RAG style grades of the answer."""
 
-    method: Literal["llm", "heuristic"]
+    method: GradeMethod
     isrel: Literal["relevant", "irrelevant"]
     issup: Literal["fully_supported", "partially_supported", "no_support"]
     isuse: int = Field(ge=1, le=5)

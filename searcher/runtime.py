@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
 
@@ -24,7 +25,11 @@ from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
 from searcher.page_reader import PageReader
+from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
+
+if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
+    from searcher.metrics import Metrics
 
 
 @dataclass
@@ -54,6 +59,7 @@ async def open_service(
     ddgs_factory: SearcherFactory | None = None,
     extract_in_process: bool = False,
     sweep: bool = True,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Runtime]:
     """Yield a ready ``Runtime``; everything it opened is closed on exit.
 
@@ -75,7 +81,11 @@ async def open_service(
     if sweep and cache_cfg.enabled:
         sweeper = asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s))
     try:
-        service = SearchService(settings, pool, reader, embedder, problem, llm)
+        if metrics is not None:
+            metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
+        service = SearchService(
+            Parts.build(settings, pool, reader, embedder, problem, llm, metrics)
+        )
         yield Runtime(settings, service, pool, cache, embedder, problem)
     finally:
         if sweeper is not None:

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError
+from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, field_problems
 
 log = logging.getLogger("searcher.api")
 
@@ -21,26 +21,9 @@ def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONR
     return JSONResponse({"error": body}, status_code=status)
 
 
-def _field_of(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc]
-    if parts and parts[0] == "body":
-        parts = parts[1:]
-    return ".".join(parts) or "body"
-
-
 def validation_error(exc: RequestValidationError) -> JSONResponse:
     """The first problem, naming its field; every problem listed under ``errors``."""
-    problems = []
-    for err in exc.errors():
-        field = _field_of(tuple(err.get("loc", ())))
-        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        if err.get("type") == "json_invalid":
-            field, message = "body", f"malformed JSON: {err.get('ctx', {}).get('error', message)}"
-        elif err.get("type") == "extra_forbidden":
-            message = "unknown field"
-        elif err.get("type") == "missing" and field == "body":
-            message = "a JSON object body is required"
-        problems.append({"field": field, "message": message})
+    problems = [{"field": p.field, "message": p.text} for p in field_problems(exc.errors())]
     first = problems[0] if problems else {"field": "body", "message": "invalid request"}
     return error_response(
         422, "invalid_request", f"{first['field']}: {first['message']}",
