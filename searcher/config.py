@@ -212,7 +212,17 @@ class ScoringSettings(_Section):
     )
 
 
-LlmStep = Literal["rewrite", "route", "multi_query", "rank", "crag", "answer", "answer_check"]
+LlmStep = Literal[
+    "rewrite",
+    "route",
+    "multi_query",
+    "rank",
+    "crag",
+    "answer",
+    "answer_check",
+    "research_plan",
+    "research_report",
+]
 
 
 class LlmStepSettings(_Section):
@@ -243,6 +253,8 @@ class LlmStepsSettings(_Section):
     crag: LlmStepSettings = Field(default_factory=_step(128, 0.0))
     answer: LlmStepSettings = Field(default_factory=_step(600, 0.2))
     answer_check: LlmStepSettings = Field(default_factory=_step(96, 0.0))
+    research_plan: LlmStepSettings = Field(default_factory=_step(300, 0.2))
+    research_report: LlmStepSettings = Field(default_factory=_step(1200, 0.2))
 
     def get(self, step: LlmStep) -> LlmStepSettings:
         settings: LlmStepSettings = getattr(self, step)
@@ -291,6 +303,18 @@ class CompatSettings(_Section):
     )
 
 
+class ResearchSettings(_Section):
+    max_concurrent_jobs: int = Field(
+        default=2, ge=1, le=64, description="Research jobs running at once; more get 429."
+    )
+    retention_s: int = Field(
+        default=3600, ge=1, description="How long a finished job stays readable."
+    )
+    heartbeat_s: float = Field(
+        default=15.0, gt=0, le=300, description="Keep-alive comment on a quiet event stream."
+    )
+
+
 class LoggingSettings(_Section):
     access: bool = Field(
         default=True, description="One JSON line per HTTP request on stderr (searcher serve)."
@@ -315,6 +339,7 @@ class Settings(_Section):
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    research: ResearchSettings = Field(default_factory=ResearchSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     def cache_dir(self) -> Path:

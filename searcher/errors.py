@@ -238,3 +238,27 @@ class LlmTimeout(LlmError):
 
 class LlmBadReply(LlmError):
     """The endpoint answered, but not with something the step can use."""
+
+
+# --- research --------------------------------------------------------------------------
+
+
+class ResearchFailed(SearcherError):
+    """A research job could not go on (every search failed); the job ends ``failed``."""
+
+
+class TooManyJobs(SearcherError):
+    """``research.max_concurrent_jobs`` are running; ``retry_after_s`` says when to retry."""
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(f"{limit} research jobs are running already; retry later")
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
+class JobNotFound(SearcherError):
+    """No research job has that id (or it expired)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no research job {job_id!r}")
+        self.job_id = job_id

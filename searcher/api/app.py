@@ -16,6 +16,7 @@ from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import install_error_handlers
 from searcher.api.observe import ObserveMiddleware
+from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import backend_status
@@ -33,6 +34,7 @@ from searcher.contract import (
 )
 from searcher.mcp_server import mcp_sessions, mount_mcp
 from searcher.metrics import CONTENT_TYPE, Metrics
+from searcher.research.jobs import JobBook
 from searcher.runtime import Runtime, open_service
 
 
@@ -63,8 +65,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_service(settings, ddgs_factory=ddgs_factory, metrics=metrics) as runtime:
             app.state.runtime = runtime
-            async with mcp_sessions(app):  # MCP tool calls end before the service closes
-                yield
+            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research)
+            try:
+                async with mcp_sessions(app):  # MCP tool calls end before the service closes
+                    yield
+            finally:
+                await jobs.close()  # research jobs end (cancelled) before the service closes
 
     app = FastAPI(
         title="searcher",
@@ -82,6 +88,7 @@ def create_app(
     app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
     app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
     app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
+    app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
     mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
 
     @app.post(

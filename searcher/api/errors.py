@@ -10,7 +10,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, field_problems
+from searcher.errors import (
+    AllBackendsFailed,
+    InvalidRequest,
+    JobNotFound,
+    SearcherError,
+    TooManyJobs,
+    field_problems,
+)
 
 log = logging.getLogger("searcher.api")
 
@@ -46,6 +53,16 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:
         backends = [{"backend": f.backend, "reason": f.reason} for f in exc.failures]
         return error_response(502, "all_backends_failed", str(exc), backends=backends)
+
+    @app.exception_handler(JobNotFound)
+    async def _on_no_job(_: Request, exc: JobNotFound) -> JSONResponse:
+        return error_response(404, "not_found", str(exc))
+
+    @app.exception_handler(TooManyJobs)
+    async def _on_too_many_jobs(_: Request, exc: TooManyJobs) -> JSONResponse:
+        response = error_response(429, "too_many_jobs", str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
 
     @app.exception_handler(SearcherError)
     async def _on_ours(_: Request, exc: SearcherError) -> JSONResponse:
