@@ -10,7 +10,7 @@ import functools
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import yaml
@@ -28,6 +28,9 @@ from searcher.errors import (
 )
 from searcher.page_reader import PageOutcome
 from searcher.runtime import open_service
+
+if TYPE_CHECKING:
+    from searcher.contract import ResearchRequest
 
 T = TypeVar("T")
 config_option = click.option(
@@ -246,6 +249,87 @@ def search(
                 f"Check ({check['method']}): {check['isrel']}, {check['issup']}, "
                 f"usefulness {check['isuse']}/5"
             )
+
+
+def _describe_event(kind: str, data: dict[str, Any]) -> str:
+    """One line of research progress for a terminal."""
+    where = f"[round {data['round']}] " if "round" in data else ""
+    if kind == "plan":
+        return f"{where}plan ({data['source']}): " + " | ".join(data["sub_questions"])
+    if kind == "search":
+        found = data.get("error") or f"{data['results']} results, {data.get('new_urls', 0)} new"
+        return f"{where}search: {data['sub_question']} ({found})"
+    if kind == "read":
+        return f"{where}read {data['status']}: {data['url']} ({data['passages']} passages)"
+    if kind == "evidence":
+        done = sum(1 for c in data["coverage"] if c["covered"])
+        return f"{where}evidence: {done}/{len(data['coverage'])} sub-questions covered"
+    if kind == "verify":
+        return f"verify: {data['status']} ({data['supported']}/{data['claims']} claims supported)"
+    return f"{kind}: {json.dumps(data, ensure_ascii=False)}"
+
+
+async def _research_in_process(
+    settings: Settings, request: ResearchRequest, show: bool
+) -> dict[str, Any]:
+    from searcher.research.loop import Research
+
+    async def emit(kind: str, data: dict[str, Any]) -> None:
+        if show:
+            click.echo(_describe_event(kind, data), err=True)
+
+    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+        result = await Research(request, runtime.service.parts, emit).run()
+        return result.model_dump(mode="json")
+
+
+@main.command()
+@click.argument("question")
+@click.option(
+    "--preset",
+    type=click.Choice(["minimal", "balanced", "enhanced", "research", "full"]),
+    default="balanced",
+    show_default=True,
+    help="How far to go: rounds, sub-questions, pages read (5/10/10/15/15).",
+)
+@click.option("--max-time", "max_time_s", type=click.IntRange(1, 900), default=None,
+              help="Deadline in seconds (default: the preset's).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@config_option
+def research(
+    question: str, preset: str, max_time_s: int | None, as_json: bool, config_path: str | None
+) -> None:
+    """Research a question over several rounds of searching and reading; print the report
+    (an evidence report without an LLM). Progress goes to stderr on a terminal."""
+    from searcher.contract import ResearchRequest
+    from searcher.errors import ResearchFailed
+
+    body: dict[str, Any] = {"query": question, "preset": preset}
+    if max_time_s is not None:
+        body["budget"] = {"max_total_time_ms": max_time_s * 1000}
+    try:
+        request = ResearchRequest.model_validate(body)
+    except ValidationError as exc:
+        _fail(f"invalid {InvalidRequest.from_validation(exc.errors())}", 2)
+    settings = _settings(config_path)
+    try:
+        result = _run(
+            functools.partial(_research_in_process, settings, request, sys.stderr.isatty())
+        )
+    except ResearchFailed as exc:
+        _fail(str(exc), 1)
+    except SearcherError as exc:
+        _fail(str(exc), 1)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    click.echo(result["report"] or "")
+    click.echo(
+        f"\n(confidence {result['confidence']}, {result['verification_status']}, "
+        f"stopped: {result['stopped']}, {result['usage']['rounds']} rounds, "
+        f"{result['usage']['pages_read']} pages)",
+        err=True,
+    )
 
 
 @main.command("mcp")

@@ -235,3 +235,41 @@ def test_the_deadline_holds_with_a_hanging_model(make_settings, serve_searcher, 
     assert job["status"] == "done"
     assert job["result"]["usage"]["elapsed_ms"] < 4000 + 1000
     assert job["result"]["report_method"] == "evidence"
+
+
+def test_the_python_clients_run_research(make_settings, serve_searcher):
+    import asyncio
+
+    from searcher.client import AsyncSearcherClient, SearcherClient
+
+    base = serve_searcher(make_settings())
+    with SearcherClient(base) as client:
+        result = client.research(QUESTION, preset="minimal")
+        assert result.report_method == "evidence" and result.evidence
+        job = client.start_research(QUESTION, preset="minimal")
+        events = list(client.stream_research(job.id))
+        assert [e.id for e in events] == list(range(1, len(events) + 1))
+        later = list(client.stream_research(job.id, after=2))
+        assert [e.id for e in later] == [e.id for e in events[2:]]
+        assert client.research_status(job.id).status == "done"
+
+    async def run() -> str:
+        async with AsyncSearcherClient(base) as client:
+            found = await client.research(QUESTION, preset="minimal")
+            return found.verification_status
+
+    assert asyncio.run(run()) in {"verified", "partially_verified", "conflicting", "unverified"}
+
+
+def test_the_cli_prints_the_report(config_file):
+    from click.testing import CliRunner
+
+    from searcher.cli import main
+
+    result = CliRunner().invoke(
+        main, ["research", QUESTION, "--preset", "minimal", "--config", config_file()]
+    )
+    assert result.exit_code == 0, result.output
+    assert "# Evidence for:" in result.output
+    bad = CliRunner().invoke(main, ["research", QUESTION, "--preset", "nope"])
+    assert bad.exit_code == 2
