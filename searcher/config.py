@@ -21,7 +21,7 @@ from searcher.errors import ConfigError
 
 BackendName = Literal["searxng", "duckduckgo", "brave"]
 BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
-SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key"})
+SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key", "redis_url"})
 
 
 class _Section(BaseModel):
@@ -291,6 +291,91 @@ class CompatSettings(_Section):
     )
 
 
+# --- shared state and result caches (issue 13) -------------------------------------------
+
+
+class StateSettings(_Section):
+    """Where shared state lives: SQLite files on this machine, or Redis for many."""
+
+    redis_url: str | None = Field(
+        default=None,
+        description="redis://[:password@]host:port/db; set: every cache and counter lives "
+        "in Redis, shared by all workers and replicas. Unset: SQLite files in state.dir.",
+    )
+    dir: str | None = Field(
+        default=None,
+        description="Directory of the SQLite state file; default: the user "
+        "cache directory (…/searcher/state).",
+    )
+    redis_prefix: str = Field(default="searcher:", description="Prefix of every Redis key.")
+    redis_timeout_s: float = Field(
+        default=0.5, gt=0, description="Connect and command timeout of each Redis call."
+    )
+    sqlite_busy_timeout_ms: int = Field(
+        default=5000, ge=0, description="How long a SQLite writer waits for another process."
+    )
+    retry_after_failure_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="After a state failure, skip the store this long "
+        "(requests go on without the cache) before trying again.",
+    )
+
+    def directory(self) -> Path:
+        if self.dir:
+            return Path(self.dir).expanduser()
+        return Path(platformdirs.user_cache_dir("searcher")) / "state"
+
+
+def _default_intent_ttls() -> dict[str, int]:
+    return {"fresh_data": 300, "background": 7 * 86_400}
+
+
+class SemanticCacheSettings(_Section):
+    enabled: bool = Field(
+        default=False,
+        description="Serve a cached answer to a query close in meaning "
+        "(same numbers, dates and proper nouns).",
+    )
+    threshold: float = Field(
+        default=0.93,
+        gt=0,
+        le=1,
+        description="Cosine at or above which queries match "
+        "(chosen on QQP for <= 1 % false hits with minilm-static-256; "
+        "see bench/semantic_cache.py).",
+    )
+    max_entries: int = Field(
+        default=100_000, ge=1, description="Queries kept in each process's in-memory index."
+    )
+
+
+class ResultCacheSettings(_Section):
+    """The cache of whole search answers (``meta.cache`` says when one was used)."""
+
+    enabled: bool = Field(default=True, description="Cache complete search answers.")
+    ttl_s: int = Field(default=3600, ge=0, description="How long an answer stays fresh.")
+    ttl_by_intent: dict[str, int] = Field(
+        default_factory=_default_intent_ttls,
+        description="Fresh time per request intent, overriding ttl_s.",
+    )
+    fresh_ttl_s: int = Field(
+        default=300,
+        ge=0,
+        description="Fresh time for time_range: day and for the routes in fresh_routes (news).",
+    )
+    fresh_routes: list[str] = Field(
+        default_factory=lambda: ["news"], description="Engine groups whose answers age fast."
+    )
+    stale_if_error_s: int = Field(
+        default=86_400,
+        ge=0,
+        description="When every backend fails, serve an answer this "
+        "long past its fresh time, marked stale.",
+    )
+    semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
+
+
 class Settings(_Section):
     backends: BackendsSettings = Field(default_factory=BackendsSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
@@ -303,6 +388,8 @@ class Settings(_Section):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
 
     def cache_dir(self) -> Path:
         """Where the extraction cache lives."""
@@ -328,6 +415,8 @@ ENV_VARS: dict[str, str] = {
     "SEARCHER_LLM_API_KEY": "llm.api_key",
     "SEARCHER_OPENWEBUI_API_KEY": "compat.openwebui_api_key",
     "SEARCHER_TAVILY_API_KEY": "compat.tavily_api_key",
+    "SEARCHER_REDIS_URL": "state.redis_url",
+    "SEARCHER_STATE_DIR": "state.dir",
 }
 CONFIG_ENV_VAR = "SEARCHER_CONFIG"
 

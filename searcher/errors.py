@@ -188,3 +188,11 @@ class LlmTimeout(LlmError):
 
 class LlmBadReply(LlmError):
     """The endpoint answered, but not with something the step can use."""
+
+
+# --- shared state (SQLite files, Redis) ------------------------------------------------
+
+
+class StateUnavailable(SearcherError):
+    """The state store (Redis, or the SQLite files) cannot be reached or used. At start-up
+    this stops ``searcher serve``; while serving, the caches treat it as a miss."""

@@ -135,3 +135,25 @@ def config_file(testbed: TestbedServer, tmp_path: Path) -> Callable[..., str]:
         return str(path)
 
     return write
+
+
+# --- a real Redis (tests/redis_server.py) ----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[Any]:
+    """One redis-server on a free loopback port for the session."""
+    from tests.redis_server import RedisServer
+
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: Any) -> str:
+    """The session Redis, emptied for this test."""
+    from tests.redis_server import flush
+
+    flush(redis_server.url)
+    url: str = redis_server.url
+    return url
