@@ -68,7 +68,8 @@ class RedisStore:
     def __init__(self, url: str, prefix: str = "searcher:", timeout_s: float = 0.5) -> None:
         self.location = redacted(url)
         self._prefix = prefix
-        self._redis = aioredis.Redis.from_url(
+        # Any: redis-py's annotations mix sync and async return types.
+        self._redis: Any = aioredis.Redis.from_url(
             url,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
