@@ -78,6 +78,7 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     from searcher.api.app import create_app
 
     settings = _settings(config_path)  # read here too, so a bad config fails before binding
+    _check_state(settings)  # an unreachable Redis fails here, not in every worker
     bind = {
         "host": host or settings.service.host,
         "port": settings.service.port if port is None else port,
@@ -92,6 +93,21 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     if config_path:
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
     uvicorn.run("searcher.api.app:create_app", factory=True, workers=workers, **bind)  # type: ignore[arg-type]
+
+
+def _check_state(settings: Settings) -> None:
+    """Exit 2 with a clear message when the state store cannot be reached."""
+    from searcher.errors import StateUnavailable
+    from searcher.state import open_store
+
+    async def check() -> None:
+        store = await open_store(settings.state)
+        await store.aclose()
+
+    try:
+        _run(check)
+    except StateUnavailable as exc:
+        _fail(f"cannot use the state store (state.redis_url / state.dir): {exc}", 2)
 
 
 def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:

@@ -17,6 +17,7 @@ from searcher import __version__
 from searcher.backends.base import BackendQuery
 from searcher.backends.chain import BackendPool
 from searcher.backends.policy import BackendPlan, plan_backends
+from searcher.cache.results import ResultCache, serve_cached
 from searcher.config import BudgetDefaults, Settings
 from searcher.contract import (
     AnswerCheck,
@@ -264,8 +265,10 @@ class SearchService:
         embedder: Embedder | None = None,
         embedder_problem: str | None = None,
         llm: LlmClient | None = None,
+        results: ResultCache | None = None,
     ) -> None:
         self.settings = settings
+        self.results = results
         self.pool = pool
         self.reader = reader
         self.embedder = embedder
@@ -316,8 +319,19 @@ class SearchService:
     async def search(
         self, request: SearchRequest, progress: Progress | None = None
     ) -> SearchResponse:
-        """Run one search request to a UCP-1 response. Raises ``AllBackendsFailed`` when no
-        backend answered and ``InvalidRequest`` for a request the contract cannot express."""
+        """Answer one search request with a UCP-1 response, from the result cache when it
+        may (``meta.cache`` says so). Raises ``AllBackendsFailed`` when no backend answered
+        and no stale answer may stand in, ``InvalidRequest`` for a request the contract
+        cannot express."""
+        # The result cache's one call site: it wraps the whole computation.
+        return await serve_cached(
+            self.results, request, lambda: self.search_uncached(request, progress)
+        )
+
+    async def search_uncached(
+        self, request: SearchRequest, progress: Progress | None = None
+    ) -> SearchResponse:
+        """Run one search request to a UCP-1 response, calling the backends."""
         started = time.perf_counter()
         settings = self.settings
         budget = effective_budget(request.budget, settings.budget)

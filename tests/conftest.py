@@ -83,6 +83,7 @@ def make_settings(testbed: TestbedServer, tmp_path: Path) -> Callable[..., Setti
             },
             "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"], "extract_workers": 1},
             "service": {"cache": {"dir": str(tmp_path / "cache")}},
+            "state": {"dir": str(tmp_path / "state")},
             "embeddings": {"provider": "model2vec", "model": str(STATIC_MODEL)},
         }
         return Settings.model_validate(_merge(base, overrides))
@@ -128,6 +129,7 @@ def config_file(testbed: TestbedServer, tmp_path: Path) -> Callable[..., str]:
             },
             "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
             "service": {"cache": {"dir": str(tmp_path / "cache")}},
+            "state": {"dir": str(tmp_path / "state")},
             "embeddings": {"model": str(STATIC_MODEL)},
         }
         path = tmp_path / "searcher.yaml"

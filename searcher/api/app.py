@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,6 +30,7 @@ from searcher.contract import (
     LlmHealth,
     SearchRequest,
     SearchResponse,
+    StateInfo,
 )
 from searcher.mcp_server import mcp_sessions, mount_mcp
 from searcher.runtime import Runtime, open_service
@@ -110,12 +112,14 @@ def create_app(
             problem=runtime.embedder_problem,
         )
         llm = runtime.settings.llm
+        store = runtime.state.health() if runtime.state else None
         health = Health(
-            status=state,
+            status=state if store is None or store.ok else "degraded",
             version=__version__,
             backends=backends,
             embedder=embedder,
             llm=LlmHealth(configured=llm.configured, base_url=llm.base_url, model=llm.model),
+            state=StateInfo(**dataclasses.asdict(store)) if store else None,
         )
         return _json(health.model_dump())
 
