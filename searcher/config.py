@@ -338,7 +338,7 @@ class SemanticCacheSettings(_Section):
         "(same numbers, dates and proper nouns).",
     )
     threshold: float = Field(
-        default=0.93,
+        default=0.97,
         gt=0,
         le=1,
         description="Cosine at or above which queries match "
