@@ -245,31 +245,86 @@ def mcp_stdio(config_path: str | None) -> None:
 
 @main.group()
 def cache() -> None:
-    """Inspect or empty the extraction cache."""
+    """Inspect, prune or empty the caches (extracted pages, search results)."""
+
+
+async def _with_state(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``use`` on the configured state store (the result cache's home)."""
+    from searcher.state import build_store
+
+    store = build_store(settings.state)
+    try:
+        return await use(store)
+    finally:
+        await store.aclose()
+
+
+def _state_call(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
+    from searcher.errors import StateUnavailable
+
+    try:
+        return _run(lambda: _with_state(settings, use))
+    except StateUnavailable as exc:
+        _fail(f"cannot use the state store (state.redis_url / state.dir): {exc}", 2)
 
 
 @cache.command("stats")
 @config_option
 def cache_stats(config_path: str | None) -> None:
-    """Print entries, bytes, hits and misses."""
+    """Print entries, bytes, hits and misses of the extraction cache, and the entries and
+    vectors of the result cache."""
     from searcher.cache.extraction import ExtractionCache
 
     settings = _settings(config_path)
     store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
-    stats = {"dir": str(settings.cache_dir()), **store.stats()}
+    state = _state_call(settings, lambda s: s.stats())
+    stats = {
+        "dir": str(settings.cache_dir()),
+        **store.stats(),
+        "results": {
+            "engine": state.engine,
+            "location": state.location,
+            "entries": state.entries,
+            "vectors": state.vectors,
+        },
+    }
     click.echo(json.dumps(stats, indent=2))
 
 
 @cache.command("clear")
 @config_option
 def cache_clear(config_path: str | None) -> None:
-    """Remove every cached extraction."""
+    """Remove every cached extraction and every cached search result."""
     from searcher.cache.extraction import ExtractionCache
+    from searcher.cache.results import NAMESPACE
 
     settings = _settings(config_path)
     store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
     removed = _run(store.clear)
     click.echo(f"removed {removed} entries from {settings.cache_dir()}")
+    results = _state_call(settings, lambda s: s.clear(NAMESPACE))
+    click.echo(f"removed {results} search results from {build_location(settings)}")
+
+
+@cache.command("prune")
+@config_option
+def cache_prune(config_path: str | None) -> None:
+    """Remove expired entries now (``searcher serve`` also does it every
+    ``service.cache.sweep_interval_s``)."""
+    from searcher.cache.extraction import ExtractionCache
+
+    settings = _settings(config_path)
+    store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
+    removed = _run(store.sweep)
+    click.echo(f"removed {removed} expired entries from {settings.cache_dir()}")
+    pruned = _state_call(settings, lambda s: s.prune())
+    click.echo(f"removed {pruned} expired state entries from {build_location(settings)}")
+
+
+def build_location(settings: Settings) -> str:
+    from searcher.state import store_location
+
+    return store_location(settings.state)
 
 
 @main.command("eval")

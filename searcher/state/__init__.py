@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from searcher.config import StateSettings
 from searcher.state.base import (
     StateEngine,
@@ -14,7 +16,7 @@ from searcher.state.base import (
     set_json,
 )
 from searcher.state.failsoft import FailSoftStore
-from searcher.state.redis_store import RedisStore
+from searcher.state.redis_store import RedisStore, redacted
 from searcher.state.sqlite_store import SqliteStore
 
 __all__ = [
@@ -31,7 +33,17 @@ __all__ = [
     "get_json",
     "open_store",
     "set_json",
+    "store_location",
 ]
+
+
+def _sqlite_path(settings: StateSettings) -> Path:
+    return settings.directory() / "state.sqlite3"
+
+
+def store_location(settings: StateSettings) -> str:
+    """Where the configured state lives (a Redis URL without password, or the file)."""
+    return redacted(settings.redis_url) if settings.redis_url else str(_sqlite_path(settings))
 
 
 def build_store(settings: StateSettings) -> StateStore:
@@ -39,7 +51,7 @@ def build_store(settings: StateSettings) -> StateStore:
     the SQLite file in ``state.dir``."""
     if settings.redis_url:
         return RedisStore(settings.redis_url, settings.redis_prefix, settings.redis_timeout_s)
-    return SqliteStore(settings.directory() / "state.sqlite3", settings.sqlite_busy_timeout_ms)
+    return SqliteStore(_sqlite_path(settings), settings.sqlite_busy_timeout_ms)
 
 
 async def open_store(settings: StateSettings) -> FailSoftStore:
