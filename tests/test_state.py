@@ -38,7 +38,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     if request.param == "sqlite":
         engine = SqliteStore(tmp_path / "state.sqlite3")
     else:
-        engine = RedisStore(request.getfixturevalue("redis_url"), prefix="t:")
+        # A generous timeout: these tests are about behaviour, on a busy machine.
+        engine = RedisStore(request.getfixturevalue("redis_url"), prefix="t:", timeout_s=10)
     yield engine
     await engine.aclose()
 
