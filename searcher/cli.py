@@ -92,7 +92,15 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     # file through the environment.
     if config_path:
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
-    uvicorn.run("searcher.api.app:create_app", factory=True, workers=workers, **bind)  # type: ignore[arg-type]
+    # A worker answers the supervisor's health check only once it has imported the app;
+    # on a loaded machine that takes longer than uvicorn's 5 s, and it kills the worker.
+    uvicorn.run(
+        "searcher.api.app:create_app",
+        factory=True,
+        workers=workers,
+        timeout_worker_healthcheck=60,
+        **bind,  # type: ignore[arg-type]
+    )
 
 
 def _check_state(settings: Settings) -> None:
