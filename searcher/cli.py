@@ -329,6 +329,104 @@ def cache_prune(config_path: str | None) -> None:
     click.echo(f"removed {pruned} expired state entries from {build_location(settings)}")
 
 
+@main.group()
+def keys() -> None:
+    """API keys for ``auth.enabled``: create (shown once), list, revoke."""
+
+
+def _rate_option(value: str | None, field: str) -> Any:
+    from searcher.auth.keys import Rate
+
+    if value is None:
+        return None
+    try:
+        return Rate.parse(value, field)
+    except InvalidRequest as exc:
+        _fail(str(exc), 2)
+
+
+@keys.command("create")
+@click.argument("name")
+@click.option(
+    "--rate", default=None, help="Requests per time, e.g. 60/min (default: auth.default_rate)."
+)
+@click.option("--quota", default=None, help="Requests per window, e.g. 10000/day (default: none).")
+@config_option
+def keys_create(name: str, rate: str | None, quota: str | None, config_path: str | None) -> None:
+    """Create a key and print it: it is shown this once, only its hash is stored."""
+    from searcher.auth.keys import KeyBook
+
+    settings = _settings(config_path)
+    limits = _rate_option(rate, "--rate"), _rate_option(quota, "--quota")
+    try:
+        key, secret = _state_call(settings, lambda s: KeyBook(s).create(name, *limits))
+    except InvalidRequest as exc:
+        _fail(str(exc), 2)
+    click.echo(secret)
+    click.echo(
+        f"created key {key.id} ({key.name}); store the key now, it is not shown again", err=True
+    )
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@config_option
+def keys_list(as_json: bool, config_path: str | None) -> None:
+    """List the keys (never their secrets)."""
+    from searcher.auth.keys import KeyBook
+
+    found = _state_call(_settings(config_path), lambda s: KeyBook(s).list())
+    if as_json:
+        click.echo(json.dumps([k.public() for k in found], indent=2))
+        return
+    for key in found:
+        state = "revoked" if key.revoked else "active"
+        limits = f"rate {key.rate or 'default'}, quota {key.quota or 'none'}"
+        click.echo(f"{key.id}  {key.name:<20} {state:<8} {limits}  created {key.created_utc}")
+
+
+@keys.command("revoke")
+@click.argument("name_or_id")
+@config_option
+def keys_revoke(name_or_id: str, config_path: str | None) -> None:
+    """Revoke a key by name or id; it is refused from then on (within seconds)."""
+    from searcher.auth.keys import KeyBook
+    from searcher.errors import KeyNotFound
+
+    try:
+        key = _state_call(_settings(config_path), lambda s: KeyBook(s).revoke(name_or_id))
+    except KeyNotFound as exc:
+        _fail(str(exc), 1)
+    click.echo(f"revoked key {key.id} ({key.name})")
+
+
+@main.command("usage")
+@click.option("--json", "as_json", is_flag=True)
+@config_option
+def usage(as_json: bool, config_path: str | None) -> None:
+    """Requests per key today."""
+    import time
+
+    from searcher.api.auth import read_counter, usage_counter
+    from searcher.auth.keys import KeyBook
+
+    now = time.time()
+
+    async def read(store: Any) -> list[dict[str, Any]]:
+        rows = []
+        for key in await KeyBook(store).list():
+            used = await read_counter(store, usage_counter(key, now))
+            rows.append({**key.public(), "requests_today": used})
+        return rows
+
+    rows = _state_call(_settings(config_path), read)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        click.echo(f"{row['id']}  {row['name']:<20} {row['requests_today']:>8} requests today")
+
+
 def build_location(settings: Settings) -> str:
     from searcher.state import store_location
 

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from searcher.errors import ConfigError
+from searcher.errors import ConfigError, InvalidRequest
 
 BackendName = Literal["searxng", "duckduckgo", "brave"]
 BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
@@ -294,6 +294,33 @@ class CompatSettings(_Section):
 # --- shared state and result caches (issue 13) -------------------------------------------
 
 
+class AuthSettings(_Section):
+    """API keys (``searcher keys create``) and their limits on every route."""
+
+    enabled: bool = Field(
+        default=False, description="Require Authorization: Bearer <key> on every route."
+    )
+    open_paths: list[str] = Field(
+        default_factory=lambda: ["/v1/health", "/metrics"],
+        description="Paths that need no key (health checks, the metrics scraper).",
+    )
+    default_rate: str | None = Field(
+        default="60/min", description="Rate of keys created without --rate; null: no limit."
+    )
+
+    @field_validator("default_rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            from searcher.auth.keys import Rate  # the one parser of rates
+
+            try:
+                Rate.parse(value)
+            except InvalidRequest as exc:
+                raise ValueError(exc.message) from exc
+        return value
+
+
 class StateSettings(_Section):
     """Where shared state lives: SQLite files on this machine, or Redis for many."""
 
@@ -389,6 +416,7 @@ class Settings(_Section):
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
 
     def cache_dir(self) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,10 +14,18 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from searcher import __version__
+from searcher.api.auth import (
+    AuthMiddleware,
+    quota_window,
+    read_counter,
+    usage_counter,
+    usage_report,
+)
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
-from searcher.api.errors import install_error_handlers
+from searcher.api.errors import error_response, install_error_handlers
 from searcher.api.tools import router as tools_router
+from searcher.auth.keys import KeyBook
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import backend_status
 from searcher.config import Settings, load_settings
@@ -72,6 +81,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    if settings.auth.enabled:  # outside the body limit: a stranger's body is never read
+        app.add_middleware(AuthMiddleware, settings=settings.auth)
     install_error_handlers(app)
     app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
     app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
@@ -139,5 +150,28 @@ def create_app(
     async def cache_clear(request: Request) -> Response:
         removed = await _runtime(request).cache.clear()
         return _json({"removed": removed})
+
+    @app.get(
+        "/v1/usage",
+        summary="The calling key: its limits and what it used today",
+        responses={404: {"model": ErrorResponse, "description": "API keys are off."}},
+    )
+    async def usage(request: Request) -> Response:
+        key_id = request.scope.get("state", {}).get("key_id")
+        if key_id is None:
+            return error_response(404, "not_found", "API keys are off (auth.enabled: false)")
+        store = _runtime(request).state
+        if store is None:
+            return error_response(404, "not_found", "no state store")
+        key = next((k for k in await KeyBook(store).list() if k.id == key_id), None)
+        if key is None:
+            return error_response(404, "not_found", "the key is gone")
+        now = time.time()
+        today = await read_counter(store, usage_counter(key, now))
+        used = 0
+        if key.quota is not None:
+            window, _ = quota_window(key.quota, now)
+            used = await read_counter(store, f"auth:quota:{key.id}:{window}")
+        return _json(usage_report(key, today, used, now))
 
     return app
