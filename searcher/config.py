@@ -313,6 +313,11 @@ class ResearchSettings(_Section):
     heartbeat_s: float = Field(
         default=15.0, gt=0, le=300, description="Keep-alive comment on a quiet event stream."
     )
+    owner_ttl_s: float = Field(
+        default=15.0, gt=0, le=600,
+        description="A process running jobs renews its heartbeat in the state store every "
+        "third of this; a job whose process is silent this long reads as interrupted.",
+    )  # fmt: skip
 
 
 class LoggingSettings(_Section):

@@ -76,7 +76,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_service(settings, ddgs_factory=ddgs_factory, metrics=metrics) as runtime:
             app.state.runtime = runtime
-            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research)
+            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
             try:
                 async with mcp_sessions(app):  # MCP tool calls end before the service closes
                     yield
