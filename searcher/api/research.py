@@ -46,7 +46,8 @@ async def _event_stream(
         yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.id, event.type.encode(), data)
 
 
-async def _stream(request: Request, job_id: str, after: int) -> StreamingResponse:
+async def event_stream(request: Request, job_id: str, after: int) -> StreamingResponse:
+    """A job's events after ``after`` as an SSE response (404 before it starts)."""
     jobs = _jobs(request)
     await jobs.view(job_id)  # 404 before the stream starts, not inside it
     heartbeat = request.app.state.runtime.settings.research.heartbeat_s
@@ -71,7 +72,7 @@ async def _stream(request: Request, job_id: str, after: int) -> StreamingRespons
 async def start_research(body: ResearchRequest, request: Request) -> Response:
     job = await _jobs(request).submit(body)
     if body.stream:
-        return await _stream(request, job.id, 0)
+        return await event_stream(request, job.id, 0)
     accepted = ResearchAccepted(
         id=job.id,
         status=job.status,
@@ -106,7 +107,7 @@ async def research_events(
     ] = None,
 ) -> StreamingResponse:
     start = after if after is not None else (last_event_id or 0)
-    return await _stream(request, job_id, start)
+    return await event_stream(request, job_id, start)
 
 
 @router.delete(
