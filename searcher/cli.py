@@ -73,25 +73,27 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     """Run the HTTP API (OpenAPI docs at /docs)."""
     import os
 
-    import uvicorn
-
     from searcher.api.app import create_app
+    from searcher.api.http_server import run_server
 
     settings = _settings(config_path)  # read here too, so a bad config fails before binding
-    bind = {
-        "host": host or settings.service.host,
-        "port": settings.service.port if port is None else port,
-        "log_level": "info",
-        "access_log": False,
-    }
+    # The address bound is the one the Host check allows by default: the app must see it.
+    bound_port = settings.server.port if port is None else port
+    server = settings.server.model_copy(
+        update={"host": host or settings.server.host, "port": bound_port}
+    )
+    settings = settings.model_copy(update={"server": server})
+    options: dict[str, Any] = {"log_level": "info", "access_log": False}
     if workers == 1:
-        uvicorn.run(create_app(settings), **bind)  # type: ignore[arg-type]
+        if not run_server(create_app(settings), server, **options):
+            _fail(f"could not serve on {server.host}:{server.port}", 3)
         return
     # Worker processes build their own app from an import string; they find the config
-    # file through the environment.
+    # file, and the address bound, through the environment.
     if config_path:
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
-    uvicorn.run("searcher.api.app:create_app", factory=True, workers=workers, **bind)  # type: ignore[arg-type]
+    os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
+    run_server("searcher.api.app:create_app", server, workers, **options)
 
 
 def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:

@@ -41,6 +41,7 @@ from searcher.embeddings import Embedder
 from searcher.errors import AllBackendsFailed
 from searcher.fetch.fetcher import FetchLimits
 from searcher.fusion import FusedHit, fuse, ranked_lists
+from searcher.limits import clamp_budget, extract_chars_within_limit, pages_within_limit
 from searcher.llm.answer import check_citations, write_answer
 from searcher.llm.answer_check import check_answer
 from searcher.llm.client import LlmClient
@@ -60,6 +61,7 @@ from searcher.selection import apply_pick_ids, filter_domains
 from searcher.urls import item_id
 
 PRODUCER = Producer(name="searcher", version=__version__)
+BEYOND_PAGE_LIMIT = PageOutcome("skipped", "budget", "beyond limits.max_fetch_pages")
 CHUNK_CHARS = 500
 
 
@@ -320,13 +322,14 @@ class SearchService:
         backend answered and ``InvalidRequest`` for a request the contract cannot express."""
         started = time.perf_counter()
         settings = self.settings
-        budget = effective_budget(request.budget, settings.budget)
+        asked, clamped = clamp_budget(request.budget, settings.limits)  # limits.*; 422 if strict
+        budget = effective_budget(asked, settings.budget)
         deadline = Deadline(budget.max_total_time_ms / 1000)
         calls = CallBudget(budget.max_tool_calls)
         llm = StepRunner(self.llm, settings.llm, deadline, calls, date.today())
         constraints = request.constraints
         mode = constraints.search_mode
-        errors: list[ErrorEntry] = []
+        errors: list[ErrorEntry] = list(clamped)
         timing: dict[str, int] = {}
         extra_meta: dict[str, Any] = {}
         question = request.query_text  # what the user asked: ranking and answers use it
@@ -607,7 +610,9 @@ class SearchService:
         self, urls: Sequence[str], max_chars: int | None = None, progress: Progress | None = None
     ) -> list[PageOutcome]:
         """Read pages by URL (cache, guarded fetch, extraction) under the configured budget
-        defaults: the one path for fetch_page, extract and loader endpoints."""
+        defaults: the one path for fetch_page, extract and loader endpoints. At most
+        ``limits.max_fetch_pages`` are read; the rest are skipped (budget), or the call is
+        refused (``InvalidRequest`` on ``urls``) when ``limits.strict``."""
         defaults = self.settings.budget
         limits = FetchLimits(
             timeout_s=defaults.fetch_timeout_ms / 1000,
@@ -616,8 +621,12 @@ class SearchService:
             max_redirects=defaults.max_redirects,
         )
         chars = defaults.max_extract_chars_per_page if max_chars is None else max_chars
+        chars = extract_chars_within_limit(chars, self.settings.limits)
         deadline = Deadline(defaults.max_total_time_ms / 1000)
-        return await self.reader.read_all(list(urls), limits, chars, deadline, progress)
+        # limits.max_fetch_pages: the rest are skipped (or the request refused, if strict).
+        read, beyond = pages_within_limit(urls, self.settings.limits)
+        outcomes = await self.reader.read_all(read, limits, chars, deadline, progress)
+        return outcomes + [BEYOND_PAGE_LIMIT] * len(beyond)
 
     @staticmethod
     def _passage_selector(query: str) -> Callable[[str, int], str]:

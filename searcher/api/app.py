@@ -9,12 +9,14 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 
 from searcher import __version__
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import install_error_handlers
+from searcher.api.host_check import HostOriginMiddleware
 from searcher.api.tools import router as tools_router
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import backend_status
@@ -69,7 +71,23 @@ def create_app(
         summary="Search API for LLMs and agents: fused web results packed as evidence.",
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    server = settings.server
+    app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)
+    if server.cors.allow_origins:  # browser clients the operator allows (README "Security")
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=server.cors.allow_origins,
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=server.cors.allow_headers,
+            expose_headers=["Mcp-Session-Id"],
+            max_age=server.cors.max_age_s,
+        )
+    # Added last, so outermost: a foreign Host or Origin is refused before anything runs.
+    app.add_middleware(
+        HostOriginMiddleware,
+        allowed_hosts=server.served_hosts(),
+        cors_origins=server.cors.allow_origins,
+    )
     install_error_handlers(app)
     app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
     app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
