@@ -15,7 +15,14 @@ from typing import Any, Literal
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from searcher.errors import ConfigError
 
@@ -120,6 +127,14 @@ class ServerSettings(_Section):
         default=1000, ge=1, description="Open connections (and requests) at once; more: 503."
     )
     keep_alive_s: int = Field(default=5, ge=1, description="Idle keep-alive connections close.")
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        # From the environment: "searcher,localhost,127.0.0.1".
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     def served_hosts(self) -> list[str]:
         """``allowed_hosts``, or its default: the bound address and the loopback names."""
@@ -456,6 +471,7 @@ ENV_VARS: dict[str, str] = {
     "SEARCHER_CACHE_DIR": "service.cache.dir",
     "SEARCHER_HOST": "server.host",
     "SEARCHER_PORT": "server.port",
+    "SEARCHER_ALLOWED_HOSTS": "server.allowed_hosts",
     "SEARCHER_LLM_BASE_URL": "llm.base_url",
     "SEARCHER_LLM_MODEL": "llm.model",
     "SEARCHER_LLM_API_KEY": "llm.api_key",
