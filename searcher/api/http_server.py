@@ -42,6 +42,7 @@ HEAD_END = b"\r\n\r\n"
 # File descriptors besides the client connections: page fetches, backends, the cache,
 # extraction workers.
 SPARE_FDS = 512
+WORKER_HEALTHCHECK_S = 30
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,10 @@ def server_config(app: Any, server: ServerSettings, **kwargs: Any) -> BoundedCon
         timeout_keep_alive=server.keep_alive_s,
         forwarded_allow_ips=server.forwarded_allow_ips,
         h11_max_incomplete_event_size=server.max_header_bytes,
+        # A worker answers the supervisor's pings only once it has imported the app's
+        # modules; on a busy machine that takes more than uvicorn's 5 s, and it kept
+        # killing and restarting workers that were merely starting.
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
         **kwargs,
     )
 
