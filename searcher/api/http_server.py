@@ -198,6 +198,7 @@ def server_config(app: Any, server: ServerSettings, **kwargs: Any) -> BoundedCon
         RequestBounds.of(server),
         host=server.host,
         port=server.port,
+        ws="none",  # the app has no WebSocket routes: no upgrade path to bound
         limit_concurrency=server.max_connections,
         timeout_keep_alive=server.keep_alive_s,
         forwarded_allow_ips=server.forwarded_allow_ips,
