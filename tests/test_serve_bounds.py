@@ -175,8 +175,12 @@ def test_get_mcp_opens_no_stream(tight: Served) -> None:
 
 def test_connections_beyond_the_limit_get_503(tmp_path: Path) -> None:
     with _serve(tmp_path, {"max_connections": 4, "header_timeout_s": 60}) as served:
-        idle = [served.connect() for _ in range(4)]
+        idle = [served.connect() for _ in range(3)]
         try:
+            # The fourth connection is answered at once, before it sends anything.
+            with served.connect() as extra:
+                answer = _read_until_closed(extra)
+            assert answer.startswith(b"HTTP/1.1 503 ") and b"server.max_connections" in answer
             refused = httpx.get(f"{served.base}/v1/health", timeout=30)
             assert refused.status_code == 503
         finally:

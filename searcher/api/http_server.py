@@ -9,6 +9,8 @@ subclass of uvicorn's httptools protocol, because uvicorn has no hook for it:
 
 - the request line and headers are counted as they arrive, before the parser buffers
   them: beyond ``server.max_header_bytes`` the client gets 431 and the connection closes;
+- a connection beyond ``server.max_connections`` gets its 503 at once, instead of
+  holding a file descriptor until its headers arrive;
 - they must arrive within ``server.header_timeout_s`` of the connection opening (or of
   the first byte of the next request on a kept-alive connection), whatever trickles in;
 - a request body must arrive within ``server.body_timeout_s`` of its headers.
@@ -115,6 +117,13 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        limit = self.limit_concurrency
+        if limit is not None and len(self.connections) >= limit:
+            # uvicorn would answer 503 once the headers are in, holding the connection (and
+            # its file descriptor) until then; beyond the limit, answer at once.
+            message = f"over {limit} connections (server.max_connections); try again later"
+            self._refuse(503, "Service Unavailable", "overloaded", message)
+            return
         self._arm(self.bounds.header_timeout_s, "headers")
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -131,7 +140,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             end = seen.find(HEAD_END)
             head = len(data) if end < 0 else end + len(HEAD_END) - len(self._tail)
             if self._head_bytes + head > self.bounds.max_header_bytes:
-                self._refuse_head()
+                limit = self.bounds.max_header_bytes
+                message = f"request line and headers over {limit} bytes (server.max_header_bytes)"
+                self._refuse(431, "Request Header Fields Too Large", "headers_too_large", message)
                 return
             self._head_bytes += len(data)
             self._tail = seen[-(len(HEAD_END) - 1) :]
@@ -149,21 +160,13 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._awaiting_head = True
         super().on_message_complete()
 
-    def _refuse_head(self) -> None:
-        """431, then the connection is closed; what the client still sends is discarded
-        for a moment so that it reads the answer rather than a reset."""
+    def _refuse(self, status: int, phrase: str, type_: str, message: str) -> None:
+        """Answer ``status`` and close; what the client still sends is discarded for a
+        moment, so that it reads the answer rather than a connection reset."""
         self._discarding = True
         self._disarm()
         if self.cycle is None or self.cycle.response_complete:
-            limit = self.bounds.max_header_bytes
-            self.transport.write(
-                _response(
-                    431,
-                    "Request Header Fields Too Large",
-                    "headers_too_large",
-                    f"request line and headers over {limit} bytes (server.max_header_bytes)",
-                )
-            )
+            self.transport.write(_response(status, phrase, type_, message))
             if self.transport.can_write_eof():
                 self.transport.write_eof()
         self.loop.call_later(LINGER_S, self.transport.close)
