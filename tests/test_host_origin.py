@@ -173,3 +173,28 @@ def test_mcp_offers_no_event_stream(make_settings, serve_searcher):
     stream = httpx.get(f"{base}/mcp", headers={"Accept": "text/event-stream"}, timeout=30)
     assert stream.status_code == 405 and stream.headers["allow"] == "POST"
     assert httpx.delete(f"{base}/mcp", timeout=30).status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("host", "origin", "status"),
+    [
+        ("127.0.0.1:8080", None, None),
+        ("localhost:8080", "http://localhost:8080", None),
+        ("[::1]:9000", None, None),
+        ("attacker.example:8080", None, 421),
+        ("127.0.0.1:8080", "http://attacker.example", 403),
+    ],
+)
+async def test_the_mcp_sdk_check_agrees_with_ours(host, origin, status):
+    # The SDK's own middleware, fed our settings: a second line behind HostOriginMiddleware.
+    from mcp.server.transport_security import TransportSecurityMiddleware
+    from starlette.requests import Request
+
+    headers = [(b"host", host.encode()), (b"content-type", b"application/json")]
+    if origin:
+        headers.append((b"origin", origin.encode()))
+    request = Request({"type": "http", "method": "POST", "headers": headers, "path": "/mcp"})
+    refused = await TransportSecurityMiddleware(transport_security(Settings())).validate_request(
+        request, is_post=True
+    )
+    assert (refused.status_code if refused else None) == status
