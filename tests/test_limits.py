@@ -201,6 +201,6 @@ def test_open_webui_count_is_a_suggestion_held_to_max_results(
     assert 0 < len(response.json()) <= 6
 
 
-def test_the_settings_fixture_stays_within_the_default_limits():
+def test_the_default_budget_is_within_the_default_limits():
     # Every default ceiling is at least its default budget value.
     Settings()
