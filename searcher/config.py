@@ -15,7 +15,14 @@ from typing import Any, Literal
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from searcher.errors import ConfigError, InvalidRequest, field_problems
 
@@ -63,10 +70,101 @@ class CacheSettings(_Section):
 
 
 class ServiceSettings(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
-    max_body_bytes: int = Field(default=64 * 1024, ge=1024)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+
+
+# --- the HTTP server: where it listens and what it lets in (README "Security") ---------
+
+# Names a browser may use for a loopback server; with the bound address, the default of
+# server.allowed_hosts (any port).
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+# service.* keys that moved to server.*; the old names are still read.
+LEGACY_SERVER_KEYS = ("host", "port", "max_body_bytes")
+
+
+class CorsSettings(_Section):
+    allow_origins: list[str] = Field(
+        default_factory=list,
+        description='Browser origins allowed to call the API (e.g. "https://chat.example.com"); '
+        '"*" any. Empty: no CORS headers, and cross-site POSTs are refused.',
+    )
+    allow_headers: list[str] = Field(
+        default_factory=lambda: [
+            "Authorization", "Content-Type", "Mcp-Protocol-Version", "Mcp-Session-Id",
+            "Last-Event-ID",
+        ],
+        description="Request headers those origins may send.",
+    )  # fmt: skip
+    max_age_s: int = Field(default=600, ge=0, description="How long browsers cache a preflight.")
+
+
+class ServerSettings(_Section):
+    """``searcher serve``: the listener, request size and time limits, Host/Origin checks."""
+
+    host: str = Field(default="127.0.0.1", description="Interface to bind.")
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024, description="Larger bodies: 413.")
+    allowed_hosts: list[str] | None = Field(
+        default=None,
+        description="Host header values served (host: any port; host:port; *.domain; *). "
+        "Unset: the bound address, localhost, 127.0.0.1 and [::1]. Others get 421.",
+    )
+    cors: CorsSettings = Field(default_factory=CorsSettings)
+    forwarded_allow_ips: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1"],
+        description="Proxies whose X-Forwarded-For/-Proto are trusted.",
+    )
+    max_header_bytes: int = Field(
+        default=16 * 1024, ge=1024, description="Request line + headers; more: 431."
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="Request line + headers must arrive within this."
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, description="A request body must arrive within this."
+    )
+    max_connections: int = Field(
+        default=1000, ge=1, description="Open connections (and requests) at once; more: 503."
+    )
+    keep_alive_s: int = Field(default=5, ge=1, description="Idle keep-alive connections close.")
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        # From the environment: "searcher,localhost,127.0.0.1".
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    def served_hosts(self) -> list[str]:
+        """``allowed_hosts``, or its default: the bound address and the loopback names."""
+        if self.allowed_hosts is not None:
+            return self.allowed_hosts
+        bound = f"[{self.host}]" if ":" in self.host else self.host
+        return list(dict.fromkeys([bound, *LOOPBACK_NAMES]))
+
+
+# --- ceilings on what one request may ask for ------------------------------------------
+
+
+class LimitsSettings(_Section):
+    """Server ceilings on the ``budget`` fields of a request: a larger value is clamped
+    (and said so in ``meta.errors``), or refused with 422 when ``strict``."""
+
+    strict: bool = Field(default=False, description="Refuse (422) instead of clamping.")
+    max_tool_calls: int = Field(default=20, ge=0)
+    max_search_retries: int = Field(default=3, ge=0)
+    max_results: int = Field(default=50, ge=1, le=100)
+    max_fetch_pages: int = Field(
+        default=20, ge=0, le=50, description="Also: URLs one extract/loader request may read."
+    )
+    max_download_bytes_per_page: int = Field(default=10_000_000, ge=0)
+    max_extract_chars_per_page: int = Field(default=1_000_000, ge=0)
+    max_redirects: int = Field(default=10, ge=0, le=30)
+    max_context_chars: int = Field(default=100_000, ge=0)
+    max_total_time_ms: int = Field(
+        default=30_000, ge=0, description="Also caps per_request_timeout_ms.search and .fetch."
+    )
 
 
 class BudgetDefaults(_Section):
@@ -86,6 +184,21 @@ class BudgetDefaults(_Section):
     max_total_time_ms: int = Field(default=12_000, ge=0)
     search_timeout_ms: int = Field(default=8000, ge=0)
     fetch_timeout_ms: int = Field(default=8000, ge=0)
+
+
+# Budget fields with a ceiling of the same name in ``limits`` (the per-request timeouts are
+# capped by limits.max_total_time_ms).
+LIMITED_BUDGET_FIELDS: tuple[str, ...] = (
+    "max_tool_calls",
+    "max_search_retries",
+    "max_results",
+    "max_fetch_pages",
+    "max_download_bytes_per_page",
+    "max_extract_chars_per_page",
+    "max_redirects",
+    "max_context_chars",
+    "max_total_time_ms",
+)
 
 
 def _default_backends() -> dict[str, BackendSettings]:
@@ -451,7 +564,9 @@ class Settings(_Section):
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
     fetch: FetchSettings = Field(default_factory=FetchSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
     budget: BudgetDefaults = Field(default_factory=BudgetDefaults)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
@@ -461,6 +576,39 @@ class Settings(_Section):
     state: StateSettings = Field(default_factory=StateSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_server_keys(cls, data: Any) -> Any:
+        # service.host/port/max_body_bytes were the first home of these settings.
+        if not isinstance(data, dict) or not isinstance(data.get("service"), dict):
+            return data
+        service = dict(data["service"])
+        moved = {k: service.pop(k) for k in LEGACY_SERVER_KEYS if k in service}
+        if not moved:
+            return data
+        given = data.get("server")
+        server: dict[str, Any] = given if isinstance(given, dict) else {}
+        for key, value in moved.items():
+            if key in server and server[key] != value:
+                raise ValueError(
+                    f"service.{key} is the old name of server.{key}; set only server.{key}"
+                )
+        return {**data, "service": service, "server": {**moved, **server}}
+
+    @model_validator(mode="after")
+    def _defaults_within_limits(self) -> Settings:
+        # A configured default above its ceiling would be clamped on every request.
+        limits, budget = self.limits, self.budget
+        pairs = [(name, name) for name in LIMITED_BUDGET_FIELDS] + [
+            ("search_timeout_ms", "max_total_time_ms"),
+            ("fetch_timeout_ms", "max_total_time_ms"),
+        ]
+        for field, ceiling in pairs:
+            value, limit = getattr(budget, field), getattr(limits, ceiling)
+            if value > limit:
+                raise ValueError(f"budget.{field}={value} is above limits.{ceiling}={limit}")
+        return self
 
     def cache_dir(self) -> Path:
         """Where the extraction cache lives."""
@@ -479,8 +627,9 @@ ENV_VARS: dict[str, str] = {
     "ENABLE_DUCKDUCKGO": "backends.duckduckgo.enabled",
     "ENABLE_BRAVE": "backends.brave.enabled",
     "SEARCHER_CACHE_DIR": "service.cache.dir",
-    "SEARCHER_HOST": "service.host",
-    "SEARCHER_PORT": "service.port",
+    "SEARCHER_HOST": "server.host",
+    "SEARCHER_PORT": "server.port",
+    "SEARCHER_ALLOWED_HOSTS": "server.allowed_hosts",
     "SEARCHER_LLM_BASE_URL": "llm.base_url",
     "SEARCHER_LLM_MODEL": "llm.model",
     "SEARCHER_LLM_API_KEY": "llm.api_key",

@@ -15,10 +15,12 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
@@ -29,8 +31,11 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher import __version__
+from searcher.api.errors import send_error
+from searcher.api.host_check import split_host
 from searcher.config import Settings
 from searcher.contract import SearchRequest
 from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, describe_failures
@@ -44,6 +49,8 @@ log = logging.getLogger("searcher.mcp")
 # Room fetch_page keeps under the output cap for the line that says how to get the rest
 # (<= 130 characters) and the structured paging and fetch facts (<= 350).
 FETCH_ROOM = 600
+# Seconds an /mcp exchange may run beyond limits.max_total_time_ms (serialising, queueing).
+EXCHANGE_GRACE_S = 15.0
 INSTRUCTIONS = (
     "web_search returns a numbered context pack of web results (use it as evidence and "
     "cite the URLs); fetch_page reads one page's main text, in slices for long pages; "
@@ -170,11 +177,15 @@ async def run_deep_research(
     notification."""
     from searcher.contract import ResearchRequest
     from searcher.research.loop import Research
+    from searcher.research.presets import resolve
 
+    # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
+    longest = max(1000, service.settings.limits.max_total_time_ms)
+    preset = arguments.get("preset", "balanced")
     try:
-        request = ResearchRequest.model_validate(
-            {"query": arguments["query"], "preset": arguments.get("preset", "balanced")}
-        )
+        request = ResearchRequest.model_validate({"query": arguments["query"], "preset": preset})
+        if resolve(request.preset, request.budget).max_total_time_ms > longest:
+            request.budget.max_total_time_ms = longest
     except ValidationError as exc:
         raise InvalidRequest.from_validation(exc.errors()) from exc
     count = 0
@@ -290,13 +301,83 @@ def mount_mcp(app: FastAPI, settings: Settings) -> None:
     server = build_server(lambda: app.state.runtime.service, settings)
     # Stateless: the tools need no session, and any worker process of `searcher serve
     # --workers N` can answer any request. Answers stream (SSE) to clients that accept it,
-    # so that deep_research's progress notifications reach them; a JSON-only client gets
-    # 406, as the MCP spec allows.
-    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=False)
-    app.state.mcp_sessions = manager
-    app.router.routes.append(
-        Route("/mcp", endpoint=StreamableHTTPASGIApp(manager), include_in_schema=False)
+    # so that deep_research's progress notifications reach them (a JSON-only client gets
+    # 406, as the MCP spec allows). The SDK's own DNS-rebinding protection checks Host and
+    # Origin against the app's list as well.
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        stateless=True,
+        json_response=False,
+        security_settings=transport_security(settings),
+        max_request_body_size=settings.server.max_body_bytes,
     )
+    app.state.mcp_sessions = manager
+    # No exchange may outlive the longest request the server allows.
+    max_exchange_s = settings.limits.max_total_time_ms / 1000 + EXCHANGE_GRACE_S
+    endpoint = McpEndpoint(StreamableHTTPASGIApp(manager), max_exchange_s)
+    app.router.routes.append(Route("/mcp", endpoint=endpoint, include_in_schema=False))
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """The SDK's Host/Origin check with ``server.allowed_hosts`` and the CORS origins, in
+    its notation (``name:*`` for any port). It cannot express wildcard names; with one
+    listed it is off, and the app's own check (``HostOriginMiddleware``) stands alone."""
+    entries = settings.server.served_hosts()
+    cors = settings.server.cors.allow_origins
+    if any("*" in split_host(e)[0] for e in entries) or "*" in cors:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts: list[str] = []
+    origins: list[str] = list(cors)
+    for entry in entries:
+        name, port = split_host(entry)
+        shown = [f"{name}:{port}"] if port not in (None, "*") else [name, f"{name}:*"]
+        hosts += shown
+        origins += [f"{scheme}://{h}" for h in shown for scheme in ("http", "https")]
+    return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
+
+
+class McpEndpoint:
+    """``/mcp`` as the app serves it: POST only, each exchange bounded in time.
+
+    In stateless mode every tool call is one POST answered on its own response (a short
+    event stream); a GET would only open a standalone stream that nothing ever writes to
+    and that never ends (2,000 of them held 170 MB), so GET and DELETE get 405, as the MCP
+    spec allows. An exchange
+    still running after ``max_exchange_s`` is cancelled and its response ended."""
+
+    def __init__(self, app: ASGIApp, max_exchange_s: float) -> None:
+        self.app = app
+        self.max_exchange_s = max_exchange_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await send_error(
+                send,
+                405,
+                "method_not_allowed",
+                "MCP here is stateless: POST JSON-RPC messages; no event stream is offered",
+                headers={"Allow": "POST"},
+            )
+            return
+        started = ended = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started, ended
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                ended = True
+            await send(message)
+
+        with anyio.move_on_after(self.max_exchange_s) as bounded:
+            await self.app(scope, receive, tracked)
+        if not bounded.cancelled_caught or ended:
+            return
+        log.warning("MCP exchange ended after %.0f s", self.max_exchange_s)
+        if not started:
+            await send_error(send, 504, "timeout", "the MCP exchange took too long")
+        else:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 @contextlib.asynccontextmanager

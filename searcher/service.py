@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from searcher.cache.results import ResultCache, cache_policy, serve_cached
 from searcher.config import Settings
 from searcher.contract import Budget, SearchRequest, SearchResponse
+from searcher.limits import extract_chars_within_limit, pages_within_limit
 from searcher.page_reader import PageOutcome, Progress
 from searcher.pipeline.answer import answer
 from searcher.pipeline.assemble import make_items, render_pack
@@ -25,6 +26,8 @@ from searcher.pipeline.read import read
 from searcher.pipeline.retrieve import retrieve
 from searcher.pipeline.select import select
 from searcher.resilience import Deadline
+
+BEYOND_PAGE_LIMIT = PageOutcome("skipped", "budget", "beyond limits.max_fetch_pages")
 
 
 class SearchService:
@@ -80,10 +83,16 @@ class SearchService:
         self, urls: Sequence[str], max_chars: int | None = None, progress: Progress | None = None
     ) -> list[PageOutcome]:
         """Read pages by URL (cache, guarded fetch, extraction) under the configured budget
-        defaults: the one path for fetch_page, extract and loader endpoints."""
-        budget = effective_budget(Budget(), self.parts.settings.budget)
+        defaults: the one path for fetch_page, extract and loader endpoints. At most
+        ``limits.max_fetch_pages`` are read; the rest are skipped (budget), or the call is
+        refused (``InvalidRequest`` on ``urls``) when ``limits.strict``."""
+        settings = self.parts.settings
+        budget = effective_budget(Budget(), settings.budget)
         chars = budget.max_extract_chars_per_page if max_chars is None else max_chars
+        chars = extract_chars_within_limit(chars, settings.limits)
         deadline = Deadline(budget.max_total_time_ms / 1000)
-        return await self.parts.reader.read_all(
-            list(urls), budget.fetch_limits(), chars, deadline, progress
+        read, beyond = pages_within_limit(urls, settings.limits)
+        outcomes = await self.parts.reader.read_all(
+            read, budget.fetch_limits(), chars, deadline, progress
         )
+        return outcomes + [BEYOND_PAGE_LIMIT] * len(beyond)

@@ -111,7 +111,9 @@ def test_serve_runs_the_http_api(config_file, matching_query, workers):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 90  # workers import slowly on a loaded machine
+        # Generous: two workers each import the app and start extraction processes, which
+        # took 25-55 s on this machine under load (readiness, not speed, is the point).
+        deadline = time.monotonic() + 90
         health = None
         while health is None and time.monotonic() < deadline and proc.poll() is None:
             try:

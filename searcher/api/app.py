@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import PlainTextResponse, Response
 
 from searcher import __version__
@@ -24,6 +25,7 @@ from searcher.api.auth import (
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import error_response, install_error_handlers
+from searcher.api.host_check import HostOriginMiddleware
 from searcher.api.observe import ObserveMiddleware
 from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
@@ -89,9 +91,30 @@ def create_app(
         summary="Search API for LLMs and agents: fused web results packed as evidence.",
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    # Middleware, innermost first: each one added wraps the ones before it.
+    server = settings.server
+    app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)
     if settings.auth.enabled:  # outside the body limit: a stranger's body is never read
         app.add_middleware(AuthMiddleware, settings=settings.auth)
+    if server.cors.allow_origins:  # browser clients the operator allows (README "Security")
+        app.add_middleware(  # outside auth: a preflight carries no key
+            CORSMiddleware,
+            allow_origins=server.cors.allow_origins,
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=server.cors.allow_headers,
+            expose_headers=[
+                "Mcp-Session-Id", "X-Request-ID", "Retry-After",
+                "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
+            ],
+            max_age=server.cors.max_age_s,
+        )  # fmt: skip
+    # A foreign Host or Origin is refused before anything else runs ...
+    app.add_middleware(
+        HostOriginMiddleware,
+        allowed_hosts=server.served_hosts(),
+        cors_origins=server.cors.allow_origins,
+    )
+    # ... and, outermost, every request is timed, counted and logged, refusals included.
     logs = settings.logging
     app.add_middleware(
         ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Send
 
 from searcher.errors import (
     AllBackendsFailed,
@@ -26,6 +28,20 @@ def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONR
     body: dict[str, Any] = {"type": type_, "message": message}
     body.update({k: v for k, v in extra.items() if v is not None})
     return JSONResponse({"error": body}, status_code=status)
+
+
+async def send_error(
+    send: Send, status: int, type_: str, message: str, headers: dict[str, str] | None = None
+) -> None:
+    """The same JSON error body, sent straight to ASGI ``send`` (for middleware that
+    refuses a request before the app, and its exception handlers, see it)."""
+    body = orjson.dumps({"error": {"type": type_, "message": message}})
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ] + [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
 
 
 def validation_error(exc: RequestValidationError) -> JSONResponse:

@@ -31,6 +31,7 @@ from searcher.contract import (
     SearchResponse,
     Usage,
 )
+from searcher.limits import clamp_budget
 from searcher.llm.runner import StepRunner
 from searcher.page_reader import PageOutcome
 from searcher.pipeline.budget import EffectiveBudget, effective_budget
@@ -75,13 +76,15 @@ class RequestContext:
 
     @classmethod
     def start(cls, request: SearchRequest, parts: Parts) -> RequestContext:
-        """A context whose deadline starts now."""
+        """A context whose deadline starts now, its budget within the server's limits."""
         settings = parts.settings
-        budget = effective_budget(request.budget, settings.budget)
+        # limits.*: the server's ceilings over what the request asked (422 if strict).
+        asked, lowered = clamp_budget(request.budget, settings.limits)
+        budget = effective_budget(asked, settings.budget)
         deadline = Deadline(budget.max_total_time_ms / 1000)
         calls = CallBudget(budget.max_tool_calls)
         llm = StepRunner(parts.llm, settings.llm, deadline, calls, date.today())
-        return cls(request, budget, deadline, calls, llm)
+        return cls(request, budget, deadline, calls, llm, errors=list(lowered))
 
     @contextlib.contextmanager
     def timed(self, stage: str) -> Iterator[None]:

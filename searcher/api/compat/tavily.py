@@ -153,10 +153,14 @@ def time_range_of(body: TavilySearchBody, today: date) -> TimeRange | None:
 
 
 def search_request(
-    body: TavilySearchBody, default_max_results: int, today: date | None = None
+    body: TavilySearchBody,
+    default_max_results: int,
+    today: date | None = None,
+    max_fetch_pages: int = 50,
 ) -> SearchRequest:
     """The searcher request for a Tavily search body. ``default_max_results`` is the
-    configured result count, used when the body names none."""
+    configured result count, used when the body names none; ``max_fetch_pages`` the most
+    pages the server reads for one request (``limits.max_fetch_pages``)."""
     wanted = max(body.max_results if body.max_results is not None else default_max_results, 1)
     advanced = body.search_depth == "advanced"
     full = advanced or bool(body.include_raw_content)
@@ -173,8 +177,9 @@ def search_request(
         constraints["categories"] = ["news"]
     budget: dict[str, Any] = {"max_results": wanted}
     if full:
-        # Tavily reads every result it returns, not only the first few.
-        budget["max_fetch_pages"] = min(wanted, 50)
+        # Tavily reads every result it returns, not only the first few; as many as the
+        # server allows (the client never named this count, so it is not refused).
+        budget["max_fetch_pages"] = min(wanted, max_fetch_pages)
     return SearchRequest.model_validate(
         {
             "query": body.query,
@@ -344,7 +349,10 @@ router = APIRouter(
 @router.post("/search", summary="Tavily-compatible search")
 async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
     runtime = runtime_of(request)
-    search = search_request(body, runtime.settings.budget.max_results)
+    settings = runtime.settings
+    search = search_request(
+        body, settings.budget.max_results, max_fetch_pages=settings.limits.max_fetch_pages
+    )
     response = await runtime.service.search(search)
     return json_response(search_response(body, response, str(uuid.uuid4())))
 
