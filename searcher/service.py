@@ -38,7 +38,6 @@ from searcher.contract import (
 )
 from searcher.dedup import drop_near_duplicates
 from searcher.embeddings import Embedder
-from searcher.errors import AllBackendsFailed
 from searcher.fetch.fetcher import FetchLimits
 from searcher.fusion import FusedHit, fuse, ranked_lists
 from searcher.llm.answer import check_citations, write_answer
@@ -277,40 +276,9 @@ class SearchService:
     async def _search(
         self, plan: BackendPlan, query: BackendQuery, deadline: Deadline, budget: EffectiveBudget
     ) -> SearchOutcome:
-        """The backends, used as the plan says; a fan-out where every backend failed falls
-        back to the remaining usable backends one by one (the degradation ladder)."""
-        timeout_s, retries = budget.search_timeout_ms / 1000, budget.max_search_retries
-        if plan.mode == "fanout":
-            fan = await self.pool.fan_out(plan.names, query, deadline, timeout_s, retries)
-            if fan.answers:
-                return SearchOutcome(fan.answers, fan.tried, fan.failures)
-            rest = [
-                n
-                for n in self.settings.backends.order
-                if n in self.pool.backends and n not in plan.names
-            ]
-            if not rest:
-                if any(f.reason != "no results" for f in fan.failures):
-                    raise AllBackendsFailed(fan.failures)
-                return SearchOutcome([], fan.tried, fan.failures)
-            try:
-                chain = await self.pool.search_with_fallback(
-                    rest, query, deadline, timeout_s, retries
-                )
-            except AllBackendsFailed as exc:
-                raise AllBackendsFailed(fan.failures + exc.failures) from exc
-            answers = [chain.answer] if chain.answer.hits else []
-            return SearchOutcome(
-                answers, fan.tried + chain.tried, fan.failures + chain.failures, True, chain.hedged
-            )
-        if not plan.names:
-            raise AllBackendsFailed([])
-        chain = await self.pool.search_with_fallback(
-            plan.names, query, deadline, timeout_s, retries
-        )
-        answers = [chain.answer] if chain.answer.hits else []
-        return SearchOutcome(
-            answers, chain.tried, chain.failures, chain.fallback_used, chain.hedged
+        """The backends, used as the plan says (``BackendPool.search``)."""
+        return await self.pool.search(
+            plan, query, deadline, budget.search_timeout_ms / 1000, budget.max_search_retries
         )
 
     async def search(
