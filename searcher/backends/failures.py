@@ -16,6 +16,8 @@ from searcher.fetch.blocked import blocked_reason
 
 # A challenge page is judged on its first bytes only (walls are short).
 CHALLENGE_HEAD_BYTES = 64 * 1024
+# Of the walls ``searcher.fetch.blocked`` recognises, those that mean "you look like a bot".
+CHALLENGE_REASONS = ("bot wall", "captcha")
 # Longest Retry-After honoured: a server asking for a day is treated as asking for this.
 MAX_RETRY_AFTER_S = 3600.0
 
@@ -37,11 +39,13 @@ def retry_after_s(value: str | None, now: float | None = None) -> float | None:
 
 
 def challenge(headers: Mapping[str, str], body: bytes) -> str | None:
-    """Why an HTML body is a CAPTCHA or bot wall rather than an answer, or None."""
+    """Why an HTML body is a CAPTCHA or bot wall rather than an answer, or None. A plain
+    "access denied" page is not one: on an error status that is a refusal (``auth``)."""
     ctype = headers.get("content-type", "").lower()
     if "html" not in ctype and not body.lstrip()[:15].lower().startswith((b"<!doctype", b"<html")):
         return None
-    return blocked_reason(body[:CHALLENGE_HEAD_BYTES], "", None, 200)
+    reason = blocked_reason(body[:CHALLENGE_HEAD_BYTES], "", None, 200)
+    return reason if reason and reason.startswith(CHALLENGE_REASONS) else None
 
 
 def classify_status(status: int, headers: Mapping[str, str], body: bytes) -> FailureKind:

@@ -13,7 +13,8 @@ and configures instances of it as ``backends.instances: {mine: {adapter: mysearc
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -145,10 +146,11 @@ def build_backends(
     client: aiohttp.ClientSession,
     ddgs_factory: duckduckgo.SearcherFactory | None = None,
     registry: Registry | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Backend]:
     """Instances of every usable backend, by name, in configuration order."""
     registry = registry or default_registry()
-    context = BuildContext(client, ddgs_factory)
+    context = BuildContext(client, ddgs_factory, clock)
     return {
         name: registry.spec(status.adapter).build(name, settings.backends.get(name), context)
         for name, status in backend_status(settings, registry).items()
