@@ -37,7 +37,10 @@ class BreakerSettings(_Section):
 
 class BackendSettings(_Section):
     """A built-in instance as configured before named instances (``backends.searxng``
-    etc.); it becomes the instance of that name, checked by its adapter's model."""
+    etc.); it becomes the instance of that name, checked by its adapter's model (which
+    also checks the adapter's own keys, e.g. SearXNG's ``engine_health``)."""
+
+    model_config = ConfigDict(extra="allow")
 
     enabled: bool = True
     base_url: str | None = None

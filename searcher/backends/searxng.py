@@ -189,7 +189,8 @@ class SearxngBackend:
         left_out = self.engine_health.left_out()
         asked = query.engines
         if left_out:
-            await self._learn_engines(min(timeout_s / 2, CONFIG_TIMEOUT_S))
+            if all(e in left_out for e in query.engines):  # the instance's list is needed
+                await self._learn_engines(min(timeout_s / 2, CONFIG_TIMEOUT_S))
             known = self._known or [(name, ()) for name in self._seen]
             asked = engines_to_ask(query.engines, query.categories, known, left_out)
             query = replace(query, engines=asked)
