@@ -166,7 +166,12 @@ class BackendsSettings(_Section):
         from searcher.backends.registry import resolve_instances
 
         legacy = {
-            name: {"adapter": name, **getattr(self, name).model_dump(exclude_unset=True)}
+            # Unset and None keys left out: the adapter's defaults apply, and a dumped
+            # config (``api_key: null`` for SearXNG) stays valid.
+            name: {
+                "adapter": name,
+                **getattr(self, name).model_dump(exclude_unset=True, exclude_none=True),
+            }
             for name in LEGACY_INSTANCES
         }
         self._resolved = resolve_instances(legacy, self.instances)

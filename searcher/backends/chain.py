@@ -73,7 +73,8 @@ class _Watch:
     search's failures until the search has returned; ``abandoned`` stops its retries."""
 
     report: Callable[[BackendError], None] = lambda exc: None
-    failed_attempts: int = 0
+    failed_attempts: int = 0  # reported, whether or not the breaker counted them
+    counted: bool = False  # the breaker has had a verdict from this call
     abandoned: bool = False
 
 
@@ -203,11 +204,13 @@ class BackendPool:
                 backend, breaker, query, deadline, timeout_s, retries, watch
             )
         except BaseException:
-            if not watch.failed_attempts:
-                breaker.release()  # cancelled before any verdict (deadline, hedge lost)
+            if not watch.counted:
+                breaker.release()  # ended before any verdict (deadline, hedge lost)
             raise
         breaker.record_success()
         self._latencies[name].append(time.perf_counter() - started)
+        if watch.abandoned:
+            return answer  # lost a hedged race: no one waits for more pages
         if backend.capabilities.paging and not backend.capabilities.result_count:
             answer = await self._more_pages(backend, query, answer, deadline, timeout_s)
         return answer
@@ -230,6 +233,7 @@ class BackendPool:
             except BackendError as exc:
                 last_error = exc
                 breaker.record_failure(exc.kind, exc.reason, exc.retry_after_s)
+                watch.counted = True
                 watch.report(exc)
                 if (
                     not exc.retryable
