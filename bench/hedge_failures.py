@@ -27,7 +27,7 @@ def config(tb: str, searxng_behaviour: str, timeout_s: float = 8.0) -> dict:
             "order": ["searxng", "brave"],
             "hedge_delay_ms": 1,
             "searxng": {"base_url": f"{tb}/searxng/{searxng_behaviour}", "timeout_s": timeout_s},
-            "brave": {"base_url": f"{tb}/brave", "api_key": "bench"},
+            "brave": {"base_url": f"{tb}/brave", "api_key": "test-key"},
             "duckduckgo": {"enabled": False},
         },
         "service": {"cache": {"enabled": False}},
