@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -165,7 +165,7 @@ class SearxngBackend:
 
     def __init__(
         self, name: str, settings: SearxngSettings, client: aiohttp.ClientSession,
-        clock: Any = time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:  # fmt: skip
         self.name = name
         self.base_url = (settings.base_url or "").rstrip("/")
@@ -202,7 +202,11 @@ class SearxngBackend:
             raise
         engines_answered = {e for hit in answer.hits for e in hit.engines}
         self._seen.update(dict.fromkeys(sorted(engines_answered)))
-        self.engine_health.observe(asked or engines_answered, answer.unresponsive)
+        if not asked:  # the instance's defaults: those of its engines in these categories
+            asked = engines_to_ask((), query.categories, self._known, set()) or tuple(
+                engines_answered
+            )
+        self.engine_health.observe(asked, answer.unresponsive)
         answer.warnings[:0] = self.engine_health.notes(left_out)
         return answer
 
