@@ -37,8 +37,10 @@ from searcher.contract import (
     Want,
 )
 from searcher.errors import (
+    FAILURE_KINDS,
     AllBackendsFailed,
     BackendFailure,
+    FailureKind,
     InvalidRequest,
     RemoteError,
     SearcherError,
@@ -149,6 +151,15 @@ def _error_body(response: httpx.Response) -> ErrorResponse | None:
         return None  # not searcher's error shape: a proxy page, an empty body...
 
 
+def _kind(entry: dict[str, str]) -> FailureKind:
+    """A failure's kind as the server sent it; an older server sends none."""
+    kind = entry.get("kind")
+    for known in FAILURE_KINDS:
+        if kind == known:
+            return known
+    return "bad_response"
+
+
 def error_from(response: httpx.Response, url: str) -> SearcherError:
     """Our exception for a non-2xx answer from ``url``."""
     status = response.status_code
@@ -161,7 +172,7 @@ def error_from(response: httpx.Response, url: str) -> SearcherError:
         return InvalidRequest("body", error.message)
     if error and status == 502 and error.type == "all_backends_failed":
         failures = [
-            BackendFailure(entry.get("backend", "?"), entry.get("reason", "?"))
+            BackendFailure(entry.get("backend", "?"), entry.get("reason", "?"), _kind(entry))
             for entry in error.backends or []
         ]
         return AllBackendsFailed(failures)

@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -26,8 +27,9 @@ from pydantic import (
 
 from searcher.errors import ConfigError, InvalidRequest, field_problems
 
-BackendName = Literal["searxng", "duckduckgo", "brave"]
-BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
+# The instances that exist without configuration, one per built-in adapter, named after
+# it; today's ``backends.searxng`` / ``SEARXNG_BASE_URL`` and friends configure them.
+LEGACY_INSTANCES: tuple[str, ...] = ("searxng", "duckduckgo", "brave")
 SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key", "redis_url"})
 
 
@@ -42,11 +44,28 @@ class BreakerSettings(_Section):
 
 
 class BackendSettings(_Section):
+    """A built-in instance as configured before named instances (``backends.searxng``
+    etc.); it becomes the instance of that name, checked by its adapter's model (which
+    also checks the adapter's own keys, e.g. SearXNG's ``engine_health``)."""
+
+    model_config = ConfigDict(extra="allow")
+
     enabled: bool = True
     base_url: str | None = None
     api_key: str | None = None
     timeout_s: float = Field(default=8.0, gt=0)
     weight: float = Field(default=1.0, ge=0)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+
+
+class InstanceSettings(_Section):
+    """What every backend instance has; an adapter's config model (declared in its
+    module, ``searcher/backends/<adapter>.py``) adds its own keys."""
+
+    adapter: str = Field(description="The adapter: searxng, brave, duckduckgo or a plugin's.")
+    enabled: bool = True
+    timeout_s: float = Field(default=8.0, gt=0, description="One call to this instance.")
+    weight: float = Field(default=1.0, ge=0, description="Its lists' weight in fusion.")
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
 
 
@@ -210,23 +229,30 @@ def _default_backends() -> dict[str, BackendSettings]:
 
 
 class IntentPolicy(_Section):
-    """The backends an intent fans out to, and their weights in fusion."""
+    """The backend instances an intent fans out to, and their weights in fusion."""
 
-    backends: list[BackendName] = Field(min_length=1)
-    weights: dict[BackendName, float] = Field(default_factory=dict)
+    backends: list[str] = Field(min_length=1)
+    weights: dict[str, float] = Field(default_factory=dict)
 
 
 class BackendsSettings(_Section):
-    order: list[BackendName] = Field(
-        default_factory=lambda: list(BACKEND_NAMES),
-        description="Fallback order; backends that are not configured are skipped.",
+    order: list[str] = Field(
+        default_factory=list,
+        description="Fallback order of instance names; instances that are not configured "
+        "are skipped. Empty (default): the `instances` in their order, then searxng, "
+        "duckduckgo, brave.",
     )
     auto: Literal["fallback", "fanout"] = Field(
         default="fallback",
         description='What "auto" does: try `order` one by one, or query all at once and fuse.',
     )
     intents: dict[str, IntentPolicy] = Field(
-        default_factory=dict, description="Per-intent backend sets (fan-out) and weights."
+        default_factory=dict, description="Per-intent instance sets (fan-out) and weights."
+    )
+    instances: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Named backend instances: {name: {adapter: searxng, base_url: ...}}; "
+        "each is checked by its adapter's config model.",
     )
     engine_weights: dict[str, float] = Field(
         default_factory=dict,
@@ -245,10 +271,54 @@ class BackendsSettings(_Section):
     searxng: BackendSettings = Field(default_factory=lambda: _default_backends()["searxng"])
     duckduckgo: BackendSettings = Field(default_factory=lambda: _default_backends()["duckduckgo"])
     brave: BackendSettings = Field(default_factory=lambda: _default_backends()["brave"])
+    _resolved: dict[str, InstanceSettings] = PrivateAttr(default_factory=dict)
 
-    def get(self, name: str) -> BackendSettings:
-        settings: BackendSettings = getattr(self, name)
-        return settings
+    @model_validator(mode="after")
+    def _resolve_instances(self) -> BackendsSettings:
+        # Imported here: the registry imports the adapters, whose config models import this
+        # module. Validation needs it so that a typo in an instance fails at start-up.
+        from searcher.backends.registry import resolve_instances
+
+        legacy = {
+            # Unset and None keys left out: the adapter's defaults apply, and a dumped
+            # config (``api_key: null`` for SearXNG) stays valid.
+            name: {
+                "adapter": name,
+                **getattr(self, name).model_dump(exclude_unset=True, exclude_none=True),
+            }
+            for name in LEGACY_INSTANCES
+        }
+        self._resolved = resolve_instances(legacy, self.instances)
+        if not self.order:
+            declared = [n for n in self.instances if n not in LEGACY_INSTANCES]
+            self.order = declared + list(LEGACY_INSTANCES)
+        _check_names("backends.order", self.order, self._resolved)
+        for intent, policy in self.intents.items():
+            where = f"backends.intents.{intent}"
+            _check_names(f"{where}.backends", policy.backends, self._resolved)
+            _check_names(f"{where}.weights", list(policy.weights), self._resolved)
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        """Every instance name, configured or not."""
+        return list(self._resolved)
+
+    def fallback_order(self) -> list[str]:
+        """``order``, filled in (validation always fills it)."""
+        return list(self.order)
+
+    def get(self, name: str) -> InstanceSettings:
+        """The settings of instance ``name``; ``KeyError`` if there is none."""
+        return self._resolved[name]
+
+
+def _check_names(where: str, names: list[str], known: Mapping[str, object]) -> None:
+    for name in names:
+        if name not in known:
+            raise ValueError(
+                f"{where}: unknown backend instance {name!r} (known: {', '.join(known)})"
+            )
 
 
 class FusionSettings(_Section):

@@ -425,13 +425,39 @@ class ErrorResponse(BaseModel):
 # --- health and cache (GET /v1/health, /v1/cache/stats, POST /v1/cache/clear) ----------
 
 
+class FailureSeen(BaseModel):
+    kind: str = Field(description="timeout, connect, http_status, rate_limited, blocked, auth, ...")
+    reason: str
+    age_s: float = Field(description="Seconds ago.")
+
+
+class EngineHealthEntry(BaseModel):
+    """An engine of a meta-search instance (SearXNG) seen failing."""
+
+    name: str
+    state: str = Field(description="healthy, suspended (left out of requests) or probing.")
+    consecutive_failures: int
+    last_kind: str | None
+    last_message: str | None
+    retry_in_s: float | None = Field(description="Suspended: seconds until the next probe.")
+
+
 class BackendHealth(BaseModel):
+    adapter: str = Field(description="The adapter this instance runs on.")
     enabled: bool
     configured: bool
     note: str | None
     breaker: str | None
     consecutive_failures: int
     last_error: str | None
+    retry_in_s: float | None = Field(default=None, description="Open: seconds to the trial.")
+    failures_by_kind: dict[str, int] = Field(
+        default_factory=dict, description="Failed attempts since start, by kind."
+    )
+    last_failures: list[FailureSeen] = Field(default_factory=list, description="Newest last.")
+    engines: list[EngineHealthEntry] | None = Field(
+        default=None, description="Meta-search instances: engines seen failing."
+    )
 
 
 class EmbedderHealth(BaseModel):
@@ -459,6 +485,9 @@ class Health(BaseModel):
     status: str
     version: str
     backends: dict[str, BackendHealth]
+    adapter_problems: dict[str, str] = Field(
+        default_factory=dict, description="Backend plugins that could not be loaded, and why."
+    )
     embedder: EmbedderHealth
     llm: LlmHealth
     state: StateInfo | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 
 class SearcherError(Exception):
@@ -74,55 +74,106 @@ def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
 
 # --- search backends -------------------------------------------------------------------
 
+# Why a backend gave no usable answer. The circuit breaker reacts by kind (a rejected key
+# opens it at once, a 429 honours Retry-After, an empty answer is no failure), and
+# ``/v1/health`` counts failures by kind. ``unavailable``: the instance is disabled or not
+# configured, so it was never called.
+FailureKind = Literal[
+    "timeout",
+    "connect",
+    "http_status",
+    "rate_limited",
+    "blocked",
+    "auth",
+    "bad_response",
+    "no_results",
+    "circuit_open",
+    "unavailable",
+]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+
 
 class BackendError(SearcherError):
-    """A search backend did not give a usable answer."""
+    """A search backend did not give a usable answer; ``kind`` says why, in one word."""
 
+    kind: FailureKind = "bad_response"
     retryable: bool = False
 
-    def __init__(self, backend: str, reason: str) -> None:
+    def __init__(
+        self,
+        backend: str,
+        reason: str,
+        kind: FailureKind | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(f"{backend}: {reason}")
         self.backend = backend
         self.reason = reason
+        if kind is not None:
+            self.kind = kind
+        self.retry_after_s = retry_after_s  # from a 429's Retry-After, when it said
+
+    def failure(self) -> BackendFailure:
+        """This error as an entry of a search outcome's failures."""
+        return BackendFailure(self.backend, self.reason, self.kind)
 
 
 class BackendTimeout(BackendError):
+    kind = "timeout"
     retryable = True
 
 
 class BackendConnectError(BackendError):
+    kind = "connect"
     retryable = True
 
 
 class BackendHTTPError(BackendError):
-    """The backend answered with an HTTP error status."""
+    """The backend answered with an HTTP error status; ``kind`` is chosen from it by
+    ``searcher.backends.failures.classify_status``."""
 
-    def __init__(self, backend: str, status: int, reason: str | None = None) -> None:
-        super().__init__(backend, reason or f"HTTP {status}")
+    def __init__(
+        self,
+        backend: str,
+        status: int,
+        reason: str | None = None,
+        kind: FailureKind = "http_status",
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(backend, reason or f"HTTP {status}", kind, retry_after_s)
         self.status = status
-        # 429 and 5xx can pass; 4xx other than 429 means our request or key is wrong.
-        self.retryable = status == 429 or status >= 500
+        # 5xx can pass; a 429 passes only after its Retry-After (the breaker waits it
+        # out); other 4xx mean our request or key is wrong.
+        self.retryable = status >= 500 and kind == "http_status"
 
 
 class BackendBadResponse(BackendError):
     """The backend answered 200 with something that is not the expected format."""
 
+    kind = "bad_response"
+
 
 class EnginesUnresponsive(BackendError):
     """SearXNG answered, but with no results because its engines failed."""
 
-    def __init__(self, backend: str, engines: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, backend: str, engines: list[tuple[str, str]], kind: FailureKind = "bad_response"
+    ) -> None:
         listed = ", ".join(f"{name} ({msg})" for name, msg in engines)
-        super().__init__(backend, f"no results; unresponsive engines: {listed}")
+        super().__init__(backend, f"no results; unresponsive engines: {listed}", kind)
         self.engines = engines
 
 
 class CircuitOpen(BackendError):
     """The backend's circuit breaker is open: the call failed fast without being made."""
 
+    kind = "circuit_open"
+
 
 class BackendNotAvailable(BackendError):
     """The backend is disabled or not configured."""
+
+    kind = "unavailable"
 
 
 @dataclass(frozen=True)
@@ -131,6 +182,7 @@ class BackendFailure:
 
     backend: str
     reason: str
+    kind: FailureKind
 
 
 def describe_failures(failures: Sequence[BackendFailure], separator: str = "; ") -> str:

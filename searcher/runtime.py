@@ -124,6 +124,7 @@ async def open_service(
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+        await pool.aclose()  # hedged calls still running in the background
         await state.aclose()
         await backend_client.close()
         close_embedder = getattr(embedder, "aclose", None)

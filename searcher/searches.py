@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from searcher.backends.base import BackendAnswer
+from searcher.backends.outcome import SearchOutcome
 from searcher.contract import (
     CragAction,
     CragInfo,
@@ -29,27 +28,6 @@ from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate
 from searcher.resilience import CallBudget
 from searcher.routing import Route
-
-
-@dataclass
-class SearchOutcome:
-    """What searching produced, whichever way the backends were used."""
-
-    answers: list[BackendAnswer]
-    tried: list[str]
-    failures: list[BackendFailure]
-    fallback_used: bool = False
-    hedged: dict[str, Any] | None = None
-
-    @property
-    def backend_used(self) -> str | None:
-        names = list(dict.fromkeys(a.backend for a in self.answers))
-        return "+".join(names) if names else None
-
-    @property
-    def result_count(self) -> int:
-        return sum(len(a.hits) for a in self.answers)
-
 
 # One search of ``text`` routed by ``route``; ``backends`` overrides the request's plan
 # (a chain over those names). Raises AllBackendsFailed.
@@ -73,6 +51,7 @@ class Tagged:
             merged.failures += outcome.failures
             merged.fallback_used = merged.fallback_used or outcome.fallback_used
             merged.hedged = merged.hedged or outcome.hedged
+            merged.plan_notes += [n for n in outcome.plan_notes if n not in merged.plan_notes]
         return merged
 
 

@@ -15,7 +15,6 @@ from typing import Any, get_args
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from searcher.config import BACKEND_NAMES
 from searcher.contract import MAX_QUERY_CHARS, Preset, SearchMode, TimeRange
 from searcher.errors import InvalidRequest
 
@@ -93,9 +92,9 @@ def web_search_spec() -> ToolSpec:
                 },
                 "backend": {
                     "type": "string",
-                    "enum": ["auto", *BACKEND_NAMES],
                     "default": "auto",
-                    "description": "Search backend; auto uses the server's configured order.",
+                    "description": "Search backend instance (as named in /v1/health); auto "
+                    "uses the server's configured order.",
                 },
                 "time_range": {
                     "type": "string",

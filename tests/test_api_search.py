@@ -210,7 +210,11 @@ def test_duckduckgo_through_its_library_boundary(
     failed = post(base, {"query": "anything", "constraints": {"backend": "duckduckgo"}})
     assert failed.status_code == 502
     assert failed.json()["error"]["backends"] == [
-        {"backend": "duckduckgo", "reason": "rate limited: fake: 202 Ratelimit"}
+        {
+            "backend": "duckduckgo",
+            "reason": "rate limited: fake: 202 Ratelimit",
+            "kind": "rate_limited",
+        }
     ]
 
 
@@ -238,8 +242,8 @@ def test_all_backends_failing_is_a_json_error_listing_each(make_settings, serve_
     error = response.json()["error"]
     assert error["type"] == "all_backends_failed"
     assert error["backends"] == [
-        {"backend": "searxng", "reason": "HTTP 500"},
-        {"backend": "brave", "reason": "HTTP 401"},
+        {"backend": "searxng", "reason": "HTTP 500", "kind": "http_status"},
+        {"backend": "brave", "reason": "HTTP 401", "kind": "auth"},
     ]
     assert "Traceback" not in response.text
 

@@ -31,14 +31,17 @@ from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
 from searcher.auth.keys import KeyBook
 from searcher.backends.duckduckgo import SearcherFactory
-from searcher.backends.registry import backend_status
+from searcher.backends.engine_health import ReportsEngineHealth
+from searcher.backends.registry import backend_status, default_registry
 from searcher.config import Settings, load_settings
 from searcher.contract import (
     BackendHealth,
     CacheCleared,
     CacheStats,
     EmbedderHealth,
+    EngineHealthEntry,
     ErrorResponse,
+    FailureSeen,
     Health,
     LlmHealth,
     SearchRequest,
@@ -58,6 +61,38 @@ def _json(data: Any, status: int = 200) -> Response:
 def _runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
+
+
+def _backends_health(runtime: Runtime) -> dict[str, BackendHealth]:
+    """Every instance: its adapter, whether it is usable, its breaker, its recent failures
+    by kind and (meta-search instances) the engines seen failing."""
+    pool = runtime.pool
+    now = pool.clock()
+    backends = {}
+    for name, status in backend_status(runtime.settings).items():
+        breaker = pool.breakers.get(name)
+        snap = breaker.snapshot() if breaker else None
+        backend = pool.backends.get(name)
+        engines = None
+        if isinstance(backend, ReportsEngineHealth):
+            engines = [EngineHealthEntry(**vars(e)) for e in backend.engines_health()]
+        backends[name] = BackendHealth(
+            adapter=status.adapter,
+            enabled=status.enabled,
+            configured=status.configured,
+            note=status.note,
+            breaker=snap.state if snap else None,
+            consecutive_failures=snap.consecutive_failures if snap else 0,
+            last_error=snap.last_error if snap else None,
+            retry_in_s=snap.retry_in_s if snap else None,
+            failures_by_kind=snap.failures_by_kind if snap else {},
+            last_failures=[
+                FailureSeen(kind=f.kind, reason=f.reason, age_s=round(now - f.at, 3))
+                for f in (snap.recent if snap else ())
+            ],
+            engines=engines,
+        )
+    return backends
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -145,18 +180,7 @@ def create_app(
     @app.get("/v1/health", response_model=Health, summary="Backends and their circuit breakers")
     async def health(request: Request) -> Response:
         runtime = _runtime(request)
-        backends = {}
-        for name, status in backend_status(runtime.settings).items():
-            breaker = runtime.pool.breakers.get(name)
-            snap = breaker.snapshot() if breaker else None
-            backends[name] = BackendHealth(
-                enabled=status.enabled,
-                configured=status.configured,
-                note=status.note,
-                breaker=snap.state if snap else None,
-                consecutive_failures=snap.consecutive_failures if snap else 0,
-                last_error=snap.last_error if snap else None,
-            )
+        backends = _backends_health(runtime)
         usable = [n for n, b in backends.items() if b.breaker is not None]
         healthy = [n for n in usable if backends[n].breaker != "open"]
         state = "ok" if healthy else "degraded"
@@ -170,6 +194,7 @@ def create_app(
             status=state if store is None or store.ok else "degraded",
             version=__version__,
             backends=backends,
+            adapter_problems=dict(default_registry().problems),
             embedder=embedder,
             llm=LlmHealth(configured=llm.configured, base_url=llm.base_url, model=llm.model),
             state=StateInfo(**dataclasses.asdict(store)) if store else None,

@@ -67,7 +67,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AllBackendsFailed)
     async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:
-        backends = [{"backend": f.backend, "reason": f.reason} for f in exc.failures]
+        backends = [
+            {"backend": f.backend, "reason": f.reason, "kind": f.kind} for f in exc.failures
+        ]
         return error_response(502, "all_backends_failed", str(exc), backends=backends)
 
     @app.exception_handler(JobNotFound)

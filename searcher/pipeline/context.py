@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
 from searcher import __version__
+from searcher.backends.outcome import SearchOutcome
 from searcher.contract import (
     AnswerCheck,
     Citation,
@@ -37,7 +38,6 @@ from searcher.page_reader import PageOutcome
 from searcher.pipeline.budget import EffectiveBudget, effective_budget
 from searcher.pipeline.parts import Parts
 from searcher.resilience import CallBudget, Deadline
-from searcher.searches import SearchOutcome
 
 PRODUCER = Producer(name="searcher", version=__version__)
 
@@ -101,7 +101,10 @@ class RequestContext:
         self.errors.append(ErrorEntry(stage=stage, source=source, reason=reason))
 
     def search_errors(self, outcome: SearchOutcome) -> None:
-        """Record every backend failure and warning of a search."""
+        """Record what a search could not do: constraints an instance cannot honour
+        (stage ``plan``), then every backend failure and warning."""
+        for note in outcome.plan_notes:
+            self.error("plan", note.backend, note.reason)
         for failure in outcome.failures:
             self.error("search", failure.backend, failure.reason)
         for answer in outcome.answers:

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from searcher.backends.base import BackendQuery
+from searcher.backends.outcome import SearchOutcome
 from searcher.backends.policy import BackendPlan
-from searcher.errors import AllBackendsFailed
 from searcher.pipeline.context import RequestContext, utc_now
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
 from searcher.routing import Route
-from searcher.searches import SearchOnce, SearchOutcome, Tagged, multi_search
+from searcher.searches import SearchOnce, Tagged, multi_search
 
 
 def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str) -> BackendQuery:
@@ -35,47 +35,18 @@ def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str
     )
 
 
-async def _search(
-    ctx: RequestContext, parts: Parts, plan: BackendPlan, query: BackendQuery
-) -> SearchOutcome:
-    """The backends, used as the plan says; a fan-out where every backend failed falls
-    back to the remaining usable backends one by one (the degradation ladder)."""
-    pool, budget, deadline = parts.pool, ctx.budget, ctx.deadline
-    timeout_s, retries = budget.search_timeout_ms / 1000, budget.max_search_retries
-    if plan.mode == "fanout":
-        fan = await pool.fan_out(plan.names, query, deadline, timeout_s, retries)
-        if fan.answers:
-            return SearchOutcome(fan.answers, fan.tried, fan.failures)
-        rest = [
-            n for n in parts.settings.backends.order if n in pool.backends and n not in plan.names
-        ]
-        if not rest:
-            if any(f.reason != "no results" for f in fan.failures):
-                raise AllBackendsFailed(fan.failures)
-            return SearchOutcome([], fan.tried, fan.failures)
-        try:
-            chain = await pool.search_with_fallback(rest, query, deadline, timeout_s, retries)
-        except AllBackendsFailed as exc:
-            raise AllBackendsFailed(fan.failures + exc.failures) from exc
-        answers = [chain.answer] if chain.answer.hits else []
-        return SearchOutcome(
-            answers, fan.tried + chain.tried, fan.failures + chain.failures, True, chain.hedged
-        )
-    if not plan.names:
-        raise AllBackendsFailed([])
-    chain = await pool.search_with_fallback(plan.names, query, deadline, timeout_s, retries)
-    answers = [chain.answer] if chain.answer.hits else []
-    return SearchOutcome(answers, chain.tried, chain.failures, chain.fallback_used, chain.hedged)
-
-
 def searcher_for(ctx: RequestContext, parts: Parts, plan: Plan) -> SearchOnce:
     """One search of any text: routed by ``route``, on the plan's backends unless
-    ``backends`` names others (then a fallback chain over those). Raises
-    ``AllBackendsFailed``."""
+    ``backends`` names others (then a fallback chain over those); the backend pool runs
+    the degradation ladder. Raises ``AllBackendsFailed``."""
 
     async def search_once(text: str, route: Route, backends: Sequence[str] | None) -> SearchOutcome:
         use = plan.backends if backends is None else BackendPlan("fallback", tuple(backends))
-        return await _search(ctx, parts, use, backend_query(ctx, route, plan.wanted, text))
+        budget = ctx.budget
+        return await parts.pool.search(
+            use, backend_query(ctx, route, plan.wanted, text), ctx.deadline,
+            budget.search_timeout_ms / 1000, budget.max_search_retries,
+        )  # fmt: skip
 
     return search_once
 
