@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from searcher.errors import ConfigError
+from searcher.errors import ConfigError, InvalidRequest, field_problems
 
 BackendName = Literal["searxng", "duckduckgo", "brave"]
 BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
@@ -212,7 +212,17 @@ class ScoringSettings(_Section):
     )
 
 
-LlmStep = Literal["rewrite", "route", "multi_query", "rank", "crag", "answer", "answer_check"]
+LlmStep = Literal[
+    "rewrite",
+    "route",
+    "multi_query",
+    "rank",
+    "crag",
+    "answer",
+    "answer_check",
+    "research_plan",
+    "research_report",
+]
 
 
 class LlmStepSettings(_Section):
@@ -243,6 +253,8 @@ class LlmStepsSettings(_Section):
     crag: LlmStepSettings = Field(default_factory=_step(128, 0.0))
     answer: LlmStepSettings = Field(default_factory=_step(600, 0.2))
     answer_check: LlmStepSettings = Field(default_factory=_step(96, 0.0))
+    research_plan: LlmStepSettings = Field(default_factory=_step(300, 0.2))
+    research_report: LlmStepSettings = Field(default_factory=_step(1200, 0.2))
 
     def get(self, step: LlmStep) -> LlmStepSettings:
         settings: LlmStepSettings = getattr(self, step)
@@ -291,7 +303,57 @@ class CompatSettings(_Section):
     )
 
 
+class ResearchSettings(_Section):
+    max_concurrent_jobs: int = Field(
+        default=2, ge=1, le=64, description="Research jobs running at once; more get 429."
+    )
+    retention_s: int = Field(
+        default=3600, ge=1, description="How long a finished job stays readable."
+    )
+    heartbeat_s: float = Field(
+        default=15.0, gt=0, le=300, description="Keep-alive comment on a quiet event stream."
+    )
+
+
+class LoggingSettings(_Section):
+    access: bool = Field(
+        default=True, description="One JSON line per HTTP request on stderr (searcher serve)."
+    )
+    queries: bool = Field(default=False, description="Put the query text in that line.")
+
+
+class MetricsSettings(_Section):
+    enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics.")
+
+
 # --- shared state and result caches (issue 13) -------------------------------------------
+
+
+class AuthSettings(_Section):
+    """API keys (``searcher keys create``) and their limits on every route."""
+
+    enabled: bool = Field(
+        default=False, description="Require Authorization: Bearer <key> on every route."
+    )
+    open_paths: list[str] = Field(
+        default_factory=lambda: ["/v1/health", "/metrics"],
+        description="Paths that need no key (health checks, the metrics scraper).",
+    )
+    default_rate: str | None = Field(
+        default="60/min", description="Rate of keys created without --rate; null: no limit."
+    )
+
+    @field_validator("default_rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            from searcher.auth.keys import Rate  # the one parser of rates
+
+            try:
+                Rate.parse(value)
+            except InvalidRequest as exc:
+                raise ValueError(exc.message) from exc
+        return value
 
 
 class StateSettings(_Section):
@@ -388,7 +450,11 @@ class Settings(_Section):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    research: ResearchSettings = Field(default_factory=ResearchSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
 
     def cache_dir(self) -> Path:
@@ -463,9 +529,7 @@ def load_settings(
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{p.field}: {p.text}" for p in field_problems(exc.errors()))
         source = f" (file {config_path})" if config_path else ""
         raise ConfigError(f"invalid configuration{source}: {problems}") from exc
 

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -27,8 +27,12 @@ from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
 from searcher.page_reader import PageReader
+from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
 from searcher.state import FailSoftStore, open_store
+
+if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
+    from searcher.metrics import Metrics
 
 
 @dataclass
@@ -82,6 +86,7 @@ async def open_service(
     ddgs_factory: SearcherFactory | None = None,
     extract_in_process: bool = False,
     sweep: bool = True,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Runtime]:
     """Yield a ready ``Runtime``; everything it opened is closed on exit.
 
@@ -112,7 +117,10 @@ async def open_service(
         # uses what is there rather than waiting for 100,000 rows.
         sweepers.append(asyncio.create_task(results.semantic.sync()))
     try:
-        service = SearchService(settings, pool, reader, embedder, problem, llm, results)
+        if metrics is not None:
+            metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
+        parts = Parts.build(settings, pool, reader, embedder, problem, llm, metrics)
+        service = SearchService(parts, results)
         yield Runtime(settings, service, pool, cache, embedder, problem, state, results)
     finally:
         for sweeper in sweepers:

@@ -111,7 +111,7 @@ def test_serve_runs_the_http_api(config_file, matching_query, workers):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # workers import slowly on a loaded machine
         health = None
         while health is None and time.monotonic() < deadline and proc.poll() is None:
             try:

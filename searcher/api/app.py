@@ -5,18 +5,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 from searcher import __version__
+from searcher.api.auth import (
+    AuthMiddleware,
+    quota_window,
+    read_counter,
+    usage_counter,
+    usage_report,
+)
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
-from searcher.api.errors import install_error_handlers
+from searcher.api.errors import error_response, install_error_handlers
+from searcher.api.observe import ObserveMiddleware
+from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
+from searcher.auth.keys import KeyBook
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import backend_status
 from searcher.config import Settings, load_settings
@@ -33,6 +44,8 @@ from searcher.contract import (
     StateInfo,
 )
 from searcher.mcp_server import mcp_sessions, mount_mcp
+from searcher.metrics import CONTENT_TYPE, Metrics
+from searcher.research.jobs import JobBook
 from searcher.runtime import Runtime, open_service
 
 
@@ -57,13 +70,18 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app. ``ddgs_factory`` replaces the DuckDuckGo library (tests only)."""
     settings = settings or load_settings()
+    metrics = Metrics() if settings.metrics.enabled else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_service(settings, ddgs_factory=ddgs_factory) as runtime:
+        async with open_service(settings, ddgs_factory=ddgs_factory, metrics=metrics) as runtime:
             app.state.runtime = runtime
-            async with mcp_sessions(app):  # MCP tool calls end before the service closes
-                yield
+            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research)
+            try:
+                async with mcp_sessions(app):  # MCP tool calls end before the service closes
+                    yield
+            finally:
+                await jobs.close()  # research jobs end (cancelled) before the service closes
 
     app = FastAPI(
         title="searcher",
@@ -72,11 +90,18 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    if settings.auth.enabled:  # outside the body limit: a stranger's body is never read
+        app.add_middleware(AuthMiddleware, settings=settings.auth)
+    logs = settings.logging
+    app.add_middleware(
+        ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries
+    )
     install_error_handlers(app)
     app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
     app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
     app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
     app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
+    app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
     mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
 
     @app.post(
@@ -87,6 +112,11 @@ def create_app(
     )
     async def search(body: SearchRequest, request: Request) -> Response:
         response = await _runtime(request).service.search(body)
+        request.state.log = {
+            "query": body.query_text,
+            "mode": response.meta.mode_used,
+            "backends": response.meta.backends_tried,
+        }
         return _json(response.to_wire(body.want))
 
     @app.get("/v1/health", response_model=Health, summary="Backends and their circuit breakers")
@@ -139,5 +169,39 @@ def create_app(
     async def cache_clear(request: Request) -> Response:
         removed = await _runtime(request).cache.clear()
         return _json({"removed": removed})
+
+    if metrics is not None:
+
+        @app.get(
+            "/metrics",
+            summary="Prometheus metrics",
+            response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {}}}},
+        )
+        async def prometheus_metrics() -> Response:
+            return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    @app.get(
+        "/v1/usage",
+        summary="The calling key: its limits and what it used today",
+        responses={404: {"model": ErrorResponse, "description": "API keys are off."}},
+    )
+    async def usage(request: Request) -> Response:
+        key_id = request.scope.get("state", {}).get("key_id")
+        if key_id is None:
+            return error_response(404, "not_found", "API keys are off (auth.enabled: false)")
+        store = _runtime(request).state
+        if store is None:
+            return error_response(404, "not_found", "no state store")
+        key = next((k for k in await KeyBook(store).list() if k.id == key_id), None)
+        if key is None:
+            return error_response(404, "not_found", "the key is gone")
+        now = time.time()
+        today = await read_counter(store, usage_counter(key, now))
+        used = 0
+        if key.quota is not None:
+            window, _ = quota_window(key.quota, now)
+            used = await read_counter(store, f"auth:quota:{key.id}:{window}")
+        return _json(usage_report(key, today, used, now))
 
     return app
