@@ -37,6 +37,8 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/python -m bench.fusion_overhead
 	$(BIN)/python -m bench.ranking
 	$(BIN)/python -m bench.answer_recall
+	$(BIN)/python -m bench.semantic_cache
+	$(BIN)/python -m bench.cache_hits
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -125,7 +125,10 @@ def main() -> None:
           f"{'computed req/s':>15} {'computed p50':>13} {'ratio':>6}")  # fmt: skip
     with testbed() as tb:
         for name in ("sqlite", "redis"):
-            with engine(name) as state, searcher(config(tb, state), ("--workers", "2")) as base:
+            with (
+                engine(name) as state,
+                searcher(config(tb, state), ("--workers", "2"), 180) as base,
+            ):
                 times = inside(base, state)
                 hit_rps, hit_p50 = wrk(base, HIT, args.seconds, args.connections)
                 cold_rps, cold_p50 = wrk(base, COMPUTED, args.seconds, args.connections)

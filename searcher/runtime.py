@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -19,6 +19,7 @@ from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import build_backends
 from searcher.cache.extraction import ExtractionCache
 from searcher.cache.results import ResultCache, answer_fingerprint
+from searcher.cache.semantic import SemanticCache
 from searcher.config import Settings
 from searcher.embeddings import Embedder, build_embedder
 from searcher.errors import EmbedderUnavailable, StateUnavailable
@@ -64,8 +65,6 @@ def _result_cache(
         return None
     semantic = None
     if settings.cache.semantic.enabled and embedder is not None:
-        from searcher.cache.semantic import SemanticCache
-
         semantic = SemanticCache(
             state, embedder, settings.cache.semantic.threshold, settings.cache.semantic.max_entries
         )
@@ -108,11 +107,15 @@ async def open_service(
     embedder, problem = await _load_embedder(settings)
     llm = LlmClient(settings.llm) if settings.llm.configured else None
     results = _result_cache(settings, state, embedder)
-    sweepers = []
+    sweepers: list[asyncio.Task[Any]] = []
     if sweep and cache_cfg.enabled:
         sweepers.append(asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s)))
     if sweep:
         sweepers.append(asyncio.create_task(_prune_state(state, cache_cfg.sweep_interval_s)))
+    if results is not None and isinstance(results.semantic, SemanticCache):
+        # Mirror the vectors other workers stored, in the background: a lookup meanwhile
+        # uses what is there rather than waiting for 100,000 rows.
+        sweepers.append(asyncio.create_task(results.semantic.sync()))
     try:
         if metrics is not None:
             metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
