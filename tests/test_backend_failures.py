@@ -42,6 +42,10 @@ async def pool_for():
         await session.close()
 
 
+# Every request must reach the backends: a cached answer would hide the breaker's work.
+FRESH = {"constraints": {"cache": "off"}}
+
+
 def post(base, body):
     return httpx.post(base + "/v1/search", json=body, timeout=30)
 
@@ -199,7 +203,7 @@ def test_a_failing_primary_is_counted_and_reported_although_the_hedge_wins(
     base = serve_searcher(settings)
     testbed.reset()
     for _ in range(threshold + 3):
-        data = post(base, {"query": matching_query}).json()
+        data = post(base, FRESH | {"query": matching_query}).json()
         assert data["meta"]["backend_used"] == "brave"
         searxng_errors = [e for e in data["meta"]["errors"] if e["source"] == "searxng"]
         assert searxng_errors, data["meta"]["errors"]  # never hidden
@@ -232,7 +236,7 @@ def test_a_hanging_primary_times_out_and_opens_its_breaker_although_the_hedge_wi
     base = serve_searcher(settings)
     testbed.reset()
     for _ in range(threshold + 2):
-        data = post(base, {"query": matching_query}).json()
+        data = post(base, FRESH | {"query": matching_query}).json()
         assert data["meta"]["backend_used"] == "brave"
         (error,) = [e for e in data["meta"]["errors"] if e["source"] == "searxng"]
     assert len(hits_on(testbed, "/searxng")) == threshold

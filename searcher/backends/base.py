@@ -39,6 +39,9 @@ class BackendQuery:
     safesearch: int | None = None  # 0 off | 1 moderate | 2 strict
     engines: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    # Fields the engine-group route filled in, not the request: an instance that cannot
+    # honour them searches without them, and nobody needs telling.
+    routed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,8 @@ def fit_query(query: BackendQuery, capabilities: Capabilities) -> tuple[BackendQ
         value = getattr(query, name)
         if value not in (None, ()) and not getattr(capabilities, capability):
             cleared[name] = _CLEARED[name]
+            if name in query.routed:
+                continue
             shown = ", ".join(value) if isinstance(value, tuple) else value
             notes.append(f"cannot honour {constraint} ({shown}); searched without it")
     if query.pageno > 1 and not capabilities.paging:

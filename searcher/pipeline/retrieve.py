@@ -32,6 +32,14 @@ def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str
         safesearch=constraints.safesearch,
         engines=tuple(constraints.engines or route.engines),
         categories=tuple(constraints.categories or route.categories),
+        routed=frozenset(
+            name
+            for name, asked in (
+                ("engines", constraints.engines),
+                ("categories", constraints.categories),
+            )
+            if not asked
+        ),
     )
 
 
