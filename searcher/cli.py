@@ -24,6 +24,7 @@ from searcher.page_reader import PageOutcome
 from searcher.runtime import open_service
 
 T = TypeVar("T")
+GRACEFUL_SHUTDOWN_S = 10
 config_option = click.option(
     "--config",
     "config_path",
@@ -83,6 +84,9 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
         "port": settings.service.port if port is None else port,
         "log_level": "info",
         "access_log": False,
+        # SIGTERM / Ctrl-C: requests in flight get this long to finish, then the server
+        # stops anyway (an open stream or a slow client cannot hold it up).
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
     }
     if workers == 1:
         uvicorn.run(create_app(settings), **bind)  # type: ignore[arg-type]
@@ -106,7 +110,9 @@ def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
 
 
 async def _search_in_process(settings: Settings, request: SearchRequest) -> dict[str, Any]:
-    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+    async with open_service(
+        settings, extract_in_process=True, sweep=False, wait_for_embedder=True
+    ) as runtime:
         response = await runtime.service.search(request, progress=_progress_printer())
         return response.to_wire(request.want)
 

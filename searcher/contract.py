@@ -408,7 +408,10 @@ class BackendHealth(BaseModel):
 
 class EmbedderHealth(BaseModel):
     name: str | None
-    problem: str | None
+    problem: str | None = Field(description="Why near-duplicate removal is off right now.")
+    state: Literal["off", "loading", "ready", "failed"] = Field(
+        default="ready", description="The embedding model loads in the background."
+    )
 
 
 class LlmHealth(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -18,8 +18,8 @@ from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import build_backends
 from searcher.cache.extraction import ExtractionCache
 from searcher.config import Settings
-from searcher.embeddings import Embedder, build_embedder
-from searcher.errors import EmbedderUnavailable
+from searcher.embedder_loading import EmbedderLoad, needs_network
+from searcher.embeddings import Embedder
 from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
@@ -33,18 +33,17 @@ class Runtime:
     service: SearchService
     pool: BackendPool
     cache: ExtractionCache
-    embedder: Embedder | None = None
-    embedder_problem: str | None = None
+    embedding: EmbedderLoad
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder once loaded; None while loading, after a failure, or when off."""
+        return self.embedding.embedder
 
-async def _load_embedder(settings: Settings) -> tuple[Embedder | None, str | None]:
-    """The configured embedder, or None and why (near-duplicate removal then works on URLs
-    only, and responses say so)."""
-    try:
-        embedder = await asyncio.to_thread(build_embedder, settings.embeddings)
-    except EmbedderUnavailable as exc:
-        return None, f"near-duplicate removal is off: {exc}"
-    return embedder, None
+    @property
+    def embedder_problem(self) -> str | None:
+        """Why near-duplicate removal is off right now (None: on, or off on purpose)."""
+        return self.embedding.problem
 
 
 @contextlib.asynccontextmanager
@@ -54,11 +53,15 @@ async def open_service(
     ddgs_factory: SearcherFactory | None = None,
     extract_in_process: bool = False,
     sweep: bool = True,
+    wait_for_embedder: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Yield a ready ``Runtime``; everything it opened is closed on exit.
 
     ``extract_in_process`` runs extraction in a thread instead of a process pool (cheaper
-    for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background."""
+    for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background.
+    An embedder from a local directory is loaded before the runtime is yielded; one that
+    may need a model hub loads in the background (under ``embeddings.load_timeout_s``)
+    unless ``wait_for_embedder`` (a one-shot CLI call wants its near-duplicate removal)."""
     # trust_env=False: aiohttp would look proxies up in a thread on every request.
     backend_client = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
@@ -69,24 +72,34 @@ async def open_service(
     cache = ExtractionCache(settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled)
     pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
-    embedder, problem = await _load_embedder(settings)
     llm = LlmClient(settings.llm) if settings.llm.configured else None
     sweeper = None
     if sweep and cache_cfg.enabled:
         sweeper = asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s))
+    # The service starts without an embedder and gets it when the load is done; it carries
+    # no problem note, so responses do not repeat it (/v1/health says it, once).
+    service = SearchService(settings, pool, reader, None, None, llm)
+    embedding = EmbedderLoad(settings.embeddings, on_ready=_use_embedder(service))
     try:
-        service = SearchService(settings, pool, reader, embedder, problem, llm)
-        yield Runtime(settings, service, pool, cache, embedder, problem)
+        embedding.start()
+        if wait_for_embedder or not needs_network(settings.embeddings):
+            await embedding.wait()
+        yield Runtime(settings, service, pool, cache, embedding)
     finally:
         if sweeper is not None:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
         await backend_client.close()
-        close_embedder = getattr(embedder, "aclose", None)
-        if close_embedder is not None:
-            await close_embedder()
+        await embedding.aclose()
         await fetcher.aclose()
         if llm is not None:
             await llm.aclose()
         extractor.close()
+
+
+def _use_embedder(service: SearchService) -> Callable[[Embedder], None]:
+    def use(embedder: Embedder) -> None:
+        service.embedder = embedder
+
+    return use

@@ -108,6 +108,7 @@ def create_app(
         embedder = EmbedderHealth(
             name=runtime.embedder.name if runtime.embedder else None,
             problem=runtime.embedder_problem,
+            state=runtime.embedding.state,
         )
         llm = runtime.settings.llm
         health = Health(
