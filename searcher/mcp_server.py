@@ -234,8 +234,15 @@ def mount_mcp(app: FastAPI, settings: Settings) -> None:
     # `searcher serve --workers N` can answer any request.
     manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
     app.state.mcp_sessions = manager
+    # POST only: stateless, there is no server-to-client stream to GET (the transport
+    # would hold a GET open for ever) and no session to DELETE; others get 405 + Allow.
     app.router.routes.append(
-        Route("/mcp", endpoint=StreamableHTTPASGIApp(manager), include_in_schema=False)
+        Route(
+            "/mcp",
+            endpoint=StreamableHTTPASGIApp(manager),
+            methods=["POST"],
+            include_in_schema=False,
+        )
     )
 
 

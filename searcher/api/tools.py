@@ -23,7 +23,10 @@ def _runtime(request: Request) -> Runtime:
 @router.post(
     "/v1/fetch",
     response_model=FetchPageResponse,
-    responses={422: {"model": ErrorResponse, "description": "Invalid body; `error.field`."}},
+    responses={
+        413: {"model": ErrorResponse, "description": "Body over the size limit."},
+        422: {"model": ErrorResponse, "description": "Invalid body; `error.field`."},
+    },
     summary="Read one page (guarded fetch, extraction) and return a slice of its text",
 )
 async def fetch(body: FetchPageRequest, request: Request) -> FetchPageResponse:

@@ -21,10 +21,28 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    ValidationError,
+    field_validator,
+)
 
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
-from searcher.contract import Item, SearchRequest, SearchResponse, TimeRange, query_text
+from searcher.contract import (
+    MAX_QUERY_CHARS,
+    NOT_BLANK,
+    WHOLE,
+    ErrorResponse,
+    Item,
+    SearchRequest,
+    SearchResponse,
+    TimeRange,
+    WireSafe,
+    query_text,
+)
 from searcher.errors import AllBackendsFailed, InvalidRequest
 from searcher.page_reader import PageOutcome
 from searcher.passages import top_chunks
@@ -51,7 +69,7 @@ _RANGE_DAYS: tuple[tuple[int, TimeRange], ...] = (
 # --- request bodies (the boundary) -------------------------------------------------------
 
 
-class _Body(BaseModel):
+class _Body(WireSafe):
     # Tavily clients send fields searcher has no use for (country, auto_parameters,
     # include_usage, ...) and add new ones over time: ignore them rather than refuse.
     model_config = ConfigDict(extra="ignore")
@@ -62,42 +80,66 @@ class _Body(BaseModel):
 class TavilySearchBody(_Body):
     """Tavily's search request."""
 
-    query: str
+    query: str = Field(
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK}
+    )
     search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] = "basic"
     topic: Literal["general", "news", "finance"] = "general"
     time_range: TavilyRange | None = None
-    days: Annotated[int, Field(ge=1)] | None = Field(
+    days: Annotated[int, Field(ge=1, le=36_600), WHOLE] | None = Field(
         default=None, description="Days back (topic news only), rounded up to a time range."
     )
     start_date: date | None = Field(
         default=None, description="Rounded to the smallest time range that reaches it."
     )
     end_date: date | None = Field(default=None, description="Accepted; not applied.")
-    max_results: Annotated[int, Field(ge=0, le=100)] | None = None
-    chunks_per_source: Annotated[int, Field(ge=1, le=5)] | None = None
+    max_results: Annotated[int, Field(ge=0, le=100), WHOLE] | None = None
+    chunks_per_source: Annotated[int, Field(ge=1, le=5), WHOLE] | None = None
     include_domains: list[str] | None = None
     exclude_domains: list[str] | None = None
-    include_answer: bool | Literal["basic", "advanced"] = False
-    include_raw_content: bool | Literal["markdown", "text"] = False
-    include_images: bool = False
-    include_image_descriptions: bool = False
+    include_answer: StrictBool | Literal["basic", "advanced"] = False
+    include_raw_content: StrictBool | Literal["markdown", "text"] = False
+    include_images: StrictBool = False
+    include_image_descriptions: StrictBool = False
 
     @field_validator("query")
     @classmethod
     def _query_not_blank(cls, value: str) -> str:
         return query_text(value)
 
+    @field_validator("start_date", "end_date", mode="before")
+    @classmethod
+    def _date_as_text(cls, value: Any) -> Any:
+        # pydantic would also take a number (a Unix time); the schema says a date string.
+        if value is not None and not isinstance(value, str | date):
+            raise ValueError("must be a date string, YYYY-MM-DD")
+        return value
+
 
 class TavilyExtractBody(_Body):
     """Tavily's extract request."""
 
-    urls: str | list[str]
+    urls: str | list[str] = Field(
+        description=f"One URL or a list of at most {MAX_EXTRACT_URLS}.",
+        json_schema_extra=lambda schema: schema.update(
+            anyOf=[
+                {"type": "string", "pattern": NOT_BLANK},
+                {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "maxItems": MAX_EXTRACT_URLS,
+                    "contains": {"type": "string", "pattern": NOT_BLANK},
+                },
+            ]
+        ),
+    )
     query: str | None = Field(default=None, description="Rank chunks of each page by this.")
-    chunks_per_source: Annotated[int, Field(ge=1, le=5)] | None = None
+    chunks_per_source: Annotated[int, Field(ge=1, le=5), WHOLE] | None = None
     extract_depth: Literal["basic", "advanced"] = "basic"
     format: Literal["markdown", "text"] = "markdown"
-    include_images: bool = False
-    timeout: Annotated[float, Field(ge=1, le=60)] | None = Field(
+    include_images: StrictBool = False
+    timeout: Annotated[StrictFloat, Field(ge=1, le=60)] | None = Field(
         default=None, description="Accepted; searcher's fetch limits apply."
     )
 
@@ -105,11 +147,11 @@ class TavilyExtractBody(_Body):
     @classmethod
     def _urls_listed(cls, value: str | list[str]) -> list[str]:
         urls = [value] if isinstance(value, str) else value
+        if len(urls) > MAX_EXTRACT_URLS:  # as sent: the schema's maxItems
+            raise ValueError(f"Max {MAX_EXTRACT_URLS} URLs are allowed.")
         urls = list(dict.fromkeys(u.strip() for u in urls if u.strip()))
         if not urls:
             raise ValueError("at least one URL is required")
-        if len(urls) > MAX_EXTRACT_URLS:
-            raise ValueError(f"Max {MAX_EXTRACT_URLS} URLs are allowed.")
         return urls
 
     @property
@@ -335,7 +377,19 @@ router = APIRouter(
 )
 
 
-@router.post("/search", summary="Tavily-compatible search")
+# Tavily's own error statuses and shape (``{"detail": {"error": ...}}``), not searcher's.
+_TAVILY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Invalid body: `detail.error` says why, `detail.field` where."},
+    401: {"description": "Missing or wrong key (when compat.tavily_api_key is set)."},
+    413: {"model": ErrorResponse, "description": "Body over the size limit."},
+}
+
+
+@router.post(
+    "/search",
+    summary="Tavily-compatible search",
+    responses={**_TAVILY_ERRORS, 502: {"description": "Every backend failed."}},
+)
 async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
     runtime = runtime_of(request)
     search = search_request(body, runtime.settings.budget.max_results)
@@ -343,7 +397,7 @@ async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
     return json_response(search_response(body, response, str(uuid.uuid4())))
 
 
-@router.post("/extract", summary="Tavily-compatible page extraction")
+@router.post("/extract", summary="Tavily-compatible page extraction", responses=_TAVILY_ERRORS)
 async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
     started = time.perf_counter()
     outcomes = await runtime_of(request).service.read_pages(body.url_list)
