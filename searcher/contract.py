@@ -24,6 +24,8 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from typing_extensions import TypeAliasType
 
+from searcher.config import BACKEND_NAMES
+
 MAX_QUERY_CHARS = 2000
 SCHEMA: Literal["ucp-1"] = "ucp-1"
 # What every request body may hold (README, "Input limits"): integers within 64 bits
@@ -160,9 +162,11 @@ def _list_or_commas(schema: dict[str, Any]) -> None:
 
 
 def _backend_schema(schema: dict[str, Any]) -> None:
+    # The names the policy knows (searcher.backends.policy checks them).
+    names = list(BACKEND_NAMES)
     schema["anyOf"] = [
-        {"type": "string"},
-        {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        {"type": "string", "enum": [*names, "auto"]},
+        {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1},
         {"type": "null"},
     ]
 

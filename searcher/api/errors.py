@@ -9,7 +9,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
+from starlette.routing import Match
+from starlette.types import Scope
 
 from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError
 
@@ -62,14 +63,18 @@ def body_parse_problem(exc: StarletteHTTPException) -> str | None:
     return f"not readable as JSON ({type(cause).__name__ if cause else 'unknown'})"
 
 
-def allowed_methods(app: FastAPI, path: str) -> list[str]:
-    """The methods some route of ``app`` answers at ``path`` (one path may have a route
-    per method)."""
-    methods: set[str] = set()
-    for route in app.router.routes:
-        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
-            methods |= route.methods
-    return sorted(methods)
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """The methods some route of ``app`` answers at the request's path (one path may have
+    a route per method), found by asking the routes themselves."""
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**scope, "method": method})[0] == Match.FULL
+               for route in app.router.routes)
+    ]  # fmt: skip
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -105,7 +110,7 @@ def install_error_handlers(app: FastAPI) -> None:
         # 405 carries Allow, 401 WWW-Authenticate: the headers the exception came with.
         response.headers.update(exc.headers or {})
         if exc.status_code == 405:  # every method of the path, not just one route's
-            response.headers["Allow"] = ", ".join(allowed_methods(app, request.url.path))
+            response.headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
         return response
 
     @app.exception_handler(Exception)
