@@ -19,7 +19,13 @@ from pydantic import ValidationError
 from searcher import __version__
 from searcher.config import Settings, load_settings, masked
 from searcher.contract import SearchRequest
-from searcher.errors import AllBackendsFailed, ConfigError, InvalidRequest, SearcherError
+from searcher.errors import (
+    AllBackendsFailed,
+    ConfigError,
+    InvalidRequest,
+    SearcherError,
+    describe_failures,
+)
 from searcher.page_reader import PageOutcome
 from searcher.runtime import open_service
 
@@ -79,6 +85,9 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     from searcher.api.app import create_app
 
     settings = _settings(config_path)  # read here too, so a bad config fails before binding
+    _log_access_to_stderr()
+    if workers > 1 and settings.metrics.enabled:
+        _share_metrics_between_workers()
     bind = {
         "host": host or settings.service.host,
         "port": settings.service.port if port is None else port,
@@ -96,6 +105,30 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     if config_path:
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
     uvicorn.run("searcher.api.app:create_app", factory=True, workers=workers, **bind)  # type: ignore[arg-type]
+
+
+def _log_access_to_stderr() -> None:
+    """The JSON access lines (``logging.access``) go to stderr, one per request."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access = logging.getLogger("searcher.access")
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False
+
+
+def _share_metrics_between_workers() -> None:
+    """Workers write their metrics to one fresh directory that a scrape sums (set before
+    any worker imports prometheus_client)."""
+    import os
+    import tempfile
+
+    from searcher.metrics import MULTIPROC_ENV
+
+    if not os.environ.get(MULTIPROC_ENV):
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="searcher-metrics-")
 
 
 def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
@@ -189,9 +222,7 @@ def search(
     try:
         request = SearchRequest.model_validate(body)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        message = str(err["msg"]).removeprefix("Value error, ")
-        _fail(f"invalid {'.'.join(str(p) for p in err['loc'])}: {message}", 2)
+        _fail(f"invalid {InvalidRequest.from_validation(exc.errors())}", 2)
     if remote:
         run = functools.partial(_search_remote, remote, request)
     else:
@@ -201,8 +232,8 @@ def search(
     except InvalidRequest as exc:
         _fail(str(exc), 2)
     except AllBackendsFailed as exc:
-        lines = "\n".join(f"  {f.backend}: {f.reason}" for f in exc.failures)
-        _fail(f"all search backends failed:\n{lines}", 1)
+        listed = describe_failures(exc.failures, separator="\n  ")
+        _fail(f"all search backends failed:\n  {listed}", 1)
     except SearcherError as exc:
         _fail(str(exc), 1)
     if as_json:

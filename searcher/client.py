@@ -78,12 +78,7 @@ def _overlay(
 
 def _invalid(exc: ValidationError) -> InvalidRequest:
     """The first problem of a local validation, named like the server's 422 names it."""
-    err = exc.errors()[0]
-    field = ".".join(str(part) for part in err["loc"]) or "body"
-    message = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        message = "unknown field"
-    return InvalidRequest(field, message)
+    return InvalidRequest.from_validation(exc.errors())
 
 
 def build_search_request(

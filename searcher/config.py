@@ -17,7 +17,7 @@ import platformdirs
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from searcher.errors import ConfigError
+from searcher.errors import ConfigError, field_problems
 
 BackendName = Literal["searxng", "duckduckgo", "brave"]
 BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
@@ -218,7 +218,17 @@ class ScoringSettings(_Section):
     )
 
 
-LlmStep = Literal["rewrite", "route", "multi_query", "rank", "crag", "answer", "answer_check"]
+LlmStep = Literal[
+    "rewrite",
+    "route",
+    "multi_query",
+    "rank",
+    "crag",
+    "answer",
+    "answer_check",
+    "research_plan",
+    "research_report",
+]
 
 
 class LlmStepSettings(_Section):
@@ -249,6 +259,8 @@ class LlmStepsSettings(_Section):
     crag: LlmStepSettings = Field(default_factory=_step(128, 0.0))
     answer: LlmStepSettings = Field(default_factory=_step(600, 0.2))
     answer_check: LlmStepSettings = Field(default_factory=_step(96, 0.0))
+    research_plan: LlmStepSettings = Field(default_factory=_step(300, 0.2))
+    research_report: LlmStepSettings = Field(default_factory=_step(1200, 0.2))
 
     def get(self, step: LlmStep) -> LlmStepSettings:
         settings: LlmStepSettings = getattr(self, step)
@@ -297,6 +309,29 @@ class CompatSettings(_Section):
     )
 
 
+class ResearchSettings(_Section):
+    max_concurrent_jobs: int = Field(
+        default=2, ge=1, le=64, description="Research jobs running at once; more get 429."
+    )
+    retention_s: int = Field(
+        default=3600, ge=1, description="How long a finished job stays readable."
+    )
+    heartbeat_s: float = Field(
+        default=15.0, gt=0, le=300, description="Keep-alive comment on a quiet event stream."
+    )
+
+
+class LoggingSettings(_Section):
+    access: bool = Field(
+        default=True, description="One JSON line per HTTP request on stderr (searcher serve)."
+    )
+    queries: bool = Field(default=False, description="Put the query text in that line.")
+
+
+class MetricsSettings(_Section):
+    enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics.")
+
+
 class Settings(_Section):
     backends: BackendsSettings = Field(default_factory=BackendsSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
@@ -309,6 +344,9 @@ class Settings(_Section):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    research: ResearchSettings = Field(default_factory=ResearchSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     def cache_dir(self) -> Path:
         """Where the extraction cache lives."""
@@ -380,9 +418,7 @@ def load_settings(
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{p.field}: {p.text}" for p in field_problems(exc.errors()))
         source = f" (file {config_path})" if config_path else ""
         raise ConfigError(f"invalid configuration{source}: {problems}") from exc
 

@@ -7,7 +7,9 @@ exactly one place: ``searcher.api.errors``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 class SearcherError(Exception):
@@ -25,6 +27,49 @@ class InvalidRequest(SearcherError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+    @classmethod
+    def from_validation(cls, errors: Sequence[Mapping[str, Any]]) -> InvalidRequest:
+        """The first problem of a pydantic validation (``exc.errors()``)."""
+        problem = (field_problems(errors) or [FieldProblem("body", "invalid request")])[0]
+        return cls(problem.field, problem.text)
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One validation problem: the dotted field, and what is wrong with it."""
+
+    field: str
+    message: str
+    detail: str | None = None  # e.g. where a JSON body stops parsing
+
+    @property
+    def text(self) -> str:
+        return f"{self.message}: {self.detail}" if self.detail else self.message
+
+
+def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
+    """pydantic's validation errors (``exc.errors()``) in our words: fields dotted, without
+    FastAPI's leading ``body``; the one rule for every entry point (HTTP, CLI, MCP, client,
+    configuration)."""
+    problems = []
+    for err in errors:
+        parts = [str(p) for p in err.get("loc", ())]
+        if parts and parts[0] == "body":
+            parts = parts[1:]
+        field = ".".join(parts) or "body"
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        detail = None
+        kind = err.get("type")
+        if kind == "json_invalid":
+            field, message = "body", "malformed JSON"
+            detail = str((err.get("ctx") or {}).get("error", "")) or None
+        elif kind == "extra_forbidden":
+            message = "unknown field"
+        elif kind == "missing" and field == "body":
+            message = "a JSON object body is required"
+        problems.append(FieldProblem(field, message, detail))
+    return problems
 
 
 # --- search backends -------------------------------------------------------------------
@@ -88,11 +133,16 @@ class BackendFailure:
     reason: str
 
 
+def describe_failures(failures: Sequence[BackendFailure], separator: str = "; ") -> str:
+    """``backend: reason`` for each failure, joined (empty when there are none)."""
+    return separator.join(f"{f.backend}: {f.reason}" for f in failures)
+
+
 class AllBackendsFailed(SearcherError):
     """Every backend that was tried failed; ``failures`` says why, one entry each."""
 
     def __init__(self, failures: list[BackendFailure]) -> None:
-        listed = "; ".join(f"{f.backend}: {f.reason}" for f in failures) or "no backend is enabled"
+        listed = describe_failures(failures) or "no backend is enabled"
         super().__init__(f"all search backends failed ({listed})")
         self.failures = failures
 
@@ -188,3 +238,27 @@ class LlmTimeout(LlmError):
 
 class LlmBadReply(LlmError):
     """The endpoint answered, but not with something the step can use."""
+
+
+# --- research --------------------------------------------------------------------------
+
+
+class ResearchFailed(SearcherError):
+    """A research job could not go on (every search failed); the job ends ``failed``."""
+
+
+class TooManyJobs(SearcherError):
+    """``research.max_concurrent_jobs`` are running; ``retry_after_s`` says when to retry."""
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(f"{limit} research jobs are running already; retry later")
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
+class JobNotFound(SearcherError):
+    """No research job has that id (or it expired)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no research job {job_id!r}")
+        self.job_id = job_id

@@ -33,7 +33,7 @@ from starlette.routing import Route
 from searcher import __version__
 from searcher.config import Settings
 from searcher.contract import SearchRequest
-from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError
+from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, describe_failures
 from searcher.fetch_page import FetchPageResult, fetch_page
 from searcher.runtime import open_service
 from searcher.service import SearchService
@@ -89,9 +89,7 @@ def _search_request(arguments: dict[str, Any], pack_chars: int) -> SearchRequest
     try:
         return SearchRequest.model_validate(search_body(arguments, pack_chars))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise InvalidRequest(field, str(err["msg"]).removeprefix("Value error, ")) from exc
+        raise InvalidRequest.from_validation(exc.errors()) from exc
 
 
 async def run_web_search(
@@ -172,7 +170,7 @@ async def call_tool(
     except InvalidRequest as exc:
         return _error(f"invalid arguments: {exc}")
     except AllBackendsFailed as exc:
-        failed = "; ".join(f"{f.backend}: {f.reason}" for f in exc.failures)
+        failed = describe_failures(exc.failures)
         return _error(f"web search failed: every backend failed ({failed or 'none enabled'})")
     except SearcherError as exc:
         log.warning("tool %s failed: %s", spec.name, exc)

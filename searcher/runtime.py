@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
 
@@ -24,7 +25,11 @@ from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
 from searcher.page_reader import PageReader
+from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
+
+if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
+    from searcher.metrics import Metrics
 
 
 @dataclass
@@ -54,6 +59,7 @@ async def open_service(
     extract_in_process: bool = False,
     sweep: bool = True,
     wait_for_embedder: bool = False,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Runtime]:
     """Yield a ready ``Runtime``; everything it opened is closed on exit.
 
@@ -78,9 +84,12 @@ async def open_service(
         sweeper = asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s))
     # The service starts without an embedder and gets it when the load is done; it carries
     # no problem note, so responses do not repeat it (/v1/health says it, once).
-    service = SearchService(settings, pool, reader, None, None, llm)
-    embedding = EmbedderLoad(settings.embeddings, on_ready=_use_embedder(service))
+    parts = Parts.build(settings, pool, reader, None, None, llm, metrics)
+    service = SearchService(parts)
+    embedding = EmbedderLoad(settings.embeddings, on_ready=_use_embedder(parts))
     try:
+        if metrics is not None:
+            metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
         embedding.start()
         if wait_for_embedder or not needs_network(settings.embeddings):
             await embedding.wait()
@@ -98,8 +107,8 @@ async def open_service(
         extractor.close()
 
 
-def _use_embedder(service: SearchService) -> Callable[[Embedder], None]:
+def _use_embedder(parts: Parts) -> Callable[[Embedder], None]:
     def use(embedder: Embedder) -> None:
-        service.embedder = embedder
+        parts.embedder = embedder
 
     return use

@@ -9,12 +9,14 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 from searcher import __version__
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import install_error_handlers
+from searcher.api.observe import ObserveMiddleware
+from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import backend_status
@@ -31,6 +33,8 @@ from searcher.contract import (
     SearchResponse,
 )
 from searcher.mcp_server import mcp_sessions, mount_mcp
+from searcher.metrics import CONTENT_TYPE, Metrics
+from searcher.research.jobs import JobBook
 from searcher.runtime import Runtime, open_service
 
 
@@ -55,13 +59,18 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app. ``ddgs_factory`` replaces the DuckDuckGo library (tests only)."""
     settings = settings or load_settings()
+    metrics = Metrics() if settings.metrics.enabled else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_service(settings, ddgs_factory=ddgs_factory) as runtime:
+        async with open_service(settings, ddgs_factory=ddgs_factory, metrics=metrics) as runtime:
             app.state.runtime = runtime
-            async with mcp_sessions(app):  # MCP tool calls end before the service closes
-                yield
+            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research)
+            try:
+                async with mcp_sessions(app):  # MCP tool calls end before the service closes
+                    yield
+            finally:
+                await jobs.close()  # research jobs end (cancelled) before the service closes
 
     app = FastAPI(
         title="searcher",
@@ -70,11 +79,16 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    logs = settings.logging
+    app.add_middleware(
+        ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries
+    )
     install_error_handlers(app)
     app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
     app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
     app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
     app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
+    app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
     mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
 
     @app.post(
@@ -85,6 +99,11 @@ def create_app(
     )
     async def search(body: SearchRequest, request: Request) -> Response:
         response = await _runtime(request).service.search(body)
+        request.state.log = {
+            "query": body.query_text,
+            "mode": response.meta.mode_used,
+            "backends": response.meta.backends_tried,
+        }
         return _json(response.to_wire(body.want))
 
     @app.get("/v1/health", response_model=Health, summary="Backends and their circuit breakers")
@@ -136,5 +155,16 @@ def create_app(
     async def cache_clear(request: Request) -> Response:
         removed = await _runtime(request).cache.clear()
         return _json({"removed": removed})
+
+    if metrics is not None:
+
+        @app.get(
+            "/metrics",
+            summary="Prometheus metrics",
+            response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {}}}},
+        )
+        async def prometheus_metrics() -> Response:
+            return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     return app

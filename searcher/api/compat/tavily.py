@@ -43,7 +43,7 @@ from searcher.contract import (
     WireSafe,
     query_text,
 )
-from searcher.errors import AllBackendsFailed, InvalidRequest
+from searcher.errors import AllBackendsFailed, InvalidRequest, field_problems
 from searcher.page_reader import PageOutcome
 from searcher.passages import top_chunks
 
@@ -314,20 +314,10 @@ def tavily_error(status: int, message: str, field: str | None = None) -> Respons
 
 
 def _first_problem(errors: Sequence[Any]) -> tuple[str, str]:
-    """The field and message of the first validation problem."""
-    if not errors:
-        return "body", "invalid request"
-    err = errors[0]
-    parts = [str(p) for p in err.get("loc", ())]
-    if parts and parts[0] == "body":
-        parts = parts[1:]
-    field = ".".join(parts) or "body"
-    message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-    if err.get("type") == "json_invalid":
-        return "body", "malformed JSON"
-    if err.get("type") == "missing" and field == "body":
-        return "body", "a JSON object body is required"
-    return field, message
+    """The field and message of the first validation problem (Tavily's errors carry no
+    parser detail)."""
+    problems = field_problems(errors)
+    return (problems[0].field, problems[0].message) if problems else ("body", "invalid request")
 
 
 class _TavilyRoute(APIRoute):
