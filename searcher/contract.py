@@ -119,6 +119,9 @@ class WireSafe(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _carriable(cls, data: Any) -> Any:
+        if isinstance(data, dict) and cls.model_config.get("extra") != "forbid":
+            # Fields this model ignores are dropped unseen (compat bodies: clients send more).
+            data = {key: value for key, value in data.items() if key in cls.model_fields}
         found = wire_problem(data)
         if found is None:
             return data
@@ -263,9 +266,16 @@ class Constraints(_Strict):
 
     @field_validator("backend")
     @classmethod
-    def _backend_not_empty(cls, value: str | list[str] | None) -> str | list[str] | None:
+    def _backend_known(cls, value: str | list[str] | None) -> str | list[str] | None:
+        # Checked here, not only when the search is planned: a research job would otherwise
+        # accept the name and fail later, in the background.
         if isinstance(value, list) and not value:
             raise ValueError("must name at least one backend")
+        names = [value] if isinstance(value, str) else value or []
+        for name in names:
+            if name not in BACKEND_NAMES and not (name == "auto" and isinstance(value, str)):
+                known = ", ".join((*BACKEND_NAMES, "auto"))
+                raise ValueError(f"unknown backend {name!r} (known: {known})")
         return value
 
 

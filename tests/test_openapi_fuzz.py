@@ -16,6 +16,8 @@ import pytest
 from tests.ddgs_fake import FakeDDGS
 
 # Cases per operation and phase: the whole run stays well under two minutes on two cores.
+# use_after_free is left out: DELETE /v1/research/{id} cancels a job, which stays readable
+# (status "cancelled") by design, where the check expects a deleted resource to be gone.
 MAX_EXAMPLES = 8
 # Above the default request deadline (budget.max_total_time_ms, 12 s): nothing may take
 # longer than its deadline, whatever the input.
@@ -35,7 +37,8 @@ def test_schemathesis_finds_no_server_error_and_no_mismatch(
     assert base.startswith("http://127.0.0.1:")
     result = subprocess.run(
         [sys.executable, "-m", "schemathesis.cli", "run", f"{base}/openapi.json",
-         "--checks", "all", "--max-examples", str(MAX_EXAMPLES), "--workers", "1",
+         "--checks", "all", "--exclude-checks", "use_after_free",
+         "--max-examples", str(MAX_EXAMPLES), "--workers", "1",
          "--seed", "10", "--max-response-time", str(MAX_RESPONSE_S),
          "--request-timeout", str(MAX_RESPONSE_S + 10), "--no-color"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,

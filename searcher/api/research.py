@@ -24,6 +24,12 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _event_id_schema(schema: dict[str, Any]) -> None:
+    # Optional, but when sent an integer: "null" is no event id.
+    schema.clear()
+    schema.update({"type": "integer", "minimum": 0, "maximum": 1_000_000})
+
+
 def _jobs(request: Request) -> JobBook:
     jobs: JobBook = request.app.state.jobs
     return jobs
@@ -105,9 +111,17 @@ async def research_status(job_id: str, request: Request) -> Response:
 async def research_events(
     job_id: str,
     request: Request,
-    last_event_id: Annotated[int | None, Header(ge=0, le=1_000_000)] = None,
+    last_event_id: Annotated[
+        int | None, Header(ge=0, le=1_000_000, json_schema_extra=_event_id_schema)
+    ] = None,
     after: Annotated[
-        int | None, Query(ge=0, le=1_000_000, description="Events after this id.")
+        int | None,
+        Query(
+            ge=0,
+            le=1_000_000,
+            description="Events after this id.",
+            json_schema_extra=_event_id_schema,
+        ),
     ] = None,
 ) -> StreamingResponse:
     start = after if after is not None else (last_event_id or 0)
