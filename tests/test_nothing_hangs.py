@@ -190,3 +190,16 @@ def test_search_returns_when_the_hub_never_answers(testbed, tmp_path, silent_hub
     assert silent_hub.accepted > 0  # it did ask the hub, and gave up on it
     assert json.loads(result.stdout)["items"]
     assert "embeddings.load_timeout_s" in result.stderr and "HF_HUB_OFFLINE=1" in result.stderr
+
+
+def test_an_embedder_that_never_answers_gets_only_what_the_deadline_leaves(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    embeddings = {"provider": "openai", "model": "m", "timeout_s": 600,
+                  "base_url": testbed.url("/openai/hang/v1")}  # fmt: skip
+    base = serve_searcher(make_settings(embeddings=embeddings))
+    body = {"query": matching_query, "budget": {"max_total_time_ms": 2000}}
+    response = httpx.post(f"{base}/v1/search", json=body, timeout=READY_WITHIN_S)
+    assert response.status_code == 200 and response.json()["items"]
+    notes = [e["reason"] for e in response.json()["meta"]["errors"] if e["stage"] == "dedup"]
+    assert notes and "deadline came first" in notes[0]
