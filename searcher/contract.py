@@ -38,6 +38,10 @@ MIN_TIME_MS = 100
 MAX_TIME_MS = 3_600_000
 # What /v1/fetch takes: http(s), an ASCII host, an optional port, printable ASCII after it.
 HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?([/?#][!-~]*)?$"
+HTTP_URL_RULE = (
+    "an http or https URL with an ASCII host name (IDN hosts in punycode), an optional port "
+    "and printable ASCII after it (no spaces)"
+)
 # A query must hold a character that is not whitespace (the OpenAPI pattern says so too).
 NOT_BLANK = r"\S"
 
@@ -59,7 +63,7 @@ def _whole_number(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise PydanticCustomError("int_type", "Input should be a whole number")
+        raise PydanticCustomError("int_type", "Input should be a valid integer (a whole number)")
     return value
 
 
@@ -615,14 +619,12 @@ class CacheCleared(BaseModel):
 class FetchPageRequest(_Strict, WireSafe):
     """``POST /v1/fetch`` body: one page's extracted text, a slice at a time."""
 
-    # Python's regex semantics, as the schema's generators use them ($ before a final \n).
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
-
+    # The pattern is checked by the route, after the friendlier checks of check_url.
     url: str = Field(
         min_length=1,
         max_length=8192,
-        pattern=HTTP_URL,
-        description="An http or https URL with an ASCII host name (IDN hosts in punycode).",
+        description=HTTP_URL_RULE,
+        json_schema_extra={"pattern": HTTP_URL},
     )
     max_chars: Annotated[int, Field(ge=1, le=200_000), WHOLE] | None = Field(
         default=None, description="Characters to return at most (default: mcp.max_output_chars)."
