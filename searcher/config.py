@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from searcher.errors import ConfigError, field_problems
+from searcher.errors import ConfigError, InvalidRequest, field_problems
 
 BackendName = Literal["searxng", "duckduckgo", "brave"]
 BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
-SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key"})
+SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key", "redis_url"})
 
 
 class _Section(BaseModel):
@@ -319,6 +319,11 @@ class ResearchSettings(_Section):
     heartbeat_s: float = Field(
         default=15.0, gt=0, le=300, description="Keep-alive comment on a quiet event stream."
     )
+    owner_ttl_s: float = Field(
+        default=15.0, gt=0, le=600,
+        description="A process running jobs renews its heartbeat in the state store every "
+        "third of this; a job whose process is silent this long reads as interrupted.",
+    )  # fmt: skip
 
 
 class LoggingSettings(_Section):
@@ -330,6 +335,118 @@ class LoggingSettings(_Section):
 
 class MetricsSettings(_Section):
     enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics.")
+
+
+# --- shared state and result caches (issue 13) -------------------------------------------
+
+
+class AuthSettings(_Section):
+    """API keys (``searcher keys create``) and their limits on every route."""
+
+    enabled: bool = Field(
+        default=False, description="Require Authorization: Bearer <key> on every route."
+    )
+    open_paths: list[str] = Field(
+        default_factory=lambda: ["/v1/health", "/metrics"],
+        description="Paths that need no key (health checks, the metrics scraper).",
+    )
+    default_rate: str | None = Field(
+        default="60/min", description="Rate of keys created without --rate; null: no limit."
+    )
+
+    @field_validator("default_rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            from searcher.auth.keys import Rate  # the one parser of rates
+
+            try:
+                Rate.parse(value)
+            except InvalidRequest as exc:
+                raise ValueError(exc.message) from exc
+        return value
+
+
+class StateSettings(_Section):
+    """Where shared state lives: SQLite files on this machine, or Redis for many."""
+
+    redis_url: str | None = Field(
+        default=None,
+        description="redis://[:password@]host:port/db; set: every cache and counter lives "
+        "in Redis, shared by all workers and replicas. Unset: SQLite files in state.dir.",
+    )
+    dir: str | None = Field(
+        default=None,
+        description="Directory of the SQLite state file; default: the user "
+        "cache directory (…/searcher/state).",
+    )
+    redis_prefix: str = Field(default="searcher:", description="Prefix of every Redis key.")
+    redis_timeout_s: float = Field(
+        default=0.5, gt=0, description="Connect and command timeout of each Redis call."
+    )
+    sqlite_busy_timeout_ms: int = Field(
+        default=5000, ge=0, description="How long a SQLite writer waits for another process."
+    )
+    retry_after_failure_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="After a state failure, skip the store this long "
+        "(requests go on without the cache) before trying again.",
+    )
+
+    def directory(self) -> Path:
+        if self.dir:
+            return Path(self.dir).expanduser()
+        return Path(platformdirs.user_cache_dir("searcher")) / "state"
+
+
+def _default_intent_ttls() -> dict[str, int]:
+    return {"fresh_data": 300, "background": 7 * 86_400}
+
+
+class SemanticCacheSettings(_Section):
+    enabled: bool = Field(
+        default=False,
+        description="Serve a cached answer to a query close in meaning "
+        "(same numbers, dates and proper nouns).",
+    )
+    threshold: float = Field(
+        default=0.97,
+        gt=0,
+        le=1,
+        description="Cosine at or above which queries match "
+        "(chosen on QQP for <= 1 % false hits with minilm-static-256; "
+        "see bench/semantic_cache.py).",
+    )
+    max_entries: int = Field(
+        default=100_000, ge=1, description="Queries kept in each process's in-memory index."
+    )
+
+
+class ResultCacheSettings(_Section):
+    """The cache of whole search answers (``meta.cache`` says when one was used)."""
+
+    enabled: bool = Field(default=True, description="Cache complete search answers.")
+    ttl_s: int = Field(default=3600, ge=0, description="How long an answer stays fresh.")
+    ttl_by_intent: dict[str, int] = Field(
+        default_factory=_default_intent_ttls,
+        description="Fresh time per request intent, overriding ttl_s.",
+    )
+    fresh_ttl_s: int = Field(
+        default=300,
+        ge=0,
+        description="Fresh time for time_range: day and for the routes in fresh_routes (news).",
+    )
+    fresh_routes: list[str] = Field(
+        default_factory=lambda: ["news"], description="Engine groups whose answers age fast."
+    )
+    stale_if_error_s: int = Field(
+        default=86_400,
+        ge=0,
+        description="When every backend fails, serve an answer this "
+        "long past its fresh time, marked stale.",
+    )
+    semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
 
 
 class Settings(_Section):
@@ -347,6 +464,9 @@ class Settings(_Section):
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     research: ResearchSettings = Field(default_factory=ResearchSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
 
     def cache_dir(self) -> Path:
         """Where the extraction cache lives."""
@@ -372,6 +492,8 @@ ENV_VARS: dict[str, str] = {
     "SEARCHER_LLM_API_KEY": "llm.api_key",
     "SEARCHER_OPENWEBUI_API_KEY": "compat.openwebui_api_key",
     "SEARCHER_TAVILY_API_KEY": "compat.tavily_api_key",
+    "SEARCHER_REDIS_URL": "state.redis_url",
+    "SEARCHER_STATE_DIR": "state.dir",
 }
 CONFIG_ENV_VAR = "SEARCHER_CONFIG"
 

@@ -259,6 +259,10 @@ class Constraints(_Strict):
     want_n: Annotated[int, Field(ge=1, le=20), WHOLE] | None = Field(
         default=None, description='Results kept by rank="llm" (default: llm.steps.rank.want_n).'
     )
+    cache: Literal["on", "off"] = Field(
+        default="on",
+        description='"off": neither read nor write the result cache for this request.',
+    )
 
     @field_validator("engines", "categories", mode="before")
     @classmethod
@@ -316,6 +320,10 @@ class Budget(_Strict):
         description=f"Deadline of the whole request, {MIN_TIME_MS}-{MAX_TIME_MS} ms.",
     )
     per_request_timeout_ms: PerRequestTimeouts | None = None
+    max_age_s: NonNegInt | None = Field(
+        default=None,
+        description="Oldest cached answer accepted, in seconds; 0: fresh only (no cache).",
+    )
 
 
 def query_shape(value: Any) -> Any:
@@ -492,6 +500,17 @@ class ErrorEntry(BaseModel):
     reason: str
 
 
+CacheKind = Literal["exact", "semantic", "stale"]
+
+
+class CacheInfo(BaseModel):
+    """Whether the answer came from the result cache, which kind of match, and its age."""
+
+    hit: bool
+    kind: CacheKind | None = None
+    age_s: float | None = Field(default=None, description="Seconds since it was computed.")
+
+
 class Meta(BaseModel):
     backend_used: str | None
     fallback_used: bool
@@ -513,6 +532,7 @@ class Meta(BaseModel):
     crag: CragInfo | None = None
     answer_check: AnswerCheck | None = None
     llm: list[LlmCall] = Field(default_factory=list, description="Every LLM step, in order.")
+    cache: CacheInfo | None = Field(default=None, description="The result cache's part.")
 
 
 class Usage(BaseModel):
@@ -592,12 +612,23 @@ class LlmHealth(BaseModel):
     model: str | None = None
 
 
+class StateInfo(BaseModel):
+    """The shared state store: its engine and whether it is answering."""
+
+    engine: Literal["sqlite", "redis"]
+    location: str = Field(description="The SQLite file, or the Redis URL without password.")
+    ok: bool = Field(description="False: requests go on without the shared caches.")
+    failures: int = Field(description="Operations that failed (or were skipped) so far.")
+    last_error: str | None = None
+
+
 class Health(BaseModel):
     status: str
     version: str
     backends: dict[str, BackendHealth]
     embedder: EmbedderHealth
     llm: LlmHealth
+    state: StateInfo | None = None
 
 
 class CacheStats(BaseModel):

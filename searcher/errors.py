@@ -262,3 +262,22 @@ class JobNotFound(SearcherError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no research job {job_id!r}")
         self.job_id = job_id
+
+
+# --- shared state (SQLite files, Redis) ------------------------------------------------
+
+
+class StateUnavailable(SearcherError):
+    """The state store (Redis, or the SQLite files) cannot be reached or used. At start-up
+    this stops ``searcher serve``; while serving, the caches treat it as a miss."""
+
+
+# --- API keys --------------------------------------------------------------------------
+
+
+class KeyNotFound(SearcherError):
+    """No active API key has that name or id."""
+
+    def __init__(self, name_or_id: str) -> None:
+        super().__init__(f"no active API key named or with id {name_or_id!r}")
+        self.name_or_id = name_or_id

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -37,7 +37,7 @@ from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, de
 from searcher.fetch_page import FetchPageResult, fetch_page
 from searcher.runtime import open_service
 from searcher.service import SearchService
-from searcher.tool_specs import ToolSpec, search_body, tool_specs
+from searcher.tool_specs import ToolSpec, mcp_tool_specs, search_body
 
 log = logging.getLogger("searcher.mcp")
 
@@ -46,7 +46,9 @@ log = logging.getLogger("searcher.mcp")
 FETCH_ROOM = 600
 INSTRUCTIONS = (
     "web_search returns a numbered context pack of web results (use it as evidence and "
-    "cite the URLs); fetch_page reads one page's main text, in slices for long pages."
+    "cite the URLs); fetch_page reads one page's main text, in slices for long pages; "
+    "deep_research answers a harder question over several rounds of searching and reading "
+    "and returns a cited report (slow: tens of seconds)."
 )
 
 ServiceGetter = Callable[[], SearchService]
@@ -157,8 +159,59 @@ async def run_fetch_page(
     )
 
 
+Progress = Callable[[float, str], Awaitable[None]]
+
+
+async def run_deep_research(
+    service: SearchService, arguments: dict[str, Any], max_chars: int, progress: Progress
+) -> CallToolResult:
+    """The research report as text (within ``max_chars`` with its sources), confidence,
+    verification and sources as structured content; every event of the job is a progress
+    notification."""
+    from searcher.contract import ResearchRequest
+    from searcher.research.loop import Research
+
+    try:
+        request = ResearchRequest.model_validate(
+            {"query": arguments["query"], "preset": arguments.get("preset", "balanced")}
+        )
+    except ValidationError as exc:
+        raise InvalidRequest.from_validation(exc.errors()) from exc
+    count = 0
+
+    async def emit(kind: str, data: dict[str, Any]) -> None:
+        nonlocal count
+        count += 1
+        await progress(count, f"{kind}: {json.dumps(data, ensure_ascii=False)[:300]}")
+
+    result = await Research(request, service.parts, emit).run()
+    sources = [{"n": p.n, "url": p.url, "title": p.title} for p in result.evidence or []]
+    listed = "\n".join(f"[{s['n']}] {s['title']} — {s['url']}" for s in sources)
+    text = cap_text(result.report or "", max(1000, max_chars - len(listed) - 200), "")
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{text}\n\nSources:\n{listed}".strip())],
+        structured_content={
+            "confidence": result.confidence,
+            "verification_status": result.verification_status,
+            "report_method": result.report_method,
+            "stopped": result.stopped,
+            "sub_questions": [q.model_dump(mode="json") for q in result.sub_questions],
+            "conflicts": [c.model_dump(mode="json") for c in result.conflicts],
+            "sources": sources,
+        },
+    )
+
+
+async def _no_progress(done: float, message: str) -> None:
+    return None
+
+
 async def call_tool(
-    spec: ToolSpec, service: SearchService, arguments: dict[str, Any], max_chars: int
+    spec: ToolSpec,
+    service: SearchService,
+    arguments: dict[str, Any],
+    max_chars: int,
+    progress: Progress = _no_progress,
 ) -> CallToolResult:
     """Validate the arguments against the tool's schema and run it; errors become tool
     errors with a clear message."""
@@ -166,6 +219,8 @@ async def call_tool(
         spec.validate(arguments)
         if spec.name == "web_search":
             return await run_web_search(service, arguments, max_chars)
+        if spec.name == "deep_research":
+            return await run_deep_research(service, arguments, max_chars, progress)
         return await run_fetch_page(service, arguments, max_chars)
     except InvalidRequest as exc:
         return _error(f"invalid arguments: {exc}")
@@ -183,7 +238,7 @@ async def call_tool(
 def build_server(get_service: ServiceGetter, settings: Settings) -> Server[Any]:
     """The MCP server; ``get_service`` yields the running ``SearchService`` at call time."""
     max_chars = settings.mcp.max_output_chars
-    specs = {spec.name: spec for spec in tool_specs(max_chars)}
+    specs = {spec.name: spec for spec in mcp_tool_specs(max_chars)}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
@@ -200,7 +255,12 @@ def build_server(get_service: ServiceGetter, settings: Settings) -> Server[Any]:
         spec = specs.get(params.name)
         if spec is None:
             return _error(f"unknown tool {params.name!r}; tools: {', '.join(specs)}")
-        return await call_tool(spec, get_service(), params.arguments or {}, max_chars)
+
+        async def progress(done: float, message: str) -> None:
+            # A no-op unless the client asked for progress (a progressToken).
+            await ctx.session.report_progress(done, None, message)
+
+        return await call_tool(spec, get_service(), params.arguments or {}, max_chars, progress)
 
     return Server(
         "searcher",
@@ -228,9 +288,11 @@ def mount_mcp(app: FastAPI, settings: Settings) -> None:
     if not settings.mcp.http:
         return
     server = build_server(lambda: app.state.runtime.service, settings)
-    # Stateless, JSON answers: the tools need no session, and any worker process of
-    # `searcher serve --workers N` can answer any request.
-    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+    # Stateless: the tools need no session, and any worker process of `searcher serve
+    # --workers N` can answer any request. Answers stream (SSE) to clients that accept it,
+    # so that deep_research's progress notifications reach them; a JSON-only client gets
+    # 406, as the MCP spec allows.
+    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=False)
     app.state.mcp_sessions = manager
     # POST only: stateless, there is no server-to-client stream to GET (the transport
     # would hold a GET open for ever) and no session to DELETE; others get 405 + Allow.

@@ -18,15 +18,18 @@ from searcher.backends.chain import BackendPool
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import build_backends
 from searcher.cache.extraction import ExtractionCache
+from searcher.cache.results import ResultCache, answer_fingerprint
 from searcher.config import Settings
 from searcher.embedder_loading import EmbedderLoad, needs_network
 from searcher.embeddings import Embedder
+from searcher.errors import StateUnavailable
 from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
 from searcher.page_reader import PageReader
 from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
+from searcher.state import FailSoftStore, open_store
 
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
     from searcher.metrics import Metrics
@@ -39,6 +42,8 @@ class Runtime:
     pool: BackendPool
     cache: ExtractionCache
     embedding: EmbedderLoad
+    state: FailSoftStore | None = None
+    results: ResultCache | None = None
 
     @property
     def embedder(self) -> Embedder | None:
@@ -51,6 +56,30 @@ class Runtime:
         return self.embedding.problem
 
 
+def _result_cache(
+    settings: Settings, state: FailSoftStore, embedder: Embedder | None
+) -> ResultCache | None:
+    """The result cache, with its semantic part when switched on and an embedder loaded."""
+    if not settings.cache.enabled:
+        return None
+    semantic = None
+    if settings.cache.semantic.enabled and embedder is not None:
+        from searcher.cache.semantic import SemanticCache
+
+        semantic = SemanticCache(
+            state, embedder, settings.cache.semantic.threshold, settings.cache.semantic.max_entries
+        )
+    return ResultCache(state, settings.cache, answer_fingerprint(settings), semantic)
+
+
+async def _prune_state(state: FailSoftStore, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        # Housekeeping: a store that is down shows in the next request's operation.
+        with contextlib.suppress(StateUnavailable):
+            await state.prune()
+
+
 @contextlib.asynccontextmanager
 async def open_service(
     settings: Settings,
@@ -58,16 +87,18 @@ async def open_service(
     ddgs_factory: SearcherFactory | None = None,
     extract_in_process: bool = False,
     sweep: bool = True,
-    wait_for_embedder: bool = False,
     metrics: Metrics | None = None,
+    wait_for_embedder: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Yield a ready ``Runtime``; everything it opened is closed on exit.
 
     ``extract_in_process`` runs extraction in a thread instead of a process pool (cheaper
-    for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background.
+    for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background. Raises
+    ``StateUnavailable`` when the state store (Redis) cannot be reached.
     An embedder from a local directory is loaded before the runtime is yielded; one that
     may need a model hub loads in the background (under ``embeddings.load_timeout_s``)
     unless ``wait_for_embedder`` (a one-shot CLI call wants its near-duplicate removal)."""
+    state = await open_store(settings.state)  # first: an unreachable Redis stops start-up
     # trust_env=False: aiohttp would look proxies up in a thread on every request.
     backend_client = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
@@ -79,26 +110,32 @@ async def open_service(
     pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
     llm = LlmClient(settings.llm) if settings.llm.configured else None
-    sweeper = None
-    if sweep and cache_cfg.enabled:
-        sweeper = asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s))
     # The service starts without an embedder and gets it when the load is done; it carries
     # no problem note, so responses do not repeat it (/v1/health says it, once).
     parts = Parts.build(settings, pool, reader, None, None, llm, metrics)
-    service = SearchService(parts)
     embedding = EmbedderLoad(settings.embeddings, on_ready=_use_embedder(parts))
+    embedding.start()
+    if wait_for_embedder or not needs_network(settings.embeddings):
+        await embedding.wait()
+    # The semantic cache needs the embedder now: with a model still loading from a hub,
+    # it stays off for this run (the exact-match result cache works regardless).
+    results = _result_cache(settings, state, embedding.embedder)
+    sweepers = []
+    if sweep and cache_cfg.enabled:
+        sweepers.append(asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s)))
+    if sweep:
+        sweepers.append(asyncio.create_task(_prune_state(state, cache_cfg.sweep_interval_s)))
     try:
         if metrics is not None:
             metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
-        embedding.start()
-        if wait_for_embedder or not needs_network(settings.embeddings):
-            await embedding.wait()
-        yield Runtime(settings, service, pool, cache, embedding)
+        service = SearchService(parts, results)
+        yield Runtime(settings, service, pool, cache, embedding, state, results)
     finally:
-        if sweeper is not None:
+        for sweeper in sweepers:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+        await state.aclose()
         await backend_client.close()
         await embedding.aclose()
         await fetcher.aclose()

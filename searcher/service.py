@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from searcher.cache.results import ResultCache, cache_policy, serve_cached
 from searcher.config import Settings
 from searcher.contract import Budget, SearchRequest, SearchResponse
 from searcher.page_reader import PageOutcome, Progress
@@ -29,8 +30,9 @@ from searcher.resilience import Deadline
 class SearchService:
     """Runs the pipeline; one instance serves every request of an app or CLI run."""
 
-    def __init__(self, parts: Parts) -> None:
+    def __init__(self, parts: Parts, results: ResultCache | None = None) -> None:
         self.parts = parts
+        self.results = results  # the result cache (state store), None when off
 
     @property
     def settings(self) -> Settings:
@@ -39,8 +41,22 @@ class SearchService:
     async def search(
         self, request: SearchRequest, progress: Progress | None = None
     ) -> SearchResponse:
-        """Run one search request to a UCP-1 response. Raises ``AllBackendsFailed`` when no
-        backend answered and ``InvalidRequest`` for a request the contract cannot express."""
+        """Answer one search request with a UCP-1 response, from the result cache when it
+        may (``meta.cache`` says so). Raises ``AllBackendsFailed`` when no backend answered
+        and no stale answer may stand in, ``InvalidRequest`` for a request the contract
+        cannot express."""
+        response = await serve_cached(
+            self.results, request, lambda: self.search_uncached(request, progress)
+        )
+        metrics, cache = self.parts.metrics, response.meta.cache
+        if metrics and self.results and cache and cache_policy(request) == "use":
+            metrics.cache_lookup("results", cache.kind or "exact", cache.hit)
+        return response
+
+    async def search_uncached(
+        self, request: SearchRequest, progress: Progress | None = None
+    ) -> SearchResponse:
+        """Run the pipeline's stages for one request, calling the backends."""
         parts = self.parts
         ctx = RequestContext.start(request, parts)
         plan = await make_plan(ctx, parts)  # 1. rewrite, route, backends

@@ -28,8 +28,10 @@ def test_a_backend_list_fans_out_and_fuses_with_provenance(
         assert item["score"]["method"] == "rrf+heuristics"
         assert 0 <= item["score"]["relevance"] <= 1
         assert all(p["rank"] >= 1 for p in item["provenance"])
-    # Same inputs, same output: fusion is deterministic.
+    # Same inputs, same output: fusion is deterministic (computed again, not cached).
+    body["constraints"]["cache"] = "off"
     again = post(base, body).json()
+    assert again["meta"]["cache"]["hit"] is False
     assert [i["url"] for i in again["items"]] == [i["url"] for i in items]
 
 

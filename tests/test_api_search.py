@@ -271,6 +271,7 @@ def test_breaker_opens_fails_fast_and_shows_in_health(
             }
         },
         budget={"max_search_retries": 0},
+        cache={"enabled": False},  # every repeat must reach the backends: the breaker's test
     )
     base = serve_searcher(settings)
     testbed.reset()

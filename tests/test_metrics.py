@@ -34,16 +34,22 @@ def sample(text: str, name: str, **labels: str) -> float | None:
 
 def test_metrics_count_searches_stages_routes_and_breakers(make_settings, serve_searcher):
     base = serve_searcher(make_settings())
+    fresh = {"query": "cloud gaming", "constraints": {"cache": "off"}}
     for _ in range(2):
-        assert httpx.post(f"{base}/v1/search", json={"query": "cloud gaming"}).status_code == 200
+        assert httpx.post(f"{base}/v1/search", json=fresh).status_code == 200
     assert httpx.post(f"{base}/v1/search", json={"query": ""}).status_code == 422
+    for _ in range(2):  # computed once, then served from the result cache
+        assert httpx.post(f"{base}/v1/search", json={"query": "stadia"}).status_code == 200
     text = httpx.get(f"{base}/metrics").text
 
-    assert sample(text, "searcher_searches_total", mode="simple") == 2
-    assert sample(text, "searcher_stage_duration_seconds_count", stage="search") == 2
-    assert sample(text, "searcher_stage_duration_seconds_count", stage="rank") == 2
+    assert sample(text, "searcher_searches_total", mode="simple") == 3  # computed ones
+    assert sample(text, "searcher_stage_duration_seconds_count", stage="search") == 3
+    assert sample(text, "searcher_stage_duration_seconds_count", stage="rank") == 3
     route = {"route": "/v1/search", "method": "POST", "status": "200"}
-    assert sample(text, "searcher_http_request_duration_seconds_count", **route) == 2
+    assert sample(text, "searcher_http_request_duration_seconds_count", **route) == 4
+    lookups = {"cache": "results", "kind": "exact"}
+    assert sample(text, "searcher_cache_lookups_total", **lookups, result="miss") == 1
+    assert sample(text, "searcher_cache_lookups_total", **lookups, result="hit") == 1
     assert sample(text, "searcher_http_request_duration_seconds_count", status="422") == 1
     assert sample(text, "searcher_breaker_state", backend="searxng", state="closed") == 1
     assert sample(text, "searcher_breaker_state", backend="searxng", state="open") == 0
@@ -130,7 +136,8 @@ def test_two_workers_report_their_sum(config_file, tmp_path: Path):
         with httpx.Client(timeout=20) as client:
             for _ in range(n):  # a new connection each: both workers get some
                 client.headers["connection"] = "close"
-                assert client.post(f"{base}/v1/search", json={"query": "cloud gaming"}).is_success
+                body = {"query": "cloud gaming", "constraints": {"cache": "off"}}
+                assert client.post(f"{base}/v1/search", json=body).is_success
             counts = {
                 sample(client.get(f"{base}/metrics").text, "searcher_searches_total", mode="simple")
                 for _ in range(6)

@@ -235,3 +235,122 @@ def test_the_deadline_holds_with_a_hanging_model(make_settings, serve_searcher, 
     assert job["status"] == "done"
     assert job["result"]["usage"]["elapsed_ms"] < 4000 + 1000
     assert job["result"]["report_method"] == "evidence"
+
+
+def test_the_python_clients_run_research(make_settings, serve_searcher):
+    import asyncio
+
+    from searcher.client import AsyncSearcherClient, SearcherClient
+
+    base = serve_searcher(make_settings())
+    with SearcherClient(base) as client:
+        result = client.research(QUESTION, preset="minimal")
+        assert result.report_method == "evidence" and result.evidence
+        job = client.start_research(QUESTION, preset="minimal")
+        events = list(client.stream_research(job.id))
+        assert [e.id for e in events] == list(range(1, len(events) + 1))
+        later = list(client.stream_research(job.id, after=2))
+        assert [e.id for e in later] == [e.id for e in events[2:]]
+        assert client.research_status(job.id).status == "done"
+
+    async def run() -> str:
+        async with AsyncSearcherClient(base) as client:
+            found = await client.research(QUESTION, preset="minimal")
+            return found.verification_status
+
+    assert asyncio.run(run()) in {"verified", "partially_verified", "conflicting", "unverified"}
+
+
+def test_the_cli_prints_the_report(config_file):
+    from click.testing import CliRunner
+
+    from searcher.cli import main
+
+    result = CliRunner().invoke(
+        main, ["research", QUESTION, "--preset", "minimal", "--config", config_file()]
+    )
+    assert result.exit_code == 0, result.output
+    assert "# Evidence for:" in result.output
+    bad = CliRunner().invoke(main, ["research", QUESTION, "--preset", "nope"])
+    assert bad.exit_code == 2
+
+
+def test_any_instance_sharing_the_state_shows_and_cancels_a_job(
+    make_settings, serve_searcher, testbed
+):
+    hanging = {"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("slow/1500")}}
+    settings = make_settings(backends=hanging)
+    runner, other = serve_searcher(settings), serve_searcher(settings)
+    job_id = start(runner, {"query": QUESTION, "preset": "balanced"})
+    seen = httpx.get(f"{other}/v1/research/{job_id}").json()
+    assert seen["status"] in {"queued", "running"} and seen["query"] == QUESTION
+    first = follow(other, job_id, stop_after=1)  # the other instance streams it too
+    assert first[0]["event"] == "plan"
+    cancelled = httpx.delete(f"{other}/v1/research/{job_id}", timeout=30)
+    assert cancelled.status_code == 200
+    events = follow(other, job_id)
+    assert events[-1]["data"]["data"]["status"] == "cancelled"
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+    assert httpx.get(f"{runner}/v1/research/{job_id}").json()["status"] == "cancelled"
+
+
+def test_a_killed_server_leaves_a_readable_interrupted_job(
+    make_settings, serve_searcher, testbed, tmp_path
+):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import yaml
+
+    state = tmp_path / "state"
+    config = {
+        "backends": {"order": ["searxng"], "duckduckgo": {"enabled": False},
+                     "searxng": {"base_url": testbed.searxng_url("slow/3000")}},
+        "state": {"dir": str(state)},
+        "service": {"cache": {"dir": str(tmp_path / "cache")}},
+        "embeddings": {"provider": "none"},
+        "research": {"owner_ttl_s": 1},
+    }  # fmt: skip
+    path = tmp_path / "searcher.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "searcher", "serve", "--port", str(port), "--config", str(path)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, "serve did not start"
+            time.sleep(0.2)
+        job_id = start(base, {"query": QUESTION, "preset": "balanced"})
+        before = follow(base, job_id, stop_after=1)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+    reader = serve_searcher(make_settings(state={"dir": str(state)}))
+    deadline = time.monotonic() + 30
+    while True:  # the dead server's heartbeat runs out after owner_ttl_s
+        job = httpx.get(f"{reader}/v1/research/{job_id}").json()
+        if job["status"] != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert job["status"] == "failed" and job["error"].startswith("interrupted")
+    events = follow(reader, job_id)
+    assert events[0]["id"] == before[0]["id"] and events[0]["event"] == "plan"
+    assert [e["event"] for e in events][-2:] == ["error", "done"]
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))

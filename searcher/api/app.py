@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,12 +14,20 @@ from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from searcher import __version__
+from searcher.api.auth import (
+    AuthMiddleware,
+    quota_window,
+    read_counter,
+    usage_counter,
+    usage_report,
+)
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
-from searcher.api.errors import install_error_handlers
+from searcher.api.errors import error_response, install_error_handlers
 from searcher.api.observe import ObserveMiddleware
 from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
+from searcher.auth.keys import KeyBook
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import backend_status
 from searcher.config import Settings, load_settings
@@ -31,6 +41,7 @@ from searcher.contract import (
     LlmHealth,
     SearchRequest,
     SearchResponse,
+    StateInfo,
 )
 from searcher.mcp_server import mcp_sessions, mount_mcp
 from searcher.metrics import CONTENT_TYPE, Metrics
@@ -65,7 +76,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_service(settings, ddgs_factory=ddgs_factory, metrics=metrics) as runtime:
             app.state.runtime = runtime
-            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research)
+            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
             try:
                 async with mcp_sessions(app):  # MCP tool calls end before the service closes
                     yield
@@ -79,6 +90,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    if settings.auth.enabled:  # outside the body limit: a stranger's body is never read
+        app.add_middleware(AuthMiddleware, settings=settings.auth)
     logs = settings.logging
     app.add_middleware(
         ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries
@@ -130,12 +143,14 @@ def create_app(
             state=runtime.embedding.state,
         )
         llm = runtime.settings.llm
+        store = runtime.state.health() if runtime.state else None
         health = Health(
-            status=state,
+            status=state if store is None or store.ok else "degraded",
             version=__version__,
             backends=backends,
             embedder=embedder,
             llm=LlmHealth(configured=llm.configured, base_url=llm.base_url, model=llm.model),
+            state=StateInfo(**dataclasses.asdict(store)) if store else None,
         )
         return _json(health.model_dump())
 
@@ -166,5 +181,28 @@ def create_app(
         )
         async def prometheus_metrics() -> Response:
             return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    @app.get(
+        "/v1/usage",
+        summary="The calling key: its limits and what it used today",
+        responses={404: {"model": ErrorResponse, "description": "API keys are off."}},
+    )
+    async def usage(request: Request) -> Response:
+        key_id = request.scope.get("state", {}).get("key_id")
+        if key_id is None:
+            return error_response(404, "not_found", "API keys are off (auth.enabled: false)")
+        store = _runtime(request).state
+        if store is None:
+            return error_response(404, "not_found", "no state store")
+        key = next((k for k in await KeyBook(store).list() if k.id == key_id), None)
+        if key is None:
+            return error_response(404, "not_found", "the key is gone")
+        now = time.time()
+        today = await read_counter(store, usage_counter(key, now))
+        used = 0
+        if key.quota is not None:
+            window, _ = quota_window(key.quota, now)
+            used = await read_counter(store, f"auth:quota:{key.id}:{window}")
+        return _json(usage_report(key, today, used, now))
 
     return app

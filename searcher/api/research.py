@@ -52,9 +52,10 @@ async def _event_stream(
         yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.id, event.type.encode(), data)
 
 
-def _stream(request: Request, job_id: str, after: int) -> StreamingResponse:
+async def event_stream(request: Request, job_id: str, after: int) -> StreamingResponse:
+    """A job's events after ``after`` as an SSE response (404 before it starts)."""
     jobs = _jobs(request)
-    jobs.get(job_id)  # 404 before the stream starts, not inside it
+    await jobs.view(job_id)  # 404 before the stream starts, not inside it
     heartbeat = request.app.state.runtime.settings.research.heartbeat_s
     return StreamingResponse(
         _event_stream(jobs, job_id, after, heartbeat),
@@ -76,9 +77,9 @@ def _stream(request: Request, job_id: str, after: int) -> StreamingResponse:
     },
 )
 async def start_research(body: ResearchRequest, request: Request) -> Response:
-    job = _jobs(request).submit(body)
+    job = await _jobs(request).submit(body)
     if body.stream:
-        return _stream(request, job.id, 0)
+        return await event_stream(request, job.id, 0)
     accepted = ResearchAccepted(
         id=job.id,
         status=job.status,
@@ -95,7 +96,7 @@ async def start_research(body: ResearchRequest, request: Request) -> Response:
     responses=_NOT_FOUND,
 )
 async def research_status(job_id: str, request: Request) -> Response:
-    return _json(_jobs(request).get(job_id).view().model_dump(mode="json"))
+    return _json((await _jobs(request).view(job_id)).model_dump(mode="json"))
 
 
 @router.get(
@@ -125,7 +126,7 @@ async def research_events(
     ] = None,
 ) -> StreamingResponse:
     start = after if after is not None else (last_event_id or 0)
-    return _stream(request, job_id, start)
+    return await event_stream(request, job_id, start)
 
 
 @router.delete(
@@ -136,4 +137,4 @@ async def research_events(
 )
 async def cancel_research(job_id: str, request: Request) -> Response:
     job = await _jobs(request).cancel(job_id)
-    return _json(job.view().model_dump(mode="json"))
+    return _json(job.model_dump(mode="json"))

@@ -45,7 +45,14 @@ from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import make_plan
 from searcher.pipeline.rank import Ranked, rank_results
 from searcher.pipeline.retrieve import retrieve
-from searcher.research.evidence import EvidencePool, Passage, Scored, covered, disagreements
+from searcher.research.evidence import (
+    EvidencePool,
+    Passage,
+    Scored,
+    choose_evidence,
+    covered,
+    disagreements,
+)
 from searcher.research.planning import (
     SubQ,
     bridge_questions,
@@ -376,12 +383,16 @@ class Research:
     async def finish(self, question: str, rounds: int, stopped: str) -> ResearchResult:
         pool = self.state.pool
         coverage = self.coverage()
-        numbers: dict[int, int] = {}  # pool index -> evidence number
-        sections = []
-        for q, best in coverage:
-            refs = [numbers.setdefault(s.index, len(numbers) + 1) for s in best]
-            sections.append(Section(q.question, covered(best), refs))
-        order = sorted(numbers, key=numbers.__getitem__)
+        order = choose_evidence(
+            pool, [question, *(q.question for q, _ in coverage)], self.limits.max_evidence_chars
+        )
+        numbers = {index: n for n, index in enumerate(order, start=1)}
+        sections = [
+            Section(
+                q.question, covered(best), [numbers[s.index] for s in best if s.index in numbers]
+            )
+            for q, best in coverage
+        ]
         passages = [pool.passages[i] for i in order]
         scores = {s.index: s.score for _, best in coverage for s in best}
         conflicts = [
@@ -447,7 +458,7 @@ class Research:
                     title=p.title,
                     text=p.text,
                     kind=p.kind,
-                    score=round(scores[i], 4),
+                    score=round(scores.get(i, 0.0), 4),
                 )
                 for n, (i, p) in enumerate(zip(order, passages, strict=True), start=1)
             ]

@@ -20,9 +20,11 @@ from searcher.scoring import STOP_WORDS, keyword_overlap, query_keywords
 Source = Literal["question", "llm", "templates", "entities", "refined"]
 MAX_QUESTION_CHARS = 300
 
-# "X or Y", "X vs. Y", "between X and Y": the two things a comparison question is about.
+# "X or Y", "X vs. Y", "between X and Y": the two things a comparison question is about
+# ("and" alone joins too much else: "Health and Scientific Affairs").
 _COMPARISON = re.compile(
-    r"(?:between\s+)?(?P<a>[^,?]+?)\s+(?:or|vs\.?|versus|and)\s+(?P<b>[^,?]+?)\s*(?:\?|$)",
+    r"(?:\bbetween\s+(?P<a2>[^,?]+?)\s+and\s+(?P<b2>[^,?]+?)"
+    r"|(?P<a>[^,?]+?)\s+(?:or|vs\.?|versus)\s+(?P<b>[^,?]+?))\s*(?:\?|$)",
     re.IGNORECASE,
 )
 # A run of capitalised words (with small joiners inside): a name, a title, a place.
@@ -50,7 +52,7 @@ def template_questions(question: str, n: int) -> list[SubQ]:
     found = [SubQ(_clean(question), "question")]
     match = _COMPARISON.search(question)
     if match:
-        sides = [match.group("a"), match.group("b")]
+        sides = [match.group("a") or match.group("a2"), match.group("b") or match.group("b2")]
         # The left side starts after the question's own words ("Which magazine was
         # started first, Arthur's Magazine or ..."): keep its last name-like run.
         names = [(_NAME.findall(side) or [side])[-1].strip() for side in sides]

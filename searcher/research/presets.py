@@ -21,14 +21,15 @@ class Limits:
     verify_claims: int  # claims checked against the evidence (0: no verification)
     results_per_search: int
     passages_per_question: int
+    max_evidence_chars: int  # the evidence passages kept (and shown to the report writer)
 
 
 PRESETS: dict[Preset, Limits] = {
-    "minimal": Limits(1, 2, 8, 5, 20_000, 8_000, 3_000, 0, 5, 2),
-    "balanced": Limits(2, 3, 20, 10, 45_000, 20_000, 5_000, 8, 6, 3),
-    "enhanced": Limits(3, 4, 30, 10, 60_000, 30_000, 6_000, 12, 8, 3),
-    "research": Limits(4, 5, 45, 15, 120_000, 50_000, 8_000, 20, 8, 4),
-    "full": Limits(5, 6, 60, 15, 180_000, 80_000, 10_000, 30, 10, 4),
+    "minimal": Limits(1, 2, 8, 5, 20_000, 8_000, 3_000, 0, 5, 2, 4_000),
+    "balanced": Limits(2, 3, 20, 10, 45_000, 20_000, 5_000, 8, 6, 3, 6_000),
+    "enhanced": Limits(3, 4, 30, 10, 60_000, 30_000, 6_000, 12, 8, 3, 8_000),
+    "research": Limits(4, 5, 45, 15, 120_000, 50_000, 8_000, 20, 8, 4, 10_000),
+    "full": Limits(5, 6, 60, 15, 180_000, 80_000, 10_000, 30, 10, 4, 12_000),
 }
 
 
@@ -50,4 +51,5 @@ def resolve(preset: Preset, budget: ResearchBudget) -> Limits:
         verify_claims=base.verify_claims,
         results_per_search=base.results_per_search,
         passages_per_question=base.passages_per_question,
+        max_evidence_chars=base.max_evidence_chars,
     )

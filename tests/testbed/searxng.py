@@ -14,6 +14,7 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/fixed/{n}``         200 at once with ``n`` canned results (overhead benchmark)
 - ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
 - ``/searxng/fail-on/{word}``    500 for queries containing ``word``, normal answers otherwise
+- ``/searxng/fail-after/{k}``    the first ``k`` requests answer normally, later ones 500
 - ``/searxng/mixed``             normal results with misbehaving URLs interleaved
 - ``/searxng/delayed/{lo}/{hi}`` ten results on pages delayed lo..hi ms
 - ``/searxng/foreign-loopback``  results on localhost / 127.0.0.2 (loopback, not allow-listed)
@@ -210,6 +211,14 @@ async def empty(req: Request) -> None:
 @router.route("/searxng/flaky/{k:int}/search")
 async def flaky(req: Request) -> None:
     if req.app.count(("searxng-flaky", int(req.params["k"]))) <= int(req.params["k"]):
+        await req.respond(500, b"<html><body><h1>500 Internal Server Error</h1></body></html>")
+    else:
+        await answer(req)
+
+
+@router.route("/searxng/fail-after/{k:int}/search")
+async def fail_after(req: Request) -> None:
+    if req.app.count(("searxng-fail-after", int(req.params["k"]))) > int(req.params["k"]):
         await req.respond(500, b"<html><body><h1>500 Internal Server Error</h1></body></html>")
     else:
         await answer(req)

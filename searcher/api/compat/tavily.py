@@ -37,13 +37,23 @@ from searcher.contract import (
     WHOLE,
     ErrorResponse,
     Item,
+    Preset,
+    Query,
+    ResearchJob,
+    ResearchRequest,
     SearchRequest,
     SearchResponse,
     TimeRange,
     WireSafe,
     query_text,
 )
-from searcher.errors import AllBackendsFailed, InvalidRequest, field_problems
+from searcher.errors import (
+    AllBackendsFailed,
+    InvalidRequest,
+    JobNotFound,
+    TooManyJobs,
+    field_problems,
+)
 from searcher.page_reader import PageOutcome
 from searcher.passages import top_chunks
 
@@ -393,3 +403,95 @@ async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
     outcomes = await runtime_of(request).service.read_pages(body.url_list)
     elapsed = time.perf_counter() - started
     return json_response(extract_response(body, outcomes, elapsed, str(uuid.uuid4())))
+
+
+# --- research (POST /tavily/research, GET /tavily/research/{request_id}) ------------------
+
+# Tavily's research models, as searcher's presets: "mini" is quick, "pro" goes deeper.
+TAVILY_PRESETS: dict[str, Preset] = {"mini": "balanced", "auto": "balanced", "pro": "enhanced"}
+
+
+class TavilyResearchBody(_Body):
+    input: str = Field(
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK}
+    )
+    model: Literal["mini", "pro", "auto"] | None = None
+    citation_format: Literal["numbered", "mla", "apa", "chicago"] = "numbered"
+    output_schema: dict[str, Any] | None = Field(default=None, description="Not supported (400).")
+    stream: StrictBool = False
+
+    @field_validator("input")
+    @classmethod
+    def _input(cls, value: str) -> str:
+        return query_text(value)
+
+
+def research_created(job: ResearchJob, model: str) -> dict[str, Any]:
+    """Tavily's answer to a new research task."""
+    return {
+        "request_id": job.id,
+        "created_at": job.created_utc,
+        "status": "pending",
+        "input": job.query,
+        "model": model,
+    }
+
+
+def research_status(job: ResearchJob) -> tuple[int, dict[str, Any]]:
+    """Tavily's answer to a status request: 202 while running, 200 when over."""
+    base = {"request_id": job.id, "created_at": job.created_utc}
+    if job.status in ("queued", "running"):
+        return 202, {**base, "status": "in_progress" if job.status == "running" else "pending"}
+    result = job.result
+    if job.status != "done" or result is None:
+        return 200, {**base, "status": "failed", "error": job.error or job.status}
+    sources = [{"title": p.title, "url": p.url, "favicon": None} for p in result.evidence or []]
+    return 200, {
+        **base,
+        "status": "completed",
+        "content": result.report or "",
+        "sources": sources,
+        "response_time": round(result.usage.elapsed_ms / 1000, 2),
+    }
+
+
+@router.post(
+    "/research",
+    summary="Tavily-compatible research task",
+    responses={**_TAVILY_ERRORS, 429: {"description": "Too many research jobs running."}},
+)
+async def tavily_research(body: TavilyResearchBody, request: Request) -> Response:
+    if body.output_schema is not None:
+        raise TavilyHTTPError(400, "output_schema is not supported by searcher", "output_schema")
+    model = body.model or "auto"
+    research = ResearchRequest(
+        query=Query(text=body.input), preset=TAVILY_PRESETS[model], stream=body.stream
+    )
+    jobs = request.app.state.jobs
+    try:
+        job = await jobs.submit(research)
+    except TooManyJobs as exc:
+        raise TavilyHTTPError(429, str(exc)) from exc
+    if body.stream:  # searcher's own event stream (not Tavily's chunk format)
+        from searcher.api.research import event_stream
+
+        return await event_stream(request, job.id, 0)
+    return json_response(research_created(job.view(), model))
+
+
+@router.get(
+    "/research/{request_id}",
+    summary="Tavily-compatible research task status",
+    responses={
+        202: {"description": "Still running."},
+        401: _TAVILY_ERRORS[401],
+        404: {"description": "No task with that id (or it expired)."},
+    },
+)
+async def tavily_research_status(request_id: str, request: Request) -> Response:
+    try:
+        job = await request.app.state.jobs.view(request_id)
+    except JobNotFound as exc:
+        raise TavilyHTTPError(404, str(exc)) from exc
+    status, body = research_status(job)
+    return json_response(body, status)
