@@ -411,13 +411,22 @@ async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
 TAVILY_PRESETS: dict[str, Preset] = {"mini": "balanced", "auto": "balanced", "pro": "enhanced"}
 
 
+# output_schema: only null is accepted; anything else is a 400 saying so.
+def _not_supported(schema: dict[str, Any]) -> None:
+    schema.clear()
+    schema.update({"type": "null", "description": "Not supported by searcher: null or omit."})
+
+
 class TavilyResearchBody(_Body):
     input: str = Field(
         json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK}
     )
     model: Literal["mini", "pro", "auto"] | None = None
     citation_format: Literal["numbered", "mla", "apa", "chicago"] = "numbered"
-    output_schema: dict[str, Any] | None = Field(default=None, description="Not supported (400).")
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        json_schema_extra=_not_supported,
+    )
     stream: StrictBool = False
 
     @field_validator("input")
@@ -458,7 +467,14 @@ def research_status(job: ResearchJob) -> tuple[int, dict[str, Any]]:
 @router.post(
     "/research",
     summary="Tavily-compatible research task",
-    responses={**_TAVILY_ERRORS, 429: {"description": "Too many research jobs running."}},
+    responses={
+        200: {
+            "description": "The task (JSON), or with stream: true searcher's event stream.",
+            "content": {"application/json": {}, "text/event-stream": {}},
+        },
+        **_TAVILY_ERRORS,
+        429: {"description": "Too many research jobs running."},
+    },
 )
 async def tavily_research(body: TavilyResearchBody, request: Request) -> Response:
     if body.output_schema is not None:
