@@ -67,7 +67,9 @@ def config(testbed_base: str) -> dict:
             "duckduckgo": {"enabled": False},
         },
         "fetch": {"allowed_hosts": [testbed_base.removeprefix("http://")]},
+        # No caches: every request goes to the backends (the failing one included).
         "service": {"cache": {"enabled": False}},
+        "cache": {"enabled": False},
         "embeddings": {"model": str(STATIC_MODEL)},
     }
 
