@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from searcher.contract import ResearchRequest
 
 T = TypeVar("T")
+GRACEFUL_SHUTDOWN_S = 10
 config_option = click.option(
     "--config",
     "config_path",
@@ -96,7 +97,13 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
         update={"host": host or settings.server.host, "port": bound_port}
     )
     settings = settings.model_copy(update={"server": server})
-    options: dict[str, Any] = {"log_level": "info", "access_log": False}
+    # SIGTERM / Ctrl-C: requests in flight get GRACEFUL_SHUTDOWN_S to finish, then the
+    # server stops anyway (an open stream or a slow client cannot hold it up).
+    options: dict[str, Any] = {
+        "log_level": "info",
+        "access_log": False,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+    }
     if workers == 1:
         if not run_server(create_app(settings), server, **options):
             _fail(f"could not serve on {server.host}:{server.port}", 3)
@@ -160,7 +167,9 @@ def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
 
 
 async def _search_in_process(settings: Settings, request: SearchRequest) -> dict[str, Any]:
-    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+    async with open_service(
+        settings, extract_in_process=True, sweep=False, wait_for_embedder=True
+    ) as runtime:
         response = await runtime.service.search(request, progress=_progress_printer())
         return response.to_wire(request.want)
 

@@ -337,6 +337,12 @@ class EmbeddingSettings(_Section):
     base_url: str | None = Field(default=None, description="OpenAI-compatible /v1 base URL.")
     api_key: str | None = None
     timeout_s: float = Field(default=5.0, gt=0)
+    load_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Loading the model (a hub download included) may take this long; it "
+        "runs in the background, and near-duplicate removal is off until it is done.",
+    )
 
 
 class RouteGroup(_Section):

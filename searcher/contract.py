@@ -7,12 +7,41 @@ works on plain dataclasses.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+from typing_extensions import TypeAliasType
 
 MAX_QUERY_CHARS = 2000
 SCHEMA: Literal["ucp-1"] = "ucp-1"
+# What every request body may hold (README, "Input limits"): integers within 64 bits
+# (the response echoes the request, and JSON encoders and clients stop there), finite
+# numbers, well-formed Unicode, at most MAX_JSON_DEPTH levels of nesting.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_JSON_DEPTH = 32
+# A deadline shorter than this cannot reach any backend and back: refused, not a 502.
+MIN_TIME_MS = 100
+MAX_TIME_MS = 3_600_000
+# What /v1/fetch takes: http(s), an ASCII host, an optional port, printable ASCII after it.
+HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?([/?#][!-~]*)?$"
+HTTP_URL_RULE = (
+    "an http or https URL with an ASCII host name (IDN hosts in punycode), an optional port "
+    "and printable ASCII after it (no spaces)"
+)
+# A query must hold a character that is not whitespace (the OpenAPI pattern says so too).
+NOT_BLANK = r"\S"
 
 SearchMode = Literal["simple", "full"]
 FetchStatus = Literal["skipped", "fetched", "failed"]
@@ -23,29 +52,142 @@ CragAction = Literal["none", "refined", "switched", "skipped"]
 GradeMethod = Literal["llm", "heuristic"]  # who graded: the model, or the fallback
 PerspectiveSource = Literal["llm", "templates", "original"]
 
-NonNegInt = Annotated[StrictInt, Field(ge=0)]
+# Integer fields stop at 2**53 - 1: every JSON library (JavaScript's too) reads them exactly.
+MAX_INT = 2**53 - 1
+
+
+def _whole_number(value: Any) -> Any:
+    # JSON Schema's "integer" is any whole number, 5.0 included; a string or a boolean is not.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PydanticCustomError("int_type", "Input should be a valid integer (a whole number)")
+    return value
+
+
+# A request's integer: a whole JSON number (5 or 5.0), never "5" or true.
+WHOLE = BeforeValidator(_whole_number)  # last in Annotated, so the schema keeps the limits
+WholeInt = Annotated[int, WHOLE]
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_INT), WHOLE]
+# A free-form JSON value (context_hint): what wire_problem lets through, said as a schema.
+HintValue = TypeAliasType(
+    "HintValue",
+    "StrictBool | Annotated[StrictInt, Field(ge=-MAX_INT, le=MAX_INT)] "
+    "| Annotated[float, Field(allow_inf_nan=False)] | str "
+    "| list[HintValue] | dict[str, HintValue] | None",
+)
+TimeMs = Annotated[int, Field(ge=MIN_TIME_MS, le=MAX_TIME_MS), WHOLE]
+
+
+def wire_problem(value: Any) -> tuple[tuple[str | int, ...], str] | None:
+    """Where in a parsed JSON value something searcher cannot carry sits, and what: an
+    integer beyond 64 bits, NaN or an infinity, a lone surrogate in a string or key, or
+    nesting deeper than ``MAX_JSON_DEPTH``. None when there is nothing of the kind."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        path, node = stack.pop()
+        if len(path) > MAX_JSON_DEPTH:  # named by its top-level field: the rest is noise
+            return path[:1], f"nested more than {MAX_JSON_DEPTH} levels deep"
+        if isinstance(node, bool):
+            continue
+        if isinstance(node, int) and not INT64_MIN <= node <= INT64_MAX:
+            return path, "integer out of range (beyond 64 bits)"
+        if isinstance(node, float) and not math.isfinite(node):
+            return path, "must be a finite number (not NaN or Infinity)"
+        if isinstance(node, str) and not _encodable(node):
+            return path, "string holds a lone surrogate (invalid Unicode)"
+        if isinstance(node, dict):
+            for key, child in node.items():
+                if isinstance(key, str) and not _encodable(key):
+                    return path, "object key holds a lone surrogate (invalid Unicode)"
+                stack.append(((*path, key), child))
+        elif isinstance(node, list | tuple):
+            stack.extend(((*path, i), child) for i, child in enumerate(node))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class WireSafe(BaseModel):
+    """A request body whose every value can be carried (see ``wire_problem``): checked
+    before any field, so that the 422 names the exact place."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _carriable(cls, data: Any) -> Any:
+        if isinstance(data, dict) and cls.model_config.get("extra") != "forbid":
+            # Fields this model ignores are dropped unseen (compat bodies: clients send more).
+            data = {key: value for key, value in data.items() if key in cls.model_fields}
+        found = wire_problem(data)
+        if found is None:
+            return data
+        path, message = found
+        error = PydanticCustomError("wire_value", message)
+        details = InitErrorDetails(type=error, loc=path, input=None)
+        raise ValidationError.from_exception_data(cls.__name__, [details])
 
 
 class _Strict(BaseModel):
-    # Unknown fields are refused so that a typo ("serch_mode") is a clear 422, not ignored.
-    model_config = ConfigDict(extra="forbid")
+    # Unknown fields are refused so that a typo ("serch_mode") is a clear 422, not ignored;
+    # strict: "yes" is no boolean and "5" no integer, as the OpenAPI types say.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def query_text(value: str) -> str:
     """A query's text, stripped; ``ValueError`` if blank or longer than the limit (the rule
-    every endpoint that takes a query shares)."""
+    every endpoint that takes a query shares). The limit counts the text as sent, so that
+    it is the ``maxLength`` the OpenAPI document states."""
+    if len(value) > MAX_QUERY_CHARS:
+        raise ValueError(f"must be at most {MAX_QUERY_CHARS} characters")
     value = value.strip()
     if not value:
         raise ValueError("must not be empty")
-    if len(value) > MAX_QUERY_CHARS:
-        raise ValueError(f"must be at most {MAX_QUERY_CHARS} characters")
     return value
+
+
+def _query_schema(schema: dict[str, Any]) -> None:
+    # The query is a string or an object: the schema says both (the model alone says only
+    # the object).
+    ref = {key: schema.pop(key) for key in ("$ref", "allOf", "anyOf") if key in schema}
+    schema["anyOf"] = [
+        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK},
+        (ref.get("$ref") and {"$ref": ref["$ref"]}) or next(iter(ref.values()), {}),
+    ]
+
+
+def _list_or_commas(schema: dict[str, Any]) -> None:
+    # A list, or "google,bing" (what SearXNG users write), or null.
+    schema["anyOf"] = [
+        {"type": "array", "items": {"type": "string"}},
+        {"type": "string"},
+        {"type": "null"},
+    ]
+
+
+def _backend_schema(schema: dict[str, Any]) -> None:
+    # Instance names are configuration (backends.instances), so the schema cannot list
+    # them; the plan checks them (an unknown name is a 422 naming constraints.backend).
+    name = {"type": "string", "minLength": 1, "maxLength": 64}
+    schema["anyOf"] = [
+        name,
+        {"type": "array", "items": name, "minItems": 1, "maxItems": 16},
+        {"type": "null"},
+    ]
 
 
 class Query(_Strict):
     """Object form of the query: ``{"text": "...", "lang": "en"}``."""
 
-    text: str
+    # The limits are checked by query_text (with friendlier messages); the schema says them.
+    text: str = Field(
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK}
+    )
     lang: str | None = Field(default=None, max_length=35)
 
     @field_validator("text")
@@ -59,24 +201,30 @@ class Constraints(_Strict):
 
     backend: str | list[str] | None = Field(
         default=None,
+        json_schema_extra=_backend_schema,
         description='A backend name, a list of names (tried in that order), or "auto" '
         "(the configured order). Default: auto.",
     )
     search_mode: SearchMode = "simple"
     lang: str | None = Field(default=None, max_length=35)
-    pick_ids: list[StrictInt] | None = Field(
+    pick_ids: list[Annotated[int, Field(ge=-MAX_INT, le=MAX_INT), WHOLE]] | None = Field(
         default=None,
+        max_length=1000,
         description="0-based indices into the backend-ordered result list; invalid and "
         "duplicate indices are ignored, order is kept.",
     )
-    engines: list[str] | None = Field(default=None, description="SearXNG engines to use.")
-    categories: list[str] | None = Field(default=None, description="SearXNG categories.")
+    engines: list[str] | None = Field(
+        default=None, description="SearXNG engines to use.", json_schema_extra=_list_or_commas
+    )
+    categories: list[str] | None = Field(
+        default=None, description="SearXNG categories.", json_schema_extra=_list_or_commas
+    )
     time_range: TimeRange | None = None
-    safesearch: Annotated[StrictInt, Field(ge=0, le=2)] | None = Field(
+    safesearch: Annotated[int, Field(ge=0, le=2), WHOLE] | None = Field(
         default=None, description="0 off, 1 moderate, 2 strict."
     )
-    pageno: Annotated[StrictInt, Field(ge=1, le=50)] = 1
-    chunks_per_source: Annotated[StrictInt, Field(ge=1, le=5)] | None = Field(
+    pageno: Annotated[int, Field(ge=1, le=50), WHOLE] = 1
+    chunks_per_source: Annotated[int, Field(ge=1, le=5), WHOLE] | None = Field(
         default=None,
         description="Passages (<= 500 chars each) most relevant to the query per result; "
         "implies fetching the pages, also in simple mode.",
@@ -96,7 +244,7 @@ class Constraints(_Strict):
         default="patterns",
         description='Engine-group routing; "llm" asks the LLM when no pattern matches.',
     )
-    multi_query: Annotated[StrictInt, Field(ge=1, le=5)] | None = Field(
+    multi_query: Annotated[int, Field(ge=1, le=5), WHOLE] | None = Field(
         default=None,
         description="Search N perspectives of the query in parallel and fuse them (1-5).",
     )
@@ -107,7 +255,7 @@ class Constraints(_Strict):
     rank: Literal["heuristic", "llm"] = Field(
         default="heuristic", description='"llm": snippet ranking picks the best want_n.'
     )
-    want_n: Annotated[StrictInt, Field(ge=1, le=20)] | None = Field(
+    want_n: Annotated[int, Field(ge=1, le=20), WHOLE] | None = Field(
         default=None, description='Results kept by rank="llm" (default: llm.steps.rank.want_n).'
     )
     cache: Literal["on", "off"] = Field(
@@ -125,9 +273,14 @@ class Constraints(_Strict):
 
     @field_validator("backend")
     @classmethod
-    def _backend_not_empty(cls, value: str | list[str] | None) -> str | list[str] | None:
+    def _backend_known(cls, value: str | list[str] | None) -> str | list[str] | None:
+        # Names are checked against the configured instances when the search (or a
+        # research job) is planned; here only the shape.
         if isinstance(value, list) and not value:
             raise ValueError("must name at least one backend")
+        names = [value] if isinstance(value, str) else value or []
+        if any(not name or len(name) > 64 for name in names) or len(names) > 16:
+            raise ValueError("backend names are 1-64 characters, at most 16 of them")
         return value
 
 
@@ -143,8 +296,8 @@ class Want(_Strict):
 
 
 class PerRequestTimeouts(_Strict):
-    search: NonNegInt | None = None
-    fetch: NonNegInt | None = None
+    search: TimeMs | None = Field(default=None, description="One backend call, in ms.")
+    fetch: TimeMs | None = Field(default=None, description="One page fetch, in ms.")
 
 
 class Budget(_Strict):
@@ -152,14 +305,17 @@ class Budget(_Strict):
 
     max_tool_calls: NonNegInt | None = None
     max_search_retries: NonNegInt | None = None
-    max_results: Annotated[StrictInt, Field(ge=1, le=100)] | None = None
-    max_fetch_pages: Annotated[StrictInt, Field(ge=0, le=50)] | None = None
+    max_results: Annotated[int, Field(ge=1, le=100), WHOLE] | None = None
+    max_fetch_pages: Annotated[int, Field(ge=0, le=50), WHOLE] | None = None
     max_download_bytes_per_page: NonNegInt | None = None
     max_extract_chars_per_page: NonNegInt | None = None
     allowed_content_types: list[str] | None = None
-    max_redirects: Annotated[StrictInt, Field(ge=0, le=30)] | None = None
+    max_redirects: Annotated[int, Field(ge=0, le=30), WHOLE] | None = None
     max_context_chars: NonNegInt | None = None
-    max_total_time_ms: NonNegInt | None = None
+    max_total_time_ms: TimeMs | None = Field(
+        default=None,
+        description=f"Deadline of the whole request, {MIN_TIME_MS}-{MAX_TIME_MS} ms.",
+    )
     per_request_timeout_ms: PerRequestTimeouts | None = None
     max_age_s: NonNegInt | None = Field(
         default=None,
@@ -176,10 +332,12 @@ def query_shape(value: Any) -> Any:
     raise ValueError("must be a string or an object with 'text'")
 
 
-class SearchRequest(_Strict):
+class SearchRequest(_Strict, WireSafe):
     """``POST /v1/search`` body."""
 
-    query: Query = Field(description='A string, or {"text": ..., "lang": ...}.')
+    query: Query = Field(
+        description='A string, or {"text": ..., "lang": ...}.', json_schema_extra=_query_schema
+    )
     intent: str | None = Field(
         default=None,
         max_length=64,
@@ -187,7 +345,10 @@ class SearchRequest(_Strict):
     )
     constraints: Constraints = Field(default_factory=Constraints)
     want: Want = Field(default_factory=Want)
-    context_hint: dict[str, Any] | None = None
+    context_hint: dict[str, HintValue] | None = Field(
+        default=None,
+        description=f"Free-form, echoed; at most {MAX_JSON_DEPTH} levels deep in all.",
+    )
     budget: Budget = Field(default_factory=Budget)
 
     @field_validator("query", mode="before")
@@ -462,7 +623,10 @@ class BackendHealth(BaseModel):
 
 class EmbedderHealth(BaseModel):
     name: str | None
-    problem: str | None
+    problem: str | None = Field(description="Why near-duplicate removal is off right now.")
+    state: Literal["off", "loading", "ready", "failed"] = Field(
+        default="ready", description="The embedding model loads in the background."
+    )
 
 
 class LlmHealth(BaseModel):
@@ -509,11 +673,17 @@ class CacheCleared(BaseModel):
 # --- fetch_page (POST /v1/fetch) --------------------------------------------------------
 
 
-class FetchPageRequest(_Strict):
+class FetchPageRequest(_Strict, WireSafe):
     """``POST /v1/fetch`` body: one page's extracted text, a slice at a time."""
 
-    url: str = Field(min_length=1, max_length=8192, description="An http or https URL.")
-    max_chars: Annotated[StrictInt, Field(ge=1, le=200_000)] | None = Field(
+    # The pattern is checked by the route, after the friendlier checks of check_url.
+    url: str = Field(
+        min_length=1,
+        max_length=8192,
+        description=HTTP_URL_RULE,
+        json_schema_extra={"pattern": HTTP_URL},
+    )
+    max_chars: Annotated[int, Field(ge=1, le=200_000), WHOLE] | None = Field(
         default=None, description="Characters to return at most (default: mcp.max_output_chars)."
     )
     start_char: NonNegInt = Field(default=0, description="Offset into the page's text.")
@@ -543,22 +713,22 @@ ReportMethod = Literal["llm", "evidence"]
 class ResearchBudget(_Strict):
     """Limits of one research job; unset fields take the preset's values."""
 
-    max_iterations: Annotated[StrictInt, Field(ge=1, le=10)] | None = Field(
+    max_iterations: Annotated[int, Field(ge=1, le=10), WHOLE] | None = Field(
         default=None, description="Search rounds at most."
     )
-    max_tool_calls: Annotated[StrictInt, Field(ge=1, le=500)] | None = Field(
+    max_tool_calls: Annotated[int, Field(ge=1, le=500), WHOLE] | None = Field(
         default=None, description="Searches and LLM calls at most."
     )
-    max_pages: Annotated[StrictInt, Field(ge=0, le=50)] | None = Field(
+    max_pages: Annotated[int, Field(ge=0, le=50), WHOLE] | None = Field(
         default=None, description="Pages read at most."
     )
-    max_total_time_ms: Annotated[StrictInt, Field(ge=1000, le=900_000)] | None = Field(
+    max_total_time_ms: Annotated[int, Field(ge=1000, le=900_000), WHOLE] | None = Field(
         default=None, description="Deadline of the whole job."
     )
-    max_llm_tokens: Annotated[StrictInt, Field(ge=0, le=2_000_000)] | None = Field(
+    max_llm_tokens: Annotated[int, Field(ge=0, le=2_000_000), WHOLE] | None = Field(
         default=None, description="Prompt + completion tokens at most; then the fallbacks."
     )
-    max_report_chars: Annotated[StrictInt, Field(ge=500, le=100_000)] | None = Field(
+    max_report_chars: Annotated[int, Field(ge=500, le=100_000), WHOLE] | None = Field(
         default=None, description="Size of the report."
     )
 
@@ -569,10 +739,12 @@ class ResearchWant(_Strict):
     trace: bool = Field(default=True, description="search_trace: every search of the job.")
 
 
-class ResearchRequest(_Strict):
+class ResearchRequest(_Strict, WireSafe):
     """``POST /v1/research`` body."""
 
-    query: Query = Field(description='A string, or {"text": ..., "lang": ...}.')
+    query: Query = Field(
+        description='A string, or {"text": ..., "lang": ...}.', json_schema_extra=_query_schema
+    )
     preset: Preset = "balanced"
     budget: ResearchBudget = Field(default_factory=ResearchBudget)
     constraints: Constraints = Field(

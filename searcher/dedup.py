@@ -7,6 +7,7 @@ say (title + snippet) by embedding cosine, and merges only at or above the thres
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from collections.abc import Sequence
@@ -32,7 +33,10 @@ def dedup_text(fused: FusedHit) -> str:
 
 
 async def drop_near_duplicates(
-    fused: Sequence[FusedHit], embedder: Embedder | None, threshold: float
+    fused: Sequence[FusedHit],
+    embedder: Embedder | None,
+    threshold: float,
+    time_left_s: float | None = None,
 ) -> tuple[list[FusedHit], list[str]]:
     """Merge each hit whose title + snippet has cosine >= ``threshold`` with a better-ranked
     kept hit (earlier in ``fused``) into the first such one: sources merged, engines
@@ -40,14 +44,19 @@ async def drop_near_duplicates(
     Greedy in rank order; a hit is compared with kept hits only, so merges never chain.
 
     Returns ``(kept, notes)``; notes say in words why near-duplicate removal did not run
-    (no embedder, or it failed), in which case ``fused`` comes back unchanged."""
+    (no embedder, or it failed), in which case ``fused`` comes back unchanged. The embedder
+    gets at most ``time_left_s`` (what the request's deadline leaves)."""
     kept = list(fused)
     if embedder is None:
         return kept, ["near-duplicate removal off: no embedder (URL dedup only)"]
     if len(kept) < 2:
         return kept, []
     try:
-        vectors = await embedder.embed([dedup_text(f) for f in kept])
+        async with asyncio.timeout(time_left_s):
+            vectors = await embedder.embed([dedup_text(f) for f in kept])
+    except TimeoutError:
+        return kept, [f"near-duplicate removal skipped: the request deadline came first "
+                      f"({embedder.name})"]  # fmt: skip
     except Exception as exc:  # optional step: any failure degrades to URL dedup, said so
         return kept, [f"near-duplicate removal skipped, embedder {embedder.name} failed: {exc}"]
     vectors = np.asarray(vectors)

@@ -91,7 +91,9 @@ class StaticEmbedder:
         except ImportError as exc:
             raise EmbedderUnavailable(f"model2vec is not installed ({exc})") from exc
         if _looks_like_path(model) and not Path(model).expanduser().is_dir():
-            raise EmbedderUnavailable(f"model2vec model {model!r}: no such directory")
+            raise EmbedderUnavailable(
+                f"model2vec model {model!r} (embeddings.model): no such directory"
+            )
         try:
             # force_download=False: a model already in the hub cache loads offline.
             loaded = StaticModel.from_pretrained(
@@ -101,7 +103,8 @@ class StaticEmbedder:
         except Exception as exc:  # hub, network and file errors of many kinds
             raise EmbedderUnavailable(
                 f"cannot load model2vec model {model!r}: {type(exc).__name__}: {exc}"
-                " (without internet, set embedding.model to a local model directory)"
+                " (embeddings.model; to run offline, set it to a local model directory, or"
+                " set HF_HUB_OFFLINE=1 to use the hub cache, or embeddings.provider: none)"
             ) from exc
         return cls(loaded, name=f"model2vec:{model}")
 
@@ -241,7 +244,9 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
         return None
     if settings.provider == "openai":
         if not settings.base_url:
-            raise EmbedderUnavailable("embedding.base_url is required for provider openai")
+            raise EmbedderUnavailable(
+                "embeddings.base_url is required for embeddings.provider openai"
+            )
         return OpenAIEmbedder(
             settings.base_url, settings.model, settings.api_key, settings.timeout_s
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +21,9 @@ from searcher.cache.extraction import ExtractionCache
 from searcher.cache.results import ResultCache, answer_fingerprint
 from searcher.cache.semantic import SemanticCache
 from searcher.config import Settings
-from searcher.embeddings import Embedder, build_embedder
-from searcher.errors import EmbedderUnavailable, StateUnavailable
+from searcher.embedder_loading import EmbedderLoad, needs_network
+from searcher.embeddings import Embedder
+from searcher.errors import StateUnavailable
 from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
@@ -41,20 +42,19 @@ class Runtime:
     service: SearchService
     pool: BackendPool
     cache: ExtractionCache
-    embedder: Embedder | None = None
-    embedder_problem: str | None = None
+    embedding: EmbedderLoad
     state: FailSoftStore | None = None
     results: ResultCache | None = None
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder once loaded; None while loading, after a failure, or when off."""
+        return self.embedding.embedder
 
-async def _load_embedder(settings: Settings) -> tuple[Embedder | None, str | None]:
-    """The configured embedder, or None and why (near-duplicate removal then works on URLs
-    only, and responses say so)."""
-    try:
-        embedder = await asyncio.to_thread(build_embedder, settings.embeddings)
-    except EmbedderUnavailable as exc:
-        return None, f"near-duplicate removal is off: {exc}"
-    return embedder, None
+    @property
+    def embedder_problem(self) -> str | None:
+        """Why near-duplicate removal is off right now (None: on, or off on purpose)."""
+        return self.embedding.problem
 
 
 def _result_cache(
@@ -87,12 +87,16 @@ async def open_service(
     extract_in_process: bool = False,
     sweep: bool = True,
     metrics: Metrics | None = None,
+    wait_for_embedder: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Yield a ready ``Runtime``; everything it opened is closed on exit.
 
     ``extract_in_process`` runs extraction in a thread instead of a process pool (cheaper
     for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background. Raises
-    ``StateUnavailable`` when the state store (Redis) cannot be reached."""
+    ``StateUnavailable`` when the state store (Redis) cannot be reached.
+    An embedder from a local directory is loaded before the runtime is yielded; one that
+    may need a model hub loads in the background (under ``embeddings.load_timeout_s``)
+    unless ``wait_for_embedder`` (a one-shot CLI call wants its near-duplicate removal)."""
     state = await open_store(settings.state)  # first: an unreachable Redis stops start-up
     # trust_env=False: aiohttp would look proxies up in a thread on every request.
     backend_client = aiohttp.ClientSession(
@@ -104,9 +108,17 @@ async def open_service(
     cache = ExtractionCache(settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled)
     pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
-    embedder, problem = await _load_embedder(settings)
     llm = LlmClient(settings.llm) if settings.llm.configured else None
-    results = _result_cache(settings, state, embedder)
+    # The service starts without an embedder and gets it when the load is done; it carries
+    # no problem note, so responses do not repeat it (/v1/health says it, once).
+    parts = Parts.build(settings, pool, reader, None, None, llm, metrics)
+    embedding = EmbedderLoad(settings.embeddings, on_ready=_use_embedder(parts))
+    embedding.start()
+    if wait_for_embedder or not needs_network(settings.embeddings):
+        await embedding.wait()
+    # The semantic cache needs the embedder now: with a model still loading from a hub,
+    # it stays off for this run (the exact-match result cache works regardless).
+    results = _result_cache(settings, state, embedding.embedder)
     sweepers: list[asyncio.Task[Any]] = []
     if sweep and cache_cfg.enabled:
         sweepers.append(asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s)))
@@ -119,9 +131,8 @@ async def open_service(
     try:
         if metrics is not None:
             metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
-        parts = Parts.build(settings, pool, reader, embedder, problem, llm, metrics)
         service = SearchService(parts, results)
-        yield Runtime(settings, service, pool, cache, embedder, problem, state, results)
+        yield Runtime(settings, service, pool, cache, embedding, state, results)
     finally:
         for sweeper in sweepers:
             sweeper.cancel()
@@ -130,10 +141,15 @@ async def open_service(
         await pool.aclose()  # hedged calls still running in the background
         await state.aclose()
         await backend_client.close()
-        close_embedder = getattr(embedder, "aclose", None)
-        if close_embedder is not None:
-            await close_embedder()
+        await embedding.aclose()
         await fetcher.aclose()
         if llm is not None:
             await llm.aclose()
         extractor.close()
+
+
+def _use_embedder(parts: Parts) -> Callable[[Embedder], None]:
+    def use(embedder: Embedder) -> None:
+        parts.embedder = embedder
+
+    return use

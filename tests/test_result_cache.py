@@ -199,7 +199,7 @@ def _request(**body: Any) -> SearchRequest:
 def test_the_key_ignores_what_does_not_change_the_answer():
     base = request_key(_request(), "f")
     same = [
-        _request(budget={"max_total_time_ms": 99, "max_age_s": 5}),
+        _request(budget={"max_total_time_ms": 150, "max_age_s": 5}),
         _request(constraints={"cache": "on"}),
         _request(query={"text": "q"}),
     ]

@@ -187,6 +187,7 @@ def create_app(
         embedder = EmbedderHealth(
             name=runtime.embedder.name if runtime.embedder else None,
             problem=runtime.embedder_problem,
+            state=runtime.embedding.state,
         )
         llm = runtime.settings.llm
         store = runtime.state.health() if runtime.state else None
@@ -252,4 +253,33 @@ def create_app(
             used = await read_counter(store, f"auth:quota:{key.id}:{window}")
         return _json(usage_report(key, today, used, now))
 
+    _name_the_instances(app, list(settings.backends.names))
     return app
+
+
+def _name_the_instances(app: FastAPI, names: list[str]) -> None:
+    """The OpenAPI document lists this server's backend instances for
+    ``constraints.backend`` (the contract cannot: instances are configuration)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()
+        constraints = schema.get("components", {}).get("schemas", {}).get("Constraints", {})
+        backend = constraints.get("properties", {}).get("backend")
+        if backend is not None:
+            backend["anyOf"] = [
+                {"type": "string", "enum": [*names, "auto"]},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "enum": names},
+                    "minItems": 1,
+                    "maxItems": 16,
+                },
+                {"type": "null"},
+            ]
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

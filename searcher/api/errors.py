@@ -10,7 +10,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import Send
+from starlette.routing import Match
+from starlette.types import Scope, Send
 
 from searcher.errors import (
     AllBackendsFailed,
@@ -54,6 +55,33 @@ def validation_error(exc: RequestValidationError) -> JSONResponse:
     )  # fmt: skip
 
 
+def body_parse_problem(exc: StarletteHTTPException) -> str | None:
+    """What was wrong with a body FastAPI could not parse (it answers those with a bare
+    400), or None for any other HTTP error. Such a body is bad input: a 422 naming it."""
+    if exc.status_code != 400 or exc.detail != "There was an error parsing the body":
+        return None
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return "not valid UTF-8"
+    if isinstance(cause, RecursionError):
+        return "JSON nested too deeply"
+    return f"not readable as JSON ({type(cause).__name__ if cause else 'unknown'})"
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """The methods some route of ``app`` answers at the request's path (one path may have
+    a route per method), found by asking the routes themselves."""
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**scope, "method": method})[0] == Match.FULL
+               for route in app.router.routes)
+    ]  # fmt: skip
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the mapping once, at start-up."""
 
@@ -88,8 +116,19 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(500, "internal_error", str(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, "http_error", str(exc.detail))
+    async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unreadable = body_parse_problem(exc)
+        if unreadable is not None:
+            return error_response(
+                422, "invalid_request", f"body: {unreadable}", field="body",
+                errors=[{"field": "body", "message": unreadable}],
+            )  # fmt: skip
+        response = error_response(exc.status_code, "http_error", str(exc.detail))
+        # 405 carries Allow, 401 WWW-Authenticate: the headers the exception came with.
+        response.headers.update(exc.headers or {})
+        if exc.status_code == 405:  # every method of the path, not just one route's
+            response.headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
+        return response
 
     @app.exception_handler(Exception)
     async def _on_crash(_: Request, exc: Exception) -> JSONResponse:

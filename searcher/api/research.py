@@ -24,6 +24,12 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _event_id_schema(schema: dict[str, Any]) -> None:
+    # Optional, but when sent an integer: "null" is no event id.
+    schema.clear()
+    schema.update({"type": "integer", "minimum": 0, "maximum": 1_000_000})
+
+
 def _jobs(request: Request) -> JobBook:
     jobs: JobBook = request.app.state.jobs
     return jobs
@@ -65,6 +71,7 @@ async def event_stream(request: Request, job_id: str, after: int) -> StreamingRe
     responses={
         202: {"model": ResearchAccepted, "description": "Started; follow events_url."},
         **_SSE_RESPONSE,
+        413: {"model": ErrorResponse, "description": "Body over the size limit."},
         422: {"model": ErrorResponse, "description": "Invalid request; `error.field`."},
         429: {"model": ErrorResponse, "description": "Too many jobs running; see Retry-After."},
     },
@@ -96,14 +103,26 @@ async def research_status(job_id: str, request: Request) -> Response:
     "/v1/research/{job_id}/events",
     summary="A research job's events as Server-Sent Events (resumable)",
     response_class=StreamingResponse,
-    responses={**_SSE_RESPONSE, **_NOT_FOUND},
+    responses={
+        **_SSE_RESPONSE,
+        **_NOT_FOUND,
+        422: {"model": ErrorResponse, "description": "Invalid `after` or `Last-Event-ID`."},
+    },
 )
 async def research_events(
     job_id: str,
     request: Request,
-    last_event_id: Annotated[int | None, Header(ge=0, le=1_000_000)] = None,
+    last_event_id: Annotated[
+        int | None, Header(ge=0, le=1_000_000, json_schema_extra=_event_id_schema)
+    ] = None,
     after: Annotated[
-        int | None, Query(ge=0, le=1_000_000, description="Events after this id.")
+        int | None,
+        Query(
+            ge=0,
+            le=1_000_000,
+            description="Events after this id.",
+            json_schema_extra=_event_id_schema,
+        ),
     ] = None,
 ) -> StreamingResponse:
     start = after if after is not None else (last_event_id or 0)

@@ -3,12 +3,21 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
 
-from searcher.contract import ErrorResponse, FetchInfo, FetchPageRequest, FetchPageResponse
-from searcher.fetch_page import fetch_page
+from searcher.contract import (
+    HTTP_URL,
+    HTTP_URL_RULE,
+    ErrorResponse,
+    FetchInfo,
+    FetchPageRequest,
+    FetchPageResponse,
+)
+from searcher.errors import InvalidRequest
+from searcher.fetch_page import check_url, fetch_page
 from searcher.runtime import Runtime
 from searcher.tool_specs import openai_tools
 
@@ -23,12 +32,18 @@ def _runtime(request: Request) -> Runtime:
 @router.post(
     "/v1/fetch",
     response_model=FetchPageResponse,
-    responses={422: {"model": ErrorResponse, "description": "Invalid body; `error.field`."}},
+    responses={
+        413: {"model": ErrorResponse, "description": "Body over the size limit."},
+        422: {"model": ErrorResponse, "description": "Invalid body; `error.field`."},
+    },
     summary="Read one page (guarded fetch, extraction) and return a slice of its text",
 )
 async def fetch(body: FetchPageRequest, request: Request) -> FetchPageResponse:
     runtime = _runtime(request)
     max_chars = body.max_chars or runtime.settings.mcp.max_output_chars
+    check_url(body.url)  # the friendliest reason first (scheme, host, syntax)
+    if re.search(HTTP_URL, body.url) is None:  # then the OpenAPI pattern, exactly
+        raise InvalidRequest("url", HTTP_URL_RULE)
     result = await fetch_page(runtime.service, body.url, max_chars, body.start_char)
     return FetchPageResponse(
         url=result.url,

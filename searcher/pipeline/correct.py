@@ -67,7 +67,7 @@ async def correct(
             if correction.replace:  # the first results go; what was tried stays on record
                 keep = [(p, dataclasses.replace(o, answers=[])) for p, o in keep]
             more = Tagged(keep + extra.outcomes, tagged.failures)
-            more_ranking = await rank_results(parts, plan, more)
+            more_ranking = await rank_results(parts, plan, more, ctx.deadline.remaining())
             if more_ranking.results:
                 tagged, ranking = more, more_ranking
     return tagged, ranking

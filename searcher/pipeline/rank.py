@@ -47,8 +47,11 @@ def heuristic_order(
     return [Ranked(fused[s.index], s.relevance, s.components) for s in apply_filter(scores)]
 
 
-async def rank_results(parts: Parts, plan: Plan, tagged: Tagged) -> Ranking:
-    """Fusion of every list of every search, near-duplicate removal, heuristic scores."""
+async def rank_results(
+    parts: Parts, plan: Plan, tagged: Tagged, time_left_s: float | None = None
+) -> Ranking:
+    """Fusion of every list of every search, near-duplicate removal (its embedder call
+    within ``time_left_s``), heuristic scores."""
     settings = parts.settings
     lists = [
         dataclasses.replace(ranked, perspective=perspective) if perspective else ranked
@@ -60,7 +63,7 @@ async def rank_results(parts: Parts, plan: Plan, tagged: Tagged) -> Ranking:
     ]
     fused = fuse(lists, settings.fusion.rrf_k)
     fused, notes = await drop_near_duplicates(
-        fused, parts.embedder, settings.fusion.near_duplicate_threshold
+        fused, parts.embedder, settings.fusion.near_duplicate_threshold, time_left_s
     )
     if parts.embedder is None:
         # Off by choice (provider "none") is no error; off because loading failed is.
@@ -72,7 +75,7 @@ async def rank_results(parts: Parts, plan: Plan, tagged: Tagged) -> Ranking:
 async def rank(ctx: RequestContext, parts: Parts, plan: Plan, tagged: Tagged) -> Ranking:
     """The ``rank`` stage: ``rank_results``, timed, its notes in ``meta.errors``."""
     with ctx.timed("rank"):
-        ranking = await rank_results(parts, plan, tagged)
+        ranking = await rank_results(parts, plan, tagged, ctx.deadline.remaining())
     for note in ranking.notes:
         ctx.error("dedup", "embedder", note)
     return ranking

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from searcher.backends.policy import plan_backends
 from searcher.config import ResearchSettings
 from searcher.contract import (
     EventType,
@@ -116,6 +117,10 @@ class JobBook:
         if self.running() >= self._settings.max_concurrent_jobs:
             deadline_s = resolve(request.preset, request.budget).max_total_time_ms / 1000
             raise TooManyJobs(self._settings.max_concurrent_jobs, max(1, int(deadline_s / 4)))
+        # Unknown backend names are the caller's mistake (422 now), not the job's failure.
+        plan_backends(
+            request.constraints.backend, None, self._parts.settings, self._parts.pool.backends
+        )
         job = Job(secrets.token_urlsafe(12), request, owner=self.owner)
         self._jobs[job.id] = job
         if self._store is not None and self._heart is None:

@@ -114,6 +114,11 @@ async def slow(req: Request) -> None:
         await answer(req)
 
 
+@router.route("/openai/hang" + EMBEDDINGS, methods=("POST",))
+async def hang(req: Request) -> None:
+    await req.hang()
+
+
 @router.route("/openai/status/{code:int}" + EMBEDDINGS, methods=("POST",))
 async def status(req: Request) -> None:
     code = int(req.params["code"])

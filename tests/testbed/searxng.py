@@ -33,6 +33,7 @@ engines (``corpus.ENGINES``), all enabled, category ``general``.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 from urllib.parse import urlsplit
@@ -155,6 +156,23 @@ async def normal(req: Request) -> None:
 @router.route("/searxng/slow/{ms:int}/search")
 async def slow(req: Request) -> None:
     if await req.pause(max(0, int(req.params["ms"])) / 1000):
+        await answer(req)
+
+
+_unreliable_calls = itertools.count()
+
+
+@router.route("/searxng/unreliable/{fail:int}/{hang:int}/search")
+async def unreliable(req: Request) -> None:
+    """Of every 100 calls, the first ``fail`` answer HTTP 500 and the next ``hang`` never
+    answer; the rest answer normally (a fixed, repeating pattern: no randomness)."""
+    slot = next(_unreliable_calls) % 100
+    fail, hang = int(req.params["fail"]), int(req.params["hang"])
+    if slot < fail:
+        await req.respond(500, b"<html><body><h1>Error 500</h1></body></html>")
+    elif slot < fail + hang:
+        await req.hang()
+    else:
         await answer(req)
 
 

@@ -14,10 +14,22 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from searcher.api.compat.common import check_bearer, json_response, runtime_of
-from searcher.contract import MAX_QUERY_CHARS, Budget, Query, SearchRequest, SearchResponse, Want
+from searcher.contract import (
+    MAX_INT,
+    MAX_QUERY_CHARS,
+    NOT_BLANK,
+    WHOLE,
+    Budget,
+    ErrorResponse,
+    Query,
+    SearchRequest,
+    SearchResponse,
+    Want,
+    WireSafe,
+)
 from searcher.page_reader import PageOutcome
 
 log = logging.getLogger("searcher.api")
@@ -26,7 +38,7 @@ MAX_COUNT = 100
 MAX_URLS = 50
 
 
-class _OpenWebUIBody(BaseModel):
+class _OpenWebUIBody(WireSafe):
     # Open WebUI may add fields in later versions; ignoring them keeps it working.
     model_config = ConfigDict(extra="ignore")
 
@@ -34,9 +46,11 @@ class _OpenWebUIBody(BaseModel):
 class ExternalSearchBody(_OpenWebUIBody):
     """What Open WebUI's external web search sends."""
 
-    query: str = Field(max_length=MAX_QUERY_CHARS)
-    count: StrictInt = Field(
-        default=5, ge=1, description=f"Results wanted; more than {MAX_COUNT} gives {MAX_COUNT}."
+    query: str = Field(
+        max_length=MAX_QUERY_CHARS, json_schema_extra={"minLength": 1, "pattern": NOT_BLANK}
+    )
+    count: Annotated[int, Field(ge=1, le=MAX_INT), WHOLE] = Field(
+        default=5, description=f"Results wanted; more than {MAX_COUNT} gives {MAX_COUNT}."
     )
 
     @field_validator("query")
@@ -124,14 +138,15 @@ router = APIRouter(
 )
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or wrong bearer key (when compat.openwebui_api_key is set)."},
-    422: {"description": "Invalid body; `error.field` names the field."},
+    413: {"model": ErrorResponse, "description": "Body over the size limit."},
+    422: {"model": ErrorResponse, "description": "Invalid body; `error.field` names the field."},
 }
 
 
 @router.post(
     "/search",
     response_model=list[SearchResult],
-    responses=_ERRORS,
+    responses={**_ERRORS, 502: {"model": ErrorResponse, "description": "Every backend failed."}},
     summary="Open WebUI external web search",
 )
 async def external_search(body: ExternalSearchBody, request: Request) -> Response:

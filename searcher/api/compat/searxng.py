@@ -17,7 +17,14 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
 from searcher.api.compat.common import json_response, runtime_of
-from searcher.contract import MAX_QUERY_CHARS, Item, SearchRequest, SearchResponse
+from searcher.contract import (
+    MAX_QUERY_CHARS,
+    NOT_BLANK,
+    ErrorResponse,
+    Item,
+    SearchRequest,
+    SearchResponse,
+)
 from searcher.errors import AllBackendsFailed, BackendFailure, InvalidRequest
 
 # SearXNG answers ~10 results a page and has no count parameter; its clients cut the list
@@ -72,11 +79,12 @@ def _int_in(params: Mapping[str, str], name: str, low: int, high: int) -> int | 
 
 
 def _query(params: Mapping[str, str]) -> str:
-    text = (params.get("q") or "").strip()
+    text = params.get("q") or ""
+    if len(text) > MAX_QUERY_CHARS:  # as sent: the schema's maxLength
+        raise InvalidRequest("q", f"must be at most {MAX_QUERY_CHARS} characters")
+    text = text.strip()
     if not text:
         raise InvalidRequest("q", "a non-empty query is required")
-    if len(text) > MAX_QUERY_CHARS:
-        raise InvalidRequest("q", f"must be at most {MAX_QUERY_CHARS} characters")
     return text
 
 
@@ -216,9 +224,21 @@ _PARAMETER_DOCS = {
     "safesearch": "0 off, 1 moderate, 2 strict.",
     "max_results": f"Not SearXNG's: results wanted, 1-{MAX_RESULTS}.",
 }
+# What each parameter accepts, as the checks above apply it ("" and the _UNSET words mean
+# "not given").
+_UNSET_WORDS = sorted(_UNSET)
+_PARAMETER_SCHEMAS: dict[str, dict[str, Any]] = {
+    "q": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK},
+    "format": {"type": "string", "enum": ["json", ""]},
+    "language": {"type": "string", "maxLength": MAX_LANG_CHARS},
+    "pageno": {"type": "integer", "minimum": 1, "maximum": MAX_PAGENO},
+    "time_range": {"type": "string", "enum": [*TIME_RANGES, *_UNSET_WORDS]},
+    "safesearch": {"type": "integer", "minimum": 0, "maximum": 2},
+    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS},
+}
 _OPENAPI_PARAMETERS = [
-    {"name": name, "in": "query", "required": name == "q", "schema": {"type": "string"},
-     "description": text}
+    {"name": name, "in": "query", "required": name == "q",
+     "schema": _PARAMETER_SCHEMAS.get(name, {"type": "string"}), "description": text}
     for name, text in _PARAMETER_DOCS.items()
 ]  # fmt: skip
 
@@ -235,7 +255,10 @@ async def _params(request: Request) -> dict[str, str]:
 _SEARCH_ROUTE: dict[str, Any] = {
     "summary": "SearXNG-compatible search (format=json)",
     "openapi_extra": {"parameters": _OPENAPI_PARAMETERS},
-    "responses": {422: {"description": "Invalid parameter; `error.field` names it."}},
+    "responses": {
+        413: {"model": ErrorResponse, "description": "Form body over the size limit."},
+        422: {"model": ErrorResponse, "description": "Invalid parameter; `error.field` names it."},
+    },
 }
 
 

@@ -21,10 +21,21 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    ValidationError,
+    field_validator,
+)
 
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
 from searcher.contract import (
+    MAX_QUERY_CHARS,
+    NOT_BLANK,
+    WHOLE,
+    ErrorResponse,
     Item,
     Preset,
     Query,
@@ -33,6 +44,7 @@ from searcher.contract import (
     SearchRequest,
     SearchResponse,
     TimeRange,
+    WireSafe,
     query_text,
 )
 from searcher.errors import (
@@ -67,7 +79,7 @@ _RANGE_DAYS: tuple[tuple[int, TimeRange], ...] = (
 # --- request bodies (the boundary) -------------------------------------------------------
 
 
-class _Body(BaseModel):
+class _Body(WireSafe):
     # Tavily clients send fields searcher has no use for (country, auto_parameters,
     # include_usage, ...) and add new ones over time: ignore them rather than refuse.
     model_config = ConfigDict(extra="ignore")
@@ -78,42 +90,66 @@ class _Body(BaseModel):
 class TavilySearchBody(_Body):
     """Tavily's search request."""
 
-    query: str
+    query: str = Field(
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK}
+    )
     search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] = "basic"
     topic: Literal["general", "news", "finance"] = "general"
     time_range: TavilyRange | None = None
-    days: Annotated[int, Field(ge=1)] | None = Field(
+    days: Annotated[int, Field(ge=1, le=36_600), WHOLE] | None = Field(
         default=None, description="Days back (topic news only), rounded up to a time range."
     )
     start_date: date | None = Field(
         default=None, description="Rounded to the smallest time range that reaches it."
     )
     end_date: date | None = Field(default=None, description="Accepted; not applied.")
-    max_results: Annotated[int, Field(ge=0, le=100)] | None = None
-    chunks_per_source: Annotated[int, Field(ge=1, le=5)] | None = None
+    max_results: Annotated[int, Field(ge=0, le=100), WHOLE] | None = None
+    chunks_per_source: Annotated[int, Field(ge=1, le=5), WHOLE] | None = None
     include_domains: list[str] | None = None
     exclude_domains: list[str] | None = None
-    include_answer: bool | Literal["basic", "advanced"] = False
-    include_raw_content: bool | Literal["markdown", "text"] = False
-    include_images: bool = False
-    include_image_descriptions: bool = False
+    include_answer: StrictBool | Literal["basic", "advanced"] = False
+    include_raw_content: StrictBool | Literal["markdown", "text"] = False
+    include_images: StrictBool = False
+    include_image_descriptions: StrictBool = False
 
     @field_validator("query")
     @classmethod
     def _query_not_blank(cls, value: str) -> str:
         return query_text(value)
 
+    @field_validator("start_date", "end_date", mode="before")
+    @classmethod
+    def _date_as_text(cls, value: Any) -> Any:
+        # pydantic would also take a number (a Unix time); the schema says a date string.
+        if value is not None and not isinstance(value, str | date):
+            raise ValueError("must be a date string, YYYY-MM-DD")
+        return value
+
 
 class TavilyExtractBody(_Body):
     """Tavily's extract request."""
 
-    urls: str | list[str]
+    urls: str | list[str] = Field(
+        description=f"One URL or a list of at most {MAX_EXTRACT_URLS}.",
+        json_schema_extra=lambda schema: schema.update(
+            anyOf=[
+                {"type": "string", "pattern": NOT_BLANK},
+                {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "maxItems": MAX_EXTRACT_URLS,
+                    "contains": {"type": "string", "pattern": NOT_BLANK},
+                },
+            ]
+        ),
+    )
     query: str | None = Field(default=None, description="Rank chunks of each page by this.")
-    chunks_per_source: Annotated[int, Field(ge=1, le=5)] | None = None
+    chunks_per_source: Annotated[int, Field(ge=1, le=5), WHOLE] | None = None
     extract_depth: Literal["basic", "advanced"] = "basic"
     format: Literal["markdown", "text"] = "markdown"
-    include_images: bool = False
-    timeout: Annotated[float, Field(ge=1, le=60)] | None = Field(
+    include_images: StrictBool = False
+    timeout: Annotated[StrictFloat, Field(ge=1, le=60)] | None = Field(
         default=None, description="Accepted; searcher's fetch limits apply."
     )
 
@@ -121,11 +157,11 @@ class TavilyExtractBody(_Body):
     @classmethod
     def _urls_listed(cls, value: str | list[str]) -> list[str]:
         urls = [value] if isinstance(value, str) else value
+        if len(urls) > MAX_EXTRACT_URLS:  # as sent: the schema's maxItems
+            raise ValueError(f"Max {MAX_EXTRACT_URLS} URLs are allowed.")
         urls = list(dict.fromkeys(u.strip() for u in urls if u.strip()))
         if not urls:
             raise ValueError("at least one URL is required")
-        if len(urls) > MAX_EXTRACT_URLS:
-            raise ValueError(f"Max {MAX_EXTRACT_URLS} URLs are allowed.")
         return urls
 
     @property
@@ -346,7 +382,19 @@ router = APIRouter(
 )
 
 
-@router.post("/search", summary="Tavily-compatible search")
+# Tavily's own error statuses and shape (``{"detail": {"error": ...}}``), not searcher's.
+_TAVILY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Invalid body: `detail.error` says why, `detail.field` where."},
+    401: {"description": "Missing or wrong key (when compat.tavily_api_key is set)."},
+    413: {"model": ErrorResponse, "description": "Body over the size limit."},
+}
+
+
+@router.post(
+    "/search",
+    summary="Tavily-compatible search",
+    responses={**_TAVILY_ERRORS, 502: {"description": "Every backend failed."}},
+)
 async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
     runtime = runtime_of(request)
     settings = runtime.settings
@@ -357,7 +405,7 @@ async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
     return json_response(search_response(body, response, str(uuid.uuid4())))
 
 
-@router.post("/extract", summary="Tavily-compatible page extraction")
+@router.post("/extract", summary="Tavily-compatible page extraction", responses=_TAVILY_ERRORS)
 async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
     started = time.perf_counter()
     outcomes = await runtime_of(request).service.read_pages(body.url_list)
@@ -371,12 +419,23 @@ async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
 TAVILY_PRESETS: dict[str, Preset] = {"mini": "balanced", "auto": "balanced", "pro": "enhanced"}
 
 
+# output_schema: only null is accepted; anything else is a 400 saying so.
+def _not_supported(schema: dict[str, Any]) -> None:
+    schema.clear()
+    schema.update({"type": "null", "description": "Not supported by searcher: null or omit."})
+
+
 class TavilyResearchBody(_Body):
-    input: str
+    input: str = Field(
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK}
+    )
     model: Literal["mini", "pro", "auto"] | None = None
     citation_format: Literal["numbered", "mla", "apa", "chicago"] = "numbered"
-    output_schema: dict[str, Any] | None = None
-    stream: bool = False
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        json_schema_extra=_not_supported,
+    )
+    stream: StrictBool = False
 
     @field_validator("input")
     @classmethod
@@ -413,7 +472,18 @@ def research_status(job: ResearchJob) -> tuple[int, dict[str, Any]]:
     }
 
 
-@router.post("/research", summary="Tavily-compatible research task")
+@router.post(
+    "/research",
+    summary="Tavily-compatible research task",
+    responses={
+        200: {
+            "description": "The task (JSON), or with stream: true searcher's event stream.",
+            "content": {"application/json": {}, "text/event-stream": {}},
+        },
+        **_TAVILY_ERRORS,
+        429: {"description": "Too many research jobs running."},
+    },
+)
 async def tavily_research(body: TavilyResearchBody, request: Request) -> Response:
     if body.output_schema is not None:
         raise TavilyHTTPError(400, "output_schema is not supported by searcher", "output_schema")
@@ -433,7 +503,15 @@ async def tavily_research(body: TavilyResearchBody, request: Request) -> Respons
     return json_response(research_created(job.view(), model))
 
 
-@router.get("/research/{request_id}", summary="Tavily-compatible research task status")
+@router.get(
+    "/research/{request_id}",
+    summary="Tavily-compatible research task status",
+    responses={
+        202: {"description": "Still running."},
+        401: _TAVILY_ERRORS[401],
+        404: {"description": "No task with that id (or it expired)."},
+    },
+)
 async def tavily_research_status(request_id: str, request: Request) -> Response:
     try:
         job = await request.app.state.jobs.view(request_id)
