@@ -261,7 +261,9 @@ class Research:
         try:
             plan = await make_plan(ctx, self.parts)
             tagged = await retrieve(ctx, self.parts, plan)
-            ranked = (await rank_results(self.parts, plan, tagged)).results
+            ranked = (
+                await rank_results(self.parts, plan, tagged, self.deadline.remaining())
+            ).results
         except AllBackendsFailed as exc:
             reason = describe_failures(exc.failures) or "no backend is enabled"
             self.state.error("search", "backends", reason)
