@@ -285,6 +285,15 @@ class PerspectivesInfo(BaseModel):
     degraded: str | None = Field(default=None, description="The degradation rung, if any.")
 
 
+class PagePassages(BaseModel):
+    """What one page gave to the context pack when passages were chosen across pages."""
+
+    id: str = Field(description="The item's id.")
+    url: str
+    passages: int = Field(description="Passages of the page shown in rendered_text.")
+    chars: int = Field(description="Characters of the page those passages hold.")
+
+
 class CragInfo(BaseModel):
     """Corrective re-search: the grade of the evidence and what was done about it."""
 
@@ -338,6 +347,9 @@ class Meta(BaseModel):
     rewritten_query: str | None = Field(default=None, description="constraints.rewrite")
     rank: RankInfo | None = None
     perspectives: PerspectivesInfo | None = None
+    passages: list[PagePassages] | None = Field(
+        default=None, description="Full mode: how many passages each page gave to the pack."
+    )
     crag: CragInfo | None = None
     answer_check: AnswerCheck | None = None
     llm: list[LlmCall] = Field(default_factory=list, description="Every LLM step, in order.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -36,6 +36,7 @@ from searcher.contract import (
     SearchResponse,
     Usage,
 )
+from searcher.cross_page import CrossPageAllotter, passage_similarity, passages_meta
 from searcher.dedup import drop_near_duplicates
 from searcher.embeddings import Embedder
 from searcher.errors import AllBackendsFailed
@@ -50,7 +51,7 @@ from searcher.llm.route import classify_group
 from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate, rank_candidates
 from searcher.page_reader import PageOutcome, PageReader, Progress
-from searcher.passages import select_passages, top_chunks
+from searcher.passages import top_chunks_across
 from searcher.render import PackItem, render_context_pack
 from searcher.resilience import CallBudget, Deadline
 from searcher.routing import CompiledRoutes, Route, compile_routes, route_query, route_to_group
@@ -457,11 +458,16 @@ class SearchService:
 
         # 6. Items, in rank order.
         items = []
+        # chunks_per_source: the passages of all fetched pages ranked together.
+        per_page = constraints.chunks_per_source or 0
+        page_chunks = top_chunks_across(
+            query, [o.content or "" if per_page else "" for o in outcomes], per_page, CHUNK_CHARS
+        )
         for rank_no, result in enumerate(ranked, start=1):
             page = outcomes[rank_no - 1] if rank_no <= len(outcomes) else None
             chunks = None
-            if constraints.chunks_per_source and page is not None and page.content:
-                chunks = top_chunks(query, page.content, constraints.chunks_per_source, CHUNK_CHARS)
+            if per_page and page is not None and page.content:
+                chunks = page_chunks[rank_no - 1]
             item = _item(rank_no, result, page, reading, retrieved, chunks)
             if mode == "simple":
                 item.content = None  # simple mode reads pages only for their chunks
@@ -473,15 +479,26 @@ class SearchService:
         want = request.want
         if want.rendered_text or want.answer:
             t0 = time.perf_counter()
-            select = self._passage_selector(query) if mode == "full" else None
+            contents = [_pack_content(i) for i in items]
+            allot = None
+            if mode == "full":  # passages of all pages ranked together (cross_page.py)
+                texts = [c for c in contents if c]
+                similarity = await passage_similarity(self.embedder, query, texts)
+                allot = CrossPageAllotter(query, similarity)
             rendered = render_context_pack(
-                [PackItem(i.title, i.url, i.snippet, _pack_content(i)) for i in items],
+                [
+                    PackItem(i.title, i.url, i.snippet, c)
+                    for i, c in zip(items, contents, strict=True)
+                ],
                 query=query,
                 backend=outcome.backend_used,
                 mode=mode,
                 max_chars=budget.max_context_chars,
-                select=select,
+                allot=allot,
             )
+            if allot is not None:
+                pages = [(i.id, i.url, c) for i, c in zip(items, contents, strict=True)]
+                extra_meta["passages"] = passages_meta(pages, allot)
             timing["render"] = _ms(t0)
             if not rendered:
                 errors.append(
@@ -618,13 +635,6 @@ class SearchService:
         chars = defaults.max_extract_chars_per_page if max_chars is None else max_chars
         deadline = Deadline(defaults.max_total_time_ms / 1000)
         return await self.reader.read_all(list(urls), limits, chars, deadline, progress)
-
-    @staticmethod
-    def _passage_selector(query: str) -> Callable[[str, int], str]:
-        def select(text: str, budget: int) -> str:
-            return select_passages(query, text, budget)
-
-        return select
 
 
 def _pack_content(item: Item) -> str | None:
