@@ -278,8 +278,13 @@ class PerspectivesInfo(BaseModel):
     """Multi-query: the perspectives searched and how diverse they were."""
 
     source: Literal["llm", "templates", "original"]
-    diversity: float | None = Field(
-        default=None, description="1 - mean pairwise cosine of the perspective embeddings."
+    diversity: float = Field(
+        default=0.0,
+        description="1 - mean pairwise cosine of the perspective embeddings (lexical: 1 - "
+        "mean pairwise Jaccard overlap of their topical words); 0 for one perspective.",
+    )
+    diversity_method: Literal["embeddings", "lexical"] = Field(
+        default="lexical", description="How diversity was measured: embeddings when loaded."
     )
     queries: list[PerspectiveInfo]
     degraded: str | None = Field(default=None, description="The degradation rung, if any.")

@@ -374,9 +374,11 @@ class SearchService:
         else:
             t0 = time.perf_counter()
             if constraints.multi_query:
+                step = settings.llm.steps.multi_query
                 tagged, perspectives = await multi_search(
-                    llm, search_once, self.embedder, query, route, constraints.multi_query, calls
-                )
+                    llm, search_once, self.embedder, query, route, constraints.multi_query, calls,
+                    (step.min_diversity, step.min_lexical_diversity),
+                )  # fmt: skip
                 extra_meta["perspectives"] = perspectives
             else:
                 calls.take(1)
