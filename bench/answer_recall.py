@@ -306,7 +306,13 @@ async def ask(
             {
                 "query": question.text,
                 "constraints": {"search_mode": "full"},
-                "budget": {"max_results": RESULTS, "max_fetch_pages": RESULTS},
+                # Generous time: a loaded machine must not turn pages into timeouts here.
+                "budget": {
+                    "max_results": RESULTS,
+                    "max_fetch_pages": RESULTS,
+                    "max_total_time_ms": 60_000,
+                    "per_request_timeout_ms": {"fetch": 30_000},
+                },
             }
         )
     )
