@@ -476,7 +476,7 @@ def table(results: dict[str, list[Record]], rows: Sequence[tuple[str, Chooser | 
     return "\n".join(lines)
 
 
-SIZES = (250, 400, 600)
+SIZES = (400, 600, 1000)
 FLOORS = (0.0, 0.25, 0.5)
 
 
