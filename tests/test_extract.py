@@ -142,12 +142,20 @@ def test_normalise_plain_text_is_idempotent() -> None:
         bytes(range(256)) * 40,
         b"\x00" * 5000,
         b"%PDF-1.4\n\xe2\xe3\xcf\xd3 binary",
-        b"<<<>>><<<<<</p></div></html>",
-        b'{"json": "not html"}',
     ],
 )
 def test_empty_or_garbage_html_gives_empty_text(body: bytes) -> None:
     assert extract_main_text(body, "", "text/html", None) == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [(b"<<<>>><<<<<</p></div></html>", "<<<>>><<<<<"), (b'{"json": "not html"}', None)],
+)
+def test_text_with_no_html_around_it_comes_back_as_it_is(body: bytes, text: str | None) -> None:
+    # trafilatura's fallback extractors (on since issue 12) keep the bare text of a body
+    # that holds no markup; nothing is invented and no markup is added.
+    assert extract_main_text(body, "", "text/html", None) == (text or body.decode())
 
 
 def test_extractor_name_keys_the_version_and_format() -> None:
