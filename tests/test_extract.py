@@ -228,3 +228,9 @@ async def test_a_dead_worker_is_an_extraction_error_and_the_pool_is_rebuilt() ->
         assert await extractor.extract(b"three", "", "text/plain", None) == "three"
     finally:
         extractor.close()
+
+
+def test_warm_up_runs_an_extraction_without_error() -> None:
+    from searcher.fetch.extract import warm_up
+
+    warm_up()  # loads the fallback extractors' data; must never raise

@@ -232,7 +232,7 @@ def test_cross_page_gives_the_budget_to_the_best_passages_wherever_they_are() ->
 
 def test_cross_page_floor_gives_each_matching_page_its_best_passage() -> None:
     pages = [PAGE, PAGE.replace("lighthouse", "beacon"), ANSWER_PAGE]
-    # Three best passages of ~530, ~530 and ~360 characters: half of 3000 holds them all.
+    # The three pages' best passages together fit in half of 3000 characters.
     choices = select_across_pages("lighthouse beacon museum", pages, 3000, floor_share=0.5)
     assert all(c.passages >= 1 for c in choices)
     no_floor = select_across_pages("lighthouse beacon museum", pages, 3000, floor_share=0.0)

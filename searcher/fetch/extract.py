@@ -84,6 +84,20 @@ def extract_main_text(body: bytes, url: str, content_type: str, charset: str | N
     return strip_inline_markup(text or "").strip()
 
 
+_WARM_UP_PAGE = (
+    "<html><body><article><h1>Warm up</h1>"
+    + "<p>A paragraph of plain words so that every extraction stage runs once.</p>" * 3
+    + "</article></body></html>"
+)
+
+
+def warm_up() -> None:
+    """Run one small extraction, so that a new worker loads what trafilatura's fallback
+    extractors load lazily (jusText's stop lists: ~0.3 s, more on a busy machine) before
+    its first real page rather than during it. Meant as the pool's worker initializer."""
+    extract_main_text(_WARM_UP_PAGE.encode(), "", "text/html", "utf-8")
+
+
 def strip_inline_markup(markdown: str) -> str:
     """trafilatura's markdown without backslash escapes and inline markup (HTML tags such
     as ``<u>``, bold, struck, italic and code markers); block structure is kept."""
