@@ -29,6 +29,7 @@ import time
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import bm25s
@@ -40,25 +41,23 @@ from starlette.routing import Route
 
 from searcher.config import Settings
 from searcher.contract import SearchRequest
-from searcher.passages import select_passages
+from searcher.cross_page import CrossPageAllotter, Similarity, passage_similarity
+from searcher.embeddings import Embedder, StaticEmbedder
+from searcher.passages import (
+    CROSS_PAGE_FLOOR_SHARE,
+    CROSS_PAGE_PASSAGE_CHARS,
+    select_across_pages,
+    select_passages,
+)
 from searcher.render import PackItem, render_context_pack
 from searcher.runtime import open_service
 from tests.testbed import data_dir
 from tests.testbed.server import ThreadedServer
 
-BUDGETS = (2000, 4000, 8000)
+BUDGETS = (800, 2000, 4000)
 RESULTS = 5
 SNIPPET_CHARS = 200
-MODES = ("simple", "head", "passages", "head-content", "passages-content")
-MODE_NAMES = {
-    "simple": "simple (snippets)",
-    "head": "full, head of page",
-    "passages": "full, passages",
-    "head-content": "  contents only: head",
-    "passages-content": "  contents: passages",
-}
-RATIOS = (("passages / head", "passages", "head"),
-          ("  contents only", "passages-content", "head-content"))  # fmt: skip
+STATIC_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "minilm-static-256"
 
 
 # --- the corpora ------------------------------------------------------------------------------
@@ -272,60 +271,165 @@ Sample = tuple[str, str]  # (query, page content) as full mode returned it
 
 
 @dataclass
-class Outcome:
-    found: dict[tuple[str, int], bool]
+class Record:
+    """One question asked: the simple-mode finds, and the full-mode items to render."""
+
+    question: Question
+    dev: bool  # tuning split (every other question), else held out
+    simple: dict[int, bool]
+    items: list[PackItem]
+    backend: str | None
     gold_in_results: bool
     answer_in_content: bool
+    similarity: Similarity | None = None
 
 
 async def ask(
-    service: Any, question: Question, page_id: Callable[[str], int | None], seen: list[Sample]
-) -> Outcome:
-    found: dict[tuple[str, int], bool] = {}
+    service: Any,
+    question: Question,
+    dev: bool,
+    page_id: Callable[[str], int | None],
+    seen: list[Sample],
+    embedder: Embedder | None,
+) -> Record:
+    simple: dict[int, bool] = {}
     for budget in BUDGETS:
-        simple = await service.search(
+        response = await service.search(
             SearchRequest.model_validate(
                 {"query": question.text, "budget": {"max_results": RESULTS,
                                                     "max_context_chars": budget}}
             )
         )  # fmt: skip
-        found["simple", budget] = holds_answer(simple.rendered_text or "", question.answers)
+        simple[budget] = holds_answer(response.rendered_text or "", question.answers)
     full = await service.search(
         SearchRequest.model_validate(
             {
                 "query": question.text,
                 "constraints": {"search_mode": "full"},
-                "budget": {"max_results": RESULTS, "max_fetch_pages": RESULTS},
+                # Generous time: a loaded machine must not turn pages into timeouts here.
+                "budget": {
+                    "max_results": RESULTS,
+                    "max_fetch_pages": RESULTS,
+                    "max_total_time_ms": 60_000,
+                    "per_request_timeout_ms": {"fetch": 30_000},
+                },
             }
         )
     )
     items = [PackItem(i.title, i.url, i.snippet, i.content) for i in full.items or []]
     seen += [(question.text, item.content) for item in items if item.content]
-    backend = full.meta.backend_used
-
-    def passages(content: str, budget: int) -> str:
-        return select_passages(question.text, content, budget)
-
-    for budget in BUDGETS:
-        for mode, select in (("head", None), ("passages", passages)):
-            pack = render_context_pack(
-                items, query=question.text, backend=backend, mode="full", max_chars=budget,
-                select=select,
-            )  # fmt: skip
-            found[mode, budget] = holds_answer(pack, question.answers)
-            found[f"{mode}-content", budget] = contents_hold_answer(pack, question.answers)
+    texts = [i.content for i in items if i.content]
     pages = {page_id(i.url) for i in full.items or []}
     contents = " ".join(i.content or "" for i in full.items or [])
-    return Outcome(
-        found,
+    return Record(
+        question,
+        dev,
+        simple,
+        items,
+        full.meta.backend_used,
         gold_in_results=bool(question.gold_pages & pages),
         answer_in_content=_holds(contents, question.answers),
+        similarity=await passage_similarity(embedder, question.text, texts),
     )
 
 
+# --- the ways of choosing content ---------------------------------------------------------------
+
+Chooser = Callable[[Record], dict[str, Any]]  # record -> render_context_pack keyword arguments
+
+
+def head(_: Record) -> dict[str, Any]:
+    return {}
+
+
+def per_page(record: Record) -> dict[str, Any]:
+    """Yesterday's default: each page's fair share, filled with its own best passages."""
+    query = record.question.text
+    return {"select": lambda content, budget: select_passages(query, content, budget)}
+
+
+def cross_page(size: int, floor: float, embeddings: bool = False) -> Chooser:
+    """The service's choice: passages of all pages ranked together."""
+
+    def choose(record: Record) -> dict[str, Any]:
+        query = record.question.text
+        if embeddings or (size, floor) != (CROSS_PAGE_PASSAGE_CHARS, CROSS_PAGE_FLOOR_SHARE):
+
+            def allot(contents: Sequence[str], budget: int) -> list[str]:
+                sims = None
+                if embeddings and record.similarity is not None:
+                    sims = [record.similarity[c] for c in contents]
+                picked = select_across_pages(
+                    query, contents, budget, sims, size=size, floor_share=floor
+                )
+                return [p.text for p in picked]
+
+            return {"allot": allot}
+        return {"allot": CrossPageAllotter(query)}  # exactly what the service runs
+
+    return choose
+
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def bm25_paragraphs(record: Record) -> dict[str, Any]:
+    """The plain baseline: every paragraph (non-blank line) of every fetched page scored by
+    BM25 (bm25s, stemmed, stop words out) as one collection; the best taken while they fit
+    (each joined by a blank line), shown per page in page order."""
+    query = record.question.text
+
+    def allot(contents: Sequence[str], budget: int) -> list[str]:
+        paragraphs = [
+            (p, k, line.strip())
+            for p, content in enumerate(contents)
+            for k, line in enumerate(content.split("\n"))
+            if line.strip()
+        ]
+        if not paragraphs:
+            return ["" for _ in contents]
+        tokens = bm25s.tokenize(
+            [t for _, _, t in paragraphs], stopwords="en", stemmer=_STEMMER, show_progress=False
+        )
+        index = bm25s.BM25()
+        index.index(tokens, show_progress=False)
+        asked = bm25s.tokenize(
+            [query], stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False
+        )
+        known = [t for t in asked[0] if t in index.vocab_dict]
+        scores = index.get_scores(known) if known else [0.0] * len(paragraphs)
+        order = sorted(range(len(paragraphs)), key=lambda i: (-float(scores[i]), i))
+        used, kept = 0, []
+        for i in order:
+            cost = len(paragraphs[i][2]) + 2
+            if used + cost <= budget:
+                kept.append(i)
+                used += cost
+        shown: list[list[str]] = [[] for _ in contents]
+        for i in sorted(kept):
+            shown[paragraphs[i][0]].append(paragraphs[i][2])
+        return ["\n\n".join(parts) for parts in shown]
+
+    return {"allot": allot}
+
+
+def found(record: Record, choose: Chooser, budget: int) -> bool:
+    pack = render_context_pack(
+        record.items, query=record.question.text, backend=record.backend, mode="full",
+        max_chars=budget, **choose(record),
+    )  # fmt: skip
+    assert len(pack) <= budget
+    return holds_answer(pack, record.question.answers)
+
+
 async def run_corpus(
-    corpus: Corpus, base: str, host: str, concurrency: int, seen: list[Sample]
-) -> list[Outcome]:
+    corpus: Corpus,
+    base: str,
+    host: str,
+    concurrency: int,
+    seen: list[Sample],
+    embedder: Embedder | None,
+) -> list[Record]:
     prefix = f"{base}/{corpus.name.lower()}/page/"
 
     def page_id(url: str) -> int | None:
@@ -334,42 +438,67 @@ async def run_corpus(
     async with open_service(settings_for(f"{base}/{corpus.name.lower()}", host)) as runtime:
         gate = asyncio.Semaphore(concurrency)
 
-        async def one(question: Question) -> Outcome:
+        async def one(n: int, question: Question) -> Record:
             async with gate:
-                return await ask(runtime.service, question, page_id, seen)
+                return await ask(runtime.service, question, n % 2 == 0, page_id, seen, embedder)
 
-        return await asyncio.gather(*(one(q) for q in corpus.questions))
+        return await asyncio.gather(*(one(n, q) for n, q in enumerate(corpus.questions)))
 
 
 # --- the report -----------------------------------------------------------------------------
 
 
-def share(outcomes: Sequence[Outcome], key: tuple[str, int]) -> float:
-    return sum(o.found[key] for o in outcomes) / max(len(outcomes), 1)
+def recall(records: Sequence[Record], choose: Chooser | None, budget: int) -> float:
+    if choose is None:
+        hits = sum(r.simple[budget] for r in records)
+    else:
+        hits = sum(found(r, choose, budget) for r in records)
+    return hits / max(len(records), 1)
 
 
-def table(results: dict[str, list[Outcome]]) -> str:
+def table(results: dict[str, list[Record]], rows: Sequence[tuple[str, Chooser | None]]) -> str:
     names = list(results)
-    head = f"{'max_context_chars':<22}" + "".join(
+    head_line = f"{'max_context_chars':<34}" + "".join(
         f"| {f'{n} ({len(results[n])} q)':^23}" for n in names
     )
     budgets = "".join("| " + "".join(f"{b:>7}" for b in BUDGETS) + "  " for _ in names)
-    lines = [head, f"{'':<22}{budgets}", "-" * len(head)]
-    for mode in MODES:
-        row = f"{MODE_NAMES[mode]:<22}"
+    lines = [head_line, f"{'':<34}{budgets}", "-" * len(head_line)]
+    for label, choose in rows:
+        row = f"{label:<34}"
         for n in names:
-            row += "| " + "".join(f"{share(results[n], (mode, b)):>7.3f}" for b in BUDGETS) + "  "
+            row += "| " + "".join(f"{recall(results[n], choose, b):>7.3f}" for b in BUDGETS) + "  "
         lines.append(row)
-    for label, top, bottom in RATIOS:
-        row = f"{label:<22}"
-        for n in names:
-            ratios = []
-            for b in BUDGETS:
-                base = share(results[n], (bottom, b))
-                ratios.append(f"{share(results[n], (top, b)) / base:>6.2f}x" if base else "    n/a")
-            row += "| " + "".join(ratios) + "  "
-        lines.append(row)
+    gold = f"{'target: 0.95 x gold page fetched':<34}"
+    for n in names:
+        share = sum(r.gold_in_results for r in results[n]) / max(len(results[n]), 1)
+        gold += "| " + f"{0.95 * share:>21.3f}" + "  "
+    lines.append(gold)
     return "\n".join(lines)
+
+
+SIZES = (400, 600, 1000)
+FLOORS = (0.0, 0.25, 0.5)
+
+
+def tune(results: dict[str, list[Record]]) -> tuple[str, tuple[int, float]]:
+    """Mean recall over both corpora and all budgets, on the dev split, for each passage
+    size and floor share; and the best pair (ties: the first in the grid)."""
+    dev = {n: [r for r in rs if r.dev] for n, rs in results.items()}
+    lines = ["dev split: mean answer recall over corpora and budgets (cross-page, BM25)"]
+    lines.append("size \\ floor " + "".join(f"{f:>8.2f}" for f in FLOORS))
+    best, best_score = (SIZES[0], FLOORS[0]), -1.0
+    for size in SIZES:
+        row = f"{size:>12} "
+        for floor in FLOORS:
+            choose = cross_page(size, floor)
+            score = statistics.mean(recall(rs, choose, b) for rs in dev.values() for b in BUDGETS)
+            row += f"{score:>8.3f}"
+            if score > best_score:
+                best, best_score = (size, floor), score
+        lines.append(row)
+    lines.append(f"best on dev: size {best[0]}, floor share {best[1]} (defaults: "
+                 f"{CROSS_PAGE_PASSAGE_CHARS}, {CROSS_PAGE_FLOOR_SHARE})")  # fmt: skip
+    return "\n".join(lines), best
 
 
 def _ms(run: Callable[[], object], repeat: int = 1) -> float:
@@ -407,12 +536,17 @@ async def main_async(args: argparse.Namespace) -> None:
     squad_corpus = squad(args.squad, args.seed)
     hotpot_corpus, yes_no = hotpotqa()
     corpora = {"squad": squad_corpus, "hotpotqa": hotpot_corpus}
+    embedder: Embedder | None = None
+    if STATIC_MODEL.is_dir():
+        embedder = StaticEmbedder.load(str(STATIC_MODEL))
     server = ThreadedServer(build_app(corpora)).start()
     host = f"127.0.0.1:{server.port}"
     seen: list[Sample] = []
     try:
         results = {
-            corpus.name: await run_corpus(corpus, server.base_url, host, args.concurrency, seen)
+            corpus.name: await run_corpus(
+                corpus, server.base_url, host, args.concurrency, seen, embedder
+            )
             for corpus in corpora.values()
         }
     finally:
@@ -424,15 +558,36 @@ async def main_async(args: argparse.Namespace) -> None:
     print(
         f"SQuAD v1.1 dev: {len(squad_corpus.questions)} questions (seed {args.seed}) over "
         f"{len(squad_corpus.titles)} articles; HotpotQA dev: {len(hotpot_corpus.questions)} "
-        f"questions ({yes_no} yes/no left out) over {len(hotpot_corpus.titles)} paragraphs"
+        f"questions ({yes_no} yes/no left out) over {len(hotpot_corpus.titles)} paragraphs; "
+        f"every other question is the dev split, the rest held out"
     )
     print()
-    print(table(results))
+    grid, best = tune(results)
+    print(grid)
+    rows: list[tuple[str, Chooser | None]] = [
+        ("simple (snippets)", None),
+        ("full, head of page", head),
+        ("full, passages per page (old)", per_page),
+        ("baseline: best BM25 paragraphs", bm25_paragraphs),
+        (
+            "full, cross-page (service)",
+            cross_page(CROSS_PAGE_PASSAGE_CHARS, CROSS_PAGE_FLOOR_SHARE),
+        ),
+    ]
+    if best != (CROSS_PAGE_PASSAGE_CHARS, CROSS_PAGE_FLOOR_SHARE):
+        rows.append((f"full, cross-page {best}", cross_page(*best)))
+    if embedder is not None:
+        embedded = cross_page(CROSS_PAGE_PASSAGE_CHARS, CROSS_PAGE_FLOOR_SHARE, True)
+        rows.append(("  + static embeddings", embedded))
+    for split, keep in (("HELD-OUT split", False), ("dev split", True)):
+        print()
+        print(split)
+        print(table({n: [r for r in rs if r.dev == keep] for n, rs in results.items()}, rows))
     print()
-    for name, outcomes in results.items():
-        n = max(len(outcomes), 1)
-        gold = sum(o.gold_in_results for o in outcomes) / n
-        anywhere = sum(o.answer_in_content for o in outcomes) / n
+    for name, records in results.items():
+        n = max(len(records), 1)
+        gold = sum(r.gold_in_results for r in records) / n
+        anywhere = sum(r.answer_in_content for r in records) / n
         print(
             f"{name}: a gold page among the {RESULTS} results {gold:.3f}; "
             f"answer anywhere in the fetched contents (the ceiling of full mode) {anywhere:.3f}"

@@ -5,6 +5,9 @@
 AEB: precision, recall and F1 with the benchmark's own metric (``bench.aeb_metric``) and
 pages/s on one core, sequential and in-process (median of ``--repeat`` passes).
 trafilatura-eval: share of ``with`` snippets kept and of ``without`` snippets dropped.
+Each figure is printed for the service's extraction and, side by side in the same run,
+for a direct ``trafilatura.extract(html, url=url)`` call (its recommended default
+settings, plain-text output), which the service must not fall below (issue 12).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import trafilatura
+
 from bench.aeb_metric import AebPage, Scores, aggregate, load_aeb, score_page
 from searcher.fetch.extract import EXTRACTOR_TAG, extract_main_text
 
@@ -28,6 +33,11 @@ Extract = Callable[[bytes, str], str]
 def extract_html(html: bytes, url: str) -> str:
     """The service's extraction of an HTML page whose charset the server did not name."""
     return extract_main_text(html, url, "text/html", None)
+
+
+def extract_direct(html: bytes, url: str) -> str:
+    """trafilatura called directly with its recommended (default) settings."""
+    return trafilatura.extract(html, url=url) or ""
 
 
 def aeb_scores(pages: list[AebPage], extract: Extract = extract_html) -> Scores:
@@ -97,18 +107,19 @@ def main() -> None:
     args = parser.parse_args()
 
     aeb = list(load_aeb())
-    scores = aeb_scores(aeb)
-    rate = pages_per_second(aeb, extract_html, args.repeat)
-    print(f"extractor {EXTRACTOR_TAG}")
-    print(
-        f"AEB ({len(aeb)} pages): precision {scores.precision:.3f}  recall {scores.recall:.3f}"
-        f"  F1 {scores.f1:.3f}  {rate:.1f} pages/s (one core, median of {args.repeat})"
-    )
-    snippets = snippet_scores(list(load_trafilatura_eval()))
-    print(
-        f"trafilatura-eval ({snippets.pages} pages): with-snippets kept {snippets.kept:.3f}"
-        f"  without-snippets dropped {snippets.dropped:.3f}"
-    )
+    evaluation = list(load_trafilatura_eval())
+    print(f"extractor {EXTRACTOR_TAG}; trafilatura {trafilatura.__version__}")
+    for name, extract in (("service", extract_html), ("direct trafilatura", extract_direct)):
+        scores = aeb_scores(aeb, extract)
+        rate = pages_per_second(aeb, extract, args.repeat)
+        snippets = snippet_scores(evaluation, extract)
+        print(
+            f"{name:<19} AEB ({len(aeb)} pages): P {scores.precision:.3f}  "
+            f"R {scores.recall:.3f}  F1 {scores.f1:.3f}  {rate:.1f} pages/s (one core, "
+            f"median of {args.repeat}) | trafilatura-eval ({snippets.pages} pages): "
+            f"kept {snippets.kept:.4f}  dropped {snippets.dropped:.4f}  "
+            f"sum {snippets.kept + snippets.dropped:.4f}"
+        )
 
 
 if __name__ == "__main__":

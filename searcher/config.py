@@ -428,6 +428,23 @@ class RankStepSettings(LlmStepSettings):
     want_n: int = Field(default=3, ge=1, le=20, description="Results kept.")
 
 
+class MultiQueryStepSettings(LlmStepSettings):
+    min_diversity: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="With an embedder: LLM perspectives whose diversity (1 - mean pairwise "
+        "cosine) is below this are replaced by the templates.",
+    )
+    min_lexical_diversity: float = Field(
+        default=0.25,
+        ge=0,
+        le=1,
+        description="Without an embedder: the same, for the lexical diversity (1 - mean "
+        "pairwise Jaccard overlap of the perspectives' topical words).",
+    )
+
+
 def _step(max_tokens: int, temperature: float) -> Any:
     return lambda: LlmStepSettings(max_tokens=max_tokens, temperature=temperature)
 
@@ -435,7 +452,9 @@ def _step(max_tokens: int, temperature: float) -> Any:
 class LlmStepsSettings(_Section):
     rewrite: LlmStepSettings = Field(default_factory=_step(64, 0.1))
     route: LlmStepSettings = Field(default_factory=_step(8, 0.0))
-    multi_query: LlmStepSettings = Field(default_factory=_step(300, 0.3))
+    multi_query: MultiQueryStepSettings = Field(
+        default_factory=lambda: MultiQueryStepSettings(max_tokens=300, temperature=0.3)
+    )
     rank: RankStepSettings = Field(
         default_factory=lambda: RankStepSettings(max_tokens=96, temperature=0.0)
     )

@@ -455,11 +455,25 @@ class PerspectivesInfo(BaseModel):
     """Multi-query: the perspectives searched and how diverse they were."""
 
     source: PerspectiveSource
-    diversity: float | None = Field(
-        default=None, description="1 - mean pairwise cosine of the perspective embeddings."
+    diversity: float = Field(
+        default=0.0,
+        description="1 - mean pairwise cosine of the perspective embeddings (lexical: 1 - "
+        "mean pairwise Jaccard overlap of their topical words); 0 for one perspective.",
+    )
+    diversity_method: Literal["embeddings", "lexical"] = Field(
+        default="lexical", description="How diversity was measured: embeddings when loaded."
     )
     queries: list[PerspectiveInfo]
     degraded: str | None = Field(default=None, description="The degradation rung, if any.")
+
+
+class PagePassages(BaseModel):
+    """What one page gave to the context pack when passages were chosen across pages."""
+
+    id: str = Field(description="The item's id.")
+    url: str
+    passages: int = Field(description="Passages of the page shown in rendered_text.")
+    chars: int = Field(description="Characters of the page those passages hold.")
 
 
 class CragInfo(BaseModel):
@@ -526,6 +540,9 @@ class Meta(BaseModel):
     rewritten_query: str | None = Field(default=None, description="constraints.rewrite")
     rank: RankInfo | None = None
     perspectives: PerspectivesInfo | None = None
+    passages: list[PagePassages] | None = Field(
+        default=None, description="Full mode: how many passages each page gave to the pack."
+    )
     crag: CragInfo | None = None
     answer_check: AnswerCheck | None = None
     llm: list[LlmCall] = Field(default_factory=list, description="Every LLM step, in order.")

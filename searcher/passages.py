@@ -18,6 +18,7 @@ import math
 import re
 from bisect import bisect_right, insort
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 Span = tuple[int, int]  # [start, end) offsets of a passage in the page text
 
@@ -360,3 +361,167 @@ def top_chunks(query: str, text: str, n: int, max_chars: int = DEFAULT_MAX_CHARS
     spans = passage_spans(text, max_chars)
     scores = bm25_scores(query, text, spans)
     return [text[spans[i][0] : spans[i][1]] for i in _ranked(scores)[:n]]
+
+
+# --- choosing across pages ------------------------------------------------------------------
+
+# Passage size when the passages of several pages compete for one budget (tuned on the dev
+# split of bench/answer_recall.py; see the README).
+CROSS_PAGE_PASSAGE_CHARS = 1000
+# The best passage of each page is taken first, pages in rank order, while these floors
+# use at most this share of the budget; the rest goes to the best passages overall.
+CROSS_PAGE_FLOOR_SHARE = 0.5
+# Weight of the passage-query cosine (when an embedder gave one) next to BM25 scaled to 1.
+EMBEDDING_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class PageChoice:
+    """What one page gave to a pack: the text shown, how many of its passages, and how
+    many characters of the page those hold."""
+
+    text: str
+    passages: int
+    chars: int
+
+
+def page_passage_spans(texts: Sequence[str]) -> list[list[Span]]:
+    """The passages each page is cut into when pages compete (what embeddings score)."""
+    return [passage_spans(text, CROSS_PAGE_PASSAGE_CHARS) for text in texts]
+
+
+def _global_bm25(
+    query: str, texts: Sequence[str], spans: Sequence[Sequence[Span]]
+) -> list[list[float]]:
+    """BM25 of every passage of every page, with document frequencies and the average
+    length taken over all the pages' passages together, so scores compare across pages."""
+    terms = query_terms(query)
+    counts = [_term_counts(text, page, terms) for text, page in zip(texts, spans, strict=True)]
+    scores = [[0.0] * len(page) for page in spans]
+    n = sum(len(page) for page in spans)
+    if not n or not any(counts):
+        return scores
+    average = sum(e - s for page in spans for s, e in page) / n
+    df = [sum(1 for page in counts for row in page.values() if row[k]) for k in range(len(terms))]
+    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
+    for page_scores, page_counts, page_spans in zip(scores, counts, spans, strict=True):
+        for index, row in page_counts.items():
+            s, e = page_spans[index]
+            norm = _K1 * (1 - _B + _B * (e - s) / average)
+            page_scores[index] = sum(
+                w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, row, strict=True) if tf
+            )
+    return scores
+
+
+def _combined(
+    bm25: list[list[float]], similarity: Sequence[Sequence[float]] | None
+) -> list[list[float]]:
+    """BM25 scaled to [0, 1] over all passages, plus the weighted cosine when given."""
+    top = max((s for page in bm25 for s in page), default=0.0) or 1.0
+    if similarity is None:
+        return [[s / top for s in page] for page in bm25]
+    return [
+        [s / top + EMBEDDING_WEIGHT * max(float(c), 0.0) for s, c in zip(page, sims, strict=True)]
+        for page, sims in zip(bm25, similarity, strict=True)
+    ]
+
+
+def select_across_pages(
+    query: str,
+    texts: Sequence[str],
+    budget: int,
+    similarity: Sequence[Sequence[float]] | None = None,
+    *,
+    size: int = CROSS_PAGE_PASSAGE_CHARS,
+    floor_share: float = CROSS_PAGE_FLOOR_SHARE,
+) -> list[PageChoice]:
+    """What each page shows when all of them share ``budget`` characters: the passages of
+    every page ranked together (BM25 over all of them, plus ``similarity``, one cosine per
+    passage of ``page_passage_spans``, when given; keep ``size`` as it is then). Each
+    page's best passage is taken first while these floors use at most ``floor_share`` of
+    the budget; the rest goes to the best passages overall; within a page, passages keep
+    document order, with ``…`` lines for what was left out. Unmatched passages fill
+    leftover room from the head of the best-ranked pages. Pages that all fit come whole."""
+    if sum(len(t) for t in texts) <= budget:
+        return [PageChoice(t, len(passage_spans(t, size)), len(t)) for t in texts]
+    if budget <= 0:
+        return [PageChoice("", 0, 0) for _ in texts]
+    spans = [passage_spans(text, size) for text in texts]
+    scores = _combined(_global_bm25(query, texts, spans), similarity)
+    selections = [_Selection(t, s) for t, s in zip(texts, spans, strict=True)]
+    used = 0
+
+    def take(page: int, index: int) -> bool:
+        nonlocal used
+        cost = selections[page].cost(index)
+        if used + cost > budget:
+            return False
+        selections[page].keep(index, cost)
+        used += cost
+        return True
+
+    floor_room = int(budget * floor_share)
+    for page, page_scores in enumerate(scores):
+        if not page_scores or max(page_scores) <= 0:
+            continue
+        best = _ranked(page_scores)[0]
+        if used + selections[page].cost(best) <= floor_room:
+            take(page, best)
+    order = sorted(
+        ((p, i) for p, page in enumerate(scores) for i in range(len(page))),
+        key=lambda pi: (-scores[pi[0]][pi[1]], pi[0], pi[1]),
+    )
+    for page, index in order:
+        if index in selections[page].kept:
+            continue
+        if not take(page, index) and scores[page][index] == 0:
+            break  # the unmatched rest is page heads: keep each contiguous
+    if not used:  # the best passage alone is too long: cut it
+        page, index = order[0] if order else (0, 0)
+        if not spans or not spans[page]:
+            return [PageChoice("", 0, 0) for _ in texts]
+        lead = _LEAD if index else ""
+        s, e = spans[page][index]
+        cut = _cut(texts[page][s:e], budget - len(lead)) if budget > len(lead) + 1 else ""
+        choices = [PageChoice("", 0, 0) for _ in texts]
+        if cut:
+            choices[page] = PageChoice(lead + cut, 1, len(cut))
+        return choices
+    return [
+        PageChoice(
+            sel.assemble(),
+            len(sel.kept),
+            sum(sel.spans[i][1] - sel.spans[i][0] for i in sel.kept),
+        )
+        for sel in selections
+    ]
+
+
+def top_chunks_across(
+    query: str, texts: Sequence[str], n: int, max_chars: int = DEFAULT_MAX_CHARS
+) -> list[list[str]]:
+    """``chunks_per_source`` over several pages ranked together: the ``n`` × pages best
+    passages overall (BM25 with statistics over all pages), at most ``n`` per page, and
+    each page with text at least its own best (its head when nothing matches). Each
+    page's chunks come best first; "" pages get none."""
+    if n <= 0:
+        return [[] for _ in texts]
+    spans = [passage_spans(text, max_chars) for text in texts]
+    scores = _global_bm25(query, texts, spans)
+    slots = n * sum(1 for page in spans if page)
+    order = sorted(
+        ((p, i) for p, page in enumerate(scores) for i in range(len(page)) if page[i] > 0),
+        key=lambda pi: (-scores[pi[0]][pi[1]], pi[0], pi[1]),
+    )
+    picked: list[list[int]] = [[] for _ in texts]
+    for page, index in order[:slots]:
+        if len(picked[page]) < n:
+            picked[page].append(index)
+    for page, page_scores in enumerate(scores):
+        if not picked[page] and page_scores:
+            picked[page].append(_ranked(page_scores)[0])
+    return [
+        [text[page_spans[i][0] : page_spans[i][1]] for i in chosen]
+        for text, page_spans, chosen in zip(texts, spans, picked, strict=True)
+    ]

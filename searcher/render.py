@@ -62,6 +62,18 @@ _MAX_TITLE_CHARS = 300
 _MAX_SNIPPET_CHARS = 1000
 _MAX_URL_CHARS = 2048
 _MAX_ECHO_CHARS = 200  # backend / mode names
+# The request echo may take at most 1/_HEADER_SHARE of the budget; beyond, it is compacted
+# to these caps (the query is cut at a word boundary, with an ellipsis).
+_HEADER_SHARE = 10
+_COMPACT_ECHO_CHARS = 24
+_COMPACT_QUERY_CHARS = 60
+# When the items' lines do not all fit whole, every kept item is first given room for this
+# much of its title and snippet (shortened at word boundaries); what is left is shared
+# fairly. An item that cannot get its floor is dropped, with every item after it.
+_MIN_TITLE_CHARS = 40
+_MIN_SNIPPET_CHARS = 60
+# Below this, a shortened snippet would be "…" and a word fragment: show none instead.
+_MIN_CUT_CHARS = 8
 # A content share smaller than this is noise; fewer, readable contents win over many scraps.
 _MIN_CONTENT_CHARS = 64
 # A selector's text is rendered (indented) and checked against the share; when indentation
@@ -76,6 +88,10 @@ _WINDOW_MARGIN = 640
 # Chooses what of a page's text to show in a given number of characters (e.g. the passages
 # that match the query): ``select(content, budget) -> text``.
 Selector = Callable[[str, int], str]
+# Chooses what of every page's text to show in one budget shared by all of them (e.g. the
+# passages that match the query best across pages): ``allot(contents, budget) -> texts``,
+# one text per content, in order, together at most ``budget`` characters.
+Allotter = Callable[[Sequence[str], int], list[str]]
 
 
 @dataclass(frozen=True)
@@ -229,16 +245,88 @@ def _field(label: str, value: str) -> str:
     return f"{label}: {value}" if value else f"{label}:"
 
 
-def _item_head(number: int, item: PackItem) -> str:
+def _head_text(number: int, title: str, url: str, snippet: str) -> str:
     """The fixed lines of an item: title, URL, snippet."""
-    title = _one_line(item.title, _MAX_TITLE_CHARS)
-    url = _clean_url(item.url)
-    snippet = _one_line(item.snippet, _MAX_SNIPPET_CHARS)
     return (
         f"{number}. {_field('Title', title)}\n"
         f"   {_field('URL', url)}\n"
         f"   {_field('Snippet', snippet)}\n"
     )
+
+
+def _item_head(number: int, item: PackItem) -> str:
+    """The fixed lines of an item, whole (each field within its cap)."""
+    title = _one_line(item.title, _MAX_TITLE_CHARS)
+    url = _clean_url(item.url)
+    snippet = _one_line(item.snippet, _MAX_SNIPPET_CHARS)
+    return _head_text(number, title, url, snippet)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut at a word boundary with ``…``."""
+    if len(text) <= limit:
+        return text
+    if limit < _MIN_CUT_CHARS:
+        return ""
+    return _truncate_words(text, limit)
+
+
+def _room(text: str) -> int:
+    """What a field's text costs on its line (the space after the colon included)."""
+    return len(text) + 1 if text else 0
+
+
+def _shortened_heads(items: Sequence[PackItem], budget: int) -> list[str]:
+    """Item lines within ``budget`` (each with its leading "\n"): every item in rank order
+    gets a floor of title and snippet while floors fit, then the rest of the budget is
+    shared fairly among them; URLs are kept whole."""
+    fields: list[tuple[str, str, str]] = []
+    floors: list[int] = []
+    left = budget
+    for number, item in enumerate(items, start=1):
+        title = _one_line(item.title, _MAX_TITLE_CHARS)
+        url = _clean_url(item.url)
+        snippet = _one_line(item.snippet, _MAX_SNIPPET_CHARS)
+        base = 1 + len(_head_text(number, "", url, ""))
+        floor_title = _room(_shorten(title, _MIN_TITLE_CHARS))
+        floor_snippet = _room(_shorten(snippet, _MIN_SNIPPET_CHARS))
+        if base + floor_title > left:
+            break
+        last = base + floor_title + floor_snippet > left
+        if last:  # the last item that fits, with its title alone
+            floor_snippet, snippet = 0, ""
+        fields.append((title, url, snippet))
+        floors.append(floor_title + floor_snippet)
+        left -= base + floors[-1]
+        if last:
+            break
+    needs = [_room(t) + _room(s) - f for (t, _, s), f in zip(fields, floors, strict=True)]
+    heads = []
+    for number, ((title, url, snippet), floor, extra) in enumerate(
+        zip(fields, floors, fair_shares(needs, left), strict=True), start=1
+    ):
+        room = floor + extra  # for title and snippet, the spaces after their colons included
+        title_room = min(_room(title), max(min(_room(title), _MIN_TITLE_CHARS + 1), room // 2))
+        snippet_room = min(_room(snippet), room - title_room)
+        title_room = min(_room(title), room - snippet_room)
+        shown_title = _shorten(title, title_room - 1) if title_room > 1 else ""
+        shown_snippet = _shorten(snippet, snippet_room - 1) if snippet_room > 1 else ""
+        heads.append(_head_text(number, shown_title, url, shown_snippet))
+    return heads
+
+
+def _item_heads(items: Sequence[PackItem], budget: int) -> list[str]:
+    """The lines of the items shown, in rank order, together (each with its leading
+    "\n") within ``budget``: whole when all fit, else shortened (see _shortened_heads)."""
+    heads: list[str] = []
+    used = 0
+    for number, item in enumerate(items, start=1):
+        head = _item_head(number, item)
+        used += 1 + len(head)
+        if used > budget:
+            return _shortened_heads(items, budget)
+        heads.append(head)
+    return heads
 
 
 # --- the request echo ---------------------------------------------------------------------
@@ -280,10 +368,14 @@ def _echo_query(query: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def _header(query: str, backend: str | None, mode: str) -> str:
-    """The pack's opening marker and the request echo."""
-    backend_text = _one_line(backend or "", _MAX_ECHO_CHARS) or "none"
-    mode_text = _one_line(mode, _MAX_ECHO_CHARS) or "none"
+def _header(query: str, backend: str | None, mode: str, *, compact: bool = False) -> str:
+    """The pack's opening marker and the request echo; ``compact`` shortens the echoed
+    names and query (the query then no longer round-trips exactly)."""
+    cap = _COMPACT_ECHO_CHARS if compact else _MAX_ECHO_CHARS
+    backend_text = _one_line(backend or "", cap) or "none"
+    mode_text = _one_line(mode, cap) or "none"
+    if compact and len(query) > _COMPACT_QUERY_CHARS:
+        query = _truncate_words(query, _COMPACT_QUERY_CHARS)
     return (
         f"{PACK_OPEN}\nrequest:\n"
         f"  backend={backend_text}\n"
@@ -417,6 +509,41 @@ def _content_sections(
     return sections
 
 
+def _allotted_sections(items: Sequence[PackItem], budget: int, allot: Allotter) -> list[str]:
+    """The ``Content:`` section of each item ("" for none) as ``allot`` chooses them all
+    at once, cleaned and indented like any content, together within ``budget``. When
+    indentation pushes the choice over, ``allot`` is asked again with less room; if it
+    still overshoots, each section is cut to its fair share."""
+    sections = [""] * len(items)
+    holders = [i for i, item in enumerate(items) if item.content and item.content.strip()]
+    holders = holders[: budget // _MIN_CONTENT_CHARS]
+    if not holders:
+        return sections
+    contents = [items[i].content or "" for i in holders]
+    room = budget - len(_CONTENT_HEAD) * len(holders)
+    rendered: list[tuple[str, bool]] = []
+    for _ in range(_SELECT_TRIES):
+        if room <= len(_INDENT):
+            break
+        chosen = allot(contents, room)
+        rendered = [_content_prefix(text, budget) for text in chosen[: len(holders)]]
+        rendered += [("", True)] * (len(holders) - len(rendered))
+        total = sum(len(_CONTENT_HEAD) + len(r) for r, _ in rendered if r.strip())
+        if total <= budget and all(complete for _, complete in rendered):
+            for index, (text, _) in zip(holders, rendered, strict=True):
+                sections[index] = _CONTENT_HEAD + text if text.strip() else ""
+            return sections
+        room -= max(total - budget, 1)  # mostly the indentation the allotter could not see
+    if not rendered:
+        return sections
+    needs = [len(_CONTENT_HEAD) + len(r) if r.strip() else 0 for r, _ in rendered]
+    for index, (text, complete), share in zip(
+        holders, rendered, fair_shares(needs, budget), strict=True
+    ):
+        sections[index] = _fit_content(text, complete, share) if text.strip() else ""
+    return sections
+
+
 # --- the pack -------------------------------------------------------------------------------
 
 
@@ -428,29 +555,35 @@ def render_context_pack(
     mode: str,
     max_chars: int,
     select: Selector | None = None,
+    allot: Allotter | None = None,
 ) -> str:
     """Render ``items`` (in rank order) as a UCP-1 context pack of at most ``max_chars``
-    characters. Items that do not fit whole are dropped from the end; contents share what
-    is left after every kept item's title, URL and snippet. A content longer than its share
-    is cut at a word or line boundary with ``…``; with ``select``, ``select(content,
-    budget)`` chooses the text to show instead (cut all the same if it overshoots).
+    characters. Every item that can get a share does: when their title, URL and snippet
+    lines do not all fit whole, titles and snippets are shortened at word boundaries (with
+    ``…``) before items are dropped from the end, and the request echo is compacted when it
+    would take more than a tenth of the budget. Contents share what is left after the
+    kept items' lines. A content longer than its share is cut at a word or line boundary
+    with ``…``; with ``select``, ``select(content, budget)`` chooses the text to show
+    instead (cut all the same if it overshoots); with ``allot``, ``allot(contents,
+    budget)`` chooses the text of every content at once (passages ranked across pages).
     Content is shown whenever an item carries it, whatever ``mode`` says.
     Returns "" when not even the frame with its "(no results…)" line fits."""
     header = _header(query, backend, mode)
+    if len(header) > max_chars // _HEADER_SHARE:
+        header = _header(query, backend, mode, compact=True)
     # Layout: header, then "\n" + block per item (each block ends in "\n"), "\n", footer.
     budget = max_chars - len(header) - 1 - len(_FOOTER)
-    heads: list[str] = []
-    for number, item in enumerate(items, start=1):
-        head = _item_head(number, item)
-        if 1 + len(head) > budget:
-            break  # rank order: once one item does not fit, none after it is shown
-        heads.append(head)
-        budget -= 1 + len(head)
+    heads = _item_heads(items, budget)
     if not heads:
         placeholder = NONE_FIT if items else NO_RESULTS
         if 1 + len(placeholder) + 1 > budget:
             return ""
         return f"{header}\n{placeholder}\n\n{_FOOTER}"
-    sections = _content_sections(items[: len(heads)], budget, select)
+    budget -= sum(1 + len(head) for head in heads)
+    kept = items[: len(heads)]
+    if allot is not None:
+        sections = _allotted_sections(kept, budget, allot)
+    else:
+        sections = _content_sections(kept, budget, select)
     body = "".join("\n" + head + section for head, section in zip(heads, sections, strict=True))
     return f"{header}{body}\n{_FOOTER}"

@@ -63,13 +63,28 @@ async def multi_search(
     route: Route,
     n: int,
     calls: CallBudget,
+    min_diversity: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[Tagged, PerspectivesInfo]:
-    """N perspectives searched at once, with the seed's degradation ladder: the LLM fails
+    """N perspectives searched at once, with the seed's degradation ladder: the LLM fails,
+    or its perspectives are less diverse than ``min_diversity`` (embeddings, lexical)
     -> templates; some searches fail -> the others; all fail -> the original query alone
     (which raises ``AllBackendsFailed`` if it fails too)."""
     generated = await multi_query.generate(runner, query, n, reserve=n)
     perspectives = generated.items
     notes = [generated.note] if generated.note else []
+    source = generated.source
+    measured: tuple[list[str], multi_query.Diversity] | None = None
+    if source == "llm" and len(perspectives) >= 2:
+        spread = await multi_query.diversity(embedder, [p.query for p in perspectives])
+        measured = ([p.query for p in perspectives], spread)
+        if multi_query.too_alike(spread, *min_diversity):
+            # Rung 2 again: near-identical searches would add calls, not evidence.
+            floor = min_diversity[0 if spread.method == "embeddings" else 1]
+            notes = [
+                f"LLM perspectives too alike ({spread.method} diversity {spread.value} < "
+                f"{floor}); templates used"
+            ]
+            perspectives, source = multi_query.template_perspectives(query, n), "templates"
     allowed = min(len(perspectives), calls.remaining)
     if allowed < len(perspectives):
         notes.append(f"budget: max_tool_calls allowed {allowed} of {n} searches")
@@ -94,7 +109,6 @@ async def multi_search(
     failed = sum(1 for info in infos if info.error)
     if failed and failed < len(infos):
         notes.append(f"{failed} of {len(infos)} perspective searches failed; partial results")
-    source = generated.source
     if not any(o.result_count for _, o in tagged.outcomes):
         # Rung 4: nothing from any perspective; the original query alone.
         notes.append("no perspective search gave results; searched the original query")
@@ -106,10 +120,15 @@ async def multi_search(
         except AllBackendsFailed as exc:
             raise AllBackendsFailed(failures + exc.failures) from exc
         tagged.outcomes.append((None, single))
-    spread = await multi_query.diversity(embedder, [p.query for p in perspectives])
+    searched = [p.query for p in perspectives]
+    if measured is not None and measured[0] == searched:
+        spread = measured[1]
+    else:
+        spread = await multi_query.diversity(embedder, searched)
     info = PerspectivesInfo(
         source=source,
-        diversity=spread,
+        diversity=spread.value,
+        diversity_method=spread.method,
         queries=infos,
         degraded="; ".join(notes) or None,
     )

@@ -70,7 +70,7 @@ class SearchService:
         pages = await read(ctx, parts, chosen.results, progress)  # 6. fetch and extract
         outcome = tagged.merged()
         items = make_items(ctx, plan, chosen.results, pages)  # 7. items and the pack
-        pack = render_pack(ctx, plan, items, outcome.backend_used)
+        pack = await render_pack(ctx, parts, plan, items, outcome.backend_used)
         written = await answer(ctx, plan.question, pack, items)  # 8. cited answer, check
         response = ctx.response(
             outcome, items, pack, pages, chosen.pick_ids, written.text, written.citations

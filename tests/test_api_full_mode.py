@@ -205,3 +205,35 @@ def test_extract_chars_and_content_types_budgets(make_settings, serve_searcher, 
             "content_type",
         )
         assert item["content"] is None and "text/html" in item["fetch"]["error"]
+
+
+def test_full_mode_ranks_passages_across_pages_and_says_what_each_gave(
+    make_settings, serve_searcher, matching_query
+):
+    base = serve_searcher(make_settings())
+    body = {
+        "query": matching_query,
+        "constraints": {"search_mode": "full"},
+        "budget": {"max_results": 3, "max_fetch_pages": 3, "max_context_chars": 2500},
+    }
+    data = post(base, body).json()
+    fetched = [i for i in data["items"] if i["content"]]
+    assert len(fetched) >= 2
+    pack = data["rendered_text"]
+    assert len(pack) <= 2500
+    given = data["meta"]["passages"]
+    assert [(p["id"], p["url"]) for p in given] == [(i["id"], i["url"]) for i in fetched]
+    for entry, item in zip(given, fetched, strict=True):
+        assert 0 <= entry["chars"] <= len(item["content"])
+        if entry["passages"]:
+            # The page's passages stand under its own item in the pack.
+            block = pack.split(f"   URL: {item['url']}\n", 1)[1].split("\n\n", 1)[0]
+            assert "   Content:\n" in pack.split(f"   URL: {item['url']}\n", 1)[1][:2000]
+            assert block.startswith("   Snippet:")
+    assert sum(p["passages"] for p in given) >= 2
+    # The words of the query are what the chosen passages are about.
+    content_lines = " ".join(ln for ln in pack.split("\n") if ln.startswith("     ")).lower()
+    assert sum(content_lines.count(w) for w in ("stadia", "xcloud", "arcade")) >= 3
+    # Simple mode says nothing about passages.
+    simple = post(base, {"query": matching_query}).json()
+    assert simple["meta"].get("passages") is None

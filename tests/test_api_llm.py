@@ -475,3 +475,67 @@ def test_health_says_whether_an_llm_is_configured(make_settings, serve_searcher,
     base = start(make_settings, serve_searcher, testbed)
     on = httpx.get(f"{base}/v1/health").json()["llm"]
     assert on["configured"] and on["base_url"] == testbed.llm_url()
+
+
+# --- multi-query: the diversity rule --------------------------------------------------------
+
+ALIKE = {
+    "perspectives": [
+        {"type": "technical", "query": "cloud gaming services", "confidence": 0.9},
+        {"type": "user", "query": "Cloud gaming service", "confidence": 0.8},
+        {"type": "conceptual", "query": "cloud gaming services?", "confidence": 0.7},
+    ]
+}
+
+
+def test_perspectives_too_alike_take_the_template_rung(
+    make_settings, serve_searcher, testbed_clean
+):
+    base = start(
+        make_settings, serve_searcher, testbed_clean, multi_query=script(reply=json.dumps(ALIKE))
+    )
+    data = post(base, {"query": QUERY, "constraints": {"multi_query": 3}})
+    info = data["meta"]["perspectives"]
+    assert info["source"] == "templates" and "too alike" in info["degraded"]
+    assert info["diversity_method"] == "embeddings"  # the tests load the static model
+    queries = [q["query"] for q in info["queries"]]
+    assert [q["type"] for q in info["queries"]] == ["technical", "user", "conceptual"]
+    assert all(q.startswith(QUERY) for q in queries)
+    assert sorted(searched(testbed_clean)) == sorted(queries)
+    assert isinstance(info["diversity"], float) and info["diversity"] > 0
+
+
+def test_min_diversity_zero_keeps_any_llm_perspectives(
+    make_settings, serve_searcher, testbed_clean
+):
+    llm = {
+        "base_url": testbed_clean.llm_url(),
+        "model": script(status=503),
+        "steps": {"multi_query": {"model": script(reply=json.dumps(ALIKE)), "min_diversity": 0}},
+    }
+    settings = make_settings(llm=llm, backends={"order": ["searxng"]})
+    data = post(serve_searcher(settings), {"query": QUERY, "constraints": {"multi_query": 3}})
+    info = data["meta"]["perspectives"]
+    assert info["source"] == "llm" and info["degraded"] is None
+    assert [q["query"] for q in info["queries"]] == [p["query"] for p in ALIKE["perspectives"]]
+    assert 0 <= info["diversity"] < 0.1
+
+
+def test_without_an_embedder_diversity_is_lexical(make_settings, serve_searcher, testbed_clean):
+    def serve(model: str) -> str:
+        llm = {"base_url": testbed_clean.llm_url(), "model": model}
+        settings = make_settings(
+            llm=llm, backends={"order": ["searxng"]}, embeddings={"provider": "none"}
+        )
+        return str(serve_searcher(settings))
+
+    data = post(serve(script(reply=json.dumps(PERSPECTIVES))), {"query": QUERY,
+                "constraints": {"multi_query": 3}})  # fmt: skip
+    info = data["meta"]["perspectives"]
+    assert info["source"] == "llm" and info["diversity_method"] == "lexical"
+    # Two of the three pairs share one word: "streaming" (of 7 words), "game" (of 6).
+    assert info["diversity"] == round(1 - (1 / 7 + 1 / 6) / 3, 4)
+    alike = post(serve(script(reply=json.dumps(ALIKE))), {"query": QUERY,
+                 "constraints": {"multi_query": 3}})["meta"]["perspectives"]  # fmt: skip
+    assert alike["source"] == "templates" and "lexical diversity 0.0 < 0.25" in alike["degraded"]
+    assert alike["diversity_method"] == "lexical" and 0 < alike["diversity"] <= 1

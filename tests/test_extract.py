@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from searcher.fetch.extract import (
     Extractor,
     extract_main_text,
     normalise_plain_text,
+    strip_inline_markup,
 )
 
 # Measured when the gate was set: F1 0.960 (precision 0.941, recall 0.979) over all 121
@@ -56,6 +59,48 @@ def test_markdown_escapes_are_removed() -> None:
     text = extract_main_text(html, "", "text/html", None)
     assert "snake_case_name holds [1] item * two" in text
     assert "\\" not in text
+
+
+def _article(inner: bytes) -> bytes:
+    filler = b"<p>Plain words follow here so that the page reads as an article body. </p>" * 4
+    return (
+        b"<html><body><article><h1>Notes</h1><p>"
+        + inner
+        + b" "
+        + b"and more text " * 8
+        + (b"</p>" + filler + b"</article></body></html>")
+    )
+
+
+@pytest.mark.parametrize(
+    ("inner", "kept"),
+    [
+        (b"the <u>underlined claim</u> stands", "the underlined claim stands"),
+        (b"water is H<sub>2</sub>O and E = mc<sup>2</sup>", "water is H2O and E = mc2"),
+        (b"a <b>bold</b> and <strong>strong</strong> word", "a bold and strong word"),
+        (b"an <i>italic</i> and <em>emphasised</em> word", "an italic and emphasised word"),
+        (b"<strike>old</strike> <del>gone</del> <s>cut</s> price", "old gone cut price"),
+        (b"call <code>snake_case()</code> now", "call snake_case() now"),
+        (b"<mark>marked</mark> <small>small</small> <ins>new</ins> text", "marked small new text"),
+    ],
+)
+def test_inline_markup_does_not_leak_into_content(inner: bytes, kept: str) -> None:
+    text = extract_main_text(_article(inner), "", "text/html", "utf-8")
+    assert kept in text
+    for marker in ("<u>", "</u>", "<sub>", "<sup>", "**", "~~", "`", "<mark>", "<del>"):
+        assert marker not in text
+    assert text.startswith("# Notes")  # block structure (headings) is kept
+
+
+def test_literal_stars_and_underscores_survive_markup_stripping() -> None:
+    html = _article(b"2 * 3 * 4 is 24, *not* a__b; a_b_c and &lt;u&gt; stay")
+    text = extract_main_text(html, "", "text/html", "utf-8")
+    assert "2 * 3 * 4 is 24, *not* a__b; a_b_c and <u> stay" in text
+
+
+def test_strip_inline_markup_keeps_lists_and_escaped_markers() -> None:
+    markdown = "# Head\n\n- **one** item\n- two \\*stars\\*\n\n| a | b |"
+    assert strip_inline_markup(markdown) == "# Head\n\n- one item\n- two *stars*\n\n| a | b |"
 
 
 def test_charset_from_the_header_decodes_the_page() -> None:
@@ -99,18 +144,27 @@ def test_normalise_plain_text_is_idempotent() -> None:
         bytes(range(256)) * 40,
         b"\x00" * 5000,
         b"%PDF-1.4\n\xe2\xe3\xcf\xd3 binary",
-        b"<<<>>><<<<<</p></div></html>",
-        b'{"json": "not html"}',
     ],
 )
 def test_empty_or_garbage_html_gives_empty_text(body: bytes) -> None:
     assert extract_main_text(body, "", "text/html", None) == ""
 
 
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [(b"<<<>>><<<<<</p></div></html>", "<<<>>><<<<<"), (b'{"json": "not html"}', None)],
+)
+def test_text_with_no_html_around_it_comes_back_as_it_is(body: bytes, text: str | None) -> None:
+    # trafilatura's fallback extractors (on since issue 12) keep the bare text of a body
+    # that holds no markup; nothing is invented and no markup is added.
+    assert extract_main_text(body, "", "text/html", None) == (text or body.decode())
+
+
 def test_extractor_name_keys_the_version_and_format() -> None:
     assert Extractor(in_thread=True).name == EXTRACTOR_TAG
     assert EXTRACTOR_TAG.startswith(EXTRACTOR_NAME + "-")
     assert EXTRACTOR_TAG.endswith("-md")
+    assert "-r2-" in EXTRACTOR_TAG  # inline markup stripped: older cache entries differ
 
 
 async def test_extractor_in_a_thread() -> None:
@@ -176,3 +230,17 @@ async def test_a_dead_worker_is_an_extraction_error_and_the_pool_is_rebuilt() ->
         assert await extractor.extract(b"three", "", "text/plain", None) == "three"
     finally:
         extractor.close()
+
+
+def test_warm_up_loads_what_the_fallback_extractors_load_lazily() -> None:
+    # Run in a fresh interpreter: this test process may have extracted pages already.
+    # (JT_STOPLIST is trafilatura's internal; if it is renamed, this test says so.)
+    code = (
+        "import trafilatura.external as e\n"
+        "assert e.JT_STOPLIST is None\n"
+        "from searcher.fetch.extract import warm_up\n"
+        "warm_up()\n"
+        "assert e.JT_STOPLIST\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()

@@ -275,8 +275,14 @@ def test_mean_pairwise_diversity(rows: list[list[float]], expected: float | None
     assert mean_pairwise_diversity(np.asarray(rows, dtype=np.float32)) == expected
 
 
-async def test_diversity_without_embedder_is_none() -> None:
-    assert await diversity(None, ["a", "b"]) is None
+async def test_diversity_without_embedder_is_lexical_and_always_a_number() -> None:
+    same = await diversity(None, ["cloud gaming services", "Cloud gaming service?"])
+    assert (same.value, same.method) == (0.0, "lexical")
+    apart = await diversity(None, ["cloud gaming latency", "subscription prices"])
+    assert (apart.value, apart.method) == (1.0, "lexical")
+    half = await diversity(None, ["cloud gaming", "cloud prices"])  # 1 of 3 words shared
+    assert half.value == 0.6667
+    assert (await diversity(None, ["alone"])).value == 0.0
 
 
 # --- answer ---------------------------------------------------------------------------

@@ -12,11 +12,15 @@ from hypothesis import strategies as st
 from searcher.passages import (
     ELISION,
     MAX_PASSAGES,
+    PageChoice,
+    page_passage_spans,
     passage_spans,
     query_terms,
+    select_across_pages,
     select_passages,
     split_passages,
     top_chunks,
+    top_chunks_across,
 )
 
 FILLER = (
@@ -196,3 +200,81 @@ def test_top_chunks_fill_with_the_head_and_respect_n() -> None:
     assert chunks[1].startswith("# Example town")  # unmatched: in page order
     assert all(len(c) <= 120 for c in chunks)
     assert top_chunks("nothing", "", 3) == []
+
+
+# --- across pages -------------------------------------------------------------------------------
+
+OFF_TOPIC = "\n\n".join(FILLER * 2 for _ in range(8))
+ANSWER_PAGE = "\n\n".join(
+    [FILLER * 2, "The lighthouse keeper's cottage became a museum in 1952.", FILLER * 2]
+)
+
+
+def parts_of(choice: PageChoice) -> list[str]:
+    """The page slices a choice shows (elision lines and joins left out)."""
+    return [p for p in re.split(r"\s*…\s*|\n\n", choice.text) if p.strip()]
+
+
+def test_cross_page_gives_the_budget_to_the_best_passages_wherever_they_are() -> None:
+    pages = [OFF_TOPIC, OFF_TOPIC.replace("budget", "plan"), ANSWER_PAGE, PAGE]
+    query = "when did the lighthouse cottage become a museum"
+    choices = select_across_pages(query, pages, 900)
+    assert "became a museum in 1952" in choices[2].text
+    assert "lighthouse was built in 1871" in choices[3].text
+    assert sum(len(c.text) for c in choices) <= 900
+    for page, choice in zip(pages, choices, strict=True):
+        assert choice.passages == 0 or choice.text
+        at = 0
+        for part in parts_of(choice):  # each slice found after the one before it
+            at = page.index(part.strip(), at) + len(part.strip())
+        assert choice.chars <= len(page)
+
+
+def test_cross_page_floor_gives_each_matching_page_its_best_passage() -> None:
+    pages = [PAGE, PAGE.replace("lighthouse", "beacon"), ANSWER_PAGE]
+    # The three pages' best passages together fit in half of 3000 characters.
+    choices = select_across_pages("lighthouse beacon museum", pages, 3000, floor_share=0.5)
+    assert all(c.passages >= 1 for c in choices)
+    no_floor = select_across_pages("lighthouse beacon museum", pages, 3000, floor_share=0.0)
+    assert sum(len(c.text) for c in no_floor) <= 3000
+
+
+def test_cross_page_returns_pages_whole_when_they_all_fit() -> None:
+    pages = ["A short page.", "Another one.\n\nTwo paragraphs."]
+    choices = select_across_pages("page", pages, 100)
+    assert [c.text for c in choices] == pages
+    assert [c.chars for c in choices] == [len(p) for p in pages]
+
+
+def test_cross_page_uses_passage_similarity_when_given() -> None:
+    pages = [OFF_TOPIC, ANSWER_PAGE]
+    spans = page_passage_spans(pages)
+    query = "seaside heritage"  # no word in common with any passage
+    plain = select_across_pages(query, pages, 300)
+    assert "museum" not in plain[1].text
+    sims = [[0.0] * len(page) for page in spans]
+    target = next(i for i, (s, e) in enumerate(spans[1]) if "museum" in ANSWER_PAGE[s:e])
+    sims[1][target] = 0.9
+    chosen = select_across_pages(query, pages, 300, sims)
+    assert "became a museum in 1952" in chosen[1].text
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    pages=st.lists(st.text(alphabet="ab cd\n.", max_size=600), min_size=1, max_size=4),
+    budget=st.integers(0, 800),
+)
+def test_cross_page_never_exceeds_its_budget(pages: list[str], budget: int) -> None:
+    choices = select_across_pages("ab cd", pages, budget)
+    assert len(choices) == len(pages)
+    assert sum(len(c.text) for c in choices) <= max(budget, 0)
+    assert choices == select_across_pages("ab cd", pages, budget)
+
+
+def test_chunks_across_pages_rank_together_with_a_floor_per_page() -> None:
+    pages = [PAGE, OFF_TOPIC, ANSWER_PAGE, ""]
+    chunks = top_chunks_across("lighthouse museum football", pages, 2, 300)
+    assert [len(c) for c in chunks] == [2, 1, 1, 0]
+    assert any("1871" in c for c in chunks[0]) and "1952" in chunks[2][0]
+    for page, page_chunks in zip(pages, chunks, strict=True):
+        assert all(c in page and len(c) <= 300 for c in page_chunks)

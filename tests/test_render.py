@@ -668,3 +668,98 @@ def test_pack_with_any_select_cannot_be_broken_out_of(
         assert lines.count(PACK_CLOSE) == 1 and lines.count("Rules:") == 1
         assert lines[lines.index("Rules:") :] == ["Rules:", *RULES, PACK_CLOSE]
         assert not any(looks_like_marker(line) for line in lines[1:-1])
+
+
+# --- small budgets: every item gets a share ---------------------------------------------------
+
+
+def search_results(count: int) -> list[PackItem]:
+    """Results shaped like a search engine's: ~60-character titles, ~45-character URLs,
+    ~220-character snippets."""
+    return [
+        PackItem(
+            title=f"Result {n}: " + words(7, n),
+            url=f"https://site{n}.example/articles/{n}-bm25",
+            snippet=words(30, n + 1),
+        )
+        for n in range(1, count + 1)
+    ]
+
+
+def shown(pack: str) -> list[list[str]]:
+    """The (title, URL, snippet) lines of each item shown, without their labels."""
+    out = []
+    for block in item_blocks(pack):
+        lines = block.split("\n")
+        out.append([re.sub(r"^\s*(\d+\. )?\w+:\s?", "", line) for line in lines[:3]])
+    return out
+
+
+@pytest.mark.parametrize(("max_chars", "at_least"), [(800, 2), (2000, 5)])
+def test_small_budgets_hold_several_results_with_their_urls(max_chars: int, at_least: int) -> None:
+    items = search_results(10)
+    pack = render(items, max_chars=max_chars)
+    assert len(pack) <= max_chars
+    got = shown(pack)
+    assert len(got) >= at_least
+    assert [url for _, url, _ in got] == [i.url for i in items[: len(got)]]
+    whole = render(items, max_chars=100_000)
+    assert len(shown(whole)) == 10
+
+
+def test_titles_and_snippets_shrink_at_word_boundaries_before_items_are_dropped() -> None:
+    items = search_results(5)
+    one_whole = render(items[:1], max_chars=100_000)
+    pack = render(items, max_chars=len(one_whole) + 200)  # room for one whole item, not two
+    got = shown(pack)
+    assert len(got) >= 2
+    for (title, url, snippet), item in zip(got, items, strict=False):
+        assert url == item.url
+        for text, full in ((title, item.title), (snippet, item.snippet)):
+            if text != full and text:
+                assert text.endswith("…")
+                stem = text[: -len("…")]
+                assert full.startswith(stem) and full[len(stem)] == " "  # cut at a space
+
+
+def test_shortened_items_are_deterministic_and_in_rank_order() -> None:
+    items = search_results(8)
+    for max_chars in range(400, 2600, 53):
+        pack = render(items, max_chars=max_chars)
+        assert pack == render(items, max_chars=max_chars)
+        assert len(pack) <= max_chars
+        urls = [url for _, url, _ in shown(pack)]
+        assert urls == [i.url for i in items[: len(urls)]]
+
+
+def test_header_compacts_when_the_budget_is_tight() -> None:
+    query = "what is " + words(40) + " and why"
+    roomy = render(search_results(3), max_chars=8000, query=query)
+    assert json.loads(roomy.split("\n")[4][len("  query=") :]) == query
+    tight = render(search_results(3), max_chars=800, query=query)
+    echo = json.loads(tight.split("\n")[4][len("  query=") :])
+    assert echo.endswith("…") and query.startswith(echo[:-1]) and len(echo) <= 60
+    assert len(shown(tight)) >= 2
+
+
+def test_a_bare_title_is_shown_rather_than_no_result() -> None:
+    item = PackItem("A title", "https://x.example/", "word " * 150)
+    frame = len(render([]))
+    pack = render([item], max_chars=frame + 60)
+    assert shown(pack) == [["A title", "https://x.example/", ""]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(pack_items, min_size=1, max_size=8), max_chars=st.integers(200, 2500))
+def test_shortened_fields_are_prefixes_of_the_whole_ones(
+    items: list[PackItem], max_chars: int
+) -> None:
+    whole = shown(render(items, max_chars=1_000_000))
+    pack = render(items, max_chars=max_chars)
+    assert len(pack) <= max_chars
+    got = shown(pack)
+    assert len(got) <= len(whole)
+    for small, big in zip(got, whole, strict=False):
+        assert small[1] == big[1]  # the URL, whole
+        for text, full in ((small[0], big[0]), (small[2], big[2])):
+            assert text == full or text == "" or full.startswith(text[: -len("…")])

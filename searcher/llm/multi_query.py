@@ -1,15 +1,18 @@
 """Multi-query perspectives (seed 002): N reformulations of one question, from the LLM
 (JSON contract, validated) or, when it fails, from templates; and their diversity,
-1 - the mean pairwise cosine of their embeddings.
+1 - the mean pairwise cosine of their embeddings (lexical overlap without an embedder).
+A set of LLM perspectives less diverse than the configured minimum is replaced by the
+templates: near-identical searches cost calls and add nothing to fusion.
 
 The searches themselves, their fusion and the rest of the degradation ladder (some
 searches fail: partial; all fail: the original query alone) belong to the service."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -19,6 +22,7 @@ from searcher.errors import EmbedderUnavailable, LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepRunner
+from searcher.passages import query_terms
 
 MAX_PERSPECTIVE_CHARS = 300
 
@@ -127,12 +131,43 @@ def mean_pairwise_diversity(vectors: np.ndarray) -> float | None:
     return float(round(1.0 - float(np.mean(upper)), 4))
 
 
-async def diversity(embedder: Embedder | None, queries: Sequence[str]) -> float | None:
-    """The perspectives' diversity, or None without a working embedder."""
-    if embedder is None or len(queries) < 2:
-        return None
-    try:
-        vectors = await embedder.embed(list(queries))
-    except EmbedderUnavailable:
-        return None
-    return mean_pairwise_diversity(np.asarray(vectors, dtype=np.float32))
+DiversityMethod = Literal["embeddings", "lexical"]
+
+
+@dataclass(frozen=True)
+class Diversity:
+    value: float  # 0 (all alike) .. 1 (nothing in common)
+    method: DiversityMethod
+
+
+def lexical_diversity(queries: Sequence[str]) -> float:
+    """1 - mean pairwise Jaccard overlap of the queries' topical words (lower-cased, stop
+    words out, plurals folded); 0.0 with fewer than two queries."""
+    if len(queries) < 2:
+        return 0.0
+    bags = [set(query_terms(q)) or set(q.lower().split()) for q in queries]
+    overlaps = [
+        len(a & b) / len(a | b) if a | b else 1.0 for a, b in itertools.combinations(bags, 2)
+    ]
+    return round(1.0 - sum(overlaps) / len(overlaps), 4)
+
+
+async def diversity(embedder: Embedder | None, queries: Sequence[str]) -> Diversity:
+    """The perspectives' diversity: from their embeddings when an embedder answers, else
+    lexical. Always a number (0.0 with fewer than two perspectives)."""
+    if embedder is not None and len(queries) >= 2:
+        try:
+            vectors = await embedder.embed(list(queries))
+        except EmbedderUnavailable:
+            pass
+        else:
+            spread = mean_pairwise_diversity(np.asarray(vectors, dtype=np.float32))
+            if spread is not None:
+                return Diversity(spread, "embeddings")
+    return Diversity(lexical_diversity(queries), "lexical")
+
+
+def too_alike(spread: Diversity, min_embedding: float, min_lexical: float) -> bool:
+    """Whether a perspective set is below the configured minimum for its measure."""
+    floor = min_embedding if spread.method == "embeddings" else min_lexical
+    return spread.value < floor

@@ -3,12 +3,14 @@ them under ``max_context_chars``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from searcher.contract import FetchInfo, Item, Provenance, Score
+from searcher.cross_page import CrossPageAllotter, passage_similarity, passages_meta
 from searcher.page_reader import PageOutcome
-from searcher.passages import select_passages, top_chunks
+from searcher.passages import top_chunks_across
 from searcher.pipeline.context import RequestContext
+from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
 from searcher.pipeline.rank import Ranked
 from searcher.pipeline.read import reads_pages
@@ -75,14 +77,17 @@ def make_items(
     """The items in rank order; ``pages[i]`` is the page of ``results[i]`` if it was read."""
     constraints = ctx.request.constraints
     reading = reads_pages(ctx)
+    # chunks_per_source: the passages of all read pages ranked together.
+    per_page = constraints.chunks_per_source or 0
+    page_chunks = top_chunks_across(
+        plan.query, [p.content or "" if per_page else "" for p in pages], per_page, CHUNK_CHARS
+    )
     made = []
     for rank_no, result in enumerate(results, start=1):
         page = pages[rank_no - 1] if rank_no <= len(pages) else None
         chunks = None
-        if constraints.chunks_per_source and page is not None and page.content:
-            chunks = top_chunks(
-                plan.query, page.content, constraints.chunks_per_source, CHUNK_CHARS
-            )
+        if per_page and page is not None and page.content:
+            chunks = page_chunks[rank_no - 1]
         item = make_item(rank_no, result, page, reading, ctx.retrieved_utc, chunks)
         if constraints.search_mode == "simple":
             item.content = None  # simple mode reads pages only for their chunks
@@ -98,30 +103,35 @@ def _pack_content(item: Item) -> str | None:
     return None
 
 
-def _passage_selector(query: str) -> Callable[[str, int], str]:
-    def select(text: str, budget: int) -> str:
-        return select_passages(query, text, budget)
-
-    return select
-
-
-def render_pack(ctx: RequestContext, plan: Plan, made: Sequence[Item], backend: str | None) -> str:
+async def render_pack(
+    ctx: RequestContext, parts: Parts, plan: Plan, made: Sequence[Item], backend: str | None
+) -> str:
     """The context pack, if the request wants it (or an answer, which is written from it):
-    in full mode each page contributes the passages that answer the query."""
+    in full mode the passages of all read pages are ranked together against the query
+    (BM25, plus embeddings when loaded) and the budget goes to the best of them."""
     want = ctx.request.want
     if not (want.rendered_text or want.answer):
         return ""
     mode = ctx.request.constraints.search_mode
     budget = ctx.budget.max_context_chars
     with ctx.timed("render"):
+        contents = [_pack_content(i) for i in made]
+        allot = None
+        if mode == "full":  # passages of all pages ranked together (cross_page.py)
+            texts = [c for c in contents if c]
+            similarity = await passage_similarity(parts.embedder, plan.query, texts)
+            allot = CrossPageAllotter(plan.query, similarity)
         rendered = render_context_pack(
-            [PackItem(i.title, i.url, i.snippet, _pack_content(i)) for i in made],
+            [PackItem(i.title, i.url, i.snippet, c) for i, c in zip(made, contents, strict=True)],
             query=plan.query,
             backend=backend,
             mode=mode,
             max_chars=budget,
-            select=_passage_selector(plan.query) if mode == "full" else None,
+            allot=allot,
         )
+        if allot is not None:  # the same content objects: the allotter knows them by identity
+            pages = [(i.id, i.url, c) for i, c in zip(made, contents, strict=True)]
+            ctx.extras.passages = passages_meta(pages, allot)
     if not rendered:
         ctx.error("render", "budget", f"max_context_chars={budget} cannot hold the pack")
     return rendered

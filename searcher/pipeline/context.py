@@ -25,6 +25,7 @@ from searcher.contract import (
     Item,
     LlmCall,
     Meta,
+    PagePassages,
     PerspectivesInfo,
     Producer,
     RankInfo,
@@ -57,6 +58,7 @@ class MetaExtras:
     perspectives: PerspectivesInfo | None = None
     crag: CragInfo | None = None
     answer_check: AnswerCheck | None = None
+    passages: list[PagePassages] | None = None
 
 
 @dataclass
@@ -149,6 +151,7 @@ class RequestContext:
                 perspectives=extras.perspectives,
                 crag=extras.crag,
                 answer_check=extras.answer_check,
+                passages=extras.passages,
                 llm=[LlmCall(**dataclasses.asdict(r)) for r in self.llm.records],
             ),
             usage=Usage(

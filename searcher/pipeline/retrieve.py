@@ -70,9 +70,11 @@ async def retrieve(ctx: RequestContext, parts: Parts, plan: Plan) -> Tagged:
     n = ctx.request.constraints.multi_query
     with ctx.timed("search"):
         if n:
+            step = parts.settings.llm.steps.multi_query
             tagged, ctx.extras.perspectives = await multi_search(
-                ctx.llm, search_once, parts.embedder, plan.query, plan.route, n, ctx.calls
-            )
+                ctx.llm, search_once, parts.embedder, plan.query, plan.route, n, ctx.calls,
+                (step.min_diversity, step.min_lexical_diversity),
+            )  # fmt: skip
         else:
             ctx.calls.take(1)
             tagged.outcomes.append((None, await search_once(plan.query, plan.route, None)))
