@@ -20,7 +20,7 @@ from searcher.cache.extraction import ExtractionCache
 from searcher.config import Settings
 from searcher.embeddings import Embedder, build_embedder
 from searcher.errors import EmbedderUnavailable
-from searcher.fetch.extract import Extractor
+from searcher.fetch.extractor import build_extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
 from searcher.page_reader import PageReader
@@ -64,9 +64,12 @@ async def open_service(
         connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
     )
     fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
-    extractor = Extractor(settings.fetch.extract_workers, in_thread=extract_in_process)
+    extractor = build_extractor(settings.fetch, in_thread=extract_in_process)
     cache_cfg = settings.service.cache
-    cache = ExtractionCache(settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled)
+    cache = ExtractionCache(
+        settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,
+        max_bytes=cache_cfg.max_bytes or None,
+    )  # fmt: skip
     pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
     embedder, problem = await _load_embedder(settings)
@@ -87,6 +90,7 @@ async def open_service(
         if close_embedder is not None:
             await close_embedder()
         await fetcher.aclose()
+        await cache.aclose()
         if llm is not None:
             await llm.aclose()
         extractor.close()

@@ -209,17 +209,7 @@ def _fetch_info(outcome: PageOutcome | None, reading: bool) -> FetchInfo:
         if reading:
             return FetchInfo(status="skipped", skip_reason="budget", error="beyond max_fetch_pages")
         return FetchInfo()
-    return FetchInfo(
-        status=outcome.status,  # type: ignore[arg-type]
-        skip_reason=outcome.skip_reason,  # type: ignore[arg-type]
-        error=outcome.error,
-        http_status=outcome.http_status,
-        content_type=outcome.content_type,
-        downloaded_bytes=outcome.downloaded_bytes,
-        truncated=outcome.truncated,
-        extracted_chars=outcome.extracted_chars,
-        cached=outcome.cached,
-    )
+    return outcome.fetch_info()
 
 
 def _item(
@@ -604,7 +594,11 @@ class SearchService:
         return chosen, info
 
     async def read_pages(
-        self, urls: Sequence[str], max_chars: int | None = None, progress: Progress | None = None
+        self,
+        urls: Sequence[str],
+        max_chars: int | None = None,
+        progress: Progress | None = None,
+        client: str | None = None,
     ) -> list[PageOutcome]:
         """Read pages by URL (cache, guarded fetch, extraction) under the configured budget
         defaults: the one path for fetch_page, extract and loader endpoints."""
@@ -617,7 +611,7 @@ class SearchService:
         )
         chars = defaults.max_extract_chars_per_page if max_chars is None else max_chars
         deadline = Deadline(defaults.max_total_time_ms / 1000)
-        return await self.reader.read_all(list(urls), limits, chars, deadline, progress)
+        return await self.reader.read_all(list(urls), limits, chars, deadline, progress, client)
 
     @staticmethod
     def _passage_selector(query: str) -> Callable[[str, int], str]:

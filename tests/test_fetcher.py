@@ -27,7 +27,7 @@ from searcher.errors import (
     UnsupportedContentType,
 )
 from searcher.fetch.extract import extract_main_text
-from searcher.fetch.fetcher import FetchedPage, FetchLimits, PageFetcher
+from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
 from searcher.fetch.guard import guarded_transport
 from tests.testbed import TestbedServer
 
@@ -383,7 +383,7 @@ async def test_only_http_and_https_urls(fetcher: PageFetcher, url: str) -> None:
 # --- responses the testbed does not serve, through httpx's MockTransport ---------------
 
 
-async def fetch_mock(handler: httpx.MockTransport, max_bytes: int = 10_000) -> FetchedPage:
+async def fetch_mock(handler: httpx.MockTransport, max_bytes: int = 10_000) -> FetchedBody:
     page_fetcher = PageFetcher([], UA, transport=handler)
     try:
         return await page_fetcher.fetch("http://example.com/page", limits(max_bytes=max_bytes))

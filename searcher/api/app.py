@@ -127,6 +127,7 @@ def create_app(
             CacheStats(
                 enabled=runtime.settings.service.cache.enabled,
                 dir=str(runtime.settings.cache_dir()),
+                max_bytes=runtime.cache.max_bytes,
                 **stats,
             ).model_dump()
         )

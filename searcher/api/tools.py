@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from searcher.contract import ErrorResponse, FetchInfo, FetchPageRequest, FetchPageResponse
+from searcher.contract import ErrorResponse, FetchPageRequest, FetchPageResponse
 from searcher.fetch_page import fetch_page
 from searcher.runtime import Runtime
 from searcher.tool_specs import openai_tools
@@ -29,16 +29,7 @@ def _runtime(request: Request) -> Runtime:
 async def fetch(body: FetchPageRequest, request: Request) -> FetchPageResponse:
     runtime = _runtime(request)
     max_chars = body.max_chars or runtime.settings.mcp.max_output_chars
-    result = await fetch_page(runtime.service, body.url, max_chars, body.start_char)
-    return FetchPageResponse(
-        url=result.url,
-        status=result.status,  # type: ignore[arg-type]
-        content=result.content,
-        start_char=result.start_char,
-        next_start_char=result.next_start_char,
-        total_chars=result.total_chars,
-        fetch=FetchInfo(**result.fetch_fields()),
-    )
+    return await fetch_page(runtime.service, body.url, max_chars, body.start_char)
 
 
 @router.get(
