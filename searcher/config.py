@@ -63,7 +63,7 @@ class FetchSettings(_Section):
         "may occupy at once (at least one worker).",
     )  # fmt: skip
     max_page_elements: int = Field(
-        default=100_000, ge=1, description="Pages with more elements are 'page too complex'."
+        default=50_000, ge=1, description="Pages with more elements are 'page too complex'."
     )
     max_page_depth: int = Field(
         default=2_000, ge=1, description="Deepest nesting of container elements allowed."

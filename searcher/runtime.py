@@ -90,7 +90,6 @@ async def open_service(
         if close_embedder is not None:
             await close_embedder()
         await fetcher.aclose()
-        await cache.aclose()
         if llm is not None:
             await llm.aclose()
         extractor.close()

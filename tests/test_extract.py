@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-
 import os
 import signal
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from bench.aeb_metric import aggregate, load_aeb, score_page
-from searcher.errors import ExtractionError
 from searcher.fetch.extract import (
     EXTRACTOR_NAME,
     EXTRACTOR_TAG,

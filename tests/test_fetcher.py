@@ -174,6 +174,15 @@ async def test_huge_page_is_truncated_at_max_bytes(
     assert page.downloaded_bytes < 100_000 + 256 * 1024
 
 
+@pytest.mark.parametrize("max_bytes", [20_000, 100_000, 1_000_000])
+async def test_reading_stops_within_16_kb_of_the_byte_budget(
+    fetcher: PageFetcher, testbed: TestbedServer, max_bytes: int
+) -> None:
+    page = await fetcher.fetch(testbed.url("/huge?bytes=50000000"), limits(max_bytes=max_bytes))
+    assert page.truncated and len(page.body) == max_bytes
+    assert max_bytes <= page.downloaded_bytes <= max_bytes + 16 * 1024
+
+
 async def test_page_of_exactly_max_bytes_is_not_truncated(
     fetcher: PageFetcher, testbed: TestbedServer
 ) -> None:
@@ -326,7 +335,7 @@ async def test_default_transport_guards_too(testbed_clean: TestbedServer) -> Non
 
 
 @pytest.mark.parametrize(
-    ("path", "media_type"), [("/wrong-type", "application/pdf"), ("/image", "image/png")]
+    ("path", "media_type"), [("/wrong-type", "application/zip"), ("/image", "image/png")]
 )
 async def test_wrong_content_type_is_refused_before_the_body_is_read(
     testbed: TestbedServer, path: str, media_type: str

@@ -106,7 +106,7 @@ async def test_one_client_holds_at_most_its_share(pool: WorkerPool, tmp_path: Pa
             pool.run(
                 announce_and_wait, (str(tmp_path / f"hog{i}"), 600), timeout_s=600, client="hog"
             )
-        )  # fmt: skip
+        )
         for i in range(3)
     ]
     await _started_pid(tmp_path / "hog0")

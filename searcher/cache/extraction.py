@@ -7,7 +7,7 @@ page read once with ``?utm_source=<instructions>`` be served for the clean URL.
 
 Age is the file's mtime, so expiry needs no parsing; last use is its atime, set on every
 hit, so least-recently-used eviction needs none either. The cache holds at most
-``max_bytes``: a write that takes it over the cap starts a prune that evicts the least
+``max_bytes``: a write that takes it over the cap evicts the least
 recently used entries down to 90 % of it. Writes are atomic (temporary file in the same
 directory, then ``os.replace``), so a reader sees a whole entry or none. The cache is an
 optimisation: every disk problem is logged and becomes a miss, never an error.
@@ -88,8 +88,8 @@ class ExtractionCache:
         self._hits = 0
         self._misses = 0
         self._evicted = 0
-        self._size: int | None = None  # bytes on disk, learnt by the first prune
-        self._pruning: asyncio.Task[int] | None = None
+        self._size: int | None = None  # bytes on disk, learnt by the first capped put
+        self._evicting = asyncio.Lock()
 
     @staticmethod
     def key(extractor: str, url: str) -> str:
@@ -148,16 +148,24 @@ class ExtractionCache:
         if self.max_bytes is not None and len(data) > self.max_bytes * _PRUNE_TO:
             return  # an entry that would evict (nearly) everything else is not worth it
         grown = await asyncio.to_thread(self._write, self._path(self.key(extractor, url)), data)
-        if self._size is not None:
-            self._size += grown
-        if self._over_cap() and (self._pruning is None or self._pruning.done()):
-            # In the background: the request that wrote the entry does not wait for it.
-            self._pruning = asyncio.create_task(self.prune())
-
-    def _over_cap(self) -> bool:
         if self.max_bytes is None:
-            return False
-        return self._size is None or self._size > self.max_bytes
+            return
+        if self._size is None:
+            self._size = await asyncio.to_thread(self._disk_bytes)
+        else:
+            self._size += grown
+        if self._size > self.max_bytes:
+            # Evicting scans the directory, so it runs once per 10 % of the cap written.
+            async with self._evicting:
+                if self._size > self.max_bytes:
+                    await self._evict()
+
+    def _disk_bytes(self) -> int:
+        total = 0
+        for path in _entries(self.directory):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+        return total
 
     def _write(self, path: Path, data: bytes) -> int:
         """Write the entry; returns how many bytes the cache grew by."""
@@ -194,11 +202,14 @@ class ExtractionCache:
         """Remove expired entries, then the least recently used ones until the cache is
         within ``max_bytes`` (down to 90 % of it); returns how many entries were removed."""
         expired = await self.sweep()
+        return expired + await self._evict()
+
+    async def _evict(self) -> int:
         evicted, self._size = await asyncio.to_thread(self._evict_to_cap)
         self._evicted += evicted
         if evicted:
             log.info("extraction cache: evicted %d least recently used entries", evicted)
-        return expired + evicted
+        return evicted
 
     def _evict_to_cap(self) -> tuple[int, int]:
         """(entries evicted, bytes left) after evicting the least recently used entries."""
@@ -265,9 +276,3 @@ class ExtractionCache:
             removed = await self.prune()
             if removed:
                 log.info("extraction cache: pruned %d entries", removed)
-
-    async def aclose(self) -> None:
-        """Wait for a prune in progress (started by a put) to finish."""
-        if self._pruning is not None:
-            with contextlib.suppress(Exception):
-                await self._pruning

@@ -110,8 +110,9 @@ class PoolStats:
     """What the pool has done since it started."""
 
     workers: int
-    running: int
+    running: int  # tasks holding a worker slot
     waiting: int
+    busy: int = 0  # workers running a task now
     started: int = 0
     killed: int = 0
     died: int = 0
@@ -312,6 +313,7 @@ class WorkerPool:
             workers=self.workers,
             running=self._running.total(),
             waiting=len(self._waiters),
+            busy=len(self._busy),
             started=self._stats.started,
             killed=self._stats.killed,
             died=self._stats.died,
