@@ -1,7 +1,8 @@
 """Text from PDF documents, page by page, with pypdfium2 (PDFium; Apache-2.0/BSD-3).
 
-PDFium rather than pypdf: it is the engine Chrome uses, reads damaged files that pure-Python
-parsers give up on, and extracts text several times faster (``bench/pdf_extraction.py``).
+PDFium (the engine Chrome uses) rather than pure-Python pypdf: on PDFs typeset from the
+extraction benchmark's texts both keep the text equally well (F1 0.989), and pypdfium2 reads
+2-3 times as many pages per second (``bench/pdf_extraction.py``).
 It runs inside the extraction worker pool, so a PDF that makes it loop is killed with its
 worker at the extraction time limit like any page.
 """
