@@ -12,6 +12,7 @@ code ("after"), against the same testbed process. Each server runs in its own pr
 group, killed as a whole at the end, so no extraction outlives its run.
 
     PYTHONPATH=$PWD python -m bench.hostile_pages [--quiet-s 10] [--attack-s 30]
+        [--with-kill-only]   # also the new code with the pre-scan off
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ def config(testbed_base: str) -> dict:
         "embeddings": {"model": str(STATIC_MODEL)},
         "scoring": {"min_keyword_overlap": 0},
     }
+
+
+def no_prescan(testbed_base: str) -> dict:
+    """The new code with the pre-scan's limits out of reach: only the time limit acts."""
+    cfg = config(testbed_base)
+    lax = {"max_page_elements": 10**7, "max_element_attributes": 10**7,
+           "max_table_row_cells": 10**7, "max_page_depth": 10**7}  # fmt: skip
+    cfg["fetch"].update(lax)
+    return cfg
 
 
 @contextlib.contextmanager
@@ -160,6 +170,9 @@ def main() -> None:
     parser.add_argument("--quiet-s", type=float, default=10.0)
     parser.add_argument("--attack-s", type=float, default=30.0)
     parser.add_argument("--base", default=None, help="commit for 'before' (default: merge base)")
+    parser.add_argument(
+        "--with-kill-only", action="store_true", help="also run with the pre-scan off"
+    )
     args = parser.parse_args()
     base_commit = args.base or subprocess.run(
         ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
@@ -169,8 +182,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as old_dir, testbed() as tb:
         export(base_commit, Path(old_dir))
         # After first: the old code's runaway extractions would slow the new run down.
-        for label, code in (("after ", REPO), (f"before ({base_commit[:8]})", Path(old_dir))):
-            with serve(code, config(tb)) as base:
+        runs = [
+            ("after", REPO, config(tb)),
+            ("after, pre-scan off (only the time limit stops them)", REPO, no_prescan(tb)),
+            (f"before ({base_commit[:8]})", Path(old_dir), config(tb)),
+        ]
+        if not args.with_kill_only:
+            del runs[1]
+        for label, code, cfg in runs:
+            with serve(code, cfg) as base:
                 with httpx.Client(timeout=60) as warm:
                     for _ in range(3):
                         warm.post(f"{base}/v1/search", json=SEARCH)
