@@ -208,6 +208,21 @@ def test_a_pdf_larger_than_the_download_limit_is_skipped_as_too_large(
     assert data["fetch"]["downloaded_bytes"] <= 20_000 + 16 * 1024
 
 
+def test_pdfs_are_read_in_full_mode(make_settings, serve_searcher, testbed_clean):
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed_clean.searxng_url("pdf")}},
+        scoring={"min_keyword_overlap": 0},
+    )
+    base = serve_searcher(settings)
+    body = {"query": "manual", "constraints": {"search_mode": "full"}}
+    data = httpx.post(f"{base}/v1/search", json=body, timeout=60).json()
+    by_url = {item["url"].split(str(testbed_clean.port), 1)[1]: item for item in data["items"]}
+    manual, scan = by_url["/pdf/text?pages=2"], by_url["/pdf/scanned"]
+    assert manual["fetch"]["status"] == "fetched"
+    assert page_lines(2)[0] in manual["content"] and "\f" in manual["content"]
+    assert scan["fetch"]["status"] == "failed" and "no text layer" in scan["fetch"]["error"]
+
+
 def test_pdfs_are_read_by_tavily_extract(make_settings, serve_searcher, testbed_clean):
     settings = make_settings(compat={"tavily_api_key": "tvly-test"})
     base = serve_searcher(settings)

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import multiprocessing
 import pickle
+import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,8 @@ class TaskFailed(Exception):
 
 def _worker_main(conn: Connection) -> None:
     """A worker's life: run one job at a time until the pipe closes."""
+    # Ctrl-C reaches the whole process group; the parent decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             fn, args = conn.recv()

@@ -311,3 +311,18 @@ async def fixed(req: Request) -> None:
     q = req.query.get("q", "")
     body = b'{"query": ' + json.dumps(q, ensure_ascii=False).encode() + fixed_tail(req.base_url, n)
     await req.respond(200, body, JSON)
+
+
+@router.route("/searxng/pdf/search")
+async def pdf_results(req: Request) -> None:
+    """Two PDF results on the testbed: one with text, one scanned (no text layer)."""
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, _ = checked
+    results = [
+        _result(f"{req.base_url}/pdf/text?pages=2", "Manual (PDF)", f"{q} manual", ["pdf"], 1,
+                2.0, None),
+        _result(f"{req.base_url}/pdf/scanned", "Scan (PDF)", f"{q} scan", ["pdf"], 2, 1.0, None),
+    ]  # fmt: skip
+    await req.json(200, envelope(q, results, []))
