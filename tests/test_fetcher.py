@@ -29,6 +29,7 @@ from searcher.errors import (
 from searcher.fetch.extract import extract_main_text
 from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
 from searcher.fetch.guard import guarded_transport
+from searcher.fetch.small_reads import SmallReadBackend
 from tests.testbed import TestbedServer
 
 HTML_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
@@ -39,10 +40,10 @@ UA = "searcher-tests/1.0"
 
 
 class RecordingBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's real backend, recording every (host, port) it is asked to connect to."""
+    """The fetcher's real backend, recording every (host, port) it is asked to connect to."""
 
     def __init__(self) -> None:
-        self.inner = httpcore.AnyIOBackend()
+        self.inner = SmallReadBackend()
         self.connects: list[tuple[str, int]] = []
 
     async def connect_tcp(

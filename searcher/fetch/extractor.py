@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 _MARKUP_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 # Imported once by the fork server, so that a worker replacing a killed one starts at once.
-_PRELOAD = ("searcher.fetch.extractor",)
+_PRELOAD = ("searcher.fetch.extractor", "pypdfium2")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from searcher.errors import (
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.body import BodyDecoder, looks_like_html, parse_content_type
 from searcher.fetch.guard import guarded_transport
-from searcher.fetch.small_reads import SmallReadBackend
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _SCHEMES = ("http", "https")
@@ -173,9 +172,7 @@ class PageFetcher:
     ) -> None:
         self._client = httpx.AsyncClient(
             transport=transport
-            or guarded_transport(
-                allowed_hosts, inner=SmallReadBackend(), max_connections=max_connections
-            ),
+            or guarded_transport(allowed_hosts, max_connections=max_connections),
             headers={
                 "User-Agent": user_agent,
                 "Accept": _ACCEPT,

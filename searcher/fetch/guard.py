@@ -20,6 +20,7 @@ import httpcore
 import httpx
 
 from searcher.errors import FetchBlocked
+from searcher.fetch.small_reads import SmallReadBackend
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,8 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
     ) -> None:
         self._allowed = normalise_allowed_hosts(allowed_hosts)
         self._resolve = resolver or system_resolver
-        self._inner = inner or httpcore.AnyIOBackend()
+        # Small reads: a body read stops within 16 KB of its byte budget (small_reads.py).
+        self._inner = inner or SmallReadBackend()
 
     async def connect_tcp(
         self,

@@ -9,9 +9,12 @@ worker at the extraction time limit like any page.
 
 from __future__ import annotations
 
-import pypdfium2
+from typing import TYPE_CHECKING
 
 from searcher.fetch.extract import normalise_plain_text
+
+if TYPE_CHECKING:
+    import pypdfium2
 
 PDF_MEDIA_TYPE = "application/pdf"
 # Between the text of two pages: a blank line, a form feed (the page break plain-text tools
@@ -28,6 +31,8 @@ def pdf_text(body: bytes, max_pages: int) -> str:
 
     Raises ``PdfUnreadable`` when the file cannot be opened, or when none of its pages has
     a text layer (a scanned document: we do not run OCR)."""
+    import pypdfium2  # here: only extraction workers need it (preloaded by their server)
+
     try:
         document = pypdfium2.PdfDocument(body)
     except pypdfium2.PdfiumError as exc:

@@ -185,8 +185,10 @@ async def redirect_to(req: Request) -> None:
 
 # ---- wrong or mislabelled types ------------------------------------------------------
 
-# An empty ZIP archive: a type no reader handles (PDFs are read; see testbed/pdfs.py).
-_ZIP = b"PK\x05\x06" + b"\x00" * 18
+# An empty ZIP archive with a few KB of comment: a type no reader handles (PDFs are read
+# now; see testbed/pdfs.py).
+_ZIP_COMMENT = b"padding so the archive is a few kilobytes long. " * 80
+_ZIP = b"PK\x05\x06" + b"\x00" * 16 + len(_ZIP_COMMENT).to_bytes(2, "little") + _ZIP_COMMENT
 
 
 def _png(width: int = 16, height: int = 16) -> bytes:
