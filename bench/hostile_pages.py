@@ -173,6 +173,11 @@ def main() -> None:
     parser.add_argument(
         "--with-kill-only", action="store_true", help="also run with the pre-scan off"
     )
+    parser.add_argument(
+        "--reverse",
+        action="store_true",
+        help="run 'before' first (order effects on a busy machine)",
+    )
     args = parser.parse_args()
     base_commit = args.base or subprocess.run(
         ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
@@ -189,16 +194,21 @@ def main() -> None:
         ]
         if not args.with_kill_only:
             del runs[1]
+        if args.reverse:
+            runs.reverse()
         for label, code, cfg in runs:
             with serve(code, cfg) as base:
                 with httpx.Client(timeout=60) as warm:
                     for _ in range(3):
                         warm.post(f"{base}/v1/search", json=SEARCH)
                 quiet, _ = phase(base, tb, args.quiet_s, attacked=False)
-                loud, outcomes = phase(base, tb, args.attack_s, attacked=True)
+                loud, outcomes = [], []
+                if args.attack_s > 0:
+                    loud, outcomes = phase(base, tb, args.attack_s, attacked=True)
             print(f"{label}")
             print(f"  no attack    {summary(quiet)}")
-            print(f"  under attack {summary(loud)}")
+            if args.attack_s > 0:
+                print(f"  under attack {summary(loud)}")
             common = sorted(set(outcomes), key=outcomes.count, reverse=True)[:3]
             print(f"  attacker reads: {len(outcomes)}; most common outcomes: {common}")
 
