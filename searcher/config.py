@@ -79,6 +79,28 @@ class FetchSettings(_Section):
     extract_workers: int = Field(
         default=0, ge=0, description="Extraction processes; 0 means one per CPU core."
     )
+    # --- extraction limits (issue 11): a page cannot hold a worker for long -----------
+    extract_timeout_s: float = Field(
+        default=10.0, gt=0, le=600, description="Wall time one extraction may take; past it "
+        "its worker process is killed and replaced.",
+    )  # fmt: skip
+    extract_client_share: float = Field(
+        default=0.5, gt=0, le=1, description="Share of the extraction workers one client "
+        "may occupy at once (at least one worker).",
+    )  # fmt: skip
+    max_page_elements: int = Field(
+        default=50_000, ge=1, description="Pages with more elements are 'page too complex'."
+    )
+    max_page_depth: int = Field(
+        default=2_000, ge=1, description="Deepest nesting of container elements allowed."
+    )
+    max_element_attributes: int = Field(
+        default=1_000, ge=1, description="Attributes one element may have."
+    )
+    max_table_row_cells: int = Field(
+        default=2_000, ge=1, description="Cells one table row may have."
+    )
+    pdf_max_pages: int = Field(default=200, ge=1, description="PDF pages read at most.")
 
 
 class CacheSettings(_Section):
@@ -86,6 +108,10 @@ class CacheSettings(_Section):
     dir: str | None = Field(default=None, description="Default: the user's cache directory.")
     ttl_s: int = Field(default=7 * 24 * 3600, ge=1)
     sweep_interval_s: int = Field(default=3600, ge=1)
+    max_bytes: int = Field(
+        default=512 * 1024 * 1024, ge=0, description="Size cap of the page cache on disk; "
+        "least recently used entries are evicted beyond it. 0: no cap.",
+    )  # fmt: skip
 
 
 class ServiceSettings(_Section):
@@ -196,7 +222,12 @@ class BudgetDefaults(_Section):
     max_download_bytes_per_page: int = Field(default=2_000_000, ge=0)
     max_extract_chars_per_page: int = Field(default=300_000, ge=0)
     allowed_content_types: list[str] = Field(
-        default_factory=lambda: ["text/html", "application/xhtml+xml", "text/plain"]
+        default_factory=lambda: [
+            "text/html",
+            "application/xhtml+xml",
+            "text/plain",
+            "application/pdf",
+        ]
     )
     max_redirects: int = Field(default=5, ge=0, le=30)
     max_context_chars: int = Field(default=8000, ge=0)

@@ -681,6 +681,8 @@ class CacheStats(BaseModel):
     bytes: int
     hits: int
     misses: int
+    evicted: int = Field(default=0, description="Entries evicted to stay within max_bytes.")
+    max_bytes: int | None = Field(default=None, description="The size cap; null: no cap.")
 
 
 class CacheCleared(BaseModel):

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from searcher.contract import FetchStatus, SkipReason
 
 
 class SearcherError(Exception):
@@ -219,8 +222,8 @@ class RemoteError(SearcherError):
 class FetchError(SearcherError):
     """A page could not be fetched. ``status``/``skip_reason`` are what the item reports."""
 
-    status: str = "failed"
-    skip_reason: str | None = None
+    status: FetchStatus = "failed"
+    skip_reason: SkipReason | None = None
 
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(f"{url}: {reason}")
@@ -263,6 +266,15 @@ class PageBlocked(FetchError):
 
 class ExtractionError(FetchError):
     """The page was fetched but its main text could not be extracted (e.g. a worker crashed)."""
+
+
+class PageTooComplex(ExtractionError):
+    """The pre-scan refused the page: too many elements, attributes, cells in a row, or
+    nesting too deep to parse in reasonable time."""
+
+
+class ExtractionTimeout(ExtractionError):
+    """Extraction ran past its time limit; its worker process was killed."""
 
 
 # --- embeddings ------------------------------------------------------------------------

@@ -3,42 +3,19 @@
 The page is read the way full mode reads it (``SearchService.read_pages``: extraction
 cache, SSRF-guarded fetch, limits, extraction, blocked-page check), so a URL an LLM asks
 for gets no path around the guard. A page that cannot be read is a result that says why,
-not an exception.
+not an exception. The result is the wire model ``FetchPageResponse`` itself: the read is a
+``PageOutcome`` (``fetch`` is its ``FetchInfo``), the rest is the slice.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
+from searcher.contract import FetchPageResponse
 from searcher.errors import InvalidRequest
-from searcher.page_reader import PageOutcome
 from searcher.service import SearchService
 
 SCHEMES = ("http", "https")
-
-
-@dataclass(frozen=True)
-class FetchPageResult:
-    """A slice of a page's text and how the page was read."""
-
-    url: str
-    page: PageOutcome  # the whole read: status, reasons, sizes, the full text
-    content: str  # text[start_char : start_char + max_chars]
-    start_char: int
-    next_start_char: int | None  # None: the slice reaches the end of the text
-    total_chars: int
-
-    @property
-    def status(self) -> str:
-        return self.page.status
-
-    def fetch_fields(self) -> dict[str, Any]:
-        """The item ``fetch`` block: everything known about the read except the text."""
-        fields = asdict(self.page)
-        fields.pop("content")
-        return fields
 
 
 def check_url(url: str) -> str:
@@ -65,8 +42,12 @@ def page_slice(text: str, start_char: int, max_chars: int) -> tuple[str, int | N
 
 
 async def fetch_page(
-    service: SearchService, url: str, max_chars: int, start_char: int = 0
-) -> FetchPageResult:
+    service: SearchService,
+    url: str,
+    max_chars: int,
+    start_char: int = 0,
+    client: str | None = None,
+) -> FetchPageResponse:
     """Read ``url`` and return ``max_chars`` characters of its text from ``start_char``.
     Raises ``InvalidRequest`` for a bad URL or range, never for the page's own failure."""
     url = check_url(url)
@@ -74,14 +55,15 @@ async def fetch_page(
         raise InvalidRequest("max_chars", "must be at least 1")
     if start_char < 0:
         raise InvalidRequest("start_char", "must not be negative")
-    (page,) = await service.read_pages([url])
+    (page,) = await service.read_pages([url], client=client)
     text = (page.content or "") if page.status == "fetched" else ""
     content, next_start = page_slice(text, start_char, max_chars)
-    return FetchPageResult(
+    return FetchPageResponse(
         url=url,
-        page=page,
+        status=page.status,
         content=content,
         start_char=start_char,
         next_start_char=next_start,
         total_chars=len(text),
+        fetch=page.fetch_info(),
     )

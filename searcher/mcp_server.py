@@ -37,9 +37,9 @@ from searcher import __version__
 from searcher.api.errors import send_error
 from searcher.api.host_check import split_host
 from searcher.config import Settings
-from searcher.contract import SearchRequest
+from searcher.contract import FetchPageResponse, SearchRequest
 from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, describe_failures
-from searcher.fetch_page import FetchPageResult, fetch_page
+from searcher.fetch_page import fetch_page
 from searcher.runtime import open_service
 from searcher.service import SearchService
 from searcher.tool_specs import ToolSpec, mcp_tool_specs, search_body
@@ -123,7 +123,7 @@ async def run_web_search(
     )
 
 
-def _fetch_text(result: FetchPageResult) -> str:
+def _fetch_text(result: FetchPageResponse) -> str:
     if result.next_start_char is not None:
         end = result.start_char + len(result.content)
         return (
@@ -151,7 +151,7 @@ async def run_fetch_page(
         arguments.get("start_char", 0),
     )
     if result.status != "fetched":
-        page = result.page
+        page = result.fetch
         reason = f"{page.status} ({page.skip_reason})" if page.skip_reason else page.status
         return _error(f"could not read {result.url}: {reason}: {page.error or 'no detail'}")
     return CallToolResult(
@@ -161,7 +161,7 @@ async def run_fetch_page(
             "start_char": result.start_char,
             "next_start_char": result.next_start_char,
             "total_chars": result.total_chars,
-            "fetch": result.fetch_fields(),
+            "fetch": result.fetch.model_dump(mode="json"),
         },
     )
 

@@ -12,22 +12,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from searcher.cache.extraction import ExtractionCache
+from searcher.contract import FetchInfo, FetchStatus, SkipReason
 from searcher.errors import FetchError
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
-from searcher.fetch.extract import Extractor
+from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
+from searcher.fetch.pdf import PDF_MEDIA_TYPE
 from searcher.resilience import Deadline
 
 
 @dataclass(frozen=True)
 class PageOutcome:
-    """What happened to one page; mirrors the item's ``fetch`` block plus the content."""
+    """The one internal type for a page read: what happened to one page (the item's
+    ``fetch`` block, ``FetchInfo`` on the wire) plus its text. Full mode, ``/v1/fetch``,
+    the compat endpoints, MCP and the CLI all consume this."""
 
-    status: str  # fetched | skipped | failed
-    skip_reason: str | None = None
+    status: FetchStatus
+    skip_reason: SkipReason | None = None
     error: str | None = None
     http_status: int | None = None
     content_type: str | None = None
@@ -36,6 +40,12 @@ class PageOutcome:
     extracted_chars: int = 0
     cached: bool = False
     content: str | None = None
+
+    def fetch_info(self) -> FetchInfo:
+        """The wire form of the read: everything but the text."""
+        fields = asdict(self)
+        fields.pop("content")
+        return FetchInfo(**fields)
 
 
 Progress = Callable[[int, int, str, PageOutcome], None]
@@ -60,21 +70,17 @@ class PageReader:
         self._cache = cache
         self._max_concurrency = max_concurrency
 
-    async def read(self, url: str, limits: FetchLimits, max_chars: int) -> PageOutcome:
-        """Read one page; never raises for a page's own failure."""
+    async def read(
+        self, url: str, limits: FetchLimits, max_chars: int, client: str | None = None
+    ) -> PageOutcome:
+        """Read one page; never raises for a page's own failure. ``client`` is the caller
+        whose share of the extraction pool the page counts against."""
+        # The cache key is the URL as requested, byte for byte: two URLs that differ only
+        # in tracking parameters can be two different pages (one that echoes its query
+        # string would otherwise poison the clean URL's entry).
         entry = await self._cache.get(self._extractor.name, url)
         if entry is not None and "\n" in entry:
-            content_type, text = entry.split("\n", 1)
-            if content_type not in limits.allowed_content_types:
-                return PageOutcome(
-                    "skipped", "content_type", f"content type {content_type} is not allowed",
-                    content_type=content_type,
-                )  # fmt: skip
-            content = text[:max_chars]
-            return PageOutcome(
-                "fetched", content_type=content_type, cached=True,
-                extracted_chars=len(content), content=content,
-            )  # fmt: skip
+            return self._cached(entry, limits, max_chars)
         try:
             page = await self._fetcher.fetch(url, limits)
         except FetchError as exc:
@@ -88,10 +94,15 @@ class PageReader:
         )
         try:
             text = await self._extractor.extract(
-                page.body, page.url, page.content_type, page.charset
+                page.body, page.url, page.content_type, page.charset, client=client
             )
         except FetchError as exc:
-            return replace(outcome, status="failed", error=exc.reason)
+            if page.truncated and page.content_type == PDF_MEDIA_TYPE:
+                return replace(
+                    outcome, status="skipped", skip_reason="too_large",
+                    error="the PDF is larger than the download limit",
+                )  # fmt: skip
+            return replace(outcome, status="failed", skip_reason=exc.skip_reason, error=exc.reason)
         # A bot wall, CAPTCHA or cookie wall answers 200 with a few lines that are not the
         # page: report it, and keep it out of the pack and the cache.
         wall = blocked_reason(page.body[:HEAD_BYTES], text, None, page.status_code)
@@ -105,9 +116,27 @@ class PageReader:
                 )  # fmt: skip
             return replace(outcome, status="failed", error="no main text found on the page")
         if not page.truncated:  # a truncated page's text is partial: never cache it
-            await self._cache.put(self._extractor.name, url, cache_entry(page.content_type, text))
+            entry = cache_entry(page.content_type, text)
+            # Under the URL requested and, after redirects, the URL finally read: both
+            # name exactly what was fetched.
+            for key_url in dict.fromkeys((url, page.url)):
+                await self._cache.put(self._extractor.name, key_url, entry)
         content = text[:max_chars]
         return replace(outcome, extracted_chars=len(content), content=content)
+
+    @staticmethod
+    def _cached(entry: str, limits: FetchLimits, max_chars: int) -> PageOutcome:
+        content_type, text = entry.split("\n", 1)
+        if content_type not in limits.allowed_content_types:
+            return PageOutcome(
+                "skipped", "content_type", f"content type {content_type} is not allowed",
+                content_type=content_type,
+            )  # fmt: skip
+        content = text[:max_chars]
+        return PageOutcome(
+            "fetched", content_type=content_type, cached=True,
+            extracted_chars=len(content), content=content,
+        )  # fmt: skip
 
     async def read_all(
         self,
@@ -116,8 +145,10 @@ class PageReader:
         max_chars: int,
         deadline: Deadline,
         progress: Progress | None = None,
+        client: str | None = None,
     ) -> list[PageOutcome]:
-        """Read ``urls`` concurrently; the outcomes come back in the same order."""
+        """Read ``urls`` concurrently; the outcomes come back in the same order. Pages
+        still unread at the deadline are cancelled (their extractions killed)."""
         if not urls:
             return []
         gate = asyncio.Semaphore(self._max_concurrency)
@@ -129,7 +160,7 @@ class PageReader:
                 page_limits = replace(limits, timeout_s=deadline.cap(limits.timeout_s))
                 if page_limits.timeout_s <= 0:
                     return DEADLINE_SKIP
-                outcome = await self.read(url, page_limits, max_chars)
+                outcome = await self.read(url, page_limits, max_chars, client)
             done_count += 1
             if progress is not None:
                 progress(done_count, len(urls), url, outcome)

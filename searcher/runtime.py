@@ -24,7 +24,7 @@ from searcher.config import Settings
 from searcher.embedder_loading import EmbedderLoad, needs_network
 from searcher.embeddings import Embedder
 from searcher.errors import StateUnavailable
-from searcher.fetch.extract import Extractor
+from searcher.fetch.extractor import build_extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
 from searcher.page_reader import PageReader
@@ -103,9 +103,12 @@ async def open_service(
         connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
     )
     fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
-    extractor = Extractor(settings.fetch.extract_workers, in_thread=extract_in_process)
+    extractor = build_extractor(settings.fetch, in_thread=extract_in_process)
     cache_cfg = settings.service.cache
-    cache = ExtractionCache(settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled)
+    cache = ExtractionCache(
+        settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,
+        max_bytes=cache_cfg.max_bytes or None,
+    )  # fmt: skip
     pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
     llm = LlmClient(settings.llm) if settings.llm.configured else None

@@ -42,14 +42,14 @@ class SearchService:
         return self.parts.settings
 
     async def search(
-        self, request: SearchRequest, progress: Progress | None = None
+        self, request: SearchRequest, progress: Progress | None = None, client: str | None = None
     ) -> SearchResponse:
         """Answer one search request with a UCP-1 response, from the result cache when it
         may (``meta.cache`` says so). Raises ``AllBackendsFailed`` when no backend answered
         and no stale answer may stand in, ``InvalidRequest`` for a request the contract
         cannot express."""
         response = await serve_cached(
-            self.results, request, lambda: self.search_uncached(request, progress)
+            self.results, request, lambda: self.search_uncached(request, progress, client)
         )
         metrics, cache = self.parts.metrics, response.meta.cache
         if metrics and self.results and cache and cache_policy(request) == "use":
@@ -57,11 +57,12 @@ class SearchService:
         return response
 
     async def search_uncached(
-        self, request: SearchRequest, progress: Progress | None = None
+        self, request: SearchRequest, progress: Progress | None = None, client: str | None = None
     ) -> SearchResponse:
-        """Run the pipeline's stages for one request, calling the backends."""
+        """Run the pipeline's stages for one request, calling the backends. ``client`` is
+        who asks (an API key, a peer address): its share of the extraction workers."""
         parts = self.parts
-        ctx = RequestContext.start(request, parts)
+        ctx = RequestContext.start(request, parts, client)
         plan = await make_plan(ctx, parts)  # 1. rewrite, route, backends
         tagged = await retrieve(ctx, parts, plan)  # 2. search (perspectives at once)
         ranking = await rank(ctx, parts, plan, tagged)  # 3. fuse, dedup, score
@@ -80,7 +81,11 @@ class SearchService:
         return response
 
     async def read_pages(
-        self, urls: Sequence[str], max_chars: int | None = None, progress: Progress | None = None
+        self,
+        urls: Sequence[str],
+        max_chars: int | None = None,
+        progress: Progress | None = None,
+        client: str | None = None,
     ) -> list[PageOutcome]:
         """Read pages by URL (cache, guarded fetch, extraction) under the configured budget
         defaults: the one path for fetch_page, extract and loader endpoints. At most
@@ -93,6 +98,6 @@ class SearchService:
         deadline = Deadline(budget.max_total_time_ms / 1000)
         read, beyond = pages_within_limit(urls, settings.limits)
         outcomes = await self.parts.reader.read_all(
-            read, budget.fetch_limits(), chars, deadline, progress
+            read, budget.fetch_limits(), chars, deadline, progress, client
         )
         return outcomes + [BEYOND_PAGE_LIMIT] * len(beyond)

@@ -11,7 +11,8 @@ import pytest
 
 from searcher.cache.extraction import ExtractionCache
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason, page_title, visible_text
-from searcher.fetch.extract import Extractor, extract_main_text
+from searcher.fetch.extract import extract_main_text
+from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
 from searcher.page_reader import PageReader
 from searcher.render import PackItem, render_context_pack

@@ -403,7 +403,10 @@ def test_extract_reads_pages_and_refuses_private_addresses(
         assert result["images"] == []
     (failed,) = data["failed_results"]
     assert failed["url"] == "http://10.0.0.1/x"
-    assert failed["error"].startswith("blocked:") and "non-public address" in failed["error"]
+    assert (
+        failed["error"].startswith("blocked:")
+        and failed["error"] == "blocked: refused: not a public address"
+    )
     assert isinstance(data["response_time"], float) and uuid.UUID(data["request_id"])
     # Only the two testbed pages were requested; the guard refused 10.0.0.1 before connecting.
     assert sorted(e.path for e in testbed_clean.log) == sorted(httpx.URL(p).path for p in pages)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -11,15 +12,14 @@ from pathlib import Path
 import pytest
 
 from bench.aeb_metric import aggregate, load_aeb, score_page
-from searcher.errors import ExtractionError
 from searcher.fetch.extract import (
     EXTRACTOR_NAME,
     EXTRACTOR_TAG,
-    Extractor,
     extract_main_text,
     normalise_plain_text,
     strip_inline_markup,
 )
+from searcher.fetch.extractor import Extractor
 
 # Measured when the gate was set: F1 0.960 (precision 0.941, recall 0.979) over all 121
 # pages; plain-text output scored 0.961. The floor is the design's requirement.
@@ -203,6 +203,13 @@ def _proc_children(pid: int) -> list[int]:
     return children
 
 
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
 def _pool_workers() -> list[int]:
     """Worker processes: children of our forkserver child (forkserver forks the workers)."""
     workers = []
@@ -217,17 +224,18 @@ def _pool_workers() -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-async def test_a_dead_worker_is_an_extraction_error_and_the_pool_is_rebuilt() -> None:
+async def test_a_worker_that_died_while_idle_is_replaced() -> None:
     extractor = Extractor(workers=1)
     try:
         assert await extractor.extract(b"one", "", "text/plain", None) == "one"
         workers = _pool_workers()
         assert len(workers) == 1
         os.kill(workers[0], signal.SIGKILL)
-        with pytest.raises(ExtractionError, match="worker died"):
-            await extractor.extract(b"two", "u", "text/plain", None)
-        # The next call gets a fresh pool.
+        while Path(f"/proc/{workers[0]}").exists() and _state(workers[0]) != "Z":
+            await asyncio.sleep(0.01)  # until the kernel has ended it
+        # The next call gets a fresh worker (a death during a task: tests/test_worker_pool.py).
         assert await extractor.extract(b"three", "", "text/plain", None) == "three"
+        assert extractor.pool.stats().started == 2
     finally:
         extractor.close()
 

@@ -86,7 +86,7 @@ def test_private_addresses_are_refused_as_a_result(make_settings, serve_searcher
     data = response.json()
     assert data["status"] == "skipped" and data["content"] == "" and data["total_chars"] == 0
     assert data["fetch"]["skip_reason"] == "blocked"
-    assert "non-public address 10.0.0.1" in data["fetch"]["error"]
+    assert data["fetch"]["error"] == "refused: not a public address"
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,9 @@ from searcher.errors import (
     UnsupportedContentType,
 )
 from searcher.fetch.extract import extract_main_text
-from searcher.fetch.fetcher import FetchedPage, FetchLimits, PageFetcher
+from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
 from searcher.fetch.guard import guarded_transport
+from searcher.fetch.small_reads import SmallReadBackend
 from tests.testbed import TestbedServer
 
 HTML_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
@@ -39,10 +40,10 @@ UA = "searcher-tests/1.0"
 
 
 class RecordingBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's real backend, recording every (host, port) it is asked to connect to."""
+    """The fetcher's real backend, recording every (host, port) it is asked to connect to."""
 
     def __init__(self) -> None:
-        self.inner = httpcore.AnyIOBackend()
+        self.inner = SmallReadBackend()
         self.connects: list[tuple[str, int]] = []
 
     async def connect_tcp(
@@ -172,6 +173,15 @@ async def test_huge_page_is_truncated_at_max_bytes(
     assert len(page.body) == 100_000
     # Reading stopped near the limit instead of draining 50 MB.
     assert page.downloaded_bytes < 100_000 + 256 * 1024
+
+
+@pytest.mark.parametrize("max_bytes", [20_000, 100_000, 1_000_000])
+async def test_reading_stops_within_16_kb_of_the_byte_budget(
+    fetcher: PageFetcher, testbed: TestbedServer, max_bytes: int
+) -> None:
+    page = await fetcher.fetch(testbed.url("/huge?bytes=50000000"), limits(max_bytes=max_bytes))
+    assert page.truncated and len(page.body) == max_bytes
+    assert max_bytes <= page.downloaded_bytes <= max_bytes + 16 * 1024
 
 
 async def test_page_of_exactly_max_bytes_is_not_truncated(
@@ -326,7 +336,7 @@ async def test_default_transport_guards_too(testbed_clean: TestbedServer) -> Non
 
 
 @pytest.mark.parametrize(
-    ("path", "media_type"), [("/wrong-type", "application/pdf"), ("/image", "image/png")]
+    ("path", "media_type"), [("/wrong-type", "application/zip"), ("/image", "image/png")]
 )
 async def test_wrong_content_type_is_refused_before_the_body_is_read(
     testbed: TestbedServer, path: str, media_type: str
@@ -383,7 +393,7 @@ async def test_only_http_and_https_urls(fetcher: PageFetcher, url: str) -> None:
 # --- responses the testbed does not serve, through httpx's MockTransport ---------------
 
 
-async def fetch_mock(handler: httpx.MockTransport, max_bytes: int = 10_000) -> FetchedPage:
+async def fetch_mock(handler: httpx.MockTransport, max_bytes: int = 10_000) -> FetchedBody:
     page_fetcher = PageFetcher([], UA, transport=handler)
     try:
         return await page_fetcher.fetch("http://example.com/page", limits(max_bytes=max_bytes))

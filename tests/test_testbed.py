@@ -51,7 +51,7 @@ def test_status_text_types(client):
     r = client.get("/status/503")
     assert r.status_code == 503 and "503" in r.text
     r = client.get("/wrong-type")
-    assert r.headers["content-type"] == "application/pdf" and r.content.startswith(b"%PDF-1.4")
+    assert r.headers["content-type"] == "application/zip" and r.content.startswith(b"PK")
     assert len(r.content) > 2000
     r = client.get("/image")
     assert r.headers["content-type"] == "image/png" and r.content.startswith(b"\x89PNG")

@@ -26,7 +26,7 @@ from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import error_response, install_error_handlers
 from searcher.api.host_check import HostOriginMiddleware
-from searcher.api.observe import ObserveMiddleware
+from searcher.api.observe import ObserveMiddleware, client_identity
 from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
 from searcher.auth.keys import KeyBook
@@ -169,7 +169,9 @@ def create_app(
         summary="Search the web and return a UCP-1 context pack",
     )
     async def search(body: SearchRequest, request: Request) -> Response:
-        response = await _runtime(request).service.search(body)
+        response = await _runtime(request).service.search(
+            body, client=client_identity(request.scope)
+        )
         request.state.log = {
             "query": body.query_text,
             "mode": response.meta.mode_used,
@@ -210,6 +212,7 @@ def create_app(
             CacheStats(
                 enabled=runtime.settings.service.cache.enabled,
                 dir=str(runtime.settings.cache_dir()),
+                max_bytes=runtime.cache.max_bytes,
                 **stats,
             ).model_dump()
         )

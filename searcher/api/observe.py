@@ -34,6 +34,16 @@ def request_id(scope: Scope) -> str:
     return uuid.uuid4().hex
 
 
+def client_identity(scope: Scope) -> str | None:
+    """Who is asking, for fair shares of shared work: the API key's id when keys are on,
+    else the peer address (behind a proxy, the forwarded one uvicorn was told to trust)."""
+    key_id = scope.get("state", {}).get("key_id")
+    if key_id:
+        return f"key:{key_id}"
+    client = scope.get("client")
+    return f"addr:{client[0]}" if client else None
+
+
 def route_of(scope: Scope) -> str:
     """The matched route's template (``/v1/research/{id}``), so that labels stay few."""
     route = scope.get("route")

@@ -8,11 +8,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from searcher.api.observe import client_identity
 from searcher.contract import (
     HTTP_URL,
     HTTP_URL_RULE,
     ErrorResponse,
-    FetchInfo,
     FetchPageRequest,
     FetchPageResponse,
 )
@@ -44,16 +44,8 @@ async def fetch(body: FetchPageRequest, request: Request) -> FetchPageResponse:
     check_url(body.url)  # the friendliest reason first (scheme, host, syntax)
     if re.search(HTTP_URL, body.url) is None:  # then the OpenAPI pattern, exactly
         raise InvalidRequest("url", HTTP_URL_RULE)
-    result = await fetch_page(runtime.service, body.url, max_chars, body.start_char)
-    return FetchPageResponse(
-        url=result.url,
-        status=result.status,  # type: ignore[arg-type]
-        content=result.content,
-        start_char=result.start_char,
-        next_start_char=result.next_start_char,
-        total_chars=result.total_chars,
-        fetch=FetchInfo(**result.fetch_fields()),
-    )
+    client = client_identity(request.scope)  # its share of the extraction workers
+    return await fetch_page(runtime.service, body.url, max_chars, body.start_char, client)
 
 
 @router.get(

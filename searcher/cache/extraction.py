@@ -1,15 +1,25 @@
 """The on-disk cache of extracted page text (Search API v1, section 15).
 
 One UTF-8 file per entry, ``<dir>/<key[:2]>/<key>.txt``, with
-``key = sha1(extractor + ":" + normalise_url(url))``. Age is the file's mtime, so expiry and
-sweeping need no parsing. Writes are atomic (temporary file in the same directory, then
-``os.replace``), so a reader sees a whole entry or none. The cache is an optimisation:
-every disk problem is logged and becomes a miss, never an error for the request.
+``key = sha1("v2:" + extractor + ":" + url)``: the URL exactly as it was fetched (only the
+fragment, which is never sent, is dropped). Canonicalising it here, as dedup does, let a
+page read once with ``?utm_source=<instructions>`` be served for the clean URL.
+
+Age is the file's mtime, so expiry needs no parsing; last use is its atime, set on every
+hit, so least-recently-used eviction needs none either. The cache holds at most
+``max_bytes``: a write that takes it over the cap evicts the least
+recently used entries down to 90 % of it. Writes are atomic (temporary file in the same
+directory, then ``os.replace``), so a reader sees a whole entry or none. The cache is an
+optimisation: every disk problem is logged and becomes a miss, never an error.
+
+The interface is small on purpose (get, put, stats, clear, prune) so that the cache can
+move into a shared state layer (SQLite, Redis) without its callers changing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -17,13 +27,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-
-from searcher.urls import normalise_url
+from urllib.parse import urldefrag
 
 log = logging.getLogger(__name__)
 
 _SUFFIX = ".txt"
 _TEMP_PREFIX = ".tmp-"
+_KEY_VERSION = "v2"  # v1 keyed normalised URLs; its entries are never read again
+_PRUNE_TO = 0.9  # a prune evicts down to this share of max_bytes, so puts do not each prune
 
 
 def _entries(directory: Path) -> Iterator[Path]:
@@ -67,18 +78,25 @@ class ExtractionCache:
         ttl_s: int,
         enabled: bool = True,
         clock: Callable[[], float] = time.time,
+        max_bytes: int | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.ttl_s = ttl_s
         self.enabled = enabled
+        self.max_bytes = max_bytes  # None: no cap
         self._clock = clock
         self._hits = 0
         self._misses = 0
+        self._evicted = 0
+        self._size: int | None = None  # bytes on disk, learnt by the first capped put
+        self._evicting = asyncio.Lock()
 
     @staticmethod
     def key(extractor: str, url: str) -> str:
-        """``sha1(extractor + ":" + normalised URL)`` as hex."""
-        return hashlib.sha1(f"{extractor}:{normalise_url(url)}".encode()).hexdigest()
+        """``sha1("v2:" + extractor + ":" + url)`` as hex; the URL as fetched, less its
+        fragment."""
+        exact = urldefrag(url.strip()).url
+        return hashlib.sha1(f"{_KEY_VERSION}:{extractor}:{exact}".encode()).hexdigest()
 
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}{_SUFFIX}"
@@ -113,35 +131,107 @@ class ExtractionCache:
             log.warning("extraction cache: %s is not valid UTF-8; removing it", path)
             _unlink(path)
             return None
+        self._mark_used(path)
         return text or None
+
+    def _mark_used(self, path: Path) -> None:
+        """Stamp the entry's atime with the cache clock (eviction order); mtime stays its
+        write time (expiry)."""
+        with contextlib.suppress(OSError):
+            os.utime(path, (self._clock(), path.stat().st_mtime))
 
     async def put(self, extractor: str, url: str, text: str) -> None:
         """Store non-empty ``text``; a disk error is logged, never raised."""
         if not self.enabled or not text:
             return
-        await asyncio.to_thread(self._write, self._path(self.key(extractor, url)), text)
+        data = text.encode("utf-8", errors="replace")
+        if self.max_bytes is not None and len(data) > self.max_bytes * _PRUNE_TO:
+            return  # an entry that would evict (nearly) everything else is not worth it
+        grown = await asyncio.to_thread(self._write, self._path(self.key(extractor, url)), data)
+        if self.max_bytes is None:
+            return
+        if self._size is None:
+            self._size = await asyncio.to_thread(self._disk_bytes)
+        else:
+            self._size += grown
+        if self._size > self.max_bytes:
+            # Evicting scans the directory, so it runs once per 10 % of the cap written.
+            async with self._evicting:
+                if self._size > self.max_bytes:
+                    await self._evict()
 
-    def _write(self, path: Path, text: str) -> None:
+    def _disk_bytes(self) -> int:
+        total = 0
+        for path in _entries(self.directory):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+        return total
+
+    def _write(self, path: Path, data: bytes) -> int:
+        """Write the entry; returns how many bytes the cache grew by."""
         temp: str | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                replaced = path.stat().st_size
+            except FileNotFoundError:
+                replaced = 0
             fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX)
             with os.fdopen(fd, "wb") as handle:
-                handle.write(text.encode("utf-8", errors="replace"))
+                handle.write(data)
             now = self._clock()
             # The entry's age is measured with the cache's clock, so it is stamped with it.
             os.utime(temp, (now, now))
             os.replace(temp, path)
             temp = None
+            return len(data) - replaced
         except OSError as exc:
             log.warning("extraction cache: cannot write %s: %s", path, exc)
+            return 0
         finally:
             if temp is not None:
                 _unlink(Path(temp))
 
     async def clear(self) -> int:
         """Remove every entry; returns how many were removed."""
-        return await asyncio.to_thread(self._remove, lambda _path: True)
+        removed = await asyncio.to_thread(self._remove, lambda _path: True)
+        self._size = None
+        return removed
+
+    async def prune(self) -> int:
+        """Remove expired entries, then the least recently used ones until the cache is
+        within ``max_bytes`` (down to 90 % of it); returns how many entries were removed."""
+        expired = await self.sweep()
+        return expired + await self._evict()
+
+    async def _evict(self) -> int:
+        evicted, self._size = await asyncio.to_thread(self._evict_to_cap)
+        self._evicted += evicted
+        if evicted:
+            log.info("extraction cache: evicted %d least recently used entries", evicted)
+        return evicted
+
+    def _evict_to_cap(self) -> tuple[int, int]:
+        """(entries evicted, bytes left) after evicting the least recently used entries."""
+        entries = []
+        for path in _entries(self.directory):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            entries.append((info.st_atime, path.name, info.st_size, path))
+        size = sum(e[2] for e in entries)
+        if self.max_bytes is None or size <= self.max_bytes:
+            return 0, size
+        target = self.max_bytes * _PRUNE_TO
+        evicted = 0
+        for _atime, _name, entry_size, path in sorted(entries):
+            if size <= target:
+                break
+            if _unlink(path):
+                evicted += 1
+            size -= entry_size
+        return evicted, size
 
     async def sweep(self) -> int:
         """Remove expired entries (and temporary files a crash left behind); returns the
@@ -171,12 +261,18 @@ class ExtractionCache:
             except OSError:
                 continue
             entries += 1
-        return {"entries": entries, "bytes": size, "hits": self._hits, "misses": self._misses}
+        return {
+            "entries": entries,
+            "bytes": size,
+            "hits": self._hits,
+            "misses": self._misses,
+            "evicted": self._evicted,
+        }
 
     async def run_sweeper(self, interval_s: float) -> None:
-        """Sweep every ``interval_s`` seconds, forever; run it as a background task."""
+        """Prune every ``interval_s`` seconds, forever; run it as a background task."""
         while True:
             await asyncio.sleep(interval_s)
-            removed = await self.sweep()
+            removed = await self.prune()
             if removed:
-                log.info("extraction cache: swept %d expired entries", removed)
+                log.info("extraction cache: pruned %d entries", removed)

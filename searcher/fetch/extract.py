@@ -1,4 +1,5 @@
-"""Main-text extraction (trafilatura, markdown output), run off the event loop.
+"""Main-text extraction (trafilatura, markdown output); run in the worker pool by
+``searcher.fetch.extractor``.
 
 Measured with ``bench/extraction.py``, side by side with a direct ``trafilatura.extract``
 call: see the README's extraction figures. The markdown is cleaned of backslash escapes and
@@ -7,17 +8,10 @@ inline markup (``<u>``, ``**``, ``~~``, ``*``, backticks) so that words stay who
 
 from __future__ import annotations
 
-import asyncio
 import codecs
-import multiprocessing
-import os
 import re
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 import trafilatura
-
-from searcher.errors import ExtractionError
 
 EXTRACTOR_NAME = "trafilatura"
 _VERSION = ".".join(trafilatura.__version__.split(".")[:2])
@@ -106,70 +100,3 @@ def strip_inline_markup(markdown: str) -> str:
     text = _ITALIC.sub(r"\1", text)
     text = _CODE.sub(r"\1", text)
     return _MD_ESCAPE.sub(r"\1", text)
-
-
-class Extractor:
-    """Extracts main text in a pool of worker processes (or one thread, for one-shot runs).
-
-    Processes because extraction is CPU-bound and would hold the GIL; "forkserver" because
-    forking a process that runs threads (the event loop's executors) is unsafe. The pool is
-    started on first use and rebuilt if a worker dies.
-
-    ``in_thread=True`` runs extraction in a thread instead: no process start-up, but it
-    competes with the event loop for the GIL. Use it in tests and single CLI commands.
-
-    As with any non-fork start method, workers re-import the program's main module, so a
-    script that uses the pool must keep its work under ``if __name__ == "__main__":``.
-    """
-
-    def __init__(self, workers: int = 0, *, in_thread: bool = False) -> None:
-        self._workers = workers or os.cpu_count() or 1
-        self._in_thread = in_thread
-        self._pool: ProcessPoolExecutor | None = None
-
-    @property
-    def name(self) -> str:
-        """The extractor's tag, for cache keys: name, version and output format."""
-        return EXTRACTOR_TAG
-
-    def _ensure_pool(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            context = multiprocessing.get_context("forkserver")
-            self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=context)
-        return self._pool
-
-    def _discard(self, pool: ProcessPoolExecutor) -> None:
-        # Only the first of several tasks that saw the same broken pool replaces it.
-        if self._pool is pool:
-            self._pool = None
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    async def extract(self, body: bytes, url: str, content_type: str, charset: str | None) -> str:
-        """``extract_main_text`` off the event loop; raises ``ExtractionError`` on failure."""
-        if self._in_thread:
-            return await self._run_in_thread(body, url, content_type, charset)
-        pool = self._ensure_pool()
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(
-                pool, extract_main_text, body, url, content_type, charset
-            )
-        except BrokenProcessPool as exc:
-            self._discard(pool)
-            raise ExtractionError(url, "an extraction worker died; the pool was restarted") from exc
-        except Exception as exc:  # anything trafilatura or lxml raised in the worker
-            raise ExtractionError(url, f"extraction failed: {type(exc).__name__}: {exc}") from exc
-
-    async def _run_in_thread(
-        self, body: bytes, url: str, content_type: str, charset: str | None
-    ) -> str:
-        try:
-            return await asyncio.to_thread(extract_main_text, body, url, content_type, charset)
-        except Exception as exc:  # anything trafilatura or lxml raised
-            raise ExtractionError(url, f"extraction failed: {type(exc).__name__}: {exc}") from exc
-
-    def close(self) -> None:
-        """Stop the worker processes (waits for running extractions)."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)

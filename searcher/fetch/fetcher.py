@@ -32,11 +32,10 @@ from searcher.fetch.guard import guarded_transport
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _SCHEMES = ("http", "https")
 _SNIFF_BYTES = 512  # decoded bytes looked at to decide whether an unlabelled body is HTML
-_EXTRA_WIRE_BYTES = 1 << 20  # raw bytes allowed beyond max_bytes before reading stops
 _CONNECT_TIMEOUT_S = 5.0
 # Statuses that bot walls and CAPTCHAs come with; their body is checked for a wall.
 _WALL_STATUSES = frozenset({401, 403, 429, 503})
-_ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.1"
+_ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,application/pdf;q=0.8,*/*;q=0.1"
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,10 @@ class FetchLimits:
 
 
 @dataclass(frozen=True)
-class FetchedPage:
-    """A fetched page, body decoded from its content coding but not from its charset."""
+class FetchedBody:
+    """What the fetcher hands the reader: the final response's body, decoded from its
+    content coding but not from its charset. Not an outcome: the page read's outcome is
+    ``searcher.page_reader.PageOutcome``."""
 
     url: str  # final URL after redirects
     status_code: int
@@ -133,10 +134,12 @@ class _Body:
 async def _read_body(
     url: str, response: httpx.Response, decoder: BodyDecoder, max_bytes: int, sniff: bool
 ) -> _Body:
-    """Stream raw bytes until the stream ends or ``max_bytes`` decoded bytes are kept."""
+    """Stream raw bytes until the stream ends, ``max_bytes`` decoded bytes are kept, or
+    more than ``max_bytes`` bytes came over the wire (the budget counts received bytes:
+    with reads of at most 16 KB, see ``small_reads``, reading stops within 16 KB of it)."""
     body = bytearray()
     wire = 0
-    wire_cap = max_bytes + _EXTRA_WIRE_BYTES
+    wire_cap = max_bytes + 1
     truncated = False
     # One byte beyond max_bytes is decoded so that "exactly max_bytes" and "more" differ.
     async for raw in response.aiter_raw():
@@ -184,7 +187,7 @@ class PageFetcher:
             timeout=httpx.Timeout(None, connect=_CONNECT_TIMEOUT_S),
         )
 
-    async def fetch(self, url: str, limits: FetchLimits) -> FetchedPage:
+    async def fetch(self, url: str, limits: FetchLimits) -> FetchedBody:
         """The page at ``url`` after redirects, or a ``FetchError`` saying why not."""
         _require_http(url)
         try:
@@ -193,7 +196,7 @@ class PageFetcher:
         except TimeoutError as exc:
             raise FetchTimeout(url, f"not complete within {limits.timeout_s:g} s") from exc
 
-    async def _follow(self, url: str, limits: FetchLimits) -> FetchedPage:
+    async def _follow(self, url: str, limits: FetchLimits) -> FetchedBody:
         current = url
         for _ in range(limits.max_redirects + 1):
             async with self._open(current) as response:
@@ -220,12 +223,12 @@ class PageFetcher:
             with _translate_errors(url):
                 await response.aclose()
 
-    async def _read(self, url: str, response: httpx.Response, limits: FetchLimits) -> FetchedPage:
+    async def _read(self, url: str, response: httpx.Response, limits: FetchLimits) -> FetchedBody:
         media_type, charset = parse_content_type(response.headers.get("content-type"))
         _check_media_type(url, media_type, limits.allowed_content_types)
         decoder = BodyDecoder(url, response.headers.get("content-encoding"))
         body = await _read_body(url, response, decoder, limits.max_bytes, media_type is None)
-        return FetchedPage(
+        return FetchedBody(
             url=url,
             status_code=response.status_code,
             content_type=media_type or "text/html",

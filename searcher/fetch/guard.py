@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
@@ -19,6 +20,11 @@ import httpcore
 import httpx
 
 from searcher.errors import FetchBlocked
+from searcher.fetch.small_reads import SmallReadBackend
+
+log = logging.getLogger(__name__)
+
+REFUSED_NOT_PUBLIC = "refused: not a public address"
 
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -109,7 +115,10 @@ def check_destination(
         raise FetchBlocked(host, "the host has no address to check")
     for address in addresses:
         if not is_public_ip(address):
-            raise FetchBlocked(host, f"{host} resolves to non-public address {address}")
+            # The caller learns only that the host was refused: naming the address would
+            # hand a stranger the answers of our internal DNS. The log keeps the detail.
+            log.info("guard: %s resolves to non-public address %s", host, address)
+            raise FetchBlocked(host, REFUSED_NOT_PUBLIC)
 
 
 def _ip_literal(host: str) -> str | None:
@@ -138,7 +147,8 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
     ) -> None:
         self._allowed = normalise_allowed_hosts(allowed_hosts)
         self._resolve = resolver or system_resolver
-        self._inner = inner or httpcore.AnyIOBackend()
+        # Small reads: a body read stops within 16 KB of its byte budget (small_reads.py).
+        self._inner = inner or SmallReadBackend()
 
     async def connect_tcp(
         self,

@@ -26,17 +26,7 @@ def fetch_info(page: PageOutcome | None, reading: bool) -> FetchInfo:
         if reading:
             return FetchInfo(status="skipped", skip_reason="budget", error="beyond max_fetch_pages")
         return FetchInfo()
-    return FetchInfo(
-        status=page.status,  # type: ignore[arg-type]
-        skip_reason=page.skip_reason,  # type: ignore[arg-type]
-        error=page.error,
-        http_status=page.http_status,
-        content_type=page.content_type,
-        downloaded_bytes=page.downloaded_bytes,
-        truncated=page.truncated,
-        extracted_chars=page.extracted_chars,
-        cached=page.cached,
-    )
+    return page.fetch_info()
 
 
 def make_item(

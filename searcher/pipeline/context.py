@@ -74,10 +74,13 @@ class RequestContext:
     timing: dict[str, int] = field(default_factory=dict)
     errors: list[ErrorEntry] = field(default_factory=list)
     extras: MetaExtras = field(default_factory=MetaExtras)
+    client: str | None = None  # who asks: its share of the extraction workers
     retrieved_utc: str = field(default_factory=utc_now)
 
     @classmethod
-    def start(cls, request: SearchRequest, parts: Parts) -> RequestContext:
+    def start(
+        cls, request: SearchRequest, parts: Parts, client: str | None = None
+    ) -> RequestContext:
         """A context whose deadline starts now, its budget within the server's limits."""
         settings = parts.settings
         # limits.*: the server's ceilings over what the request asked (422 if strict).
@@ -86,7 +89,7 @@ class RequestContext:
         deadline = Deadline(budget.max_total_time_ms / 1000)
         calls = CallBudget(budget.max_tool_calls)
         llm = StepRunner(parts.llm, settings.llm, deadline, calls, date.today())
-        return cls(request, budget, deadline, calls, llm, errors=list(lowered))
+        return cls(request, budget, deadline, calls, llm, errors=list(lowered), client=client)
 
     @contextlib.contextmanager
     def timed(self, stage: str) -> Iterator[None]:

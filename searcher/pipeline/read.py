@@ -29,8 +29,9 @@ async def read(
     urls = [r.url for r in results[: budget.max_fetch_pages]]
     with ctx.timed("fetch"):
         pages = await parts.reader.read_all(
-            urls, budget.fetch_limits(), budget.max_extract_chars_per_page, ctx.deadline, progress
-        )
+            urls, budget.fetch_limits(), budget.max_extract_chars_per_page, ctx.deadline,
+            progress, ctx.client,
+        )  # fmt: skip
     for url, page in zip(urls, pages, strict=True):
         if page.status != "fetched":
             ctx.error("fetch", url, f"{page.skip_reason or page.status}: {page.error}")

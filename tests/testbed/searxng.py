@@ -427,3 +427,18 @@ async def engine_fails_for(req: Request) -> None:
     engine, k = req.params["engine"], int(req.params["k"])
     fails = engine in _asked(req) and req.app.count(("engine-fails-for", engine, k)) <= k
     await _answer_without(req, engine, "CAPTCHA" if fails else None)
+
+
+@router.route("/searxng/pdf/search")
+async def pdf_results(req: Request) -> None:
+    """Two PDF results on the testbed: one with text, one scanned (no text layer)."""
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, _ = checked
+    results = [
+        _result(f"{req.base_url}/pdf/text?pages=2", "Manual (PDF)", f"{q} manual", ["pdf"], 1,
+                2.0, None),
+        _result(f"{req.base_url}/pdf/scanned", "Scan (PDF)", f"{q} scan", ["pdf"], 2, 1.0, None),
+    ]  # fmt: skip
+    await req.json(200, envelope(q, results, []))

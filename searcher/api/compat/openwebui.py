@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from searcher.api.compat.common import check_bearer, json_response, runtime_of
+from searcher.api.observe import client_identity
 from searcher.contract import (
     MAX_INT,
     MAX_QUERY_CHARS,
@@ -152,7 +153,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 async def external_search(body: ExternalSearchBody, request: Request) -> Response:
     runtime = runtime_of(request)
     search = search_request(body, runtime.settings.limits.max_results)
-    response = await runtime.service.search(search)
+    response = await runtime.service.search(search, client=client_identity(request.scope))
     return json_response(search_results(response))
 
 
@@ -163,6 +164,8 @@ async def external_search(body: ExternalSearchBody, request: Request) -> Respons
     summary="Open WebUI external web loader",
 )
 async def external_loader(body: ExternalLoaderBody, request: Request) -> Response:
-    outcomes = await runtime_of(request).service.read_pages(body.urls)
+    outcomes = await runtime_of(request).service.read_pages(
+        body.urls, client=client_identity(request.scope)
+    )
     _log_unread(body.urls, outcomes)
     return json_response(loaded_pages(body.urls, outcomes))

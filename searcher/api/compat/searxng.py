@@ -17,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
 from searcher.api.compat.common import json_response, runtime_of
+from searcher.api.observe import client_identity
 from searcher.contract import (
     MAX_QUERY_CHARS,
     NOT_BLANK,
@@ -271,7 +272,7 @@ async def search(request: Request) -> Response:
         await _params(request), default_max_results(runtime.settings.budget.max_results)
     )
     try:
-        response = await runtime.service.search(body)
+        response = await runtime.service.search(body, client=client_identity(request.scope))
     except AllBackendsFailed as exc:
         return json_response(failed_answer(body.query_text, exc.failures))
     return json_response(searxng_answer(body.query_text, response))

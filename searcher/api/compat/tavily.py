@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
+from searcher.api.observe import client_identity
 from searcher.contract import (
     MAX_QUERY_CHARS,
     NOT_BLANK,
@@ -401,14 +402,16 @@ async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
     search = search_request(
         body, settings.budget.max_results, max_fetch_pages=settings.limits.max_fetch_pages
     )
-    response = await runtime.service.search(search)
+    response = await runtime.service.search(search, client=client_identity(request.scope))
     return json_response(search_response(body, response, str(uuid.uuid4())))
 
 
 @router.post("/extract", summary="Tavily-compatible page extraction", responses=_TAVILY_ERRORS)
 async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
     started = time.perf_counter()
-    outcomes = await runtime_of(request).service.read_pages(body.url_list)
+    outcomes = await runtime_of(request).service.read_pages(
+        body.url_list, client=client_identity(request.scope)
+    )
     elapsed = time.perf_counter() - started
     return json_response(extract_response(body, outcomes, elapsed, str(uuid.uuid4())))
 

@@ -1,0 +1,165 @@
+"""The extraction step: the right text function for a body, run in the worker pool under
+a hard time limit, after a pre-scan that refuses pages too complex to parse.
+
+``extract_document`` is what a worker runs; ``Extractor`` is what the page reader calls.
+The text functions themselves live in ``searcher.fetch.extract`` (HTML, plain text) and
+``searcher.fetch.pdf``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+
+from searcher.config import FetchSettings
+from searcher.errors import ExtractionError, ExtractionTimeout, PageTooComplex
+from searcher.fetch.extract import EXTRACTOR_TAG, extract_main_text, warm_up
+from searcher.fetch.pdf import PDF_MEDIA_TYPE, PdfUnreadable, pdf_text
+from searcher.fetch.prescan import ComplexityLimits, complexity_problem
+from searcher.fetch.worker_pool import TaskFailed, TaskKilled, WorkerDied, WorkerPool
+
+log = logging.getLogger(__name__)
+
+_MARKUP_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+# Imported once by the fork server, so that a worker replacing a killed one starts at once.
+_PRELOAD = ("searcher.fetch.extractor", "pypdfium2")
+
+
+@dataclass(frozen=True)
+class ExtractionLimits:
+    """What one extraction may cost."""
+
+    timeout_s: float = 10.0  # wall time in a worker; past it the worker is killed
+    complexity: ComplexityLimits = field(default_factory=ComplexityLimits)
+    pdf_max_pages: int = 200
+
+
+class _TooComplex(Exception):
+    """Raised in the worker; one plain argument, so that it crosses the pipe as it is."""
+
+
+def extract_document(
+    body: bytes, url: str, content_type: str, charset: str | None, limits: ExtractionLimits
+) -> str:
+    """The main text of a fetched body: PDF text, or a pre-scanned page's main text."""
+    media = content_type.lower()
+    if media == PDF_MEDIA_TYPE:
+        return pdf_text(body, limits.pdf_max_pages)
+    if media in _MARKUP_TYPES:
+        problem = complexity_problem(body, limits.complexity)
+        if problem is not None:
+            raise _TooComplex(problem)
+    return extract_main_text(body, url, content_type, charset)
+
+
+class Extractor:
+    """Extracts text in a ``WorkerPool`` of processes (or a thread, for one-shot runs).
+
+    Processes because extraction is CPU-bound and would hold the GIL, and because only a
+    process can be stopped: a task past ``limits.timeout_s``, or whose caller gave up, has
+    its worker killed and replaced. ``client`` names the caller whose share of the pool a
+    task counts against (``None``: anonymous, no share limit).
+
+    ``in_thread=True`` runs extraction in a thread: no process start-up, but a runaway
+    extraction cannot be stopped (the caller still stops waiting at the time limit). Use
+    it in tests and single CLI commands; the pre-scan still applies.
+
+    With the "forkserver" start method, workers re-import the program's main module, so a
+    script that uses the pool must keep its work under ``if __name__ == "__main__":``.
+    """
+
+    def __init__(
+        self,
+        workers: int = 0,
+        *,
+        in_thread: bool = False,
+        limits: ExtractionLimits | None = None,
+        client_share: int | None = None,
+    ) -> None:
+        self._workers = workers or os.cpu_count() or 1
+        self._in_thread = in_thread
+        self.limits = limits or ExtractionLimits()
+        self._client_share = client_share
+        self._pool: WorkerPool | None = None
+
+    @property
+    def name(self) -> str:
+        """The extractor's tag, for cache keys: name, version and output format."""
+        return EXTRACTOR_TAG
+
+    @property
+    def pool(self) -> WorkerPool:
+        """The worker pool, started on first use."""
+        if self._pool is None:
+            # warm_up: each new worker loads trafilatura's lazy data before its first page.
+            self._pool = WorkerPool(
+                self._workers, self._client_share, preload=_PRELOAD, initializer=warm_up
+            )
+        return self._pool
+
+    async def extract(
+        self,
+        body: bytes,
+        url: str,
+        content_type: str,
+        charset: str | None,
+        *,
+        client: str | None = None,
+    ) -> str:
+        """The body's main text; raises ``ExtractionError`` (``PageTooComplex``,
+        ``ExtractionTimeout``) when there is none to give."""
+        args = (body, url, content_type, charset, self.limits)
+        try:
+            if self._in_thread:
+                async with asyncio.timeout(self.limits.timeout_s):
+                    return await asyncio.to_thread(extract_document, *args)
+            text: str = await self.pool.run(
+                extract_document, args, timeout_s=self.limits.timeout_s, client=client
+            )
+            return text
+        except TaskFailed as exc:
+            raise _translated(url, exc.error) from exc
+        except (_TooComplex, PdfUnreadable) as exc:
+            raise _translated(url, exc) from exc
+        except (TaskKilled, TimeoutError) as exc:
+            raise ExtractionTimeout(
+                url, f"extraction took longer than {self.limits.timeout_s:g} s and was stopped"
+            ) from exc
+        except WorkerDied as exc:
+            raise ExtractionError(url, "an extraction worker died; it was replaced") from exc
+        except Exception as exc:  # anything trafilatura or lxml raised in the thread
+            raise _translated(url, exc) from exc
+
+    def close(self) -> None:
+        """Stop the worker processes."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+
+def build_extractor(settings: FetchSettings, *, in_thread: bool = False) -> Extractor:
+    """The extractor the configuration describes."""
+    workers = settings.extract_workers or os.cpu_count() or 1
+    limits = ExtractionLimits(
+        timeout_s=settings.extract_timeout_s,
+        complexity=ComplexityLimits(
+            max_elements=settings.max_page_elements,
+            max_depth=settings.max_page_depth,
+            max_attributes=settings.max_element_attributes,
+            max_row_cells=settings.max_table_row_cells,
+        ),
+        pdf_max_pages=settings.pdf_max_pages,
+    )
+    share = max(1, int(workers * settings.extract_client_share))
+    return Extractor(workers, in_thread=in_thread, limits=limits, client_share=share)
+
+
+def _translated(url: str, error: BaseException) -> ExtractionError:
+    if isinstance(error, _TooComplex):
+        log.info("extraction refused %s: page too complex (%s)", url, error)
+        return PageTooComplex(url, "page too complex")
+    if isinstance(error, PdfUnreadable):
+        return ExtractionError(url, str(error))
+    return ExtractionError(url, f"extraction failed: {type(error).__name__}: {error}")

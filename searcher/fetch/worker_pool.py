@@ -1,0 +1,348 @@
+"""A small process pool whose tasks can be stopped: a task over its time limit, or whose
+caller gave up, has its worker process killed, and the pool starts a new one.
+
+Why our own pool: ``concurrent.futures.ProcessPoolExecutor`` cannot stop one running task
+(cancelling a running future does nothing; the only way out is to break the whole pool),
+so one page that takes trafilatura minutes held a worker for minutes after its request had
+given up. Libraries that can kill a task (pebble) run their own manager threads and know
+nothing of our callers; here every worker is one process and one pipe, driven from the
+event loop, and the same scheduler that hands out workers enforces each client's share.
+
+Scheduling: at most ``workers`` tasks run at once, and one client at most ``client_share``
+of them, so a caller sending hostile pages can hold only its share while everyone else's
+pages still get workers. Waiting tasks are served by fewest running tasks per client, then
+in arrival order. ``client=None`` is the anonymous caller: it has no share limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import pickle
+import signal
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Job = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+class TaskKilled(Exception):
+    """The task ran past its time limit (or its caller left) and its worker was killed."""
+
+
+class WorkerDied(Exception):
+    """The worker process died while running the task (crash, out of memory, signal)."""
+
+
+class TaskFailed(Exception):
+    """The task raised; ``error`` is the exception (re-created in this process)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+def _worker_main(conn: Connection, initializer: Callable[[], None] | None = None) -> None:
+    """A worker's life: get ready (``initializer``), then run one job at a time until the
+    pipe closes."""
+    # Ctrl-C reaches the whole process group; the parent decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if initializer is not None:
+        with contextlib.suppress(Exception):  # a failed warm-up costs the first job time only
+            initializer()
+    while True:
+        try:
+            fn, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", fn(*args))
+        except Exception as exc:  # reported to the caller, who decides what it means
+            reply = ("error", exc)
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+
+
+def _round_trip(conn: Connection, sentinel: int, job: Job) -> tuple[str, Any]:
+    """Send a job and wait for its reply (in a thread: both can block on a full pipe).
+    Raises ``EOFError`` when the worker process ends first: its sentinel, not the pipe,
+    says so, since a copy of the pipe's far end may live on elsewhere."""
+    conn.send(job)
+    ready = wait([conn, sentinel])
+    if conn not in ready:
+        raise EOFError("the worker process ended")
+    reply: tuple[str, Any] = conn.recv()
+    return reply
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    jobs: int = 0
+
+    def kill(self) -> None:
+        # SIGKILL: a worker stuck in C code (lxml) does not run Python signal handlers.
+        with contextlib.suppress(OSError, ValueError):
+            self.process.kill()
+
+    def reap(self) -> None:
+        """Close our end of the pipe and collect the process (it was killed or exited)."""
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            self.process.join(timeout=5)
+
+
+@dataclass
+class _Waiter:
+    client: str | None
+    granted: asyncio.Future[None]
+    order: int
+
+
+@dataclass
+class PoolStats:
+    """What the pool has done since it started."""
+
+    workers: int
+    running: int  # tasks holding a worker slot
+    waiting: int
+    busy: int = 0  # workers running a task now
+    started: int = 0
+    killed: int = 0
+    died: int = 0
+    by_client: dict[str, int] = field(default_factory=dict)
+
+
+class WorkerPool:
+    """Runs picklable module-level functions in worker processes, each task under a time
+    limit; see the module docstring for why and how it schedules."""
+
+    def __init__(
+        self,
+        workers: int,
+        client_share: int | None = None,
+        *,
+        preload: Sequence[str] = (),
+        initializer: Callable[[], None] | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("a pool needs at least one worker")
+        self.workers = workers
+        self.client_share = max(1, min(client_share or workers, workers))
+        self._initializer = initializer
+        # "forkserver": forking a process that runs threads (ours do) is unsafe.
+        self._context = multiprocessing.get_context("forkserver")
+        if preload:
+            # Workers fork from a server that has imported these already, so a replacement
+            # worker is ready in milliseconds instead of re-importing trafilatura and lxml.
+            self._context.set_forkserver_preload(list(preload))
+        # One thread per running task (blocking pipe I/O) plus one for starting workers.
+        self._threads = ThreadPoolExecutor(workers + 1, thread_name_prefix="worker-pool")
+        self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
+        self._running: Counter[str | None] = Counter()
+        self._waiters: list[_Waiter] = []
+        self._arrivals = 0
+        self._stats = PoolStats(workers=workers, running=0, waiting=0)
+        self._closed = False
+
+    # --- scheduling ----------------------------------------------------------------------
+
+    def _cap(self, client: str | None) -> int:
+        return self.workers if client is None else self.client_share
+
+    def _may_start(self, client: str | None) -> bool:
+        return self._running.total() < self.workers and self._running[client] < self._cap(client)
+
+    async def _acquire(self, client: str | None) -> None:
+        loop = asyncio.get_running_loop()
+        self._arrivals += 1
+        waiter = _Waiter(client, loop.create_future(), self._arrivals)
+        self._waiters.append(waiter)
+        self._grant_waiting()
+        try:
+            await waiter.granted
+        except BaseException:
+            if waiter.granted.done() and not waiter.granted.cancelled():
+                self._release(client)  # granted just as the caller gave up: pass it on
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def _release(self, client: str | None) -> None:
+        self._running[client] -= 1
+        if self._running[client] <= 0:
+            del self._running[client]
+        self._grant_waiting()
+
+    def _grant_waiting(self) -> None:
+        # A waiter whose caller was cancelled has a cancelled future: it gets nothing.
+        self._waiters = [w for w in self._waiters if not w.granted.done()]
+        while self._running.total() < self.workers:
+            eligible = [w for w in self._waiters if self._may_start(w.client)]
+            if not eligible:
+                return
+            chosen = min(eligible, key=lambda w: (self._running[w.client], w.order))
+            self._waiters.remove(chosen)
+            self._running[chosen.client] += 1
+            chosen.granted.set_result(None)
+
+    # --- workers -------------------------------------------------------------------------
+
+    def _spawn(self) -> _Worker:
+        ours, theirs = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=_worker_main, args=(theirs, self._initializer), daemon=True
+        )
+        process.start()
+        theirs.close()  # the worker holds its end; when it dies, our recv() sees EOF
+        return _Worker(process, ours)
+
+    async def _worker(self) -> _Worker:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.process.is_alive():
+                return worker
+            worker.reap()
+        loop = asyncio.get_running_loop()
+        starting = loop.run_in_executor(self._threads, self._spawn)
+        try:
+            worker = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # The caller left while the worker was starting: keep the worker for the next.
+            starting.add_done_callback(self._keep_started)
+            raise
+        self._stats.started += 1
+        return worker
+
+    def _keep_started(self, starting: asyncio.Future[_Worker]) -> None:
+        if not starting.cancelled() and starting.exception() is None:
+            self._stats.started += 1
+            self._idle.append(starting.result())
+
+    # --- running -------------------------------------------------------------------------
+
+    async def run(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        *,
+        timeout_s: float,
+        client: str | None = None,
+    ) -> Any:
+        """``fn(*args)`` in a worker. Raises ``TaskKilled`` past ``timeout_s`` (the worker is
+        killed), ``WorkerDied`` if the worker crashed, ``TaskFailed`` if ``fn`` raised. If
+        the caller is cancelled, the worker running its task is killed too."""
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
+        await self._acquire(client)
+        try:
+            return await self._run_acquired(fn, args, timeout_s, client)
+        finally:
+            self._release(client)
+
+    async def _run_acquired(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float, client: str | None
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        worker = await self._worker()
+        # Time spent starting a worker does not count against the task.
+        deadline = loop.time() + max(0.0, timeout_s)
+        self._busy.add(worker)
+        try:
+            return await self._call(worker, fn, args, deadline, timeout_s, client)
+        finally:
+            self._busy.discard(worker)
+
+    async def _call(
+        self,
+        worker: _Worker,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        deadline: float,
+        timeout_s: float,
+        client: str | None,
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        pending = loop.run_in_executor(
+            self._threads, _round_trip, worker.conn, worker.process.sentinel, (fn, args)
+        )
+        try:
+            async with asyncio.timeout_at(deadline):
+                status, value = await asyncio.shield(pending)
+        except TimeoutError as exc:
+            self._stop(worker, pending, "killed", client)
+            raise TaskKilled(f"still running after {timeout_s:g} s; its worker was killed") from exc
+        except asyncio.CancelledError:
+            self._stop(worker, pending, "killed", client)
+            raise
+        except (EOFError, OSError) as exc:
+            self._stop(worker, pending, "died", client)
+            raise WorkerDied("the worker process died while running the task") from exc
+        worker.jobs += 1
+        self._idle.append(worker)
+        if status == "error":
+            raise TaskFailed(value)
+        return value
+
+    def _stop(
+        self, worker: _Worker, pending: asyncio.Future[Any], why: str, client: str | None
+    ) -> None:
+        worker.kill()
+        if why == "killed":
+            self._stats.killed += 1
+            log.warning("worker pool: killed a task of client %r (over time or abandoned)", client)
+        else:
+            self._stats.died += 1
+        # The thread blocked in recv() wakes with EOF once the process is gone; reap then.
+        pending.add_done_callback(lambda done: self._reap_after(worker, done))
+
+    def _reap_after(self, worker: _Worker, done: asyncio.Future[Any]) -> None:
+        if not done.cancelled():
+            done.exception()  # EOFError, expected: the worker is gone
+        if not self._closed:
+            self._threads.submit(worker.reap)
+        else:
+            worker.reap()
+
+    def stats(self) -> PoolStats:
+        """Counts since start, and what is running and waiting now."""
+        stats = PoolStats(
+            workers=self.workers,
+            running=self._running.total(),
+            waiting=len(self._waiters),
+            busy=len(self._busy),
+            started=self._stats.started,
+            killed=self._stats.killed,
+            died=self._stats.died,
+            by_client={str(k): v for k, v in self._running.items()},
+        )
+        return stats
+
+    def close(self) -> None:
+        """Stop every worker; running tasks end with ``WorkerDied`` or ``TaskKilled``."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            with contextlib.suppress(OSError):
+                worker.conn.close()  # the worker's recv() sees EOF and it exits
+        for worker in idle:
+            with contextlib.suppress(OSError, ValueError, AssertionError):
+                worker.process.join(timeout=2)
+            worker.kill()
+        for worker in list(self._busy):
+            worker.kill()
+        self._threads.shutdown(wait=False, cancel_futures=True)

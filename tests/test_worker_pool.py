@@ -1,0 +1,144 @@
+"""The worker pool: tasks over their time limit or abandoned by their caller have their
+worker process killed and replaced; one client cannot hold more than its share."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from searcher.fetch.worker_pool import TaskFailed, TaskKilled, WorkerDied, WorkerPool
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+def square(n: int) -> int:
+    return n * n
+
+
+def fail(message: str) -> None:
+    raise ValueError(message)
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def announce_and_wait(path: str, seconds: float) -> None:
+    """Write this worker's pid to ``path``, then run (sleep) for ``seconds``."""
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(seconds)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def _wait_for(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """Wait for a condition the test cannot be told about by an event (another process)."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+async def _started_pid(path: Path) -> int:
+    await _wait_for(lambda: path.exists() and path.read_text())
+    return int(path.read_text())
+
+
+@pytest.fixture
+async def pool():  # type: ignore[no-untyped-def]
+    pool = WorkerPool(2, client_share=1)
+    yield pool
+    pool.close()
+
+
+async def test_round_trip_and_errors_from_the_task(pool: WorkerPool) -> None:
+    assert await pool.run(square, (7,), timeout_s=30) == 49
+    with pytest.raises(TaskFailed) as info:
+        await pool.run(fail, ("bad input",), timeout_s=30)
+    assert isinstance(info.value.error, ValueError) and str(info.value.error) == "bad input"
+    assert await pool.run(square, (3,), timeout_s=30) == 9  # the worker survived
+
+
+async def test_a_task_over_its_time_limit_is_killed_and_its_worker_replaced(
+    pool: WorkerPool, tmp_path: Path
+) -> None:
+    marker = tmp_path / "pid"
+    with pytest.raises(TaskKilled):
+        await pool.run(announce_and_wait, (str(marker), 600), timeout_s=1)
+    pid = int(marker.read_text())
+    await _wait_for(lambda: not _alive(pid))
+    assert pool.stats().killed == 1
+    assert await pool.run(square, (4,), timeout_s=30) == 16
+
+
+async def test_a_caller_that_gives_up_kills_its_task(pool: WorkerPool, tmp_path: Path) -> None:
+    marker = tmp_path / "pid"
+    task = asyncio.create_task(pool.run(announce_and_wait, (str(marker), 600), timeout_s=600))
+    pid = await _started_pid(marker)
+    assert _alive(pid)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _wait_for(lambda: not _alive(pid))
+    assert pool.stats().running == 0
+    assert await pool.run(square, (5,), timeout_s=30) == 25
+
+
+async def test_a_worker_dying_during_a_task_is_reported(pool: WorkerPool) -> None:
+    with pytest.raises(WorkerDied):
+        await pool.run(die, (), timeout_s=30)
+    assert await pool.run(square, (6,), timeout_s=30) == 36
+
+
+async def test_one_client_holds_at_most_its_share(pool: WorkerPool, tmp_path: Path) -> None:
+    hogs = [
+        asyncio.create_task(
+            pool.run(
+                announce_and_wait, (str(tmp_path / f"hog{i}"), 600), timeout_s=600, client="hog"
+            )
+        )
+        for i in range(3)
+    ]
+    await _started_pid(tmp_path / "hog0")
+    # The hog has one worker; the other is free for everyone else, at once and repeatedly.
+    for n in range(3):
+        assert await pool.run(square, (n,), timeout_s=30, client="other") == n * n
+    stats = pool.stats()
+    assert stats.by_client == {"hog": 1} and stats.waiting == 2
+    assert not (tmp_path / "hog1").exists() and not (tmp_path / "hog2").exists()
+    for hog in hogs:
+        hog.cancel()
+    await asyncio.gather(*hogs, return_exceptions=True)
+    assert pool.stats().running == 0 and pool.stats().waiting == 0
+
+
+async def test_waiting_clients_are_served_fewest_running_first(tmp_path: Path) -> None:
+    pool = WorkerPool(1)
+    try:
+        first = asyncio.create_task(
+            pool.run(announce_and_wait, (str(tmp_path / "a0"), 600), timeout_s=600, client="a")
+        )
+        await _started_pid(tmp_path / "a0")
+        order: list[str] = []
+
+        async def job(client: str, n: int) -> None:
+            await pool.run(square, (n,), timeout_s=30, client=client)
+            order.append(client)
+
+        queued = [asyncio.create_task(job("a", 1)), asyncio.create_task(job("b", 2))]
+        await _wait_for(lambda: pool.stats().waiting == 2)
+        first.cancel()
+        await asyncio.gather(first, *queued, return_exceptions=True)
+        assert order == ["a", "b"]  # both had none running when the worker freed: arrival
+    finally:
+        pool.close()

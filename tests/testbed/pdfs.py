@@ -1,0 +1,83 @@
+"""PDF documents written from known text at run time (no files from elsewhere), and the
+routes that serve them: ``/pdf/text?pages=N`` (N pages of known text), ``/pdf/scanned``
+(a page with a drawing and no text layer), ``/pdf/broken`` (not a PDF at all)."""
+
+from __future__ import annotations
+
+from .asgi import TEXT, Request, Router
+
+router = Router()
+
+PDF = "application/pdf"
+
+
+def _escape(line: str) -> str:
+    return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+def _content_stream(lines: list[str]) -> bytes:
+    ops = ["BT", "/F1 11 Tf", "14 TL", "56 790 Td"]
+    ops += [f"({_escape(line)}) Tj T*" for line in lines]
+    ops.append("ET")
+    return "\n".join(ops).encode("latin-1")
+
+
+def make_pdf(pages: list[list[str]], *, drawing_only: bool = False) -> bytes:
+    """A PDF with one page per entry of ``pages``, each line of text drawn in Helvetica;
+    ``drawing_only`` draws a filled rectangle instead (a page with no text layer)."""
+    objects: list[bytes] = []
+    n = len(pages)
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n))
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n} >>".encode())
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    for i, lines in enumerate(pages):
+        content = b"0.2 g 56 500 400 250 re f" if drawing_only else _content_stream(lines)
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents {5 + 2 * i} 0 R "
+            "/Resources << /Font << /F1 3 0 R >> >> >>".encode()
+        )
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
+    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def page_lines(page: int, lines: int = 40) -> list[str]:
+    """The known text of page ``page`` (1-based): numbered sentences anyone can check."""
+    return [
+        f"Page {page} line {n}: the quick brown fox jumps over the lazy dog {page * 100 + n}."
+        for n in range(1, lines + 1)
+    ]
+
+
+@router.route("/pdf/text")
+async def text_pdf(req: Request) -> None:
+    try:
+        pages = int(req.query.get("pages") or 2)
+    except ValueError:
+        pages = 0
+    if not 1 <= pages <= 2000:
+        await req.respond(400, b"pages must be 1-2000", TEXT)
+        return
+    await req.respond(200, make_pdf([page_lines(p) for p in range(1, pages + 1)]), PDF)
+
+
+@router.route("/pdf/scanned")
+async def scanned_pdf(req: Request) -> None:
+    await req.respond(200, make_pdf([[], []], drawing_only=True), PDF)
+
+
+@router.route("/pdf/broken")
+async def broken_pdf(req: Request) -> None:
+    await req.respond(200, b"%PDF-1.4\nthis is not really a PDF\n%%EOF\n", PDF)
