@@ -453,7 +453,7 @@ def keys() -> None:
 
 
 def _rate_option(value: str | None, field: str) -> Any:
-    from searcher.auth.keys import Rate
+    from searcher.rates import Rate
 
     if value is None:
         return None

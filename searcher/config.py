@@ -67,6 +67,23 @@ class InstanceSettings(_Section):
     timeout_s: float = Field(default=8.0, gt=0, description="One call to this instance.")
     weight: float = Field(default=1.0, ge=0, description="Its lists' weight in fusion.")
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    rate: str | None = Field(
+        default=None,
+        description="searcher's own pace for this instance, e.g. 1/s (Brave's free tier): "
+        "shared by all workers; a request waits for its turn within its deadline.",
+    )
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            from searcher.rates import Rate
+
+            try:
+                Rate.parse(value)
+            except InvalidRequest as exc:
+                raise ValueError(exc.message) from exc
+        return value
 
 
 class FetchSettings(_Section):
@@ -591,7 +608,7 @@ class AuthSettings(_Section):
     @classmethod
     def _rate(cls, value: str | None) -> str | None:
         if value is not None:
-            from searcher.auth.keys import Rate  # the one parser of rates
+            from searcher.rates import Rate  # the one parser of rates
 
             try:
                 Rate.parse(value)

@@ -173,6 +173,13 @@ class CircuitOpen(BackendError):
     kind = "circuit_open"
 
 
+class BackendRateLimited(BackendError):
+    """searcher's own pacing (``backends.<instance>.rate``) has no turn for the call
+    before the request's deadline: it was never made."""
+
+    kind = "rate_limited"
+
+
 class BackendNotAvailable(BackendError):
     """The backend is disabled or not configured."""
 

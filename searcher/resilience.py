@@ -138,6 +138,12 @@ class CircuitBreaker:
         ):
             self._open(now, self._settings.recovery_timeout)
 
+    def force_open(self, for_s: float, reason: str) -> None:
+        """Open now for ``for_s`` seconds without a failure of our own (another worker saw
+        them: ``SharedBreakers``)."""
+        self.last_error = reason
+        self._open(self._clock(), for_s)
+
     def _open(self, now: float, for_s: float) -> None:
         self._state = "open"
         self._opened_at = now

@@ -16,7 +16,9 @@ import aiohttp
 
 from searcher.backends.chain import BackendPool
 from searcher.backends.duckduckgo import SearcherFactory
+from searcher.backends.pacing import Pacer, instance_rates
 from searcher.backends.registry import build_backends
+from searcher.backends.shared_breakers import SharedBreakers
 from searcher.cache.extraction import ExtractionCache
 from searcher.cache.results import ResultCache, answer_fingerprint
 from searcher.cache.semantic import SemanticCache
@@ -109,7 +111,13 @@ async def open_service(
         settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,
         max_bytes=cache_cfg.max_bytes or None,
     )  # fmt: skip
-    pool = BackendPool(build_backends(settings, backend_client, ddgs_factory), settings)
+    # Breakers agree through the state store: one opened by a worker is open for all.
+    pool = BackendPool(
+        build_backends(settings, backend_client, ddgs_factory),
+        settings,
+        shared=SharedBreakers(state),
+        pacer=Pacer(state, instance_rates(settings)),
+    )
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
     llm = LlmClient(settings.llm) if settings.llm.configured else None
     # The service starts without an embedder and gets it when the load is done; it carries

@@ -18,8 +18,9 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher.api.errors import error_response
-from searcher.auth.keys import ApiKey, KeyBook, Rate, hash_secret
+from searcher.auth.keys import ApiKey, KeyBook, hash_secret
 from searcher.config import AuthSettings
+from searcher.rates import Rate
 from searcher.state.base import StateStore
 from searcher.state.failsoft import FailSoftStore
 

@@ -11,40 +11,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from searcher.errors import InvalidRequest, KeyNotFound
+from searcher.rates import Rate
 from searcher.state.base import StateStore, get_json, set_json
 
 PREFIX = "sk-searcher-"
 NAMESPACE = "auth:"
 _INDEX = NAMESPACE + "index"
 FOREVER_S = 100 * 365 * 86_400.0
-_UNITS = {"s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
-          "d": 86_400, "day": 86_400}  # fmt: skip
-_RATE = re.compile(r"^\s*(\d{1,9})\s*/\s*([a-z]+)\s*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-@dataclass(frozen=True)
-class Rate:
-    """``count`` per ``per_s`` seconds, written ``60/min``, ``10000/day``."""
-
-    count: int
-    per_s: int
-
-    @classmethod
-    def parse(cls, text: str, field: str = "rate") -> Rate:
-        """``InvalidRequest`` naming ``field`` unless ``text`` is ``N/unit``."""
-        match = _RATE.match(text.lower())
-        unit = match.group(2).removesuffix("s") if match else ""
-        if not match or (unit not in _UNITS and match.group(2) not in _UNITS):
-            raise InvalidRequest(field, f"{text!r} is not a rate like 60/min, 10/s or 10000/day")
-        count = int(match.group(1))
-        if count < 1:
-            raise InvalidRequest(field, "must allow at least 1")
-        return cls(count, _UNITS.get(match.group(2), _UNITS.get(unit, 1)))
-
-    def __str__(self) -> str:
-        unit = {1: "s", 60: "min", 3600: "hour", 86_400: "day"}.get(self.per_s, f"{self.per_s}s")
-        return f"{self.count}/{unit}"
 
 
 @dataclass(frozen=True)

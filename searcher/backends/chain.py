@@ -24,13 +24,16 @@ from typing import Any
 
 from searcher.backends.base import Backend, BackendAnswer, BackendQuery, Capabilities, Hit
 from searcher.backends.outcome import PlanNote, SearchOutcome
+from searcher.backends.pacing import Pacer
 from searcher.backends.policy import BackendPlan
+from searcher.backends.shared_breakers import SharedBreakers
 from searcher.config import Settings
 from searcher.errors import (
     AllBackendsFailed,
     BackendError,
     BackendFailure,
     BackendNotAvailable,
+    BackendRateLimited,
     BackendTimeout,
     CircuitOpen,
 )
@@ -155,10 +158,17 @@ class BackendPool:
     """The usable backend instances with one circuit breaker each; the app owns one."""
 
     def __init__(
-        self, backends: dict[str, Backend], settings: Settings, clock: Clock = time.monotonic
+        self,
+        backends: dict[str, Backend],
+        settings: Settings,
+        clock: Clock = time.monotonic,
+        shared: SharedBreakers | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self.backends = backends
         self.clock = clock
+        self.shared = shared  # breakers agreed on with the other workers (state store)
+        self.pacer = pacer  # each instance's allowance (backends.<instance>.rate)
         self._settings = settings
         self.breakers = {
             name: CircuitBreaker(settings.backends.get(name).breaker, clock) for name in backends
@@ -191,6 +201,8 @@ class BackendPool:
             raise exc
         breaker = self.breakers[name]
         timeout_s = min(timeout_s, self._settings.backends.get(name).timeout_s)
+        if self.shared is not None:
+            await self.shared.sync(name, breaker)
         if not breaker.allow():
             snap = breaker.snapshot()
             wait = f"; next trial in {snap.retry_in_s:.0f} s" if snap.retry_in_s else ""
@@ -199,6 +211,13 @@ class BackendPool:
             )
             watch.report(exc)
             raise exc
+        if self.pacer is not None:
+            try:
+                await self.pacer.wait_turn(name, deadline)
+            except BackendRateLimited as exc:
+                breaker.release()  # never called: no verdict on the backend
+                watch.report(exc)
+                raise
         query, _ = fit_query(query, backend.capabilities)
         started = time.perf_counter()
         try:
@@ -210,6 +229,8 @@ class BackendPool:
                 breaker.release()  # ended before any verdict (deadline, hedge lost)
             raise
         breaker.record_success()
+        if self.shared is not None:
+            await self.shared.succeeded(name)
         self._latencies[name].append(time.perf_counter() - started)
         if watch.abandoned:
             return answer  # lost a hedged race: no one waits for more pages
@@ -235,6 +256,12 @@ class BackendPool:
             except BackendError as exc:
                 last_error = exc
                 breaker.record_failure(exc.kind, exc.reason, exc.retry_after_s)
+                if self.shared is not None:
+                    cfg = self._settings.backends.get(backend.name).breaker
+                    await self.shared.failed(
+                        backend.name, breaker, exc.kind, cfg.failure_threshold,
+                        cfg.recovery_timeout,
+                    )  # fmt: skip
                 watch.counted = True
                 watch.report(exc)
                 if (

@@ -1,0 +1,55 @@
+"""Pacing: searcher itself never asks a backend instance more often than its allowance
+(``backends.<instance>.rate``, e.g. Brave's free tier: ``1/s``). The allowance is a token
+bucket in the state store, shared by every worker and replica; a request over it waits
+for its turn within its deadline instead of drawing a 429, and one whose deadline cannot
+cover the wait is refused at once (``rate_limited``: no verdict on the backend)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from searcher.config import Settings
+from searcher.errors import BackendRateLimited
+from searcher.rates import Rate
+from searcher.resilience import Deadline
+from searcher.state.base import StateStore
+
+NAMESPACE = "pace:"
+MAX_TRIES = 20  # waits are computed from the bucket; this only bounds a pathological loop
+
+
+def instance_rates(settings: Settings) -> dict[str, Rate]:
+    """The instances that have a ``rate``, and their rates."""
+    backends = settings.backends
+    return {
+        name: Rate.parse(rate, f"backends.{name}.rate")
+        for name in backends.names
+        if (rate := backends.get(name).rate)
+    }
+
+
+class Pacer:
+    """The allowances of a pool's instances, kept in a state store."""
+
+    def __init__(self, store: StateStore, rates: dict[str, Rate]) -> None:
+        self._store = store
+        self._rates = rates
+
+    async def wait_turn(self, name: str, deadline: Deadline) -> None:
+        """Return when ``name`` may be called; raise ``BackendRateLimited`` if that would
+        be after the deadline."""
+        rate = self._rates.get(name)
+        if rate is None:
+            return
+        per_s = rate.count / rate.per_s
+        for _ in range(MAX_TRIES):
+            grant = await self._store.take(NAMESPACE + name, per_s, float(rate.count))
+            if grant.allowed:
+                return
+            if grant.retry_after_s >= deadline.remaining():
+                raise BackendRateLimited(
+                    name, f"paced at {rate}: the next turn is after the request deadline",
+                    retry_after_s=grant.retry_after_s,
+                )  # fmt: skip
+            await asyncio.sleep(grant.retry_after_s)
+        raise BackendRateLimited(name, f"paced at {rate}: no turn came")

@@ -1,0 +1,68 @@
+"""Pacing (backends.<instance>.rate): searcher never calls an instance more often than its
+allowance, across workers sharing the state store; a request waits its turn within its
+deadline, or is refused before calling (rate_limited) and falls back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+FRESH = {"constraints": {"cache": "off"}}
+
+
+def brave_hits(testbed) -> int:
+    return sum(1 for e in testbed.log if e.path.startswith("/brave"))
+
+
+def settings_with_rate(make_settings, rate: str):
+    return make_settings(
+        backends={
+            "order": ["brave", "searxng"],
+            "hedge": False,
+            "brave": {"api_key": "test-key", "rate": rate},
+        }
+    )
+
+
+def test_over_the_allowance_a_request_falls_back_without_calling(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    settings = settings_with_rate(make_settings, "1/min")
+    first, second = serve_searcher(settings), serve_searcher(settings)  # two workers
+    testbed.reset()
+    used = httpx.post(f"{first}/v1/search", json=FRESH | {"query": matching_query}).json()
+    assert used["meta"]["backend_used"] == "brave"
+    # The other worker shares the allowance: Brave's next turn is a minute away, beyond
+    # this request's deadline, so it is not called and SearXNG answers.
+    paced = httpx.post(f"{second}/v1/search", json=FRESH | {"query": matching_query}).json()
+    assert paced["meta"]["backend_used"] == "searxng"
+    (error,) = [e for e in paced["meta"]["errors"] if e["source"] == "brave"]
+    assert "paced at 1/min" in error["reason"]
+    assert brave_hits(testbed) == 1
+    health = httpx.get(f"{second}/v1/health").json()["backends"]["brave"]
+    assert health["breaker"] == "closed"  # our own pacing is no verdict on Brave
+
+
+def test_requests_over_the_burst_wait_their_turn(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    base = serve_searcher(settings_with_rate(make_settings, "4/s"))
+    testbed.reset()
+
+    async def burst() -> list[dict]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            body = FRESH | {"query": matching_query}
+            answers = await asyncio.gather(
+                *(client.post(f"{base}/v1/search", json=body) for _ in range(6))
+            )
+        return [a.json() for a in answers]
+
+    started = time.monotonic()
+    answers = asyncio.run(burst())
+    elapsed = time.monotonic() - started
+    assert all(a["meta"]["backend_used"] == "brave" for a in answers)  # none refused
+    assert brave_hits(testbed) == 6
+    # Four at once, then one every 0.25 s: the last can not have gone before 0.5 s.
+    assert elapsed >= 0.5

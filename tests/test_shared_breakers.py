@@ -1,0 +1,65 @@
+"""Breakers shared through the state store: two app instances (two workers, or two
+replicas) sharing one SQLite file or one real Redis see one breaker per backend."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+FRESH = {"constraints": {"cache": "off"}}  # every request must reach the backends
+
+
+def searxng_hits(testbed) -> int:
+    return sum(1 for entry in testbed.log if entry.path.startswith("/searxng"))
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "redis"])
+def test_a_breaker_opened_by_one_worker_is_open_for_all(
+    make_settings, serve_searcher, testbed, matching_query, engine, request
+):
+    threshold = 3
+    state = {"redis_url": request.getfixturevalue("redis_url")} if engine == "redis" else {}
+    settings = make_settings(
+        backends={
+            "order": ["searxng", "brave"],
+            "hedge": False,
+            "searxng": {
+                "base_url": testbed.searxng_url("status/500"),
+                "breaker": {"failure_threshold": threshold, "recovery_timeout": 600},
+            },
+        },
+        budget={"max_search_retries": 0},
+        state=state,
+    )
+    first, second = serve_searcher(settings), serve_searcher(settings)
+    testbed.reset()
+    for base in [first, second] * 4:  # the workers take turns, as a load balancer would
+        data = httpx.post(f"{base}/v1/search", json=FRESH | {"query": matching_query}).json()
+        assert data["meta"]["backend_used"] == "brave"
+    # Consecutive failures are counted by both: the breaker opened at the threshold, for
+    # both workers, and neither called the failing backend again.
+    assert searxng_hits(testbed) == threshold
+    for base in (first, second):
+        health = httpx.get(f"{base}/v1/health").json()["backends"]["searxng"]
+        assert health["breaker"] == "open"
+
+
+def test_a_success_resets_the_shared_count(make_settings, serve_searcher, testbed, matching_query):
+    settings = make_settings(
+        backends={
+            "order": ["searxng", "brave"],
+            "hedge": False,
+            "searxng": {
+                "base_url": testbed.searxng_url("flaky/2"),  # two 500s, then answers
+                "breaker": {"failure_threshold": 3},
+            },
+        },
+        budget={"max_search_retries": 0},
+    )
+    first, second = serve_searcher(settings), serve_searcher(settings)
+    testbed.reset()
+    for base in (first, second, first, second, first):
+        httpx.post(f"{base}/v1/search", json=FRESH | {"query": matching_query})
+    for base in (first, second):
+        health = httpx.get(f"{base}/v1/health").json()["backends"]["searxng"]
+        assert health["breaker"] == "closed"
