@@ -117,6 +117,7 @@ async def open_service(
         settings,
         shared=SharedBreakers(state),
         pacer=Pacer(state, instance_rates(settings)),
+        metrics=metrics,
     )
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
     llm = LlmClient(settings.llm) if settings.llm.configured else None

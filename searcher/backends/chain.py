@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searcher.backends.base import Backend, BackendAnswer, BackendQuery, Capabilities, Hit
 from searcher.backends.outcome import PlanNote, SearchOutcome
@@ -49,6 +49,9 @@ MIN_LATENCY_SAMPLES = 5
 # Calls that lost a hedged race and run on until their own timeout, at most; beyond
 # this they are cancelled (no verdict) so that a hanging backend cannot pile them up.
 MAX_STRAGGLERS = 256
+
+if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
+    from searcher.metrics import Metrics
 
 
 @dataclass
@@ -164,11 +167,13 @@ class BackendPool:
         clock: Clock = time.monotonic,
         shared: SharedBreakers | None = None,
         pacer: Pacer | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.backends = backends
         self.clock = clock
         self.shared = shared  # breakers agreed on with the other workers (state store)
         self.pacer = pacer  # each instance's allowance (backends.<instance>.rate)
+        self.metrics = metrics  # backend calls by outcome, for /metrics
         self._settings = settings
         self.breakers = {
             name: CircuitBreaker(settings.backends.get(name).breaker, clock) for name in backends
@@ -210,6 +215,7 @@ class BackendPool:
                 name, f"circuit open after repeated failures ({snap.last_error}){wait}"
             )
             watch.report(exc)
+            self._count(name, exc.kind)
             raise exc
         if self.pacer is not None:
             try:
@@ -217,6 +223,7 @@ class BackendPool:
             except BackendRateLimited as exc:
                 breaker.release()  # never called: no verdict on the backend
                 watch.report(exc)
+                self._count(name, exc.kind)
                 raise
         query, _ = fit_query(query, backend.capabilities)
         started = time.perf_counter()
@@ -229,6 +236,7 @@ class BackendPool:
                 breaker.release()  # ended before any verdict (deadline, hedge lost)
             raise
         breaker.record_success()
+        self._count(name, "ok")
         if self.shared is not None:
             await self.shared.succeeded(name)
         self._latencies[name].append(time.perf_counter() - started)
@@ -237,6 +245,10 @@ class BackendPool:
         if backend.capabilities.paging and not backend.capabilities.result_count:
             answer = await self._more_pages(backend, query, answer, deadline, timeout_s)
         return answer
+
+    def _count(self, name: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.backend_call(name, None, outcome)
 
     async def _attempts(
         self, backend: Backend, breaker: CircuitBreaker, query: BackendQuery, deadline: Deadline,
@@ -256,6 +268,7 @@ class BackendPool:
             except BackendError as exc:
                 last_error = exc
                 breaker.record_failure(exc.kind, exc.reason, exc.retry_after_s)
+                self._count(backend.name, exc.kind)
                 if self.shared is not None:
                     cfg = self._settings.backends.get(backend.name).breaker
                     await self.shared.failed(
