@@ -40,7 +40,7 @@ from searcher.dedup import drop_near_duplicates
 from searcher.embeddings import Embedder
 from searcher.errors import AllBackendsFailed
 from searcher.fetch.fetcher import FetchLimits
-from searcher.fusion import FusedHit, fuse, ranked_lists
+from searcher.fusion import FusedHit, engine_count, fuse_answers
 from searcher.llm.answer import check_citations, write_answer
 from searcher.llm.answer_check import check_answer
 from searcher.llm.client import LlmClient
@@ -54,6 +54,7 @@ from searcher.passages import select_passages, top_chunks
 from searcher.render import PackItem, render_context_pack
 from searcher.resilience import CallBudget, Deadline
 from searcher.routing import CompiledRoutes, Route, compile_routes, route_query, route_to_group
+from searcher.rerank import document_text, rerank_stage
 from searcher.scoring import DomainLists, apply_filter, load_domain_lists, score_results
 from searcher.searches import SearchOutcome, Tagged, corrective_search, multi_search
 from searcher.selection import apply_pick_ids, filter_domains
@@ -142,9 +143,17 @@ def rank(
 ) -> list[Ranked]:
     """Heuristic relevance on top of fusion; results below the keyword-overlap floor go,
     unless that would leave nothing."""
-    inputs = [(f.hit, f.score, len({(s.backend, s.engine) for s in f.sources})) for f in fused]
+    inputs = [(f.hit, f.score, engine_count(f)) for f in fused]
     scored = apply_filter(score_results(inputs, query, route.group, domains, settings.scoring))
     return [Ranked(fused[s.index], s.relevance, s.components) for s in scored]
+
+
+def _rerank_text(ranked: Ranked) -> str:
+    return document_text(ranked.fused.hit.title, ranked.fused.hit.snippet)
+
+
+def _with_rerank_score(ranked: Ranked, score: float) -> Ranked:
+    return dataclasses.replace(ranked, components={**ranked.components, "rerank": score})
 
 
 def _ms(since: float) -> int:
@@ -416,6 +425,17 @@ class SearchService:
         errors += _search_errors(outcome)
         errors += [ErrorEntry(stage="dedup", source="embedder", reason=n) for n in notes]
 
+        # 3c. Optional reranking model (searcher/rerank.py); its failure keeps the order.
+        if settings.rerank.enabled if constraints.rerank is None else constraints.rerank:
+            t0 = time.perf_counter()
+            ranked, rerank_error = await rerank_stage(
+                ranked, question, settings.rerank, deadline.cap(settings.rerank.timeout_s),
+                _rerank_text, _with_rerank_score,
+            )  # fmt: skip
+            if rerank_error:
+                errors.append(ErrorEntry(stage="rerank", source="reranker", reason=rerank_error))
+            timing["rerank"] = _ms(t0)
+
         # 4. Select: domain filters, LLM snippet ranking, pick_ids, then the result cap.
         ranked = filter_domains(
             ranked,
@@ -553,15 +573,18 @@ class SearchService:
         """Fusion of every list of every search, near-duplicate removal, heuristic scores.
         Returns the ranking and the dedup notes for ``meta.errors``."""
         settings = self.settings
-        lists = [
-            dataclasses.replace(ranked, perspective=perspective) if perspective else ranked
+        answers = [
+            (perspective, answer, plan.weight(answer.backend))
             for perspective, outcome in tagged.outcomes
             for answer in outcome.answers
-            for ranked in ranked_lists(
-                answer, plan.weight(answer.backend), settings.backends.engine_weights
-            )
         ]
-        fused = fuse(lists, settings.fusion.rrf_k)
+        fused = fuse_answers(
+            answers,
+            settings.backends.engine_weights,
+            settings.fusion.rrf_k,
+            settings.fusion.method,
+            settings.fusion.engine_agreement,
+        )
         fused, notes = await drop_near_duplicates(
             fused, self.embedder, settings.fusion.near_duplicate_threshold
         )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from searcher.backends.base import (
@@ -13,6 +14,7 @@ from searcher.backends.base import (
     RequestParts,
     json_object,
 )
+from searcher.backends.engine_positions import align
 from searcher.backends.normalise import http_url, iso_utc, plain_text
 from searcher.errors import EnginesUnresponsive
 
@@ -71,6 +73,19 @@ def _hit(raw: Mapping[str, Any]) -> Hit | None:
     )
 
 
+def _aligned(hits: Sequence[Hit]) -> list[Hit]:
+    """Hits whose ``positions[i]`` belongs to ``engines[i]``: a real SearXNG sends
+    ``engines`` as an unordered set, so the pairing is worked out over the whole answer
+    (``engine_positions.align``); engines with no position left come last."""
+    out = []
+    for hit, pairs in zip(hits, align([(h.engines, h.positions) for h in hits]), strict=True):
+        rest = tuple(e for e in hit.engines if e not in pairs)
+        out.append(
+            dataclasses.replace(hit, engines=(*pairs, *rest), positions=tuple(pairs.values()))
+        )
+    return out
+
+
 def parse_response(status: int, headers: Mapping[str, str], body: bytes) -> BackendAnswer:
     """Hits from a SearXNG JSON answer. Zero results with failed engines is a failure:
     SearXNG answers 200 even when every engine it asked failed."""
@@ -78,7 +93,7 @@ def parse_response(status: int, headers: Mapping[str, str], body: bytes) -> Back
     raw_results = data.get("results")
     if not isinstance(raw_results, list):
         raw_results = []
-    hits = [hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw))]
+    hits = _aligned([hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw))])
     unresponsive = _unresponsive(data)
     if not hits and unresponsive:
         raise EnginesUnresponsive(NAME, unresponsive)

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
-from . import blocked, brave, chat, misbehaviour, openai_compat, pages, searxng
+from . import blocked, brave, chat, misbehaviour, openai_compat, pages, rerank, searxng
 from .asgi import TEXT, Receive, Request, Router, Scope, Send
 
 
@@ -39,7 +39,7 @@ class TestbedApp:
 
     def __init__(self, log_limit: int = 10_000) -> None:
         self.router = Router()
-        for module in (pages, misbehaviour, searxng, brave, openai_compat, chat, blocked):
+        for module in (pages, misbehaviour, searxng, brave, openai_compat, chat, blocked, rerank):
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)
         self.router.add("/_bodies", self._bodies_route)
