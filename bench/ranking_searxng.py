@@ -121,7 +121,9 @@ def _entities(text: str) -> set[str]:
     return out or {stem for stem in query_keywords(text)}
 
 
-def hybrid(query: str, texts: Sequence[str], encode: Callable[[Sequence[str]], np.ndarray]) -> np.ndarray:
+def hybrid(
+    query: str, texts: Sequence[str], encode: Callable[[Sequence[str]], np.ndarray]
+) -> np.ndarray:
     """0.4 BM25 (over the pool, max-normalised) + 0.4 cosine + 0.2 entity overlap."""
     docs = [_tokens(t) for t in texts]
     q = set(_tokens(query))
@@ -200,7 +202,9 @@ def capture(
     engines_server = stack.enter_context(ThreadedServer(app))
     brave = stack.enter_context(ThreadedServer(wire.brave_app(rank, docs, second.name)))
     searxng = stack.enter_context(
-        real_searxng.running(build, {e.name: app.url(engines_server.base_url, e.name) for e in searx})
+        real_searxng.running(
+            build, {e.name: app.url(engines_server.base_url, e.name) for e in searx}
+        )
     )
     urls = {"searxng": searxng, "brave": brave.base_url}
     answers = asyncio.run(wire.fetch_answers(urls, queries, DEPTH))
@@ -284,10 +288,19 @@ def main() -> None:
         total = 0.0
         for c, answers, *_ in data.values():
             texts = c.texts(c.dev)
-            total += scores({q: reranked(library_ranking(answers[q], texts[q], start_knobs), texts[q], share, static) for q in c.dev}, c.dev)[0]
+            total += scores(
+                {
+                    q: reranked(
+                        library_ranking(answers[q], texts[q], start_knobs), texts[q], share, static
+                    )
+                    for q in c.dev
+                },
+                c.dev,
+            )[0]
         share_scores[share] = total
     best_share = max(HYBRID_SHARES, key=lambda s: (share_scores[s], -s))
-    print(f"hybrid rerank share on dev: { {s: round(v, 4) for s, v in share_scores.items()} } -> {best_share}")
+    shares = {s: round(v, 4) for s, v in share_scores.items()}
+    print(f"hybrid rerank share on dev (sum of nDCG@10): {shares} -> {best_share}")
 
     for c, answers, truth, urls, second in data.values():
         test, texts = c.test, c.texts(c.test)
@@ -298,20 +311,46 @@ def main() -> None:
         brave = {q: docids(answers[q][1].hits) for q in test}
         rows.append(("SearXNG's own order (backend 1)", own))
         rows.append((f"Brave endpoint ({second}) alone (backend 2)", brave))
-        merge = {q: docids([f.hit for f in searxng_style([l for a in answers[q] for l in ranked_lists(a, 1.0, {})])]) for q in test}
+        merge = {
+            q: docids(
+                [
+                    f.hit
+                    for f in searxng_style(
+                        [lst for a in answers[q] for lst in ranked_lists(a, 1.0, {})]
+                    )
+                ]
+            )
+            for q in test
+        }
         rows.append(("SearXNG's merge formula over all engines of both", merge))
         for label, use in (("SearXNG alone", 1), ("both backends", 2)):
-            before = {q: docids([f.hit for f in library_ranking(answers[q][:use], texts[q], BEFORE)]) for q in test}
+            before = {
+                q: docids([f.hit for f in library_ranking(answers[q][:use], texts[q], BEFORE)])
+                for q in test
+            }
             rows.append((f"searcher before issue 12, {label}", before))
         served = service_rows(c, urls, start_knobs)
         rows.append(("searcher, SearXNG alone, defaults (service)", served["alone"]))
         rows.append(("searcher, both backends, defaults (service)", served["fused"]))
         if tuned.values != start_knobs:
             for label, use in (("SearXNG alone", 1), ("both backends", 2)):
-                t = {q: docids([f.hit for f in library_ranking(answers[q][:use], texts[q], tuned.values)]) for q in test}
+                t = {
+                    q: docids(
+                        [f.hit for f in library_ranking(answers[q][:use], texts[q], tuned.values)]
+                    )
+                    for q in test
+                }
                 rows.append((f"searcher, {label}, dev-tuned knobs (library)", t))
         for label, use in (("SearXNG alone", 1), ("both backends", 2)):
-            h = {q: reranked(library_ranking(answers[q][:use], texts[q], start_knobs), texts[q], best_share, static) for q in test}
+            h = {
+                q: reranked(
+                    library_ranking(answers[q][:use], texts[q], start_knobs),
+                    texts[q],
+                    best_share,
+                    static,
+                )
+                for q in test
+            }
             rows.append((f"searcher + hybrid rerank {best_share:g}, {label}", h))
         table = [(name, *scores(r, test)) for name, r in rows]
         best_backend = max(table[len(SEARXNG_ENGINES) + 1][1], table[len(SEARXNG_ENGINES) + 2][1])
@@ -324,8 +363,10 @@ def main() -> None:
         fused = values["searcher, both backends, defaults (service)"]
         own_s = values["SearXNG's own order (backend 1)"]
         merge_s = values["SearXNG's merge formula over all engines of both"]
-        print(f"  target alone >= SearXNG's order (nDCG and MRR): "
-              f"{'met' if alone[0] >= own_s[0] - 1e-9 and alone[1] >= own_s[1] - 1e-9 else 'NOT met'}")
+        print(
+            f"  target alone >= SearXNG's order (nDCG and MRR): "
+            f"{'met' if alone[0] >= own_s[0] - 1e-9 and alone[1] >= own_s[1] - 1e-9 else 'NOT met'}"
+        )
         print(f"  target fused > merge formula: {'met' if fused[0] > merge_s[0] else 'NOT met'}; "
               f">= {TARGET_RATIO} x best backend ({TARGET_RATIO * best_backend:.4f}): "
               f"{'met' if fused[0] >= TARGET_RATIO * best_backend else 'NOT met'}")  # fmt: skip

@@ -249,9 +249,7 @@ def fuse(
 
     def rrf(appearances: Sequence[_Appearance]) -> float:
         # fsum is exactly rounded, so the sum does not depend on the order of the lists.
-        return math.fsum(
-            a.weight / (k + a.source.rank) for a in appearances if a.scored
-        )
+        return math.fsum(a.weight / (k + a.source.rank) for a in appearances if a.scored)
 
     marked = [dataclasses.replace(lst, scored=False) for lst in provenance]
     return _fused([*lists, *marked], rrf)

@@ -65,7 +65,11 @@ def parse_scores(reply: Any, count: int) -> dict[int, float]:
             raise BadReply(f"index {index!r} is not one of the {count} documents")
         if index in scores:
             raise BadReply(f"index {index} appears twice")
-        if not isinstance(score, int | float) or isinstance(score, bool) or not math.isfinite(score):
+        if (
+            not isinstance(score, int | float)
+            or isinstance(score, bool)
+            or not math.isfinite(score)
+        ):
             raise BadReply(f"score {score!r} of index {index} is not a number")
         scores[index] = float(score)
     return scores

@@ -52,9 +52,9 @@ from searcher.llm.snippet_rank import Candidate, rank_candidates
 from searcher.page_reader import PageOutcome, PageReader, Progress
 from searcher.passages import select_passages, top_chunks
 from searcher.render import PackItem, render_context_pack
+from searcher.rerank import document_text, rerank_stage
 from searcher.resilience import CallBudget, Deadline
 from searcher.routing import CompiledRoutes, Route, compile_routes, route_query, route_to_group
-from searcher.rerank import document_text, rerank_stage
 from searcher.scoring import DomainLists, apply_filter, load_domain_lists, score_results
 from searcher.searches import SearchOutcome, Tagged, corrective_search, multi_search
 from searcher.selection import apply_pick_ids, filter_domains

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from searcher.config import RerankSettings
-from searcher.rerank import BadReply, parse_scores, rerank, reorder, request_body
+from searcher.rerank import BadReply, parse_scores, reorder, request_body, rerank
 
 QUERY = "Google Stadia Microsoft xCloud Apple Arcade games"
 
@@ -35,9 +35,15 @@ def test_the_request_has_the_shared_shape_and_tei_texts():
 def test_replies_are_read_in_both_shapes_and_bad_ones_refused():
     assert parse_scores({"results": [{"index": 1, "relevance_score": 0.9}]}, 2) == {1: 0.9}
     assert parse_scores([{"index": 0, "score": -1.5}], 1) == {0: -1.5}  # TEI: a bare list
-    for bad in ({"results": []}, {"results": [{"index": 2, "relevance_score": 1}]},
-                [{"index": 0, "score": 1}, {"index": 0, "score": 2}],
-                [{"index": 0, "score": "high"}], [{"index": True, "score": 1}], "nope"):  # fmt: skip
+    bad_replies = [
+        {"results": []},
+        {"results": [{"index": 2, "relevance_score": 1}]},
+        [{"index": 0, "score": 1}, {"index": 0, "score": 2}],
+        [{"index": 0, "score": "high"}],
+        [{"index": True, "score": 1}],
+        "nope",
+    ]
+    for bad in bad_replies:
         with pytest.raises(BadReply):
             parse_scores(bad, 2)
 

@@ -76,9 +76,7 @@ def settings_yaml(port: int, engines: Mapping[str, str], timeout_s: float = 5.0)
 
 
 @contextlib.contextmanager
-def running(
-    directory: Path, engines: Mapping[str, str], timeout_s: float = 5.0
-) -> Iterator[str]:
+def running(directory: Path, engines: Mapping[str, str], timeout_s: float = 5.0) -> Iterator[str]:
     """A real SearXNG over ``engines`` (name -> URL with ``{query}``); yields its base URL.
     The process is ours: it is terminated (then killed) on exit."""
     sock = bind()
