@@ -30,24 +30,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
-import re
+import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from bench import ranking_collections as rc
 from bench.ranking_parts import engines as eng
 from bench.ranking_parts import service as svc
 from bench.ranking_parts import tuning, wire
 from searcher.backends.base import BackendAnswer
-from searcher.config import ScoringSettings
+from searcher.config import FusionSettings, ScoringSettings
 from searcher.evaluation import Qrels, evaluate, run_from_rankings
 from searcher.fusion import engine_count, fuse_answers, ranked_lists, searxng_style
-from searcher.scoring import DomainLists, apply_filter, query_keywords, score_results
+from searcher.hybrid import blended_order, cosines, hybrid_scores
+from searcher.rerank import document_text
+from searcher.scoring import DomainLists, apply_filter, score_results
 from tests.testbed import real_searxng
 from tests.testbed.json_engines import JsonEnginesApp
 from tests.testbed.server import ThreadedServer
@@ -58,6 +57,7 @@ DEPTH = 20
 CUT = 10
 TARGET_RATIO = 1.05
 NO_DOMAINS = DomainLists(frozenset(), {})
+STATIC = functools.cache(eng.static_encoder)
 Rankings = dict[str, list[str]]
 
 # What is tuned on dev, from the shipped defaults.
@@ -68,10 +68,10 @@ GRID: dict[str, tuple[Any, ...]] = {
     "keyword_weight": (0.0, 0.02, 0.05, 0.1, 0.2),
     "multi_engine_bonus": (0.0, 0.02, 0.05),
     "min_keyword_overlap": (0.0, 0.15),
+    "hybrid_share": (0.0, 0.3, 0.5, 0.7, 0.85),
 }
 BEFORE = {"method": "engine_rrf", "agreement": False, "rrf_k": 60, "keyword_weight": 0.0,
-          "multi_engine_bonus": 0.05, "min_keyword_overlap": 0.15}  # fmt: skip
-HYBRID_SHARES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
+          "multi_engine_bonus": 0.05, "min_keyword_overlap": 0.15, "hybrid_share": 0.0}  # fmt: skip
 
 
 def scores(rankings: Mapping[str, Sequence[str]], qrels: Qrels) -> tuple[float, float]:
@@ -101,59 +101,21 @@ def library_ranking(answers: Sequence[BackendAnswer], query: str, knobs: Mapping
     )
     inputs = [(f.hit, f.score, engine_count(f)) for f in fused]
     scored = apply_filter(score_results(inputs, query, "general", NO_DOMAINS, settings))
-    return [fused[s.index] for s in scored]
+    ordered = [fused[s.index] for s in scored]
+    return reranked(ordered, query, float(knobs.get("hybrid_share", 0.0)), STATIC())
 
 
-# ---- seed 004's hybrid relevance as a rerank stage ---------------------------------------
-
-_WORD = re.compile(r"\w+")
+# ---- seed 004's hybrid relevance (searcher.hybrid) as a rerank stage --------------------
 
 
-def _tokens(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if len(w) > 1]
-
-
-def _entities(text: str) -> set[str]:
-    """Capitalised words not at a sentence start, numbers, and mixed letter-digit codes."""
-    words = re.findall(r"[\w-]+", text)
-    out = {w.lower() for i, w in enumerate(words) if i and w[:1].isupper()}
-    out |= {w.lower() for w in words if any(c.isdigit() for c in w)}
-    return out or {stem for stem in query_keywords(text)}
-
-
-def hybrid(
-    query: str, texts: Sequence[str], encode: Callable[[Sequence[str]], np.ndarray]
-) -> np.ndarray:
-    """0.4 BM25 (over the pool, max-normalised) + 0.4 cosine + 0.2 entity overlap."""
-    docs = [_tokens(t) for t in texts]
-    q = set(_tokens(query))
-    n, avg = len(docs), (sum(map(len, docs)) / max(1, len(docs))) or 1.0
-    df = {w: sum(1 for d in docs if w in d) for w in q}
-    bm25 = np.zeros(n)
-    for i, d in enumerate(docs):
-        for w in q:
-            tf = d.count(w)
-            if tf:
-                idf = math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5))
-                bm25[i] += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(d) / avg))
-    bm25 = bm25 / bm25.max() if bm25.max() > 0 else bm25
-    vectors = eng.normalised(encode([query, *texts]))
-    cosine = np.clip(vectors[1:] @ vectors[0], 0, 1)
-    wanted = _entities(query)
-    entity = np.array([len(wanted & _entities(t)) / len(wanted) if wanted else 0.0 for t in texts])
-    return 0.4 * bm25 + 0.4 * cosine + 0.2 * entity
-
-
-def reranked(fused: Sequence[Any], query: str, share: float, encode: Any) -> list[str]:
-    """The fused pool re-ordered by (1 - share) x fused rank score + share x hybrid."""
+def reranked(fused: Sequence[Any], query: str, share: float, encode: Any) -> list[Any]:
+    """The pool re-ordered as ``hybrid_stage`` does, with the static model's cosines."""
     if not fused or share == 0:
-        return docids([f.hit for f in fused])
-    texts = [f"{f.hit.title} {f.hit.snippet}" for f in fused]
-    h = hybrid(query, texts, encode)
-    position = np.array([1.0 / (1 + i / 10) for i in range(len(fused))])  # 1 .. 1/3 at 20
-    total = (1 - share) * position + share * h
-    order = sorted(range(len(fused)), key=lambda i: (-total[i], i))
-    return [wire.docid_of(fused[i].hit.url) for i in order]
+        return list(fused)
+    texts = [document_text(f.hit.title, f.hit.snippet) for f in fused]
+    sims = cosines(eng.normalised(encode([query, *texts])))
+    order = blended_order(hybrid_scores(query, texts, sims), share)
+    return [fused[i] for i in order]
 
 
 # ---- one collection ----------------------------------------------------------------------
@@ -234,142 +196,124 @@ def service_rows(
     out = {}
     for label, backends in (("alone", ("searxng",)), ("fused", ("searxng", "brave"))):
         config = svc.config({b: urls[b] for b in backends}, {}, 1.0, int(knobs["rrf_k"]), {
-            k: knobs[k] for k in ("keyword_weight", "multi_engine_bonus", "min_keyword_overlap")
+            k: knobs[k]
+            for k in ("keyword_weight", "multi_engine_bonus", "min_keyword_overlap", "hybrid_share")
         })  # fmt: skip
         config["fusion"].update(method=knobs["method"], engine_agreement=knobs["agreement"])
         out[label] = asyncio.run(svc.rankings(config, c.texts(c.test), CUT))
     return out
 
 
+def shipped_knobs() -> dict[str, Any]:
+    """The defaults searcher ships (config.py), as the benchmark's knobs."""
+    scoring, fusion = ScoringSettings(), FusionSettings()
+    return {"method": fusion.method, "agreement": fusion.engine_agreement,
+            "rrf_k": fusion.rrf_k, "keyword_weight": scoring.keyword_weight,
+            "multi_engine_bonus": scoring.multi_engine_bonus,
+            "min_keyword_overlap": scoring.min_keyword_overlap,
+            "hybrid_share": scoring.hybrid_share}  # fmt: skip
+
+
+def library_rows(
+    answers: Mapping[str, list[BackendAnswer]], texts: Mapping[str, str], knobs: Mapping[str, Any]
+) -> tuple[Rankings, Rankings]:
+    """(SearXNG alone, both backends) rankings by the library with ``knobs``."""
+    return tuple(  # type: ignore[return-value]
+        {q: docids([f.hit for f in library_ranking(answers[q][:use], t, knobs)])
+         for q, t in texts.items()}
+        for use in (1, 2)
+    )  # fmt: skip
+
+
+def report(name: str, test: Qrels, dev_size: int, rows: list[tuple[str, Rankings]]) -> None:
+    table = [(label, *scores(r, test)) for label, r in rows]
+    values = {label: (n, m) for label, n, m in table}
+    own = values["SearXNG's own order (backend 1)"]
+    best_backend = max(own[0], values["second backend alone (backend 2)"][0])
+    print(f"\n{name} held-out: {len(test)} queries (dev: {dev_size})")
+    print(f"  {'':60}nDCG@10     MRR   x best backend")
+    for label, ndcg, mrr in table:
+        print(f"  {label:60}{ndcg:7.4f}  {mrr:7.4f}   {ndcg / best_backend:6.3f}")
+    alone = values["searcher, SearXNG alone, shipped defaults (service)"]
+    fused = values["searcher, both backends, shipped defaults (service)"]
+    merge = values["SearXNG's merge formula over every engine of both"]
+    met = "met" if alone[0] >= own[0] - 1e-9 and alone[1] >= own[1] - 1e-9 else "NOT met"
+    print(f"  target: searcher alone >= SearXNG's own order (nDCG@10 and MRR): {met}")
+    print(f"  target: searcher fused > merge formula {merge[0]:.4f}: "
+          f"{'met' if fused[0] > merge[0] else 'NOT met'}; >= {TARGET_RATIO} x best backend "
+          f"({TARGET_RATIO * best_backend:.4f}): "
+          f"{'met' if fused[0] >= TARGET_RATIO * best_backend else 'NOT met'}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-minilm", action="store_true")
     parser.add_argument("--searxng", type=Path, default=Path("/work/searxng-build"))
+    parser.add_argument("--no-tuning", action="store_true", help="Skip the dev search.")
     args = parser.parse_args()
     start = time.perf_counter()
     with_minilm = not args.no_minilm and not eng.minilm_missing()
     build = real_searxng.build(args.searxng)
-    colls = rc.load_all()
-    data: dict[str, Any] = {}
-    for c in colls:
+    data = []
+    for c in rc.load_all():
         searx, second = build_engines(c, with_minilm)
         answers, truth, urls = capture(c, searx, second, build)
-        data[c.name] = (c, answers, truth, urls, second.name)
+        data.append((c, answers, truth, urls, second.name))
         print(f"{c.name}: {wire_check(answers, truth)}", flush=True)
+    print(f"second backend (Brave's wire format): {data[0][4]}")
 
     def objective(knobs: dict[str, Any]) -> float:
         """Sum of dev nDCG@10 over collections x (SearXNG alone, both backends)."""
-        total = 0.0
-        for c, answers, *_ in data.values():
-            texts = c.texts(c.dev)
-            for use in (1, 2):
-                ranking = {
-                    q: docids([f.hit for f in library_ranking(answers[q][:use], texts[q], knobs)])
-                    for q in c.dev
-                }
-                total += scores(ranking, c.dev)[0]
-        return total
-
-    shipped = ScoringSettings()
-    from searcher.config import FusionSettings
-
-    fusion_defaults = FusionSettings()
-    start_knobs = {"method": fusion_defaults.method, "agreement": fusion_defaults.engine_agreement,
-                   "rrf_k": fusion_defaults.rrf_k, "keyword_weight": shipped.keyword_weight,
-                   "multi_engine_bonus": shipped.multi_engine_bonus,
-                   "min_keyword_overlap": shipped.min_keyword_overlap}  # fmt: skip
-    tuned = tuning.coordinate_ascent(objective, start_knobs, GRID, max_rounds=2)  # type: ignore[arg-type]
-    print(f"tuned on dev ({tuned.evaluations} settings): {tuned.values}", flush=True)
-    print(f"shipped defaults: {start_knobs}", flush=True)
-
-    static = eng.static_encoder()
-    share_scores = {}
-    for share in HYBRID_SHARES:
-        total = 0.0
-        for c, answers, *_ in data.values():
-            texts = c.texts(c.dev)
-            total += scores(
-                {
-                    q: reranked(
-                        library_ranking(answers[q], texts[q], start_knobs), texts[q], share, static
-                    )
-                    for q in c.dev
-                },
-                c.dev,
-            )[0]
-        share_scores[share] = total
-    best_share = max(HYBRID_SHARES, key=lambda s: (share_scores[s], -s))
-    shares = {s: round(v, 4) for s, v in share_scores.items()}
-    print(f"hybrid rerank share on dev (sum of nDCG@10): {shares} -> {best_share}")
-
-    for c, answers, truth, urls, second in data.values():
-        test, texts = c.test, c.texts(c.test)
-        rows: list[tuple[str, Rankings]] = []
-        for e in (*SEARXNG_ENGINES, second):
-            rows.append((f"engine {e} alone", {q: truth[e][q] for q in test}))
-        own = {q: docids(answers[q][0].hits) for q in test}
-        brave = {q: docids(answers[q][1].hits) for q in test}
-        rows.append(("SearXNG's own order (backend 1)", own))
-        rows.append((f"Brave endpoint ({second}) alone (backend 2)", brave))
-        merge = {
-            q: docids(
-                [
-                    f.hit
-                    for f in searxng_style(
-                        [lst for a in answers[q] for lst in ranked_lists(a, 1.0, {})]
-                    )
-                ]
-            )
-            for q in test
-        }
-        rows.append(("SearXNG's merge formula over all engines of both", merge))
-        for label, use in (("SearXNG alone", 1), ("both backends", 2)):
-            before = {
-                q: docids([f.hit for f in library_ranking(answers[q][:use], texts[q], BEFORE)])
-                for q in test
-            }
-            rows.append((f"searcher before issue 12, {label}", before))
-        served = service_rows(c, urls, start_knobs)
-        rows.append(("searcher, SearXNG alone, defaults (service)", served["alone"]))
-        rows.append(("searcher, both backends, defaults (service)", served["fused"]))
-        if tuned.values != start_knobs:
-            for label, use in (("SearXNG alone", 1), ("both backends", 2)):
-                t = {
-                    q: docids(
-                        [f.hit for f in library_ranking(answers[q][:use], texts[q], tuned.values)]
-                    )
-                    for q in test
-                }
-                rows.append((f"searcher, {label}, dev-tuned knobs (library)", t))
-        for label, use in (("SearXNG alone", 1), ("both backends", 2)):
-            h = {
-                q: reranked(
-                    library_ranking(answers[q][:use], texts[q], start_knobs),
-                    texts[q],
-                    best_share,
-                    static,
-                )
-                for q in test
-            }
-            rows.append((f"searcher + hybrid rerank {best_share:g}, {label}", h))
-        table = [(name, *scores(r, test)) for name, r in rows]
-        best_backend = max(table[len(SEARXNG_ENGINES) + 1][1], table[len(SEARXNG_ENGINES) + 2][1])
-        print(f"\n{c.name} held-out: {len(test)} queries (dev {len(c.dev)})")
-        print(f"  {'':58}nDCG@10    MRR   x best backend")
-        for name, ndcg, mrr in table:
-            print(f"  {name:58}{ndcg:7.4f}  {mrr:7.4f}   {ndcg / best_backend:6.3f}")
-        values = {name: (n, m) for name, n, m in table}
-        alone = values["searcher, SearXNG alone, defaults (service)"]
-        fused = values["searcher, both backends, defaults (service)"]
-        own_s = values["SearXNG's own order (backend 1)"]
-        merge_s = values["SearXNG's merge formula over all engines of both"]
-        print(
-            f"  target alone >= SearXNG's order (nDCG and MRR): "
-            f"{'met' if alone[0] >= own_s[0] - 1e-9 and alone[1] >= own_s[1] - 1e-9 else 'NOT met'}"
+        return sum(
+            scores(r, c.dev)[0]
+            for c, answers, *_ in data
+            for r in library_rows(answers, c.texts(c.dev), knobs)
         )
-        print(f"  target fused > merge formula: {'met' if fused[0] > merge_s[0] else 'NOT met'}; "
-              f">= {TARGET_RATIO} x best backend ({TARGET_RATIO * best_backend:.4f}): "
-              f"{'met' if fused[0] >= TARGET_RATIO * best_backend else 'NOT met'}")  # fmt: skip
+
+    shipped = shipped_knobs()
+    print(f"shipped defaults: {shipped}; dev objective {objective(shipped):.4f}")
+    print(f"before issue 12:  {BEFORE}; dev objective {objective(BEFORE):.4f}", flush=True)
+    tuned = None
+    if not args.no_tuning:
+        tuned = tuning.coordinate_ascent(objective, shipped, GRID, max_rounds=2)  # type: ignore[arg-type]
+        print(
+            f"coordinate ascent on dev from the shipped defaults ({tuned.evaluations} "
+            f"settings): {tuned.values}; dev objective {tuned.score:.4f}",
+            flush=True,
+        )
+
+    for c, answers, truth, urls, second in data:
+        test, texts = c.test, c.texts(c.test)
+        rows: list[tuple[str, Rankings]] = [
+            (f"engine {e} alone", {q: truth[e][q] for q in test})
+            for e in (*SEARXNG_ENGINES, second)
+        ]
+        rows.append(
+            ("SearXNG's own order (backend 1)", {q: docids(answers[q][0].hits) for q in test})
+        )
+        rows.append(
+            ("second backend alone (backend 2)", {q: docids(answers[q][1].hits) for q in test})
+        )
+        merge = {
+            q: docids([f.hit for f in searxng_style(
+                [lst for a in answers[q] for lst in ranked_lists(a, 1.0, {})])])
+            for q in test
+        }  # fmt: skip
+        rows.append(("SearXNG's merge formula over every engine of both", merge))
+        before = library_rows(answers, texts, BEFORE)
+        rows.append(("searcher before issue 12, SearXNG alone (library)", before[0]))
+        rows.append(("searcher before issue 12, both backends (library)", before[1]))
+        no_hybrid = library_rows(answers, texts, {**shipped, "hybrid_share": 0.0})
+        rows.append(("searcher, SearXNG alone, hybrid off (library)", no_hybrid[0]))
+        rows.append(("searcher, both backends, hybrid off (library)", no_hybrid[1]))
+        served = service_rows(c, urls, shipped)
+        rows.append(("searcher, SearXNG alone, shipped defaults (service)", served["alone"]))
+        rows.append(("searcher, both backends, shipped defaults (service)", served["fused"]))
+        if tuned is not None and tuned.values != shipped:
+            tuned_rows = library_rows(answers, texts, tuned.values)
+            rows.append(("searcher, SearXNG alone, dev ascent (library)", tuned_rows[0]))
+            rows.append(("searcher, both backends, dev ascent (library)", tuned_rows[1]))
+        report(c.name, test, len(c.dev), rows)
     for stack in CAPTURED.values():
         stack.close()
     print(f"\nruntime {time.perf_counter() - start:.0f} s")

@@ -216,6 +216,13 @@ class ScoringSettings(_Section):
         ge=0,
         description="Soft score: this times the share of query keywords a result contains.",
     )
+    hybrid_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of seed 004's hybrid relevance (BM25 + embedding cosine + entity "
+        "overlap of title and snippet) in the final order; 0 = off.",
+    )
     min_keyword_overlap: float = Field(
         default=0.0, ge=0, le=1, description="Share of query keywords a result must contain."
     )

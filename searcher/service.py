@@ -41,6 +41,7 @@ from searcher.embeddings import Embedder
 from searcher.errors import AllBackendsFailed
 from searcher.fetch.fetcher import FetchLimits
 from searcher.fusion import FusedHit, engine_count, fuse_answers
+from searcher.hybrid import hybrid_stage
 from searcher.llm.answer import check_citations, write_answer
 from searcher.llm.answer_check import check_answer
 from searcher.llm.client import LlmClient
@@ -150,6 +151,10 @@ def rank(
 
 def _rerank_text(ranked: Ranked) -> str:
     return document_text(ranked.fused.hit.title, ranked.fused.hit.snippet)
+
+
+def _with_hybrid_score(ranked: Ranked, score: float) -> Ranked:
+    return dataclasses.replace(ranked, components={**ranked.components, "hybrid": score})
 
 
 def _with_rerank_score(ranked: Ranked, score: float) -> Ranked:
@@ -591,7 +596,12 @@ class SearchService:
         if self.embedder is None:
             # Off by choice (provider "none") is no error; off because loading failed is.
             notes = [self.embedder_problem] if self.embedder_problem and len(fused) > 1 else []
-        return rank(fused, query, route, self.domains, settings), notes
+        ranked = rank(fused, query, route, self.domains, settings)
+        ranked = await hybrid_stage(
+            ranked, query, settings.scoring.hybrid_share, self.embedder,
+            _rerank_text, _with_hybrid_score,
+        )  # fmt: skip
+        return ranked, notes
 
     def _alternatives(
         self, plan: BackendPlan, tried: Sequence[str], route: Route
