@@ -217,7 +217,7 @@ class ScoringSettings(_Section):
         description="Soft score: this times the share of query keywords a result contains.",
     )
     hybrid_share: float = Field(
-        default=0.0,
+        default=0.7,
         ge=0,
         le=1,
         description="Share of seed 004's hybrid relevance (BM25 + embedding cosine + entity "

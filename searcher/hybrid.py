@@ -107,9 +107,14 @@ def prior(rank_index: int) -> float:
     return 1.0 / (1.0 + rank_index / 10.0)
 
 
+def blend(hybrid: Sequence[float], share: float) -> list[float]:
+    """Each item's final score in [0, 1]: its heuristic rank's prior and its hybrid score."""
+    return [(1 - share) * prior(i) + share * h for i, h in enumerate(hybrid)]
+
+
 def blended_order(hybrid: Sequence[float], share: float) -> list[int]:
     """Indices (in heuristic order) re-ordered by the blend; ties keep heuristic order."""
-    total = [(1 - share) * prior(i) + share * h for i, h in enumerate(hybrid)]
+    total = blend(hybrid, share)
     return sorted(range(len(hybrid)), key=lambda i: (-total[i], i))
 
 
@@ -119,9 +124,10 @@ async def hybrid_stage(
     share: float,
     embedder: Embedder | None,
     text: Callable[[T], str],
-    with_score: Callable[[T, float], T],
+    with_score: Callable[[T, float, float], T],
 ) -> list[T]:
-    """``items`` (heuristic order) re-ordered by the blend, each with its hybrid score.
+    """``items`` (heuristic order) re-ordered by the blend; ``with_score`` gets each item,
+    its hybrid score and its blended score (non-increasing along the new order).
     An embedder that fails (or none) leaves the cosine out rather than the stage."""
     if share <= 0 or len(items) < 2:
         return list(items)
@@ -135,4 +141,6 @@ async def hybrid_stage(
         if sims is not None and len(sims) != len(texts):
             sims = None
     scores = hybrid_scores(query, texts, sims)
-    return [with_score(items[i], scores[i]) for i in blended_order(scores, share)]
+    total = blend(scores, share)
+    order = sorted(range(len(items)), key=lambda i: (-total[i], i))
+    return [with_score(items[i], scores[i], total[i]) for i in order]

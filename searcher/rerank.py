@@ -119,6 +119,14 @@ async def rerank(
     return RerankOutcome(reorder(total, scores), scores)
 
 
+def unit_scores(scores: Mapping[int, float]) -> dict[int, float]:
+    """A reply's scores as relevances in [0, 1], order kept: Cohere, Jina and TEI already
+    give such scores; raw logits (llama.cpp) go through the logistic function."""
+    if all(0.0 <= s <= 1.0 for s in scores.values()):
+        return dict(scores)
+    return {i: 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, s)))) for i, s in scores.items()}
+
+
 def document_text(title: str, snippet: str) -> str:
     """What the model reads of a result."""
     return f"{title}\n{snippet}".strip()
@@ -130,14 +138,16 @@ async def rerank_stage(
     settings: RerankSettings,
     timeout_s: float,
     text: Callable[[T], str],
-    with_score: Callable[[T, float], T],
+    with_score: Callable[[T, float, float], T],
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[list[T], str | None]:
-    """The stage: ``items`` (heuristic order) re-ordered by the model, each scored one
-    carrying its score (``with_score``), and the error to report, if any. Items beyond
-    ``top_n`` are not sent and keep their order after the scored ones."""
+    """The stage: ``items`` (heuristic order) re-ordered by the model, and the error to
+    report, if any. ``with_score`` gets each scored item, the model's score and that
+    score in [0, 1] (``unit_scores``). Items beyond ``top_n`` are not sent and keep their
+    order after the scored ones."""
     outcome = await rerank(settings, query, [text(i) for i in items], timeout_s, transport)
+    unit = unit_scores(outcome.scores)
     return [
-        with_score(items[i], outcome.scores[i]) if i in outcome.scores else items[i]
+        with_score(items[i], outcome.scores[i], unit[i]) if i in outcome.scores else items[i]
         for i in outcome.order
     ], outcome.error

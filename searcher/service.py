@@ -153,12 +153,24 @@ def _rerank_text(ranked: Ranked) -> str:
     return document_text(ranked.fused.hit.title, ranked.fused.hit.snippet)
 
 
-def _with_hybrid_score(ranked: Ranked, score: float) -> Ranked:
-    return dataclasses.replace(ranked, components={**ranked.components, "hybrid": score})
+def _with_hybrid_score(ranked: Ranked, score: float, blended: float) -> Ranked:
+    components = {**ranked.components, "hybrid": score}
+    return dataclasses.replace(ranked, relevance=blended, components=components)
 
 
-def _with_rerank_score(ranked: Ranked, score: float) -> Ranked:
-    return dataclasses.replace(ranked, components={**ranked.components, "rerank": score})
+def _with_rerank_score(ranked: Ranked, score: float, relevance: float) -> Ranked:
+    components = {**ranked.components, "rerank": score}
+    return dataclasses.replace(ranked, relevance=relevance, components=components)
+
+
+def _non_increasing(ranked: Sequence[Ranked]) -> list[Ranked]:
+    """Relevance never rises down the list (a reranked head above an unsent tail)."""
+    out: list[Ranked] = []
+    for r in ranked:
+        if out and r.relevance > out[-1].relevance:
+            r = dataclasses.replace(r, relevance=out[-1].relevance)
+        out.append(r)
+    return out
 
 
 def _ms(since: float) -> int:
@@ -437,6 +449,7 @@ class SearchService:
                 ranked, question, settings.rerank, deadline.cap(settings.rerank.timeout_s),
                 _rerank_text, _with_rerank_score,
             )  # fmt: skip
+            ranked = _non_increasing(ranked)
             if rerank_error:
                 errors.append(ErrorEntry(stage="rerank", source="reranker", reason=rerank_error))
             timing["rerank"] = _ms(t0)

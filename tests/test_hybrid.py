@@ -62,7 +62,7 @@ class Fixed:
 
 def run(embedder, share=0.7):
     return asyncio.run(
-        hybrid_stage(TEXTS, QUERY, share, embedder, lambda t: t, lambda t, s: f"{s:.2f} {t}")
+        hybrid_stage(TEXTS, QUERY, share, embedder, lambda t: t, lambda t, s, total: f"{s:.2f} {t}")
     )
 
 

@@ -117,3 +117,11 @@ def test_bad_rerank_options_get_422_naming_the_field(make_settings, serve_search
     response = post(base, {"query": QUERY, "constraints": {"rerank": "yes please"}})
     assert response.status_code == 422
     assert "rerank" in response.text
+
+
+def test_logits_become_relevances_in_order():
+    from searcher.rerank import unit_scores
+
+    assert unit_scores({0: 0.2, 1: 0.9}) == {0: 0.2, 1: 0.9}
+    logits = unit_scores({0: -3.0, 1: 0.9, 2: 1.1})
+    assert 0 < logits[0] < logits[1] < logits[2] < 1
