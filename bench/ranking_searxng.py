@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -268,6 +269,9 @@ def main() -> None:
     parser.add_argument("--no-minilm", action="store_true")
     parser.add_argument("--searxng", type=Path, default=Path("/work/searxng-build"))
     parser.add_argument("--no-tuning", action="store_true", help="Skip the dev search.")
+    parser.add_argument(
+        "--knobs", type=json.loads, default=None, help="Also report these knobs (JSON)."
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     with_minilm = not args.no_minilm and not eng.minilm_missing()
@@ -291,6 +295,15 @@ def main() -> None:
     shipped = shipped_knobs()
     print(f"shipped defaults: {shipped}; dev objective {objective(shipped):.4f}")
     print(f"before issue 12:  {BEFORE}; dev objective {objective(BEFORE):.4f}", flush=True)
+    for c, answers, *_ in data:
+        for label, knobs in (("before", BEFORE), ("shipped", shipped), ("given", args.knobs)):
+            if knobs is None:
+                continue
+            alone, both = library_rows(answers, c.texts(c.dev), knobs)
+            own = {q: docids(answers[q][0].hits) for q in c.dev}
+            print(f"  dev {c.name:10} {label:8} nDCG@10 alone {scores(alone, c.dev)[0]:.4f} "
+                  f"(SearXNG's order {scores(own, c.dev)[0]:.4f}), "
+                  f"both {scores(both, c.dev)[0]:.4f}", flush=True)  # fmt: skip
     tuned = None
     if not args.no_tuning:
         tuned = tuning.coordinate_ascent(objective, shipped, GRID, max_rounds=1)  # type: ignore[arg-type]
@@ -327,6 +340,10 @@ def main() -> None:
         served = service_rows(c, urls, shipped)
         rows.append(("searcher, SearXNG alone, shipped defaults (service)", served["alone"]))
         rows.append(("searcher, both backends, shipped defaults (service)", served["fused"]))
+        if args.knobs:
+            given = library_rows(answers, texts, {**shipped, **args.knobs})
+            rows.append(("searcher, SearXNG alone, --knobs (library)", given[0]))
+            rows.append(("searcher, both backends, --knobs (library)", given[1]))
         if tuned is not None and tuned.values != shipped:
             tuned_rows = library_rows(answers, texts, tuned.values)
             rows.append(("searcher, SearXNG alone, dev ascent (library)", tuned_rows[0]))

@@ -139,9 +139,9 @@ class BackendsSettings(_Section):
 
 
 class FusionSettings(_Section):
-    rrf_k: int = Field(default=60, ge=1, description="Reciprocal rank fusion constant.")
+    rrf_k: int = Field(default=1, ge=1, description="Reciprocal rank fusion constant.")
     method: Literal["answer_order", "engine_rrf"] = Field(
-        default="answer_order",
+        default="engine_rrf",
         description="answer_order: each backend's own order, fused across backends by RRF; "
         "engine_rrf: RRF over every SearXNG engine's list.",
     )
@@ -210,14 +210,14 @@ class ScoringSettings(_Section):
     premium_boost: float = Field(default=0.25, ge=0)
     trusted_boost: float = Field(default=0.15, ge=0)
     category_boost: float = Field(default=0.30, ge=0)
-    multi_engine_bonus: float = Field(default=0.0, ge=0, description="Per extra engine.")
+    multi_engine_bonus: float = Field(default=0.05, ge=0, description="Per extra engine.")
     keyword_weight: float = Field(
-        default=0.0,
+        default=0.02,
         ge=0,
         description="Soft score: this times the share of query keywords a result contains.",
     )
     hybrid_share: float = Field(
-        default=0.7,
+        default=0.5,
         ge=0,
         le=1,
         description="Share of seed 004's hybrid relevance (BM25 + embedding cosine + entity "

@@ -204,8 +204,8 @@ def _searxng_score(hit: Hit, fallback: int, weights: Mapping[str, float]) -> flo
 def fuse_answers(
     answers: Sequence[tuple[str | None, BackendAnswer, float]],
     engine_weights: Mapping[str, float],
-    k: int = 60,
-    method: FusionMethod = "answer_order",
+    k: int = 1,
+    method: FusionMethod = "engine_rrf",
     agreement: bool = False,
 ) -> list[FusedHit]:
     """Every answer of a search (``(perspective, answer, backend weight)``) fused into one
