@@ -286,7 +286,7 @@ def searxng_answer() -> BackendAnswer:
 
 
 def test_one_backend_alone_keeps_its_own_order_with_engine_ranks_as_provenance():
-    fused = fuse_answers([(None, searxng_answer(), 1.0)], {})
+    fused = fuse_answers([(None, searxng_answer(), 1.0)], {}, method="answer_order")
     assert urls(fused) == [U3, U1, U2]
     top = fused[0]
     assert Source("searxng", None, 1) in top.sources
@@ -312,7 +312,8 @@ def test_engine_agreement_is_the_share_of_results_another_engine_also_found():
 
 def test_two_backends_fuse_their_orders_and_provenance_never_adds_a_page():
     brave = BackendAnswer("brave", [hit(U2), hit(U4)])
-    fused = fuse_answers([(None, searxng_answer(), 1.0), (None, brave, 1.0)], {}, k=1)
+    both = [(None, searxng_answer(), 1.0), (None, brave, 1.0)]
+    fused = fuse_answers(both, {}, k=1, method="answer_order")
     assert urls(fused)[0] == U2  # 1/(1+3) + 1/(1+1) beats U3's 1/(1+1)
     only = fuse([RankedList("brave", None, 1.0, (hit(U1),))],
                 provenance=[RankedList("searxng", "a", 1.0, (hit(U2),))])  # fmt: skip
