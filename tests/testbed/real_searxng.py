@@ -19,13 +19,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
+import platformdirs
 
 from .server import HOST, bind
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "searxng"
 BUILD_SCRIPT = SHARED / "build.sh"
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / (
-    "searcher-tests/searxng"
+# The same place tests/test_real_searxng.py builds into, so CI builds SearXNG once.
+DEFAULT_CACHE = (
+    Path(os.environ["SEARCHER_TEST_SEARXNG_DIR"])
+    if os.environ.get("SEARCHER_TEST_SEARXNG_DIR")
+    else Path(platformdirs.user_cache_dir("searcher-tests")) / "searxng"
 )
 READY_TIMEOUT_S = 60.0
 
