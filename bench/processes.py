@@ -37,13 +37,15 @@ def wait_ready(url: str, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) -> Iterator[None]:
+def process(
+    args: list[str], ready_url: str, env: dict[str, str] | None = None, ready_s: float = 30.0
+) -> Iterator[None]:
     proc = subprocess.Popen(
         args, cwd=REPO, env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        wait_ready(ready_url)
+        wait_ready(ready_url, ready_s)
         yield
     finally:
         proc.terminate()
@@ -60,7 +62,9 @@ def testbed() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def searcher(config: dict, extra_args: tuple[str, ...] = ()) -> Iterator[str]:
+def searcher(
+    config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 30.0
+) -> Iterator[str]:
     """``searcher serve`` with ``config`` in its own process; yields its base URL."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -69,7 +73,7 @@ def searcher(config: dict, extra_args: tuple[str, ...] = ()) -> Iterator[str]:
         path.write_text(yaml.safe_dump(config))
         args = [sys.executable, "-m", "searcher.cli", "serve", "--port", str(port),
                 "--config", str(path), *extra_args]  # fmt: skip
-        with process(args, f"{base}/v1/health"):
+        with process(args, f"{base}/v1/health", ready_s=ready_s):
             yield base
 
 

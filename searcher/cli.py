@@ -10,7 +10,7 @@ import functools
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import yaml
@@ -19,9 +19,18 @@ from pydantic import ValidationError
 from searcher import __version__
 from searcher.config import Settings, load_settings, masked
 from searcher.contract import SearchRequest
-from searcher.errors import AllBackendsFailed, ConfigError, InvalidRequest, SearcherError
+from searcher.errors import (
+    AllBackendsFailed,
+    ConfigError,
+    InvalidRequest,
+    SearcherError,
+    describe_failures,
+)
 from searcher.page_reader import PageOutcome
 from searcher.runtime import open_service
+
+if TYPE_CHECKING:
+    from searcher.contract import ResearchRequest
 
 T = TypeVar("T")
 config_option = click.option(
@@ -73,25 +82,70 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     """Run the HTTP API (OpenAPI docs at /docs)."""
     import os
 
-    import uvicorn
-
     from searcher.api.app import create_app
+    from searcher.api.http_server import run_server
 
     settings = _settings(config_path)  # read here too, so a bad config fails before binding
-    bind = {
-        "host": host or settings.service.host,
-        "port": settings.service.port if port is None else port,
-        "log_level": "info",
-        "access_log": False,
-    }
+    _log_access_to_stderr()
+    if workers > 1 and settings.metrics.enabled:
+        _share_metrics_between_workers()
+    _check_state(settings)  # an unreachable Redis fails here, not in every worker
+    # The address bound is the one the Host check allows by default: the app must see it.
+    bound_port = settings.server.port if port is None else port
+    server = settings.server.model_copy(
+        update={"host": host or settings.server.host, "port": bound_port}
+    )
+    settings = settings.model_copy(update={"server": server})
+    options: dict[str, Any] = {"log_level": "info", "access_log": False}
     if workers == 1:
-        uvicorn.run(create_app(settings), **bind)  # type: ignore[arg-type]
+        if not run_server(create_app(settings), server, **options):
+            _fail(f"could not serve on {server.host}:{server.port}", 3)
         return
     # Worker processes build their own app from an import string; they find the config
-    # file through the environment.
+    # file, and the address bound, through the environment.
     if config_path:
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
-    uvicorn.run("searcher.api.app:create_app", factory=True, workers=workers, **bind)  # type: ignore[arg-type]
+    os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
+    run_server("searcher.api.app:create_app", server, workers, **options)
+
+
+def _check_state(settings: Settings) -> None:
+    """Exit 2 with a clear message when the state store cannot be reached."""
+    from searcher.errors import StateUnavailable
+    from searcher.state import open_store
+
+    async def check() -> None:
+        store = await open_store(settings.state)
+        await store.aclose()
+
+    try:
+        _run(check)
+    except StateUnavailable as exc:
+        _fail(f"cannot use the state store (state.redis_url / state.dir): {exc}", 2)
+
+
+def _log_access_to_stderr() -> None:
+    """The JSON access lines (``logging.access``) go to stderr, one per request."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access = logging.getLogger("searcher.access")
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False
+
+
+def _share_metrics_between_workers() -> None:
+    """Workers write their metrics to one fresh directory that a scrape sums (set before
+    any worker imports prometheus_client)."""
+    import os
+    import tempfile
+
+    from searcher.metrics import MULTIPROC_ENV
+
+    if not os.environ.get(MULTIPROC_ENV):
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="searcher-metrics-")
 
 
 def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
@@ -183,9 +237,7 @@ def search(
     try:
         request = SearchRequest.model_validate(body)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        message = str(err["msg"]).removeprefix("Value error, ")
-        _fail(f"invalid {'.'.join(str(p) for p in err['loc'])}: {message}", 2)
+        _fail(f"invalid {InvalidRequest.from_validation(exc.errors())}", 2)
     if remote:
         run = functools.partial(_search_remote, remote, request)
     else:
@@ -195,8 +247,8 @@ def search(
     except InvalidRequest as exc:
         _fail(str(exc), 2)
     except AllBackendsFailed as exc:
-        lines = "\n".join(f"  {f.backend}: {f.reason}" for f in exc.failures)
-        _fail(f"all search backends failed:\n{lines}", 1)
+        listed = describe_failures(exc.failures, separator="\n  ")
+        _fail(f"all search backends failed:\n  {listed}", 1)
     except SearcherError as exc:
         _fail(str(exc), 1)
     if as_json:
@@ -217,6 +269,87 @@ def search(
             )
 
 
+def _describe_event(kind: str, data: dict[str, Any]) -> str:
+    """One line of research progress for a terminal."""
+    where = f"[round {data['round']}] " if "round" in data else ""
+    if kind == "plan":
+        return f"{where}plan ({data['source']}): " + " | ".join(data["sub_questions"])
+    if kind == "search":
+        found = data.get("error") or f"{data['results']} results, {data.get('new_urls', 0)} new"
+        return f"{where}search: {data['sub_question']} ({found})"
+    if kind == "read":
+        return f"{where}read {data['status']}: {data['url']} ({data['passages']} passages)"
+    if kind == "evidence":
+        done = sum(1 for c in data["coverage"] if c["covered"])
+        return f"{where}evidence: {done}/{len(data['coverage'])} sub-questions covered"
+    if kind == "verify":
+        return f"verify: {data['status']} ({data['supported']}/{data['claims']} claims supported)"
+    return f"{kind}: {json.dumps(data, ensure_ascii=False)}"
+
+
+async def _research_in_process(
+    settings: Settings, request: ResearchRequest, show: bool
+) -> dict[str, Any]:
+    from searcher.research.loop import Research
+
+    async def emit(kind: str, data: dict[str, Any]) -> None:
+        if show:
+            click.echo(_describe_event(kind, data), err=True)
+
+    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+        result = await Research(request, runtime.service.parts, emit).run()
+        return result.model_dump(mode="json")
+
+
+@main.command()
+@click.argument("question")
+@click.option(
+    "--preset",
+    type=click.Choice(["minimal", "balanced", "enhanced", "research", "full"]),
+    default="balanced",
+    show_default=True,
+    help="How far to go: rounds, sub-questions, pages read (5/10/10/15/15).",
+)
+@click.option("--max-time", "max_time_s", type=click.IntRange(1, 900), default=None,
+              help="Deadline in seconds (default: the preset's).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@config_option
+def research(
+    question: str, preset: str, max_time_s: int | None, as_json: bool, config_path: str | None
+) -> None:
+    """Research a question over several rounds of searching and reading; print the report
+    (an evidence report without an LLM). Progress goes to stderr on a terminal."""
+    from searcher.contract import ResearchRequest
+    from searcher.errors import ResearchFailed
+
+    body: dict[str, Any] = {"query": question, "preset": preset}
+    if max_time_s is not None:
+        body["budget"] = {"max_total_time_ms": max_time_s * 1000}
+    try:
+        request = ResearchRequest.model_validate(body)
+    except ValidationError as exc:
+        _fail(f"invalid {InvalidRequest.from_validation(exc.errors())}", 2)
+    settings = _settings(config_path)
+    try:
+        result = _run(
+            functools.partial(_research_in_process, settings, request, sys.stderr.isatty())
+        )
+    except ResearchFailed as exc:
+        _fail(str(exc), 1)
+    except SearcherError as exc:
+        _fail(str(exc), 1)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    click.echo(result["report"] or "")
+    click.echo(
+        f"\n(confidence {result['confidence']}, {result['verification_status']}, "
+        f"stopped: {result['stopped']}, {result['usage']['rounds']} rounds, "
+        f"{result['usage']['pages_read']} pages)",
+        err=True,
+    )
+
+
 @main.command("mcp")
 @config_option
 def mcp_stdio(config_path: str | None) -> None:
@@ -229,31 +362,184 @@ def mcp_stdio(config_path: str | None) -> None:
 
 @main.group()
 def cache() -> None:
-    """Inspect or empty the extraction cache."""
+    """Inspect, prune or empty the caches (extracted pages, search results)."""
+
+
+async def _with_state(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``use`` on the configured state store (the result cache's home)."""
+    from searcher.state import build_store
+
+    store = build_store(settings.state)
+    try:
+        return await use(store)
+    finally:
+        await store.aclose()
+
+
+def _state_call(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
+    from searcher.errors import StateUnavailable
+
+    try:
+        return _run(lambda: _with_state(settings, use))
+    except StateUnavailable as exc:
+        _fail(f"cannot use the state store (state.redis_url / state.dir): {exc}", 2)
 
 
 @cache.command("stats")
 @config_option
 def cache_stats(config_path: str | None) -> None:
-    """Print entries, bytes, hits and misses."""
+    """Print entries, bytes, hits and misses of the extraction cache, and the entries and
+    vectors of the result cache."""
     from searcher.cache.extraction import ExtractionCache
 
     settings = _settings(config_path)
     store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
-    stats = {"dir": str(settings.cache_dir()), **store.stats()}
+    state = _state_call(settings, lambda s: s.stats())
+    stats = {
+        "dir": str(settings.cache_dir()),
+        **store.stats(),
+        "results": {
+            "engine": state.engine,
+            "location": state.location,
+            "entries": state.entries,
+            "vectors": state.vectors,
+        },
+    }
     click.echo(json.dumps(stats, indent=2))
 
 
 @cache.command("clear")
 @config_option
 def cache_clear(config_path: str | None) -> None:
-    """Remove every cached extraction."""
+    """Remove every cached extraction and every cached search result."""
     from searcher.cache.extraction import ExtractionCache
+    from searcher.cache.results import NAMESPACE
 
     settings = _settings(config_path)
     store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
     removed = _run(store.clear)
     click.echo(f"removed {removed} entries from {settings.cache_dir()}")
+    results = _state_call(settings, lambda s: s.clear(NAMESPACE))
+    click.echo(f"removed {results} search results from {build_location(settings)}")
+
+
+@cache.command("prune")
+@config_option
+def cache_prune(config_path: str | None) -> None:
+    """Remove expired entries now (``searcher serve`` also does it every
+    ``service.cache.sweep_interval_s``)."""
+    from searcher.cache.extraction import ExtractionCache
+
+    settings = _settings(config_path)
+    store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
+    removed = _run(store.sweep)
+    click.echo(f"removed {removed} expired entries from {settings.cache_dir()}")
+    pruned = _state_call(settings, lambda s: s.prune())
+    click.echo(f"removed {pruned} expired state entries from {build_location(settings)}")
+
+
+@main.group()
+def keys() -> None:
+    """API keys for ``auth.enabled``: create (shown once), list, revoke."""
+
+
+def _rate_option(value: str | None, field: str) -> Any:
+    from searcher.auth.keys import Rate
+
+    if value is None:
+        return None
+    try:
+        return Rate.parse(value, field)
+    except InvalidRequest as exc:
+        _fail(str(exc), 2)
+
+
+@keys.command("create")
+@click.argument("name")
+@click.option(
+    "--rate", default=None, help="Requests per time, e.g. 60/min (default: auth.default_rate)."
+)
+@click.option("--quota", default=None, help="Requests per window, e.g. 10000/day (default: none).")
+@config_option
+def keys_create(name: str, rate: str | None, quota: str | None, config_path: str | None) -> None:
+    """Create a key and print it: it is shown this once, only its hash is stored."""
+    from searcher.auth.keys import KeyBook
+
+    settings = _settings(config_path)
+    limits = _rate_option(rate, "--rate"), _rate_option(quota, "--quota")
+    try:
+        key, secret = _state_call(settings, lambda s: KeyBook(s).create(name, *limits))
+    except InvalidRequest as exc:
+        _fail(str(exc), 2)
+    click.echo(secret)
+    click.echo(
+        f"created key {key.id} ({key.name}); store the key now, it is not shown again", err=True
+    )
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@config_option
+def keys_list(as_json: bool, config_path: str | None) -> None:
+    """List the keys (never their secrets)."""
+    from searcher.auth.keys import KeyBook
+
+    found = _state_call(_settings(config_path), lambda s: KeyBook(s).list())
+    if as_json:
+        click.echo(json.dumps([k.public() for k in found], indent=2))
+        return
+    for key in found:
+        state = "revoked" if key.revoked else "active"
+        limits = f"rate {key.rate or 'default'}, quota {key.quota or 'none'}"
+        click.echo(f"{key.id}  {key.name:<20} {state:<8} {limits}  created {key.created_utc}")
+
+
+@keys.command("revoke")
+@click.argument("name_or_id")
+@config_option
+def keys_revoke(name_or_id: str, config_path: str | None) -> None:
+    """Revoke a key by name or id; it is refused from then on (within seconds)."""
+    from searcher.auth.keys import KeyBook
+    from searcher.errors import KeyNotFound
+
+    try:
+        key = _state_call(_settings(config_path), lambda s: KeyBook(s).revoke(name_or_id))
+    except KeyNotFound as exc:
+        _fail(str(exc), 1)
+    click.echo(f"revoked key {key.id} ({key.name})")
+
+
+@main.command("usage")
+@click.option("--json", "as_json", is_flag=True)
+@config_option
+def usage(as_json: bool, config_path: str | None) -> None:
+    """Requests per key today."""
+    import time
+
+    from searcher.api.auth import read_counter, usage_counter
+    from searcher.auth.keys import KeyBook
+
+    now = time.time()
+
+    async def read(store: Any) -> list[dict[str, Any]]:
+        rows = []
+        for key in await KeyBook(store).list():
+            used = await read_counter(store, usage_counter(key, now))
+            rows.append({**key.public(), "requests_today": used})
+        return rows
+
+    rows = _state_call(_settings(config_path), read)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        click.echo(f"{row['id']}  {row['name']:<20} {row['requests_today']:>8} requests today")
+
+
+def build_location(settings: Settings) -> str:
+    from searcher.state import store_location
+
+    return store_location(settings.state)
 
 
 @main.command("eval")

@@ -7,7 +7,7 @@ an unreachable server or an answer that is not searcher's -> ``RemoteError``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self, TypedDict, TypeVar, Unpack
@@ -25,14 +25,22 @@ from searcher.contract import (
     FetchPageRequest,
     FetchPageResponse,
     Health,
+    Preset,
+    ResearchAccepted,
+    ResearchEvent,
+    ResearchJob,
+    ResearchRequest,
+    ResearchResult,
     SearchMode,
     SearchRequest,
     SearchResponse,
     Want,
 )
 from searcher.errors import (
+    FAILURE_KINDS,
     AllBackendsFailed,
     BackendFailure,
+    FailureKind,
     InvalidRequest,
     RemoteError,
     SearcherError,
@@ -78,12 +86,7 @@ def _overlay(
 
 def _invalid(exc: ValidationError) -> InvalidRequest:
     """The first problem of a local validation, named like the server's 422 names it."""
-    err = exc.errors()[0]
-    field = ".".join(str(part) for part in err["loc"]) or "body"
-    message = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        message = "unknown field"
-    return InvalidRequest(field, message)
+    return InvalidRequest.from_validation(exc.errors())
 
 
 def build_search_request(
@@ -148,6 +151,15 @@ def _error_body(response: httpx.Response) -> ErrorResponse | None:
         return None  # not searcher's error shape: a proxy page, an empty body...
 
 
+def _kind(entry: dict[str, str]) -> FailureKind:
+    """A failure's kind as the server sent it; an older server sends none."""
+    kind = entry.get("kind")
+    for known in FAILURE_KINDS:
+        if kind == known:
+            return known
+    return "bad_response"
+
+
 def error_from(response: httpx.Response, url: str) -> SearcherError:
     """Our exception for a non-2xx answer from ``url``."""
     status = response.status_code
@@ -160,7 +172,7 @@ def error_from(response: httpx.Response, url: str) -> SearcherError:
         return InvalidRequest("body", error.message)
     if error and status == 502 and error.type == "all_backends_failed":
         failures = [
-            BackendFailure(entry.get("backend", "?"), entry.get("reason", "?"))
+            BackendFailure(entry.get("backend", "?"), entry.get("reason", "?"), _kind(entry))
             for entry in error.backends or []
         ]
         return AllBackendsFailed(failures)
@@ -200,7 +212,7 @@ def parse(model: type[M], data: Any, url: str) -> M:
 
 @dataclass(frozen=True)
 class _Call:
-    method: Literal["GET", "POST"]
+    method: Literal["GET", "POST", "DELETE"]
     path: str
     body: dict[str, Any] | None = None
 
@@ -220,6 +232,44 @@ def _headers(api_key: str | None) -> dict[str, str]:
         headers["authorization"] = f"Bearer {api_key}"
     return headers
 
+
+class SseParser:
+    """Server-Sent Events, a line at a time, into research events (comments skipped)."""
+
+    def __init__(self) -> None:
+        self._fields: dict[str, str] = {}
+
+    def feed(self, line: str) -> ResearchEvent | None:
+        """The event a blank line completes, else None."""
+        if line:
+            if not line.startswith(":"):
+                name, _, value = line.partition(":")
+                self._fields[name] = value.removeprefix(" ")
+            return None
+        fields, self._fields = self._fields, {}
+        if "data" not in fields:
+            return None
+        return ResearchEvent.model_validate_json(fields["data"])
+
+
+def research_body(question: str | ResearchRequest, preset: Preset | None) -> dict[str, Any]:
+    """The ``POST /v1/research`` body for a question (or a whole request)."""
+    if isinstance(question, ResearchRequest):
+        request = question
+    else:
+        try:
+            request = ResearchRequest.model_validate(
+                {"query": question, **({"preset": preset} if preset else {})}
+            )
+        except ValidationError as exc:
+            raise _invalid(exc) from exc
+    return request.model_dump(mode="json", exclude_unset=True)
+
+
+# An event stream may be quiet between heartbeats; only connecting is bounded tightly.
+_STREAM_TIMEOUT = httpx.Timeout(10.0, read=120.0)
+# A dropped stream is resumed after the last event seen, this many times at most.
+STREAM_RECONNECTS = 5
 
 _HEALTH = _Call("GET", "/v1/health")
 _CACHE_STATS = _Call("GET", "/v1/cache/stats")
@@ -298,6 +348,63 @@ class SearcherClient:
         call = _Call("POST", "/v1/fetch", fetch_body(url, max_chars, start_char))
         return self._call(call, FetchPageResponse)
 
+    def start_research(
+        self, question: str | ResearchRequest, preset: Preset | None = None
+    ) -> ResearchAccepted:
+        """``POST /v1/research``: start a job (202); follow it with ``stream_research``."""
+        call = _Call("POST", "/v1/research", research_body(question, preset))
+        return self._call(call, ResearchAccepted)
+
+    def research_status(self, job_id: str) -> ResearchJob:
+        """``GET /v1/research/{id}``: status, progress, and the result when done."""
+        return self._call(_Call("GET", f"/v1/research/{job_id}"), ResearchJob)
+
+    def cancel_research(self, job_id: str) -> ResearchJob:
+        """``DELETE /v1/research/{id}``."""
+        return self._call(_Call("DELETE", f"/v1/research/{job_id}"), ResearchJob)
+
+    def stream_research(self, job_id: str, after: int = 0) -> Iterator[ResearchEvent]:
+        """The job's events as they come, until its ``done`` event; a dropped connection is
+        resumed after the last event seen (``Last-Event-ID``), so none is missed or
+        repeated."""
+        last, drops = after, 0
+        while True:
+            url = f"{self.base_url}/v1/research/{job_id}/events"
+            parser = SseParser()
+            try:
+                with self._http.stream(
+                    "GET", url, headers={"Last-Event-ID": str(last)}, timeout=_STREAM_TIMEOUT
+                ) as response:
+                    if response.status_code != 200:
+                        response.read()
+                        raise error_from(response, url)
+                    for line in response.iter_lines():
+                        event = parser.feed(line)
+                        if event is None:
+                            continue
+                        last = event.id
+                        yield event
+                        if event.type == "done":
+                            return
+            except httpx.TransportError as exc:
+                drops += 1
+                if drops > STREAM_RECONNECTS:
+                    raise _transport_error(url, exc, self.timeout) from exc
+                continue
+            return  # the server ended the stream: the job is over
+
+    def research(
+        self, question: str | ResearchRequest, preset: Preset | None = None
+    ) -> ResearchResult:
+        """Run a job to its end and return its result (``RemoteError`` if it failed)."""
+        job = self.start_research(question, preset)
+        for _ in self.stream_research(job.id):
+            pass
+        status = self.research_status(job.id)
+        if status.result is None:
+            raise RemoteError(self.base_url, f"research {status.status}: {status.error}")
+        return status.result
+
 
 class AsyncSearcherClient:
     """Asyncio client of a running searcher; one connection pool for all calls.
@@ -370,3 +477,59 @@ class AsyncSearcherClient:
         ``start_char`` (``next_start_char`` continues it)."""
         call = _Call("POST", "/v1/fetch", fetch_body(url, max_chars, start_char))
         return await self._call(call, FetchPageResponse)
+
+    async def start_research(
+        self, question: str | ResearchRequest, preset: Preset | None = None
+    ) -> ResearchAccepted:
+        """``POST /v1/research``: start a job (202); follow it with ``stream_research``."""
+        call = _Call("POST", "/v1/research", research_body(question, preset))
+        return await self._call(call, ResearchAccepted)
+
+    async def research_status(self, job_id: str) -> ResearchJob:
+        """``GET /v1/research/{id}``: status, progress, and the result when done."""
+        return await self._call(_Call("GET", f"/v1/research/{job_id}"), ResearchJob)
+
+    async def cancel_research(self, job_id: str) -> ResearchJob:
+        """``DELETE /v1/research/{id}``."""
+        return await self._call(_Call("DELETE", f"/v1/research/{job_id}"), ResearchJob)
+
+    async def stream_research(self, job_id: str, after: int = 0) -> AsyncIterator[ResearchEvent]:
+        """The job's events as they come, until its ``done`` event; a dropped connection is
+        resumed after the last event seen (``Last-Event-ID``)."""
+        last, drops = after, 0
+        while True:
+            url = f"{self.base_url}/v1/research/{job_id}/events"
+            parser = SseParser()
+            try:
+                async with self._http.stream(
+                    "GET", url, headers={"Last-Event-ID": str(last)}, timeout=_STREAM_TIMEOUT
+                ) as response:
+                    if response.status_code != 200:
+                        await response.aread()
+                        raise error_from(response, url)
+                    async for line in response.aiter_lines():
+                        event = parser.feed(line)
+                        if event is None:
+                            continue
+                        last = event.id
+                        yield event
+                        if event.type == "done":
+                            return
+            except httpx.TransportError as exc:
+                drops += 1
+                if drops > STREAM_RECONNECTS:
+                    raise _transport_error(url, exc, self.timeout) from exc
+                continue
+            return
+
+    async def research(
+        self, question: str | ResearchRequest, preset: Preset | None = None
+    ) -> ResearchResult:
+        """Run a job to its end and return its result (``RemoteError`` if it failed)."""
+        job = await self.start_research(question, preset)
+        async for _ in self.stream_research(job.id):
+            pass
+        status = await self.research_status(job.id)
+        if status.result is None:
+            raise RemoteError(self.base_url, f"research {status.status}: {status.error}")
+        return status.result

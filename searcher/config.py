@@ -15,13 +15,22 @@ from typing import Any, Literal
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from searcher.errors import ConfigError
+from searcher.errors import ConfigError, InvalidRequest, field_problems
 
-BackendName = Literal["searxng", "duckduckgo", "brave"]
-BACKEND_NAMES: tuple[BackendName, ...] = ("searxng", "duckduckgo", "brave")
-SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key"})
+# The instances that exist without configuration, one per built-in adapter, named after
+# it; today's ``backends.searxng`` / ``SEARXNG_BASE_URL`` and friends configure them.
+LEGACY_INSTANCES: tuple[str, ...] = ("searxng", "duckduckgo", "brave")
+SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key", "redis_url"})
 
 
 class _Section(BaseModel):
@@ -35,11 +44,28 @@ class BreakerSettings(_Section):
 
 
 class BackendSettings(_Section):
+    """A built-in instance as configured before named instances (``backends.searxng``
+    etc.); it becomes the instance of that name, checked by its adapter's model (which
+    also checks the adapter's own keys, e.g. SearXNG's ``engine_health``)."""
+
+    model_config = ConfigDict(extra="allow")
+
     enabled: bool = True
     base_url: str | None = None
     api_key: str | None = None
     timeout_s: float = Field(default=8.0, gt=0)
     weight: float = Field(default=1.0, ge=0)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+
+
+class InstanceSettings(_Section):
+    """What every backend instance has; an adapter's config model (declared in its
+    module, ``searcher/backends/<adapter>.py``) adds its own keys."""
+
+    adapter: str = Field(description="The adapter: searxng, brave, duckduckgo or a plugin's.")
+    enabled: bool = True
+    timeout_s: float = Field(default=8.0, gt=0, description="One call to this instance.")
+    weight: float = Field(default=1.0, ge=0, description="Its lists' weight in fusion.")
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
 
 
@@ -63,10 +89,101 @@ class CacheSettings(_Section):
 
 
 class ServiceSettings(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
-    max_body_bytes: int = Field(default=64 * 1024, ge=1024)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+
+
+# --- the HTTP server: where it listens and what it lets in (README "Security") ---------
+
+# Names a browser may use for a loopback server; with the bound address, the default of
+# server.allowed_hosts (any port).
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+# service.* keys that moved to server.*; the old names are still read.
+LEGACY_SERVER_KEYS = ("host", "port", "max_body_bytes")
+
+
+class CorsSettings(_Section):
+    allow_origins: list[str] = Field(
+        default_factory=list,
+        description='Browser origins allowed to call the API (e.g. "https://chat.example.com"); '
+        '"*" any. Empty: no CORS headers, and cross-site POSTs are refused.',
+    )
+    allow_headers: list[str] = Field(
+        default_factory=lambda: [
+            "Authorization", "Content-Type", "Mcp-Protocol-Version", "Mcp-Session-Id",
+            "Last-Event-ID",
+        ],
+        description="Request headers those origins may send.",
+    )  # fmt: skip
+    max_age_s: int = Field(default=600, ge=0, description="How long browsers cache a preflight.")
+
+
+class ServerSettings(_Section):
+    """``searcher serve``: the listener, request size and time limits, Host/Origin checks."""
+
+    host: str = Field(default="127.0.0.1", description="Interface to bind.")
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024, description="Larger bodies: 413.")
+    allowed_hosts: list[str] | None = Field(
+        default=None,
+        description="Host header values served (host: any port; host:port; *.domain; *). "
+        "Unset: the bound address, localhost, 127.0.0.1 and [::1]. Others get 421.",
+    )
+    cors: CorsSettings = Field(default_factory=CorsSettings)
+    forwarded_allow_ips: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1"],
+        description="Proxies whose X-Forwarded-For/-Proto are trusted.",
+    )
+    max_header_bytes: int = Field(
+        default=16 * 1024, ge=1024, description="Request line + headers; more: 431."
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="Request line + headers must arrive within this."
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, description="A request body must arrive within this."
+    )
+    max_connections: int = Field(
+        default=1000, ge=1, description="Open connections (and requests) at once; more: 503."
+    )
+    keep_alive_s: int = Field(default=5, ge=1, description="Idle keep-alive connections close.")
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        # From the environment: "searcher,localhost,127.0.0.1".
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    def served_hosts(self) -> list[str]:
+        """``allowed_hosts``, or its default: the bound address and the loopback names."""
+        if self.allowed_hosts is not None:
+            return self.allowed_hosts
+        bound = f"[{self.host}]" if ":" in self.host else self.host
+        return list(dict.fromkeys([bound, *LOOPBACK_NAMES]))
+
+
+# --- ceilings on what one request may ask for ------------------------------------------
+
+
+class LimitsSettings(_Section):
+    """Server ceilings on the ``budget`` fields of a request: a larger value is clamped
+    (and said so in ``meta.errors``), or refused with 422 when ``strict``."""
+
+    strict: bool = Field(default=False, description="Refuse (422) instead of clamping.")
+    max_tool_calls: int = Field(default=20, ge=0)
+    max_search_retries: int = Field(default=3, ge=0)
+    max_results: int = Field(default=50, ge=1, le=100)
+    max_fetch_pages: int = Field(
+        default=20, ge=0, le=50, description="Also: URLs one extract/loader request may read."
+    )
+    max_download_bytes_per_page: int = Field(default=10_000_000, ge=0)
+    max_extract_chars_per_page: int = Field(default=1_000_000, ge=0)
+    max_redirects: int = Field(default=10, ge=0, le=30)
+    max_context_chars: int = Field(default=100_000, ge=0)
+    max_total_time_ms: int = Field(
+        default=30_000, ge=0, description="Also caps per_request_timeout_ms.search and .fetch."
+    )
 
 
 class BudgetDefaults(_Section):
@@ -88,6 +205,21 @@ class BudgetDefaults(_Section):
     fetch_timeout_ms: int = Field(default=8000, ge=0)
 
 
+# Budget fields with a ceiling of the same name in ``limits`` (the per-request timeouts are
+# capped by limits.max_total_time_ms).
+LIMITED_BUDGET_FIELDS: tuple[str, ...] = (
+    "max_tool_calls",
+    "max_search_retries",
+    "max_results",
+    "max_fetch_pages",
+    "max_download_bytes_per_page",
+    "max_extract_chars_per_page",
+    "max_redirects",
+    "max_context_chars",
+    "max_total_time_ms",
+)
+
+
 def _default_backends() -> dict[str, BackendSettings]:
     return {
         "searxng": BackendSettings(),
@@ -97,23 +229,30 @@ def _default_backends() -> dict[str, BackendSettings]:
 
 
 class IntentPolicy(_Section):
-    """The backends an intent fans out to, and their weights in fusion."""
+    """The backend instances an intent fans out to, and their weights in fusion."""
 
-    backends: list[BackendName] = Field(min_length=1)
-    weights: dict[BackendName, float] = Field(default_factory=dict)
+    backends: list[str] = Field(min_length=1)
+    weights: dict[str, float] = Field(default_factory=dict)
 
 
 class BackendsSettings(_Section):
-    order: list[BackendName] = Field(
-        default_factory=lambda: list(BACKEND_NAMES),
-        description="Fallback order; backends that are not configured are skipped.",
+    order: list[str] = Field(
+        default_factory=list,
+        description="Fallback order of instance names; instances that are not configured "
+        "are skipped. Empty (default): the `instances` in their order, then searxng, "
+        "duckduckgo, brave.",
     )
     auto: Literal["fallback", "fanout"] = Field(
         default="fallback",
         description='What "auto" does: try `order` one by one, or query all at once and fuse.',
     )
     intents: dict[str, IntentPolicy] = Field(
-        default_factory=dict, description="Per-intent backend sets (fan-out) and weights."
+        default_factory=dict, description="Per-intent instance sets (fan-out) and weights."
+    )
+    instances: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Named backend instances: {name: {adapter: searxng, base_url: ...}}; "
+        "each is checked by its adapter's config model.",
     )
     engine_weights: dict[str, float] = Field(
         default_factory=dict,
@@ -132,10 +271,54 @@ class BackendsSettings(_Section):
     searxng: BackendSettings = Field(default_factory=lambda: _default_backends()["searxng"])
     duckduckgo: BackendSettings = Field(default_factory=lambda: _default_backends()["duckduckgo"])
     brave: BackendSettings = Field(default_factory=lambda: _default_backends()["brave"])
+    _resolved: dict[str, InstanceSettings] = PrivateAttr(default_factory=dict)
 
-    def get(self, name: str) -> BackendSettings:
-        settings: BackendSettings = getattr(self, name)
-        return settings
+    @model_validator(mode="after")
+    def _resolve_instances(self) -> BackendsSettings:
+        # Imported here: the registry imports the adapters, whose config models import this
+        # module. Validation needs it so that a typo in an instance fails at start-up.
+        from searcher.backends.registry import resolve_instances
+
+        legacy = {
+            # Unset and None keys left out: the adapter's defaults apply, and a dumped
+            # config (``api_key: null`` for SearXNG) stays valid.
+            name: {
+                "adapter": name,
+                **getattr(self, name).model_dump(exclude_unset=True, exclude_none=True),
+            }
+            for name in LEGACY_INSTANCES
+        }
+        self._resolved = resolve_instances(legacy, self.instances)
+        if not self.order:
+            declared = [n for n in self.instances if n not in LEGACY_INSTANCES]
+            self.order = declared + list(LEGACY_INSTANCES)
+        _check_names("backends.order", self.order, self._resolved)
+        for intent, policy in self.intents.items():
+            where = f"backends.intents.{intent}"
+            _check_names(f"{where}.backends", policy.backends, self._resolved)
+            _check_names(f"{where}.weights", list(policy.weights), self._resolved)
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        """Every instance name, configured or not."""
+        return list(self._resolved)
+
+    def fallback_order(self) -> list[str]:
+        """``order``, filled in (validation always fills it)."""
+        return list(self.order)
+
+    def get(self, name: str) -> InstanceSettings:
+        """The settings of instance ``name``; ``KeyError`` if there is none."""
+        return self._resolved[name]
+
+
+def _check_names(where: str, names: list[str], known: Mapping[str, object]) -> None:
+    for name in names:
+        if name not in known:
+            raise ValueError(
+                f"{where}: unknown backend instance {name!r} (known: {', '.join(known)})"
+            )
 
 
 class FusionSettings(_Section):
@@ -253,7 +436,17 @@ class RerankSettings(_Section):
     )  # fmt: skip
 
 
-LlmStep = Literal["rewrite", "route", "multi_query", "rank", "crag", "answer", "answer_check"]
+LlmStep = Literal[
+    "rewrite",
+    "route",
+    "multi_query",
+    "rank",
+    "crag",
+    "answer",
+    "answer_check",
+    "research_plan",
+    "research_report",
+]
 
 
 class LlmStepSettings(_Section):
@@ -284,6 +477,8 @@ class LlmStepsSettings(_Section):
     crag: LlmStepSettings = Field(default_factory=_step(128, 0.0))
     answer: LlmStepSettings = Field(default_factory=_step(600, 0.2))
     answer_check: LlmStepSettings = Field(default_factory=_step(96, 0.0))
+    research_plan: LlmStepSettings = Field(default_factory=_step(300, 0.2))
+    research_report: LlmStepSettings = Field(default_factory=_step(1200, 0.2))
 
     def get(self, step: LlmStep) -> LlmStepSettings:
         settings: LlmStepSettings = getattr(self, step)
@@ -332,6 +527,146 @@ class CompatSettings(_Section):
     )
 
 
+class ResearchSettings(_Section):
+    max_concurrent_jobs: int = Field(
+        default=2, ge=1, le=64, description="Research jobs running at once; more get 429."
+    )
+    retention_s: int = Field(
+        default=3600, ge=1, description="How long a finished job stays readable."
+    )
+    heartbeat_s: float = Field(
+        default=15.0, gt=0, le=300, description="Keep-alive comment on a quiet event stream."
+    )
+    owner_ttl_s: float = Field(
+        default=15.0, gt=0, le=600,
+        description="A process running jobs renews its heartbeat in the state store every "
+        "third of this; a job whose process is silent this long reads as interrupted.",
+    )  # fmt: skip
+
+
+class LoggingSettings(_Section):
+    access: bool = Field(
+        default=True, description="One JSON line per HTTP request on stderr (searcher serve)."
+    )
+    queries: bool = Field(default=False, description="Put the query text in that line.")
+
+
+class MetricsSettings(_Section):
+    enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics.")
+
+
+# --- shared state and result caches (issue 13) -------------------------------------------
+
+
+class AuthSettings(_Section):
+    """API keys (``searcher keys create``) and their limits on every route."""
+
+    enabled: bool = Field(
+        default=False, description="Require Authorization: Bearer <key> on every route."
+    )
+    open_paths: list[str] = Field(
+        default_factory=lambda: ["/v1/health", "/metrics"],
+        description="Paths that need no key (health checks, the metrics scraper).",
+    )
+    default_rate: str | None = Field(
+        default="60/min", description="Rate of keys created without --rate; null: no limit."
+    )
+
+    @field_validator("default_rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            from searcher.auth.keys import Rate  # the one parser of rates
+
+            try:
+                Rate.parse(value)
+            except InvalidRequest as exc:
+                raise ValueError(exc.message) from exc
+        return value
+
+
+class StateSettings(_Section):
+    """Where shared state lives: SQLite files on this machine, or Redis for many."""
+
+    redis_url: str | None = Field(
+        default=None,
+        description="redis://[:password@]host:port/db; set: every cache and counter lives "
+        "in Redis, shared by all workers and replicas. Unset: SQLite files in state.dir.",
+    )
+    dir: str | None = Field(
+        default=None,
+        description="Directory of the SQLite state file; default: the user "
+        "cache directory (…/searcher/state).",
+    )
+    redis_prefix: str = Field(default="searcher:", description="Prefix of every Redis key.")
+    redis_timeout_s: float = Field(
+        default=0.5, gt=0, description="Connect and command timeout of each Redis call."
+    )
+    sqlite_busy_timeout_ms: int = Field(
+        default=5000, ge=0, description="How long a SQLite writer waits for another process."
+    )
+    retry_after_failure_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="After a state failure, skip the store this long "
+        "(requests go on without the cache) before trying again.",
+    )
+
+    def directory(self) -> Path:
+        if self.dir:
+            return Path(self.dir).expanduser()
+        return Path(platformdirs.user_cache_dir("searcher")) / "state"
+
+
+def _default_intent_ttls() -> dict[str, int]:
+    return {"fresh_data": 300, "background": 7 * 86_400}
+
+
+class SemanticCacheSettings(_Section):
+    enabled: bool = Field(
+        default=False,
+        description="Serve a cached answer to a query close in meaning "
+        "(same numbers, dates and proper nouns).",
+    )
+    threshold: float = Field(
+        default=0.97,
+        gt=0,
+        le=1,
+        description="Cosine at or above which queries match "
+        "(chosen on QQP for <= 1 % false hits with minilm-static-256; "
+        "see bench/semantic_cache.py).",
+    )
+    max_entries: int = Field(
+        default=100_000, ge=1, description="Queries kept in each process's in-memory index."
+    )
+
+
+class ResultCacheSettings(_Section):
+    """The cache of whole search answers (``meta.cache`` says when one was used)."""
+
+    enabled: bool = Field(default=True, description="Cache complete search answers.")
+    ttl_s: int = Field(default=3600, ge=0, description="How long an answer stays fresh.")
+    ttl_by_intent: dict[str, int] = Field(
+        default_factory=_default_intent_ttls,
+        description="Fresh time per request intent, overriding ttl_s.",
+    )
+    fresh_ttl_s: int = Field(
+        default=300,
+        ge=0,
+        description="Fresh time for time_range: day and for the routes in fresh_routes (news).",
+    )
+    fresh_routes: list[str] = Field(
+        default_factory=lambda: ["news"], description="Engine groups whose answers age fast."
+    )
+    stale_if_error_s: int = Field(
+        default=86_400,
+        ge=0,
+        description="When every backend fails, serve an answer this "
+        "long past its fresh time, marked stale.",
+    )
+    semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
+
+
 class Settings(_Section):
     backends: BackendsSettings = Field(default_factory=BackendsSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
@@ -341,10 +676,51 @@ class Settings(_Section):
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     fetch: FetchSettings = Field(default_factory=FetchSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
     budget: BudgetDefaults = Field(default_factory=BudgetDefaults)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    research: ResearchSettings = Field(default_factory=ResearchSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_server_keys(cls, data: Any) -> Any:
+        # service.host/port/max_body_bytes were the first home of these settings.
+        if not isinstance(data, dict) or not isinstance(data.get("service"), dict):
+            return data
+        service = dict(data["service"])
+        moved = {k: service.pop(k) for k in LEGACY_SERVER_KEYS if k in service}
+        if not moved:
+            return data
+        given = data.get("server")
+        server: dict[str, Any] = given if isinstance(given, dict) else {}
+        for key, value in moved.items():
+            if key in server and server[key] != value:
+                raise ValueError(
+                    f"service.{key} is the old name of server.{key}; set only server.{key}"
+                )
+        return {**data, "service": service, "server": {**moved, **server}}
+
+    @model_validator(mode="after")
+    def _defaults_within_limits(self) -> Settings:
+        # A configured default above its ceiling would be clamped on every request.
+        limits, budget = self.limits, self.budget
+        pairs = [(name, name) for name in LIMITED_BUDGET_FIELDS] + [
+            ("search_timeout_ms", "max_total_time_ms"),
+            ("fetch_timeout_ms", "max_total_time_ms"),
+        ]
+        for field, ceiling in pairs:
+            value, limit = getattr(budget, field), getattr(limits, ceiling)
+            if value > limit:
+                raise ValueError(f"budget.{field}={value} is above limits.{ceiling}={limit}")
+        return self
 
     def cache_dir(self) -> Path:
         """Where the extraction cache lives."""
@@ -363,13 +739,16 @@ ENV_VARS: dict[str, str] = {
     "ENABLE_DUCKDUCKGO": "backends.duckduckgo.enabled",
     "ENABLE_BRAVE": "backends.brave.enabled",
     "SEARCHER_CACHE_DIR": "service.cache.dir",
-    "SEARCHER_HOST": "service.host",
-    "SEARCHER_PORT": "service.port",
+    "SEARCHER_HOST": "server.host",
+    "SEARCHER_PORT": "server.port",
+    "SEARCHER_ALLOWED_HOSTS": "server.allowed_hosts",
     "SEARCHER_LLM_BASE_URL": "llm.base_url",
     "SEARCHER_LLM_MODEL": "llm.model",
     "SEARCHER_LLM_API_KEY": "llm.api_key",
     "SEARCHER_OPENWEBUI_API_KEY": "compat.openwebui_api_key",
     "SEARCHER_TAVILY_API_KEY": "compat.tavily_api_key",
+    "SEARCHER_REDIS_URL": "state.redis_url",
+    "SEARCHER_STATE_DIR": "state.dir",
 }
 CONFIG_ENV_VAR = "SEARCHER_CONFIG"
 
@@ -416,9 +795,7 @@ def load_settings(
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{p.field}: {p.text}" for p in field_problems(exc.errors()))
         source = f" (file {config_path})" if config_path else ""
         raise ConfigError(f"invalid configuration{source}: {problems}") from exc
 

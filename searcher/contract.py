@@ -18,6 +18,10 @@ SearchMode = Literal["simple", "full"]
 FetchStatus = Literal["skipped", "fetched", "failed"]
 SkipReason = Literal["content_type", "too_large", "timeout", "budget", "blocked", "error"]
 TimeRange = Literal["day", "week", "month", "year"]
+CragGrade = Literal["CORRECT", "AMBIGUOUS", "INCORRECT"]
+CragAction = Literal["none", "refined", "switched", "skipped"]
+GradeMethod = Literal["llm", "heuristic"]  # who graded: the model, or the fallback
+PerspectiveSource = Literal["llm", "templates", "original"]
 
 NonNegInt = Annotated[StrictInt, Field(ge=0)]
 
@@ -111,6 +115,10 @@ class Constraints(_Strict):
     want_n: Annotated[StrictInt, Field(ge=1, le=20)] | None = Field(
         default=None, description='Results kept by rank="llm" (default: llm.steps.rank.want_n).'
     )
+    cache: Literal["on", "off"] = Field(
+        default="on",
+        description='"off": neither read nor write the result cache for this request.',
+    )
 
     @field_validator("engines", "categories", mode="before")
     @classmethod
@@ -158,6 +166,19 @@ class Budget(_Strict):
     max_context_chars: NonNegInt | None = None
     max_total_time_ms: NonNegInt | None = None
     per_request_timeout_ms: PerRequestTimeouts | None = None
+    max_age_s: NonNegInt | None = Field(
+        default=None,
+        description="Oldest cached answer accepted, in seconds; 0: fresh only (no cache).",
+    )
+
+
+def query_shape(value: Any) -> Any:
+    """The short form of a query (a string) as the object form; both validate as Query."""
+    if isinstance(value, str):
+        return {"text": value}
+    if isinstance(value, dict | Query):
+        return value
+    raise ValueError("must be a string or an object with 'text'")
 
 
 class SearchRequest(_Strict):
@@ -177,12 +198,7 @@ class SearchRequest(_Strict):
     @field_validator("query", mode="before")
     @classmethod
     def _query_shape(cls, value: Any) -> Any:
-        # The short form is sugar for the object form; both validate as Query.
-        if isinstance(value, str):
-            return {"text": value}
-        if isinstance(value, dict | Query):
-            return value
-        raise ValueError("must be a string or an object with 'text'")
+        return query_shape(value)
 
     @property
     def query_text(self) -> str:
@@ -282,7 +298,7 @@ class PerspectiveInfo(BaseModel):
 class PerspectivesInfo(BaseModel):
     """Multi-query: the perspectives searched and how diverse they were."""
 
-    source: Literal["llm", "templates", "original"]
+    source: PerspectiveSource
     diversity: float | None = Field(
         default=None, description="1 - mean pairwise cosine of the perspective embeddings."
     )
@@ -293,9 +309,9 @@ class PerspectivesInfo(BaseModel):
 class CragInfo(BaseModel):
     """Corrective re-search: the grade of the evidence and what was done about it."""
 
-    grade: Literal["CORRECT", "AMBIGUOUS", "INCORRECT"]
-    method: Literal["llm", "heuristic"]
-    action: Literal["none", "refined", "switched", "skipped"]
+    grade: CragGrade
+    method: GradeMethod
+    action: CragAction
     query: str | None = Field(default=None, description="The refined query, if one ran.")
     target: str | None = Field(default=None, description="Backends or engine group switched to.")
     results_added: int = 0
@@ -305,7 +321,7 @@ class CragInfo(BaseModel):
 class AnswerCheck(BaseModel):
     """Self-RAG style grades of the answer."""
 
-    method: Literal["llm", "heuristic"]
+    method: GradeMethod
     isrel: Literal["relevant", "irrelevant"]
     issup: Literal["fully_supported", "partially_supported", "no_support"]
     isuse: int = Field(ge=1, le=5)
@@ -323,6 +339,17 @@ class ErrorEntry(BaseModel):
     stage: str = Field(description="search, fetch, extract, render, ...")
     source: str = Field(description="The backend name or page URL concerned.")
     reason: str
+
+
+CacheKind = Literal["exact", "semantic", "stale"]
+
+
+class CacheInfo(BaseModel):
+    """Whether the answer came from the result cache, which kind of match, and its age."""
+
+    hit: bool
+    kind: CacheKind | None = None
+    age_s: float | None = Field(default=None, description="Seconds since it was computed.")
 
 
 class Meta(BaseModel):
@@ -346,6 +373,7 @@ class Meta(BaseModel):
     crag: CragInfo | None = None
     answer_check: AnswerCheck | None = None
     llm: list[LlmCall] = Field(default_factory=list, description="Every LLM step, in order.")
+    cache: CacheInfo | None = Field(default=None, description="The result cache's part.")
 
 
 class Usage(BaseModel):
@@ -402,13 +430,39 @@ class ErrorResponse(BaseModel):
 # --- health and cache (GET /v1/health, /v1/cache/stats, POST /v1/cache/clear) ----------
 
 
+class FailureSeen(BaseModel):
+    kind: str = Field(description="timeout, connect, http_status, rate_limited, blocked, auth, ...")
+    reason: str
+    age_s: float = Field(description="Seconds ago.")
+
+
+class EngineHealthEntry(BaseModel):
+    """An engine of a meta-search instance (SearXNG) seen failing."""
+
+    name: str
+    state: str = Field(description="healthy, suspended (left out of requests) or probing.")
+    consecutive_failures: int
+    last_kind: str | None
+    last_message: str | None
+    retry_in_s: float | None = Field(description="Suspended: seconds until the next probe.")
+
+
 class BackendHealth(BaseModel):
+    adapter: str = Field(description="The adapter this instance runs on.")
     enabled: bool
     configured: bool
     note: str | None
     breaker: str | None
     consecutive_failures: int
     last_error: str | None
+    retry_in_s: float | None = Field(default=None, description="Open: seconds to the trial.")
+    failures_by_kind: dict[str, int] = Field(
+        default_factory=dict, description="Failed attempts since start, by kind."
+    )
+    last_failures: list[FailureSeen] = Field(default_factory=list, description="Newest last.")
+    engines: list[EngineHealthEntry] | None = Field(
+        default=None, description="Meta-search instances: engines seen failing."
+    )
 
 
 class EmbedderHealth(BaseModel):
@@ -422,12 +476,26 @@ class LlmHealth(BaseModel):
     model: str | None = None
 
 
+class StateInfo(BaseModel):
+    """The shared state store: its engine and whether it is answering."""
+
+    engine: Literal["sqlite", "redis"]
+    location: str = Field(description="The SQLite file, or the Redis URL without password.")
+    ok: bool = Field(description="False: requests go on without the shared caches.")
+    failures: int = Field(description="Operations that failed (or were skipped) so far.")
+    last_error: str | None = None
+
+
 class Health(BaseModel):
     status: str
     version: str
     backends: dict[str, BackendHealth]
+    adapter_problems: dict[str, str] = Field(
+        default_factory=dict, description="Backend plugins that could not be loaded, and why."
+    )
     embedder: EmbedderHealth
     llm: LlmHealth
+    state: StateInfo | None = None
 
 
 class CacheStats(BaseModel):
@@ -466,3 +534,154 @@ class FetchPageResponse(BaseModel):
     )
     total_chars: int = Field(description="Length of the page's extracted text.")
     fetch: FetchInfo
+
+
+# --- research (POST /v1/research, GET /v1/research/{id}, .../events) ---------------------
+
+Preset = Literal["minimal", "balanced", "enhanced", "research", "full"]
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+EventType = Literal["plan", "search", "read", "evidence", "verify", "draft", "done", "error"]
+VerificationStatus = Literal["verified", "partially_verified", "conflicting", "unverified"]
+ReportMethod = Literal["llm", "evidence"]
+
+
+class ResearchBudget(_Strict):
+    """Limits of one research job; unset fields take the preset's values."""
+
+    max_iterations: Annotated[StrictInt, Field(ge=1, le=10)] | None = Field(
+        default=None, description="Search rounds at most."
+    )
+    max_tool_calls: Annotated[StrictInt, Field(ge=1, le=500)] | None = Field(
+        default=None, description="Searches and LLM calls at most."
+    )
+    max_pages: Annotated[StrictInt, Field(ge=0, le=50)] | None = Field(
+        default=None, description="Pages read at most."
+    )
+    max_total_time_ms: Annotated[StrictInt, Field(ge=1000, le=900_000)] | None = Field(
+        default=None, description="Deadline of the whole job."
+    )
+    max_llm_tokens: Annotated[StrictInt, Field(ge=0, le=2_000_000)] | None = Field(
+        default=None, description="Prompt + completion tokens at most; then the fallbacks."
+    )
+    max_report_chars: Annotated[StrictInt, Field(ge=500, le=100_000)] | None = Field(
+        default=None, description="Size of the report."
+    )
+
+
+class ResearchWant(_Strict):
+    report: bool = True
+    evidence: bool = Field(default=True, description="The evidence passages, numbered.")
+    trace: bool = Field(default=True, description="search_trace: every search of the job.")
+
+
+class ResearchRequest(_Strict):
+    """``POST /v1/research`` body."""
+
+    query: Query = Field(description='A string, or {"text": ..., "lang": ...}.')
+    preset: Preset = "balanced"
+    budget: ResearchBudget = Field(default_factory=ResearchBudget)
+    constraints: Constraints = Field(
+        default_factory=Constraints,
+        description="Passed to every search (backend, lang, engines, domains, time_range…).",
+    )
+    want: ResearchWant = Field(default_factory=ResearchWant)
+    stream: bool = Field(default=False, description="Stream the job's events in the response.")
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _query_shape(cls, value: Any) -> Any:
+        return query_shape(value)
+
+    @property
+    def query_text(self) -> str:
+        return self.query.text
+
+
+class SubQuestion(BaseModel):
+    question: str
+    source: Literal["question", "llm", "templates", "entities", "refined"]
+    covered: bool
+    coverage: float = Field(description="Share of its terms in its best passage (0-1).")
+    evidence: list[int] = Field(description="The numbers of its evidence passages, best first.")
+
+
+class EvidencePassage(BaseModel):
+    n: int = Field(description="The number the report cites it by: [n].")
+    url: str
+    title: str
+    text: str
+    kind: Literal["page", "snippet"]
+    score: float
+
+
+class Conflict(BaseModel):
+    sub_question: str
+    what: Literal["numbers", "dates"]
+    values: dict[str, list[str]] = Field(description="Source URL -> the values it states.")
+
+
+class TraceEntry(BaseModel):
+    round: int
+    sub_question: str
+    query: str
+    results: int
+    new_urls: int
+    error: str | None = None
+
+
+class ResearchUsage(BaseModel):
+    rounds: int
+    tool_calls: int
+    pages_read: int
+    llm_tokens: int
+    elapsed_ms: int
+
+
+class ResearchResult(BaseModel):
+    question: str
+    preset: Preset
+    report: str | None
+    report_method: ReportMethod
+    confidence: float = Field(ge=0, le=1)
+    verification_status: VerificationStatus
+    sub_questions: list[SubQuestion]
+    evidence: list[EvidencePassage] | None
+    conflicts: list[Conflict]
+    unsupported_citations: list[int] = Field(
+        default_factory=list, description="Citations removed: their passage did not support."
+    )
+    search_trace: list[TraceEntry] | None
+    stopped: str = Field(description="Why the loop stopped: covered, no_progress, budget…")
+    errors: list[ErrorEntry] = Field(default_factory=list)
+    usage: ResearchUsage
+
+
+class ResearchEvent(BaseModel):
+    id: int
+    type: EventType
+    ts: str
+    data: dict[str, Any]
+
+
+class ResearchJob(BaseModel):
+    """``GET /v1/research/{id}``."""
+
+    id: str
+    status: JobStatus
+    query: str
+    preset: Preset
+    created_utc: str
+    updated_utc: str
+    progress: dict[str, Any] = Field(default_factory=dict)
+    events: int = Field(description="Events so far; the stream resumes after any of them.")
+    error: str | None = None
+    result: ResearchResult | None = None
+
+
+class ResearchAccepted(BaseModel):
+    """``POST /v1/research`` (202)."""
+
+    id: str
+    status: JobStatus
+    status_url: str
+    events_url: str

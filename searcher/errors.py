@@ -7,7 +7,9 @@ exactly one place: ``searcher.api.errors``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 
 class SearcherError(Exception):
@@ -26,58 +28,152 @@ class InvalidRequest(SearcherError):
         self.field = field
         self.message = message
 
+    @classmethod
+    def from_validation(cls, errors: Sequence[Mapping[str, Any]]) -> InvalidRequest:
+        """The first problem of a pydantic validation (``exc.errors()``)."""
+        problem = (field_problems(errors) or [FieldProblem("body", "invalid request")])[0]
+        return cls(problem.field, problem.text)
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One validation problem: the dotted field, and what is wrong with it."""
+
+    field: str
+    message: str
+    detail: str | None = None  # e.g. where a JSON body stops parsing
+
+    @property
+    def text(self) -> str:
+        return f"{self.message}: {self.detail}" if self.detail else self.message
+
+
+def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
+    """pydantic's validation errors (``exc.errors()``) in our words: fields dotted, without
+    FastAPI's leading ``body``; the one rule for every entry point (HTTP, CLI, MCP, client,
+    configuration)."""
+    problems = []
+    for err in errors:
+        parts = [str(p) for p in err.get("loc", ())]
+        if parts and parts[0] == "body":
+            parts = parts[1:]
+        field = ".".join(parts) or "body"
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        detail = None
+        kind = err.get("type")
+        if kind == "json_invalid":
+            field, message = "body", "malformed JSON"
+            detail = str((err.get("ctx") or {}).get("error", "")) or None
+        elif kind == "extra_forbidden":
+            message = "unknown field"
+        elif kind == "missing" and field == "body":
+            message = "a JSON object body is required"
+        problems.append(FieldProblem(field, message, detail))
+    return problems
+
 
 # --- search backends -------------------------------------------------------------------
 
+# Why a backend gave no usable answer. The circuit breaker reacts by kind (a rejected key
+# opens it at once, a 429 honours Retry-After, an empty answer is no failure), and
+# ``/v1/health`` counts failures by kind. ``unavailable``: the instance is disabled or not
+# configured, so it was never called.
+FailureKind = Literal[
+    "timeout",
+    "connect",
+    "http_status",
+    "rate_limited",
+    "blocked",
+    "auth",
+    "bad_response",
+    "no_results",
+    "circuit_open",
+    "unavailable",
+]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+
 
 class BackendError(SearcherError):
-    """A search backend did not give a usable answer."""
+    """A search backend did not give a usable answer; ``kind`` says why, in one word."""
 
+    kind: FailureKind = "bad_response"
     retryable: bool = False
 
-    def __init__(self, backend: str, reason: str) -> None:
+    def __init__(
+        self,
+        backend: str,
+        reason: str,
+        kind: FailureKind | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(f"{backend}: {reason}")
         self.backend = backend
         self.reason = reason
+        if kind is not None:
+            self.kind = kind
+        self.retry_after_s = retry_after_s  # from a 429's Retry-After, when it said
+
+    def failure(self) -> BackendFailure:
+        """This error as an entry of a search outcome's failures."""
+        return BackendFailure(self.backend, self.reason, self.kind)
 
 
 class BackendTimeout(BackendError):
+    kind = "timeout"
     retryable = True
 
 
 class BackendConnectError(BackendError):
+    kind = "connect"
     retryable = True
 
 
 class BackendHTTPError(BackendError):
-    """The backend answered with an HTTP error status."""
+    """The backend answered with an HTTP error status; ``kind`` is chosen from it by
+    ``searcher.backends.failures.classify_status``."""
 
-    def __init__(self, backend: str, status: int, reason: str | None = None) -> None:
-        super().__init__(backend, reason or f"HTTP {status}")
+    def __init__(
+        self,
+        backend: str,
+        status: int,
+        reason: str | None = None,
+        kind: FailureKind = "http_status",
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(backend, reason or f"HTTP {status}", kind, retry_after_s)
         self.status = status
-        # 429 and 5xx can pass; 4xx other than 429 means our request or key is wrong.
-        self.retryable = status == 429 or status >= 500
+        # 5xx can pass; a 429 passes only after its Retry-After (the breaker waits it
+        # out); other 4xx mean our request or key is wrong.
+        self.retryable = status >= 500 and kind == "http_status"
 
 
 class BackendBadResponse(BackendError):
     """The backend answered 200 with something that is not the expected format."""
 
+    kind = "bad_response"
+
 
 class EnginesUnresponsive(BackendError):
     """SearXNG answered, but with no results because its engines failed."""
 
-    def __init__(self, backend: str, engines: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, backend: str, engines: list[tuple[str, str]], kind: FailureKind = "bad_response"
+    ) -> None:
         listed = ", ".join(f"{name} ({msg})" for name, msg in engines)
-        super().__init__(backend, f"no results; unresponsive engines: {listed}")
+        super().__init__(backend, f"no results; unresponsive engines: {listed}", kind)
         self.engines = engines
 
 
 class CircuitOpen(BackendError):
     """The backend's circuit breaker is open: the call failed fast without being made."""
 
+    kind = "circuit_open"
+
 
 class BackendNotAvailable(BackendError):
     """The backend is disabled or not configured."""
+
+    kind = "unavailable"
 
 
 @dataclass(frozen=True)
@@ -86,13 +182,19 @@ class BackendFailure:
 
     backend: str
     reason: str
+    kind: FailureKind
+
+
+def describe_failures(failures: Sequence[BackendFailure], separator: str = "; ") -> str:
+    """``backend: reason`` for each failure, joined (empty when there are none)."""
+    return separator.join(f"{f.backend}: {f.reason}" for f in failures)
 
 
 class AllBackendsFailed(SearcherError):
     """Every backend that was tried failed; ``failures`` says why, one entry each."""
 
     def __init__(self, failures: list[BackendFailure]) -> None:
-        listed = "; ".join(f"{f.backend}: {f.reason}" for f in failures) or "no backend is enabled"
+        listed = describe_failures(failures) or "no backend is enabled"
         super().__init__(f"all search backends failed ({listed})")
         self.failures = failures
 
@@ -188,3 +290,46 @@ class LlmTimeout(LlmError):
 
 class LlmBadReply(LlmError):
     """The endpoint answered, but not with something the step can use."""
+
+
+# --- research --------------------------------------------------------------------------
+
+
+class ResearchFailed(SearcherError):
+    """A research job could not go on (every search failed); the job ends ``failed``."""
+
+
+class TooManyJobs(SearcherError):
+    """``research.max_concurrent_jobs`` are running; ``retry_after_s`` says when to retry."""
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(f"{limit} research jobs are running already; retry later")
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
+class JobNotFound(SearcherError):
+    """No research job has that id (or it expired)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no research job {job_id!r}")
+        self.job_id = job_id
+
+
+# --- shared state (SQLite files, Redis) ------------------------------------------------
+
+
+class StateUnavailable(SearcherError):
+    """The state store (Redis, or the SQLite files) cannot be reached or used. At start-up
+    this stops ``searcher serve``; while serving, the caches treat it as a miss."""
+
+
+# --- API keys --------------------------------------------------------------------------
+
+
+class KeyNotFound(SearcherError):
+    """No active API key has that name or id."""
+
+    def __init__(self, name_or_id: str) -> None:
+        super().__init__(f"no active API key named or with id {name_or_id!r}")
+        self.name_or_id = name_or_id

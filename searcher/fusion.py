@@ -22,16 +22,13 @@ from typing import Any, Literal, NamedTuple
 from searcher.backends.base import BackendAnswer, Hit
 from searcher.urls import normalise_url
 
-# The backend whose hits carry the engines (and their positions) that found them.
-PER_ENGINE_BACKEND = "searxng"
-
 
 @dataclass(frozen=True)
 class RankedList:
     """One engine's (or backend's) ranking, best first, with how much it is trusted."""
 
-    backend: str  # "searxng", "brave", "duckduckgo"
-    engine: str | None  # an engine inside SearXNG ("bing"), None for the backend's own list
+    backend: str  # the instance's name ("searxng", "sx-home", "brave", ...)
+    engine: str | None  # an engine inside a meta-search ("bing"), None for the backend's list
     weight: float  # backend weight x intent weight x engine weight
     hits: tuple[Hit, ...]
     perspective: str | None = None  # multi-query / corrective search: which query found it
@@ -102,15 +99,15 @@ def ranked_lists(
 ) -> list[RankedList]:
     """Split one backend answer into ranked lists.
 
-    A SearXNG answer becomes one list per engine, holding the hits that engine returned in
-    the order of their position for it (``hit.engines`` paired in order with
-    ``hit.positions``; where a position is missing, the answer order stands in). Hits
-    without engines form a list with engine None. Any other backend is one list, engine
-    None, in answer order. ``backend_weight`` already includes the intent's weight; an
-    engine's weight (default 1) multiplies it."""
+    A meta-search's answer (``answer.per_engine``: any SearXNG instance) becomes one list
+    per engine, holding the hits that engine returned in the order of their position for
+    it (``hit.engines`` paired in order with ``hit.positions``; where a position is
+    missing, the answer order stands in). Hits without engines form a list with engine
+    None. Any other answer is one list, engine None, in answer order. ``backend_weight``
+    already includes the intent's weight; an engine's weight (default 1) multiplies it."""
     if not answer.hits:
         return []
-    if answer.backend != PER_ENGINE_BACKEND:
+    if not answer.per_engine:
         return [RankedList(answer.backend, None, backend_weight, tuple(answer.hits))]
     per_engine: dict[str | None, list[tuple[int, int, Hit]]] = {}
     for index, hit in enumerate(answer.hits):
@@ -128,7 +125,7 @@ def ranked_lists(
 
 
 def _engine_positions(hit: Hit, fallback: int) -> list[tuple[str | None, int]]:
-    """(engine, position) pairs of one SearXNG hit, each engine once."""
+    """(engine, position) pairs of one meta-search hit, each engine once."""
     if not hit.engines:
         return [(None, fallback)]
     pairs: dict[str | None, int] = {}
@@ -161,7 +158,7 @@ def answer_list(
     the answer is re-ordered by SearXNG's formula with those weights (weights x hits x
     sum of 1/position), ties kept in answer order."""
     hits = tuple(answer.hits)
-    if answer.backend == PER_ENGINE_BACKEND and hits:
+    if answer.per_engine and hits:
         weights = _engine_trust(hits, engine_weights, agreement)
         if any(w != 1.0 for w in weights.values()):
             scores = [_searxng_score(hit, index + 1, weights) for index, hit in enumerate(hits)]

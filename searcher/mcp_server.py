@@ -12,13 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
@@ -29,24 +31,31 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher import __version__
+from searcher.api.errors import send_error
+from searcher.api.host_check import split_host
 from searcher.config import Settings
 from searcher.contract import SearchRequest
-from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError
+from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, describe_failures
 from searcher.fetch_page import FetchPageResult, fetch_page
 from searcher.runtime import open_service
 from searcher.service import SearchService
-from searcher.tool_specs import ToolSpec, search_body, tool_specs
+from searcher.tool_specs import ToolSpec, mcp_tool_specs, search_body
 
 log = logging.getLogger("searcher.mcp")
 
 # Room fetch_page keeps under the output cap for the line that says how to get the rest
 # (<= 130 characters) and the structured paging and fetch facts (<= 350).
 FETCH_ROOM = 600
+# Seconds an /mcp exchange may run beyond limits.max_total_time_ms (serialising, queueing).
+EXCHANGE_GRACE_S = 15.0
 INSTRUCTIONS = (
     "web_search returns a numbered context pack of web results (use it as evidence and "
-    "cite the URLs); fetch_page reads one page's main text, in slices for long pages."
+    "cite the URLs); fetch_page reads one page's main text, in slices for long pages; "
+    "deep_research answers a harder question over several rounds of searching and reading "
+    "and returns a cited report (slow: tens of seconds)."
 )
 
 ServiceGetter = Callable[[], SearchService]
@@ -89,9 +98,7 @@ def _search_request(arguments: dict[str, Any], pack_chars: int) -> SearchRequest
     try:
         return SearchRequest.model_validate(search_body(arguments, pack_chars))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise InvalidRequest(field, str(err["msg"]).removeprefix("Value error, ")) from exc
+        raise InvalidRequest.from_validation(exc.errors()) from exc
 
 
 async def run_web_search(
@@ -159,8 +166,63 @@ async def run_fetch_page(
     )
 
 
+Progress = Callable[[float, str], Awaitable[None]]
+
+
+async def run_deep_research(
+    service: SearchService, arguments: dict[str, Any], max_chars: int, progress: Progress
+) -> CallToolResult:
+    """The research report as text (within ``max_chars`` with its sources), confidence,
+    verification and sources as structured content; every event of the job is a progress
+    notification."""
+    from searcher.contract import ResearchRequest
+    from searcher.research.loop import Research
+    from searcher.research.presets import resolve
+
+    # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
+    longest = max(1000, service.settings.limits.max_total_time_ms)
+    preset = arguments.get("preset", "balanced")
+    try:
+        request = ResearchRequest.model_validate({"query": arguments["query"], "preset": preset})
+        if resolve(request.preset, request.budget).max_total_time_ms > longest:
+            request.budget.max_total_time_ms = longest
+    except ValidationError as exc:
+        raise InvalidRequest.from_validation(exc.errors()) from exc
+    count = 0
+
+    async def emit(kind: str, data: dict[str, Any]) -> None:
+        nonlocal count
+        count += 1
+        await progress(count, f"{kind}: {json.dumps(data, ensure_ascii=False)[:300]}")
+
+    result = await Research(request, service.parts, emit).run()
+    sources = [{"n": p.n, "url": p.url, "title": p.title} for p in result.evidence or []]
+    listed = "\n".join(f"[{s['n']}] {s['title']} — {s['url']}" for s in sources)
+    text = cap_text(result.report or "", max(1000, max_chars - len(listed) - 200), "")
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{text}\n\nSources:\n{listed}".strip())],
+        structured_content={
+            "confidence": result.confidence,
+            "verification_status": result.verification_status,
+            "report_method": result.report_method,
+            "stopped": result.stopped,
+            "sub_questions": [q.model_dump(mode="json") for q in result.sub_questions],
+            "conflicts": [c.model_dump(mode="json") for c in result.conflicts],
+            "sources": sources,
+        },
+    )
+
+
+async def _no_progress(done: float, message: str) -> None:
+    return None
+
+
 async def call_tool(
-    spec: ToolSpec, service: SearchService, arguments: dict[str, Any], max_chars: int
+    spec: ToolSpec,
+    service: SearchService,
+    arguments: dict[str, Any],
+    max_chars: int,
+    progress: Progress = _no_progress,
 ) -> CallToolResult:
     """Validate the arguments against the tool's schema and run it; errors become tool
     errors with a clear message."""
@@ -168,11 +230,13 @@ async def call_tool(
         spec.validate(arguments)
         if spec.name == "web_search":
             return await run_web_search(service, arguments, max_chars)
+        if spec.name == "deep_research":
+            return await run_deep_research(service, arguments, max_chars, progress)
         return await run_fetch_page(service, arguments, max_chars)
     except InvalidRequest as exc:
         return _error(f"invalid arguments: {exc}")
     except AllBackendsFailed as exc:
-        failed = "; ".join(f"{f.backend}: {f.reason}" for f in exc.failures)
+        failed = describe_failures(exc.failures)
         return _error(f"web search failed: every backend failed ({failed or 'none enabled'})")
     except SearcherError as exc:
         log.warning("tool %s failed: %s", spec.name, exc)
@@ -185,7 +249,7 @@ async def call_tool(
 def build_server(get_service: ServiceGetter, settings: Settings) -> Server[Any]:
     """The MCP server; ``get_service`` yields the running ``SearchService`` at call time."""
     max_chars = settings.mcp.max_output_chars
-    specs = {spec.name: spec for spec in tool_specs(max_chars)}
+    specs = {spec.name: spec for spec in mcp_tool_specs(max_chars)}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
@@ -202,7 +266,12 @@ def build_server(get_service: ServiceGetter, settings: Settings) -> Server[Any]:
         spec = specs.get(params.name)
         if spec is None:
             return _error(f"unknown tool {params.name!r}; tools: {', '.join(specs)}")
-        return await call_tool(spec, get_service(), params.arguments or {}, max_chars)
+
+        async def progress(done: float, message: str) -> None:
+            # A no-op unless the client asked for progress (a progressToken).
+            await ctx.session.report_progress(done, None, message)
+
+        return await call_tool(spec, get_service(), params.arguments or {}, max_chars, progress)
 
     return Server(
         "searcher",
@@ -230,13 +299,85 @@ def mount_mcp(app: FastAPI, settings: Settings) -> None:
     if not settings.mcp.http:
         return
     server = build_server(lambda: app.state.runtime.service, settings)
-    # Stateless, JSON answers: the tools need no session, and any worker process of
-    # `searcher serve --workers N` can answer any request.
-    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
-    app.state.mcp_sessions = manager
-    app.router.routes.append(
-        Route("/mcp", endpoint=StreamableHTTPASGIApp(manager), include_in_schema=False)
+    # Stateless: the tools need no session, and any worker process of `searcher serve
+    # --workers N` can answer any request. Answers stream (SSE) to clients that accept it,
+    # so that deep_research's progress notifications reach them (a JSON-only client gets
+    # 406, as the MCP spec allows). The SDK's own DNS-rebinding protection checks Host and
+    # Origin against the app's list as well.
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        stateless=True,
+        json_response=False,
+        security_settings=transport_security(settings),
+        max_request_body_size=settings.server.max_body_bytes,
     )
+    app.state.mcp_sessions = manager
+    # No exchange may outlive the longest request the server allows.
+    max_exchange_s = settings.limits.max_total_time_ms / 1000 + EXCHANGE_GRACE_S
+    endpoint = McpEndpoint(StreamableHTTPASGIApp(manager), max_exchange_s)
+    app.router.routes.append(Route("/mcp", endpoint=endpoint, include_in_schema=False))
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """The SDK's Host/Origin check with ``server.allowed_hosts`` and the CORS origins, in
+    its notation (``name:*`` for any port). It cannot express wildcard names; with one
+    listed it is off, and the app's own check (``HostOriginMiddleware``) stands alone."""
+    entries = settings.server.served_hosts()
+    cors = settings.server.cors.allow_origins
+    if any("*" in split_host(e)[0] for e in entries) or "*" in cors:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts: list[str] = []
+    origins: list[str] = list(cors)
+    for entry in entries:
+        name, port = split_host(entry)
+        shown = [f"{name}:{port}"] if port not in (None, "*") else [name, f"{name}:*"]
+        hosts += shown
+        origins += [f"{scheme}://{h}" for h in shown for scheme in ("http", "https")]
+    return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
+
+
+class McpEndpoint:
+    """``/mcp`` as the app serves it: POST only, each exchange bounded in time.
+
+    In stateless mode every tool call is one POST answered on its own response (a short
+    event stream); a GET would only open a standalone stream that nothing ever writes to
+    and that never ends (2,000 of them held 170 MB), so GET and DELETE get 405, as the MCP
+    spec allows. An exchange
+    still running after ``max_exchange_s`` is cancelled and its response ended."""
+
+    def __init__(self, app: ASGIApp, max_exchange_s: float) -> None:
+        self.app = app
+        self.max_exchange_s = max_exchange_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await send_error(
+                send,
+                405,
+                "method_not_allowed",
+                "MCP here is stateless: POST JSON-RPC messages; no event stream is offered",
+                headers={"Allow": "POST"},
+            )
+            return
+        started = ended = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started, ended
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                ended = True
+            await send(message)
+
+        with anyio.move_on_after(self.max_exchange_s) as bounded:
+            await self.app(scope, receive, tracked)
+        if not bounded.cancelled_caught or ended:
+            return
+        log.warning("MCP exchange ended after %.0f s", self.max_exchange_s)
+        if not started:
+            await send_error(send, 504, "timeout", "the MCP exchange took too long")
+        else:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 @contextlib.asynccontextmanager

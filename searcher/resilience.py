@@ -6,11 +6,13 @@ Both take an injectable clock so that tests can move time instead of sleeping.
 from __future__ import annotations
 
 import time
+from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from searcher.config import BreakerSettings
+from searcher.errors import FailureKind
 
 Clock = Callable[[], float]
 BreakerState = Literal["closed", "open", "half_open"]
@@ -40,18 +42,38 @@ class Deadline:
         return int((self._clock() - self.started) * 1000)
 
 
+# Failure kinds that say nothing about the backend's health: an empty answer, a call
+# refused by the breaker itself, an instance that is not configured.
+NO_VERDICT: frozenset[FailureKind] = frozenset({"no_results", "circuit_open", "unavailable"})
+RECENT_FAILURES = 10  # kept per breaker for /v1/health
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    kind: FailureKind
+    reason: str
+    at: float  # on the breaker's clock
+
+
 @dataclass(frozen=True)
 class BreakerSnapshot:
     state: BreakerState
     consecutive_failures: int
     last_error: str | None
     opened_for_s: float | None
+    retry_in_s: float | None = None  # open: seconds until a trial call is let through
+    failures_by_kind: dict[str, int] = field(default_factory=dict)  # since start
+    recent: tuple[FailureRecord, ...] = ()  # newest last
 
 
 class CircuitBreaker:
     """Closed -> open after ``failure_threshold`` consecutive failures (calls then fail fast)
     -> half-open after ``recovery_timeout`` seconds, letting up to ``half_open_max_calls``
     trial calls through -> closed after that many successes, or open again on a failure.
+
+    It reacts by kind: ``auth`` (a rejected key) opens it at once; ``rate_limited`` with a
+    Retry-After opens it for that long; ``no_results`` and the other ``NO_VERDICT`` kinds
+    are no failure.
     """
 
     def __init__(self, settings: BreakerSettings, clock: Clock = time.monotonic) -> None:
@@ -60,16 +82,16 @@ class CircuitBreaker:
         self._state: BreakerState = "closed"
         self._failures = 0
         self._opened_at = 0.0
+        self._open_for = settings.recovery_timeout
         self._trial_in_flight = 0
         self._trial_successes = 0
         self.last_error: str | None = None
+        self._by_kind: Counter[str] = Counter()
+        self._recent: deque[FailureRecord] = deque(maxlen=RECENT_FAILURES)
 
     @property
     def state(self) -> BreakerState:
-        if (
-            self._state == "open"
-            and self._clock() - self._opened_at >= self._settings.recovery_timeout
-        ):
+        if self._state == "open" and self._clock() - self._opened_at >= self._open_for:
             self._state = "half_open"
             self._trial_in_flight = 0
             self._trial_successes = 0
@@ -95,12 +117,31 @@ class CircuitBreaker:
             if self._trial_successes >= self._settings.half_open_max_calls:
                 self._state = "closed"
 
-    def record_failure(self, reason: str) -> None:
+    def record_failure(
+        self, kind: FailureKind, reason: str, retry_after_s: float | None = None
+    ) -> None:
+        """One failed call, by kind (see the class docstring)."""
+        if kind in NO_VERDICT:
+            self.release()
+            return
+        now = self._clock()
         self.last_error = reason
+        self._by_kind[kind] += 1
+        self._recent.append(FailureRecord(kind, reason, now))
         self._failures += 1
-        if self._state == "half_open" or self._failures >= self._settings.failure_threshold:
-            self._state = "open"
-            self._opened_at = self._clock()
+        if kind == "rate_limited" and retry_after_s is not None:
+            self._open(now, max(retry_after_s, 0.0))
+        elif (
+            kind == "auth"
+            or self._state == "half_open"
+            or self._failures >= self._settings.failure_threshold
+        ):
+            self._open(now, self._settings.recovery_timeout)
+
+    def _open(self, now: float, for_s: float) -> None:
+        self._state = "open"
+        self._opened_at = now
+        self._open_for = for_s
 
     def release(self) -> None:
         """A call admitted by ``allow`` ended without a verdict (e.g. it was cancelled)."""
@@ -109,8 +150,18 @@ class CircuitBreaker:
 
     def snapshot(self) -> BreakerSnapshot:
         state = self.state
-        opened_for = self._clock() - self._opened_at if state == "open" else None
-        return BreakerSnapshot(state, self._failures, self.last_error, opened_for)
+        now = self._clock()
+        opened_for = now - self._opened_at if state == "open" else None
+        retry_in = max(0.0, self._opened_at + self._open_for - now) if state == "open" else None
+        return BreakerSnapshot(
+            state,
+            self._failures,
+            self.last_error,
+            opened_for,
+            retry_in,
+            dict(self._by_kind),
+            tuple(self._recent),
+        )
 
 
 class CallBudget:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -17,14 +18,21 @@ from searcher.backends.chain import BackendPool
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.registry import build_backends
 from searcher.cache.extraction import ExtractionCache
+from searcher.cache.results import ResultCache, answer_fingerprint
+from searcher.cache.semantic import SemanticCache
 from searcher.config import Settings
 from searcher.embeddings import Embedder, build_embedder
-from searcher.errors import EmbedderUnavailable
+from searcher.errors import EmbedderUnavailable, StateUnavailable
 from searcher.fetch.extract import Extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.llm.client import LlmClient
 from searcher.page_reader import PageReader
+from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
+from searcher.state import FailSoftStore, open_store
+
+if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
+    from searcher.metrics import Metrics
 
 
 @dataclass
@@ -35,6 +43,8 @@ class Runtime:
     cache: ExtractionCache
     embedder: Embedder | None = None
     embedder_problem: str | None = None
+    state: FailSoftStore | None = None
+    results: ResultCache | None = None
 
 
 async def _load_embedder(settings: Settings) -> tuple[Embedder | None, str | None]:
@@ -47,6 +57,28 @@ async def _load_embedder(settings: Settings) -> tuple[Embedder | None, str | Non
     return embedder, None
 
 
+def _result_cache(
+    settings: Settings, state: FailSoftStore, embedder: Embedder | None
+) -> ResultCache | None:
+    """The result cache, with its semantic part when switched on and an embedder loaded."""
+    if not settings.cache.enabled:
+        return None
+    semantic = None
+    if settings.cache.semantic.enabled and embedder is not None:
+        semantic = SemanticCache(
+            state, embedder, settings.cache.semantic.threshold, settings.cache.semantic.max_entries
+        )
+    return ResultCache(state, settings.cache, answer_fingerprint(settings), semantic)
+
+
+async def _prune_state(state: FailSoftStore, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        # Housekeeping: a store that is down shows in the next request's operation.
+        with contextlib.suppress(StateUnavailable):
+            await state.prune()
+
+
 @contextlib.asynccontextmanager
 async def open_service(
     settings: Settings,
@@ -54,11 +86,14 @@ async def open_service(
     ddgs_factory: SearcherFactory | None = None,
     extract_in_process: bool = False,
     sweep: bool = True,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Runtime]:
     """Yield a ready ``Runtime``; everything it opened is closed on exit.
 
     ``extract_in_process`` runs extraction in a thread instead of a process pool (cheaper
-    for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background."""
+    for a one-shot CLI call); ``sweep`` runs the cache sweeper in the background. Raises
+    ``StateUnavailable`` when the state store (Redis) cannot be reached."""
+    state = await open_store(settings.state)  # first: an unreachable Redis stops start-up
     # trust_env=False: aiohttp would look proxies up in a thread on every request.
     backend_client = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
@@ -71,17 +106,29 @@ async def open_service(
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
     embedder, problem = await _load_embedder(settings)
     llm = LlmClient(settings.llm) if settings.llm.configured else None
-    sweeper = None
+    results = _result_cache(settings, state, embedder)
+    sweepers: list[asyncio.Task[Any]] = []
     if sweep and cache_cfg.enabled:
-        sweeper = asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s))
+        sweepers.append(asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s)))
+    if sweep:
+        sweepers.append(asyncio.create_task(_prune_state(state, cache_cfg.sweep_interval_s)))
+    if results is not None and isinstance(results.semantic, SemanticCache):
+        # Mirror the vectors other workers stored, in the background: a lookup meanwhile
+        # uses what is there rather than waiting for 100,000 rows.
+        sweepers.append(asyncio.create_task(results.semantic.sync()))
     try:
-        service = SearchService(settings, pool, reader, embedder, problem, llm)
-        yield Runtime(settings, service, pool, cache, embedder, problem)
+        if metrics is not None:
+            metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
+        parts = Parts.build(settings, pool, reader, embedder, problem, llm, metrics)
+        service = SearchService(parts, results)
+        yield Runtime(settings, service, pool, cache, embedder, problem, state, results)
     finally:
-        if sweeper is not None:
+        for sweeper in sweepers:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+        await pool.aclose()  # hedged calls still running in the background
+        await state.aclose()
         await backend_client.close()
         close_embedder = getattr(embedder, "aclose", None)
         if close_embedder is not None:

@@ -12,39 +12,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from searcher.backends.base import BackendAnswer
-from searcher.contract import CragInfo, PerspectiveInfo, PerspectivesInfo
+from searcher.backends.outcome import SearchOutcome
+from searcher.contract import (
+    CragAction,
+    CragInfo,
+    PerspectiveInfo,
+    PerspectivesInfo,
+)
 from searcher.embeddings import Embedder
-from searcher.errors import AllBackendsFailed, BackendFailure
+from searcher.errors import AllBackendsFailed, BackendFailure, describe_failures
 from searcher.llm import multi_query
 from searcher.llm.crag import Evidence, Verdict, grade_evidence, heuristic_refinement
 from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate
 from searcher.resilience import CallBudget
 from searcher.routing import Route
-
-
-@dataclass
-class SearchOutcome:
-    """What searching produced, whichever way the backends were used."""
-
-    answers: list[BackendAnswer]
-    tried: list[str]
-    failures: list[BackendFailure]
-    fallback_used: bool = False
-    hedged: dict[str, Any] | None = None
-
-    @property
-    def backend_used(self) -> str | None:
-        names = list(dict.fromkeys(a.backend for a in self.answers))
-        return "+".join(names) if names else None
-
-    @property
-    def result_count(self) -> int:
-        return sum(len(a.hits) for a in self.answers)
-
 
 # One search of ``text`` routed by ``route``; ``backends`` overrides the request's plan
 # (a chain over those names). Raises AllBackendsFailed.
@@ -68,6 +51,7 @@ class Tagged:
             merged.failures += outcome.failures
             merged.fallback_used = merged.fallback_used or outcome.fallback_used
             merged.hedged = merged.hedged or outcome.hedged
+            merged.plan_notes += [n for n in outcome.plan_notes if n not in merged.plan_notes]
         return merged
 
 
@@ -100,7 +84,7 @@ async def multi_search(
     for p, result in zip(perspectives, results, strict=True):
         if isinstance(result, AllBackendsFailed):
             failures += result.failures
-            reason = "; ".join(f"{f.backend}: {f.reason}" for f in result.failures) or "failed"
+            reason = describe_failures(result.failures) or "failed"
             infos.append(PerspectiveInfo(query=p.query, type=p.type, results=0, error=reason))
         elif isinstance(result, BaseException):
             raise result
@@ -124,7 +108,7 @@ async def multi_search(
         tagged.outcomes.append((None, single))
     spread = await multi_query.diversity(embedder, [p.query for p in perspectives])
     info = PerspectivesInfo(
-        source=source,  # type: ignore[arg-type]
+        source=source,
         diversity=spread,
         queries=infos,
         degraded="; ".join(notes) or None,
@@ -145,16 +129,16 @@ class Correction:
 
 def _crag_info(
     verdict: Verdict,
-    action: str,
+    action: CragAction,
     reason: str | None = None,
     query: str | None = None,
     target: str | None = None,
     added: int = 0,
 ) -> CragInfo:
     return CragInfo(
-        grade=verdict.grade,  # type: ignore[arg-type]
-        method=verdict.method,  # type: ignore[arg-type]
-        action=action,  # type: ignore[arg-type]
+        grade=verdict.grade,
+        method=verdict.method,
+        action=action,
         query=query,
         target=target,
         results_added=added,
@@ -180,6 +164,7 @@ async def corrective_search(
     if verdict.grade == "CORRECT":
         return Correction(_crag_info(verdict, "none"), Tagged())
     target: tuple[Sequence[str] | None, Route, str]
+    action: CragAction
     if verdict.grade == "AMBIGUOUS":
         text = verdict.refined_query or heuristic_refinement(query)
         action, target = "refined", (None, route, "refined query")
@@ -198,7 +183,7 @@ async def corrective_search(
     try:
         outcome = await search_once(text, use_route, backends)
     except AllBackendsFailed as exc:
-        why = "; ".join(f"{f.backend}: {f.reason}" for f in exc.failures) or "search failed"
+        why = describe_failures(exc.failures) or "search failed"
         info = _crag_info(verdict, action, f"corrective search failed: {why}", shown_query, label)
         return Correction(info, Tagged(failures=exc.failures))
     info = _crag_info(verdict, action, None, shown_query, label, outcome.result_count)

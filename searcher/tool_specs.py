@@ -15,8 +15,7 @@ from typing import Any, get_args
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from searcher.config import BACKEND_NAMES
-from searcher.contract import MAX_QUERY_CHARS, SearchMode, TimeRange
+from searcher.contract import MAX_QUERY_CHARS, Preset, SearchMode, TimeRange
 from searcher.errors import InvalidRequest
 
 MAX_TOOL_RESULTS = 20
@@ -93,9 +92,9 @@ def web_search_spec() -> ToolSpec:
                 },
                 "backend": {
                     "type": "string",
-                    "enum": ["auto", *BACKEND_NAMES],
                     "default": "auto",
-                    "description": "Search backend; auto uses the server's configured order.",
+                    "description": "Search backend instance (as named in /v1/health); auto "
+                    "uses the server's configured order.",
                 },
                 "time_range": {
                     "type": "string",
@@ -185,3 +184,43 @@ def search_body(arguments: dict[str, Any], max_context_chars: int | None = None)
     if max_context_chars is not None:
         budget["max_context_chars"] = max_context_chars
     return {"query": arguments["query"], "constraints": constraints, "budget": budget}
+
+
+def deep_research_spec() -> ToolSpec:
+    """The ``deep_research`` tool (MCP only: it runs for tens of seconds, reporting progress
+    through MCP progress notifications)."""
+    return ToolSpec(
+        name="deep_research",
+        description=(
+            "Research a question over several rounds of web searches and page reading "
+            "(sub-questions, follow-ups through the people, places and works the evidence "
+            "names), then get a report with [n] citations and its numbered sources. Takes "
+            "tens of seconds; use web_search for a quick lookup."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUERY_CHARS,
+                    "pattern": NOT_BLANK,
+                    "description": "The question to research.",
+                },
+                "preset": {
+                    "type": "string",
+                    "enum": list(get_args(Preset)),
+                    "default": "balanced",
+                    "description": "How far to go: minimal (1 round, 5 pages) to full "
+                    "(5 rounds, 15 pages).",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def mcp_tool_specs(default_max_chars: int) -> tuple[ToolSpec, ...]:
+    """The tools the MCP server lists: every tool, and deep_research."""
+    return (*tool_specs(default_max_chars), deep_research_spec())

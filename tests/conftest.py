@@ -83,6 +83,7 @@ def make_settings(testbed: TestbedServer, tmp_path: Path) -> Callable[..., Setti
             },
             "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"], "extract_workers": 1},
             "service": {"cache": {"dir": str(tmp_path / "cache")}},
+            "state": {"dir": str(tmp_path / "state")},
             "embeddings": {"provider": "model2vec", "model": str(STATIC_MODEL)},
             # The hybrid rerank (on by default since issue 12) reorders a backend's results
             # by their snippets; tests of other features rely on the backend's order.
@@ -131,6 +132,7 @@ def config_file(testbed: TestbedServer, tmp_path: Path) -> Callable[..., str]:
             },
             "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
             "service": {"cache": {"dir": str(tmp_path / "cache")}},
+            "state": {"dir": str(tmp_path / "state")},
             "embeddings": {"model": str(STATIC_MODEL)},
             "scoring": {"hybrid_share": 0.0},  # as make_settings: keep the backend's order
         }
@@ -139,3 +141,25 @@ def config_file(testbed: TestbedServer, tmp_path: Path) -> Callable[..., str]:
         return str(path)
 
     return write
+
+
+# --- a real Redis (tests/redis_server.py) ----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[Any]:
+    """One redis-server on a free loopback port for the session."""
+    from tests.redis_server import RedisServer
+
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: Any) -> str:
+    """The session Redis, emptied for this test."""
+    from tests.redis_server import flush
+
+    flush(redis_server.url)
+    url: str = redis_server.url
+    return url

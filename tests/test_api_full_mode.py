@@ -120,7 +120,8 @@ def test_pages_on_unlisted_loopback_names_are_refused_before_connecting(
 def test_extraction_cache_serves_repeat_reads(
     make_settings, serve_searcher, testbed, matching_query
 ):
-    base = serve_searcher(make_settings())
+    # The result cache off: this test is about the page cache under a repeated search.
+    base = serve_searcher(make_settings(cache={"enabled": False}))
     body = {
         "query": matching_query,
         "constraints": {"search_mode": "full"},

@@ -213,7 +213,11 @@ def test_duckduckgo_through_its_library_boundary(
     failed = post(base, {"query": "anything", "constraints": {"backend": "duckduckgo"}})
     assert failed.status_code == 502
     assert failed.json()["error"]["backends"] == [
-        {"backend": "duckduckgo", "reason": "rate limited: fake: 202 Ratelimit"}
+        {
+            "backend": "duckduckgo",
+            "reason": "rate limited: fake: 202 Ratelimit",
+            "kind": "rate_limited",
+        }
     ]
 
 
@@ -241,8 +245,8 @@ def test_all_backends_failing_is_a_json_error_listing_each(make_settings, serve_
     error = response.json()["error"]
     assert error["type"] == "all_backends_failed"
     assert error["backends"] == [
-        {"backend": "searxng", "reason": "HTTP 500"},
-        {"backend": "brave", "reason": "HTTP 401"},
+        {"backend": "searxng", "reason": "HTTP 500", "kind": "http_status"},
+        {"backend": "brave", "reason": "HTTP 401", "kind": "auth"},
     ]
     assert "Traceback" not in response.text
 
@@ -274,6 +278,7 @@ def test_breaker_opens_fails_fast_and_shows_in_health(
             }
         },
         budget={"max_search_retries": 0},
+        cache={"enabled": False},  # every repeat must reach the backends: the breaker's test
     )
     base = serve_searcher(settings)
     testbed.reset()

@@ -24,12 +24,12 @@ def test_opens_after_threshold_consecutive_failures_only():
     breaker, _ = make(threshold=3)
     for _ in range(2):
         assert breaker.allow()
-        breaker.record_failure("boom")
+        breaker.record_failure("http_status", "boom")
     breaker.record_success()  # a success resets the count
     for _ in range(2):
-        breaker.record_failure("boom")
+        breaker.record_failure("http_status", "boom")
     assert breaker.state == "closed"
-    breaker.record_failure("boom")
+    breaker.record_failure("http_status", "boom")
     assert breaker.state == "open"
     assert not breaker.allow()
     assert breaker.snapshot().last_error == "boom"
@@ -37,7 +37,7 @@ def test_opens_after_threshold_consecutive_failures_only():
 
 def test_half_open_after_recovery_timeout_then_closes_after_enough_successes():
     breaker, clock = make(threshold=1, recovery=30.0, half_open=2)
-    breaker.record_failure("down")
+    breaker.record_failure("http_status", "down")
     clock.now += 29.9
     assert breaker.state == "open" and not breaker.allow()
     clock.now += 0.2
@@ -54,10 +54,10 @@ def test_half_open_after_recovery_timeout_then_closes_after_enough_successes():
 def test_a_failure_while_half_open_reopens_and_restarts_the_timer():
     breaker, clock = make(threshold=5, recovery=10.0, half_open=3)
     for _ in range(5):
-        breaker.record_failure("x")
+        breaker.record_failure("http_status", "x")
     clock.now += 10
     assert breaker.allow()
-    breaker.record_failure("still down")
+    breaker.record_failure("http_status", "still down")
     assert breaker.state == "open"
     clock.now += 9
     assert breaker.state == "open"
@@ -67,7 +67,7 @@ def test_a_failure_while_half_open_reopens_and_restarts_the_timer():
 
 def test_release_frees_a_trial_slot_without_a_verdict():
     breaker, clock = make(threshold=1, recovery=1.0, half_open=1)
-    breaker.record_failure("x")
+    breaker.record_failure("http_status", "x")
     clock.now += 1
     assert breaker.allow()
     assert not breaker.allow()

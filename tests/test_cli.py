@@ -78,6 +78,23 @@ def test_cache_stats_and_clear(config_file, matching_query):
     assert json.loads(run("cache", "stats", "--config", config).stdout)["entries"] == 0
 
 
+def test_cache_commands_cover_the_result_cache(config_file, matching_query):
+    config = config_file()
+    first = json.loads(run("search", matching_query, "--config", config, "--json").stdout)
+    assert first["meta"]["cache"]["hit"] is False
+    again = json.loads(run("search", matching_query, "--config", config, "--json").stdout)
+    assert again["meta"]["cache"] == {**again["meta"]["cache"], "hit": True, "kind": "exact"}
+    stats = json.loads(run("cache", "stats", "--config", config).stdout)
+    assert stats["results"]["engine"] == "sqlite" and stats["results"]["entries"] == 1
+    pruned = run("cache", "prune", "--config", config)
+    assert pruned.exit_code == 0 and "removed 0 expired state entries" in pruned.stdout
+    cleared = run("cache", "clear", "--config", config)
+    assert cleared.exit_code == 0 and "removed 1 search results" in cleared.stdout
+    assert json.loads(run("cache", "stats", "--config", config).stdout)["results"]["entries"] == 0
+    third = json.loads(run("search", matching_query, "--config", config, "--json").stdout)
+    assert third["meta"]["cache"]["hit"] is False
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -94,7 +111,9 @@ def test_serve_runs_the_http_api(config_file, matching_query, workers):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        # Generous: two workers each import the app and start extraction processes, which
+        # took 25-55 s on this machine under load (readiness, not speed, is the point).
+        deadline = time.monotonic() + 90
         health = None
         while health is None and time.monotonic() < deadline and proc.poll() is None:
             try:

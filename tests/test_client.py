@@ -52,7 +52,10 @@ def failing_settings(make_settings, testbed):
     )
 
 
-FAILURES = [BackendFailure("searxng", "HTTP 500"), BackendFailure("brave", "HTTP 401")]
+FAILURES = [
+    BackendFailure("searxng", "HTTP 500", "http_status"),
+    BackendFailure("brave", "HTTP 401", "auth"),
+]
 
 
 # --- the client ------------------------------------------------------------------------

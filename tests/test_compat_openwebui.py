@@ -143,7 +143,9 @@ def test_external_search_every_backend_failing_is_a_502(make_settings, serve_sea
     )
     response = open_webui_search(serve_searcher(settings), "anything", count=3)
     assert response.status_code == 502
-    assert response.json()["error"]["backends"] == [{"backend": "searxng", "reason": "HTTP 500"}]
+    assert response.json()["error"]["backends"] == [
+        {"backend": "searxng", "reason": "HTTP 500", "kind": "http_status"}
+    ]
 
 
 @pytest.mark.parametrize(

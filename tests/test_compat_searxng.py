@@ -158,7 +158,7 @@ def test_items_become_searxng_results_with_engines_from_provenance():
 
 
 def test_all_backends_failing_is_an_empty_answer_listing_them():
-    answer = failed_answer("q", [BackendFailure("searxng", "HTTP 500")])
+    answer = failed_answer("q", [BackendFailure("searxng", "HTTP 500", "http_status")])
     assert answer["results"] == [] and answer["number_of_results"] == 0
     assert answer["unresponsive_engines"] == [["searxng", "HTTP 500"]]
 

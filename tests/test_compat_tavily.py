@@ -471,3 +471,30 @@ def test_every_backend_failing_is_a_502_in_tavilys_shape(make_settings, serve_se
     response = httpx.post(f"{serve_searcher(settings)}/tavily/search", json={"query": "bm25"})
     assert response.status_code == 502
     assert re.search(r"searxng: HTTP 500", response.json()["detail"]["error"])
+
+
+def test_research_through_the_real_client(make_settings, serve_searcher, aeb_titles):
+    import time
+
+    from tavily import TavilyClient
+
+    base = serve_searcher(make_settings())
+    tavily = TavilyClient(api_key="tvly-x", api_base_url=f"{base}/tavily")
+    created = tavily.research(input="Google Stadia Microsoft xCloud cloud gaming", model="mini")
+    assert created["status"] == "pending" and created["model"] == "mini"
+    request_id = created["request_id"]
+    deadline = time.monotonic() + 60
+    while True:  # Tavily's clients poll: 202 while running, 200 when over
+        result = tavily.get_research(request_id)
+        if result["status"] not in {"pending", "in_progress"} or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert result["status"] == "completed", result
+    assert result["content"].startswith("# Evidence for:")
+    assert result["sources"] and all(
+        s["url"].startswith(base.rsplit(":", 1)[0]) for s in result["sources"]
+    )
+    missing = httpx.get(f"{base}/tavily/research/nope")
+    assert missing.status_code == 404 and "error" in missing.json()["detail"]
+    schema = httpx.post(f"{base}/tavily/research", json={"input": "x", "output_schema": {}})
+    assert schema.status_code == 400 and schema.json()["detail"]["field"] == "output_schema"

@@ -105,5 +105,5 @@ def test_readme_documents_every_variable_and_key():
             r"^llm\.steps\.(?!rank\.(top_k|want_n))\w+\.", "llm.steps.<step>.", generic
         )
         documented = f"`{key}`" in readme or f"`{generic}`" in readme
-        assert documented or key in {"service.host", "service.port"}, key
-    assert "`service.host`, `service.port`" in readme
+        assert documented or key in {"server.host", "server.port"}, key
+    assert "`server.host`, `server.port`" in readme

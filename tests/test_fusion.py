@@ -203,6 +203,7 @@ def test_a_searxng_answer_becomes_one_list_per_engine_ordered_by_position():
             hit(U3, backend="searxng", engines=("google", "bing"), positions=(2, 2)),
             hit(U4, backend="searxng"),  # no engines: the backend's own list
         ],
+        per_engine=True,
     )
     lists = ranked_lists(answer, 2.0, {"google": 1.5})
     by_engine = {lst.engine: lst for lst in lists}
@@ -223,6 +224,7 @@ def test_missing_positions_fall_back_to_the_answer_order():
             hit(U2, backend="searxng", engines=("google",)),
             hit(U3, backend="searxng", engines=("bing",), positions=(1,)),
         ],
+        per_engine=True,
     )
     by_engine = {lst.engine: lst for lst in ranked_lists(answer, 1.0, {})}
     assert [h.url for h in by_engine["bing"].hits] == [U3, U1]
@@ -282,6 +284,7 @@ def searxng_answer() -> BackendAnswer:
             hit(U1, backend="searxng", engines=("a",), positions=(1,)),
             hit(U2, backend="searxng", engines=("b",), positions=(2,)),
         ],
+        per_engine=True,
     )
 
 

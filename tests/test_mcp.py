@@ -55,8 +55,8 @@ async def test_tools_listed_with_the_schemas_openai_clients_get(mcp_server):
     async with Client(mcp_server()) as client:
         tools = (await client.list_tools()).tools
     expected = {t["function"]["name"]: t["function"] for t in openai_tools(20_000)}
-    assert [t.name for t in tools] == ["web_search", "fetch_page"]
-    for tool in tools:
+    assert [t.name for t in tools] == ["web_search", "fetch_page", "deep_research"]
+    for tool in tools[:2]:  # deep_research is MCP's alone: too slow for a tool-call loop
         assert tool.input_schema == expected[tool.name]["parameters"]
         assert tool.description == expected[tool.name]["description"]
 
@@ -221,3 +221,26 @@ async def test_clients_of_the_2025_handshake_get_the_same_tools(
     assert search.structured_content["items"][0]["url"].startswith(testbed.base_url)
     assert page.is_error is False and page.structured_content["status"] == "fetched"
     assert refused.is_error is True and "(blocked)" in text_of(refused)
+
+
+async def test_deep_research_reports_with_sources_and_progress(mcp_server, testbed):
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, message))
+
+    arguments = {"query": "Google Stadia Microsoft xCloud cloud gaming", "preset": "minimal"}
+    async with Client(mcp_server()) as client:
+        result = await client.call_tool("deep_research", arguments, progress_callback=on_progress)
+        bad = await client.call_tool("deep_research", {"query": "x", "preset": "huge"})
+    assert result.is_error is False
+    text = text_of(result)
+    assert text.startswith("# Evidence for:") and "Sources:" in text
+    sources = result.structured_content["sources"]
+    assert sources and all(s["url"].startswith(testbed.base_url) for s in sources)
+    assert f"[{sources[0]['n']}]" in text
+    assert result.structured_content["verification_status"]
+    # Every event of the job arrived as a progress notification, in order.
+    assert [done for done, _ in progress] == list(range(1, len(progress) + 1))
+    assert progress[0][1].startswith("plan:") and progress[-1][1].startswith("draft:")
+    assert bad.is_error and "preset" in text_of(bad)

@@ -119,7 +119,7 @@ def test_valid_fetch_page_arguments_make_successful_fetches(served, testbed, aeb
         ("web_search", {"query": "x" * 2001}, "query"),
         ("web_search", {"query": "x", "mode": "deep"}, "mode"),
         ("web_search", {"query": "x", "max_results": 0}, "max_results"),
-        ("web_search", {"query": "x", "backend": "google"}, "backend"),
+        ("web_search", {"query": "x", "backend": 3}, "backend"),  # names: the server checks
         ("web_search", {"query": "x", "time_range": "decade"}, "time_range"),
         ("web_search", {"query": "x", "include_domains": "a.com"}, "include_domains"),
         ("web_search", {"query": "x", "lang": "de"}, "arguments"),

@@ -4,33 +4,53 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import PlainTextResponse, Response
 
 from searcher import __version__
+from searcher.api.auth import (
+    AuthMiddleware,
+    quota_window,
+    read_counter,
+    usage_counter,
+    usage_report,
+)
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
-from searcher.api.errors import install_error_handlers
+from searcher.api.errors import error_response, install_error_handlers
+from searcher.api.host_check import HostOriginMiddleware
+from searcher.api.observe import ObserveMiddleware
+from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
+from searcher.auth.keys import KeyBook
 from searcher.backends.duckduckgo import SearcherFactory
-from searcher.backends.registry import backend_status
+from searcher.backends.engine_health import ReportsEngineHealth
+from searcher.backends.registry import backend_status, default_registry
 from searcher.config import Settings, load_settings
 from searcher.contract import (
     BackendHealth,
     CacheCleared,
     CacheStats,
     EmbedderHealth,
+    EngineHealthEntry,
     ErrorResponse,
+    FailureSeen,
     Health,
     LlmHealth,
     SearchRequest,
     SearchResponse,
+    StateInfo,
 )
 from searcher.mcp_server import mcp_sessions, mount_mcp
+from searcher.metrics import CONTENT_TYPE, Metrics
+from searcher.research.jobs import JobBook
 from searcher.runtime import Runtime, open_service
 
 
@@ -41,6 +61,38 @@ def _json(data: Any, status: int = 200) -> Response:
 def _runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
+
+
+def _backends_health(runtime: Runtime) -> dict[str, BackendHealth]:
+    """Every instance: its adapter, whether it is usable, its breaker, its recent failures
+    by kind and (meta-search instances) the engines seen failing."""
+    pool = runtime.pool
+    now = pool.clock()
+    backends = {}
+    for name, status in backend_status(runtime.settings).items():
+        breaker = pool.breakers.get(name)
+        snap = breaker.snapshot() if breaker else None
+        backend = pool.backends.get(name)
+        engines = None
+        if isinstance(backend, ReportsEngineHealth):
+            engines = [EngineHealthEntry(**vars(e)) for e in backend.engines_health()]
+        backends[name] = BackendHealth(
+            adapter=status.adapter,
+            enabled=status.enabled,
+            configured=status.configured,
+            note=status.note,
+            breaker=snap.state if snap else None,
+            consecutive_failures=snap.consecutive_failures if snap else 0,
+            last_error=snap.last_error if snap else None,
+            retry_in_s=snap.retry_in_s if snap else None,
+            failures_by_kind=snap.failures_by_kind if snap else {},
+            last_failures=[
+                FailureSeen(kind=f.kind, reason=f.reason, age_s=round(now - f.at, 3))
+                for f in (snap.recent if snap else ())
+            ],
+            engines=engines,
+        )
+    return backends
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -55,13 +107,18 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app. ``ddgs_factory`` replaces the DuckDuckGo library (tests only)."""
     settings = settings or load_settings()
+    metrics = Metrics() if settings.metrics.enabled else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_service(settings, ddgs_factory=ddgs_factory) as runtime:
+        async with open_service(settings, ddgs_factory=ddgs_factory, metrics=metrics) as runtime:
             app.state.runtime = runtime
-            async with mcp_sessions(app):  # MCP tool calls end before the service closes
-                yield
+            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
+            try:
+                async with mcp_sessions(app):  # MCP tool calls end before the service closes
+                    yield
+            finally:
+                await jobs.close()  # research jobs end (cancelled) before the service closes
 
     app = FastAPI(
         title="searcher",
@@ -69,12 +126,40 @@ def create_app(
         summary="Search API for LLMs and agents: fused web results packed as evidence.",
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.service.max_body_bytes)
+    # Middleware, innermost first: each one added wraps the ones before it.
+    server = settings.server
+    app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)
+    if settings.auth.enabled:  # outside the body limit: a stranger's body is never read
+        app.add_middleware(AuthMiddleware, settings=settings.auth)
+    if server.cors.allow_origins:  # browser clients the operator allows (README "Security")
+        app.add_middleware(  # outside auth: a preflight carries no key
+            CORSMiddleware,
+            allow_origins=server.cors.allow_origins,
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=server.cors.allow_headers,
+            expose_headers=[
+                "Mcp-Session-Id", "X-Request-ID", "Retry-After",
+                "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
+            ],
+            max_age=server.cors.max_age_s,
+        )  # fmt: skip
+    # A foreign Host or Origin is refused before anything else runs ...
+    app.add_middleware(
+        HostOriginMiddleware,
+        allowed_hosts=server.served_hosts(),
+        cors_origins=server.cors.allow_origins,
+    )
+    # ... and, outermost, every request is timed, counted and logged, refusals included.
+    logs = settings.logging
+    app.add_middleware(
+        ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries
+    )
     install_error_handlers(app)
     app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
     app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
     app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
     app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
+    app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
     mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
 
     @app.post(
@@ -85,23 +170,17 @@ def create_app(
     )
     async def search(body: SearchRequest, request: Request) -> Response:
         response = await _runtime(request).service.search(body)
+        request.state.log = {
+            "query": body.query_text,
+            "mode": response.meta.mode_used,
+            "backends": response.meta.backends_tried,
+        }
         return _json(response.to_wire(body.want))
 
     @app.get("/v1/health", response_model=Health, summary="Backends and their circuit breakers")
     async def health(request: Request) -> Response:
         runtime = _runtime(request)
-        backends = {}
-        for name, status in backend_status(runtime.settings).items():
-            breaker = runtime.pool.breakers.get(name)
-            snap = breaker.snapshot() if breaker else None
-            backends[name] = BackendHealth(
-                enabled=status.enabled,
-                configured=status.configured,
-                note=status.note,
-                breaker=snap.state if snap else None,
-                consecutive_failures=snap.consecutive_failures if snap else 0,
-                last_error=snap.last_error if snap else None,
-            )
+        backends = _backends_health(runtime)
         usable = [n for n, b in backends.items() if b.breaker is not None]
         healthy = [n for n in usable if backends[n].breaker != "open"]
         state = "ok" if healthy else "degraded"
@@ -110,12 +189,15 @@ def create_app(
             problem=runtime.embedder_problem,
         )
         llm = runtime.settings.llm
+        store = runtime.state.health() if runtime.state else None
         health = Health(
-            status=state,
+            status=state if store is None or store.ok else "degraded",
             version=__version__,
             backends=backends,
+            adapter_problems=dict(default_registry().problems),
             embedder=embedder,
             llm=LlmHealth(configured=llm.configured, base_url=llm.base_url, model=llm.model),
+            state=StateInfo(**dataclasses.asdict(store)) if store else None,
         )
         return _json(health.model_dump())
 
@@ -135,5 +217,39 @@ def create_app(
     async def cache_clear(request: Request) -> Response:
         removed = await _runtime(request).cache.clear()
         return _json({"removed": removed})
+
+    if metrics is not None:
+
+        @app.get(
+            "/metrics",
+            summary="Prometheus metrics",
+            response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {}}}},
+        )
+        async def prometheus_metrics() -> Response:
+            return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    @app.get(
+        "/v1/usage",
+        summary="The calling key: its limits and what it used today",
+        responses={404: {"model": ErrorResponse, "description": "API keys are off."}},
+    )
+    async def usage(request: Request) -> Response:
+        key_id = request.scope.get("state", {}).get("key_id")
+        if key_id is None:
+            return error_response(404, "not_found", "API keys are off (auth.enabled: false)")
+        store = _runtime(request).state
+        if store is None:
+            return error_response(404, "not_found", "no state store")
+        key = next((k for k in await KeyBook(store).list() if k.id == key_id), None)
+        if key is None:
+            return error_response(404, "not_found", "the key is gone")
+        now = time.time()
+        today = await read_counter(store, usage_counter(key, now))
+        used = 0
+        if key.quota is not None:
+            window, _ = quota_window(key.quota, now)
+            used = await read_counter(store, f"auth:quota:{key.id}:{window}")
+        return _json(usage_report(key, today, used, now))
 
     return app

@@ -5,12 +5,21 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Send
 
-from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError
+from searcher.errors import (
+    AllBackendsFailed,
+    InvalidRequest,
+    JobNotFound,
+    SearcherError,
+    TooManyJobs,
+    field_problems,
+)
 
 log = logging.getLogger("searcher.api")
 
@@ -21,26 +30,23 @@ def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONR
     return JSONResponse({"error": body}, status_code=status)
 
 
-def _field_of(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc]
-    if parts and parts[0] == "body":
-        parts = parts[1:]
-    return ".".join(parts) or "body"
+async def send_error(
+    send: Send, status: int, type_: str, message: str, headers: dict[str, str] | None = None
+) -> None:
+    """The same JSON error body, sent straight to ASGI ``send`` (for middleware that
+    refuses a request before the app, and its exception handlers, see it)."""
+    body = orjson.dumps({"error": {"type": type_, "message": message}})
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ] + [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
 
 
 def validation_error(exc: RequestValidationError) -> JSONResponse:
     """The first problem, naming its field; every problem listed under ``errors``."""
-    problems = []
-    for err in exc.errors():
-        field = _field_of(tuple(err.get("loc", ())))
-        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        if err.get("type") == "json_invalid":
-            field, message = "body", f"malformed JSON: {err.get('ctx', {}).get('error', message)}"
-        elif err.get("type") == "extra_forbidden":
-            message = "unknown field"
-        elif err.get("type") == "missing" and field == "body":
-            message = "a JSON object body is required"
-        problems.append({"field": field, "message": message})
+    problems = [{"field": p.field, "message": p.text} for p in field_problems(exc.errors())]
     first = problems[0] if problems else {"field": "body", "message": "invalid request"}
     return error_response(
         422, "invalid_request", f"{first['field']}: {first['message']}",
@@ -61,8 +67,20 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AllBackendsFailed)
     async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:
-        backends = [{"backend": f.backend, "reason": f.reason} for f in exc.failures]
+        backends = [
+            {"backend": f.backend, "reason": f.reason, "kind": f.kind} for f in exc.failures
+        ]
         return error_response(502, "all_backends_failed", str(exc), backends=backends)
+
+    @app.exception_handler(JobNotFound)
+    async def _on_no_job(_: Request, exc: JobNotFound) -> JSONResponse:
+        return error_response(404, "not_found", str(exc))
+
+    @app.exception_handler(TooManyJobs)
+    async def _on_too_many_jobs(_: Request, exc: TooManyJobs) -> JSONResponse:
+        response = error_response(429, "too_many_jobs", str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
 
     @app.exception_handler(SearcherError)
     async def _on_ours(_: Request, exc: SearcherError) -> JSONResponse:

@@ -17,11 +17,12 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
+from searcher.backends.failures import challenge, http_failure
+from searcher.config import InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
     BackendConnectError,
     BackendError,
-    BackendHTTPError,
     BackendTimeout,
 )
 
@@ -38,6 +39,9 @@ class BackendQuery:
     safesearch: int | None = None  # 0 off | 1 moderate | 2 strict
     engines: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    # Fields the engine-group route filled in, not the request: an instance that cannot
+    # honour them searches without them, and nobody needs telling.
+    routed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -66,14 +70,20 @@ class Capabilities:
     language: bool = False
     engines: bool = False
     categories: bool = False
+    # A meta-search: each hit names the engines that found it and its position in each,
+    # so fusion splits the answer into one ranked list per engine.
+    per_engine: bool = False
 
 
 @dataclass
 class BackendAnswer:
-    backend: str
+    backend: str  # the instance's name
     hits: list[Hit]
     elapsed_ms: int = 0
     warnings: list[str] = field(default_factory=list)
+    per_engine: bool = False  # see Capabilities.per_engine
+    # A meta-search's engines that failed this time: (engine, its message).
+    unresponsive: tuple[tuple[str, str], ...] = ()
 
 
 class Backend(Protocol):
@@ -88,6 +98,29 @@ class Backend(Protocol):
 
 
 @dataclass(frozen=True)
+class BuildContext:
+    """What the app hands every adapter's build function."""
+
+    client: aiohttp.ClientSession  # shared HTTP client for backends
+    ddgs_factory: Any = None  # the DuckDuckGo library's stand-in (tests only)
+    clock: Callable[[], float] = time.monotonic
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """An adapter, as the registry knows it: its name, what it can honour, the config
+    model of its instances, and how to build one. Built-in modules and plugins (entry
+    point group ``searcher.backends``) each declare one ``SPEC``."""
+
+    adapter: str
+    capabilities: Capabilities
+    config_model: type[InstanceSettings]
+    build: Callable[[str, Any, BuildContext], Backend]  # (instance name, config, context)
+    # What keeps a configured instance from being usable (e.g. "no base_url"), or None.
+    missing: Callable[[Any], str | None] = field(default=lambda config: None)
+
+
+@dataclass(frozen=True)
 class RequestParts:
     method: str
     url: str
@@ -96,11 +129,14 @@ class RequestParts:
 
 
 BuildRequest = Callable[[BackendQuery], RequestParts]
-ParseResponse = Callable[[int, Mapping[str, str], bytes], BackendAnswer]
+# (status, headers, body, instance name) -> the answer, labelled with the instance's name.
+ParseResponse = Callable[[int, Mapping[str, str], bytes, str], BackendAnswer]
 
 
 # A backend's answer is a page of results; anything larger is not one.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
+# Of an error answer, enough to recognise a challenge page.
+MAX_ERROR_BYTES = 64 * 1024
 
 
 class HttpBackend:
@@ -116,12 +152,14 @@ class HttpBackend:
         build_request: BuildRequest,
         parse_response: ParseResponse,
         client: aiohttp.ClientSession,
+        status_hints: Mapping[int, str] | None = None,
     ) -> None:
         self.name = name
         self.capabilities = capabilities
         self._build_request = build_request
         self._parse_response = parse_response
         self._client = client
+        self._status_hints = status_hints or {}
 
     async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
         parts = self._build_request(query)
@@ -133,15 +171,22 @@ class HttpBackend:
                     allow_redirects=False,
                 ) as response:  # fmt: skip
                     if response.status >= 400:
-                        raise BackendHTTPError(self.name, response.status)
+                        head = await response.content.read(MAX_ERROR_BYTES)
+                        raise http_failure(
+                            self.name, response.status, response.headers, head,
+                            self._status_hints,
+                        )  # fmt: skip
                     body = await _read_capped(self.name, response)
                     status, headers = response.status, response.headers
         except TimeoutError as exc:
             raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
         except aiohttp.ClientError as exc:
             raise BackendConnectError(self.name, f"connection failed: {exc!r}") from exc
+        wall = challenge(headers, body)
+        if wall:  # a JSON API answering a CAPTCHA page with 200
+            raise BackendBadResponse(self.name, f"HTTP {status}: {wall}", "blocked")
         try:
-            answer = self._parse_response(status, headers, body)
+            answer = self._parse_response(status, headers, body, self.name)
         except BackendError:
             raise
         except Exception as exc:  # a parser bug must read as a bad answer, not a crash

@@ -5,15 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import Field
+
 from searcher.backends.base import (
     BackendAnswer,
     BackendQuery,
+    BackendSpec,
+    BuildContext,
     Capabilities,
     Hit,
+    HttpBackend,
     RequestParts,
     json_object,
 )
 from searcher.backends.normalise import http_url, iso_utc, plain_text
+from searcher.config import InstanceSettings
 
 NAME = "brave"
 CAPABILITIES = Capabilities(
@@ -22,6 +28,13 @@ CAPABILITIES = Capabilities(
 MAX_COUNT = 20  # the API refuses more per call
 _FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 _SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}
+
+
+class BraveSettings(InstanceSettings):
+    """A Brave Search API account (``adapter: brave``)."""
+
+    base_url: str = Field(default="https://api.search.brave.com", description="API root.")
+    api_key: str | None = Field(default=None, description="X-Subscription-Token.")
 
 
 def build_request(base_url: str, api_key: str, query: BackendQuery) -> RequestParts:
@@ -41,7 +54,7 @@ def build_request(base_url: str, api_key: str, query: BackendQuery) -> RequestPa
     return RequestParts("GET", base_url.rstrip("/") + "/res/v1/web/search", params, headers)
 
 
-def _hit(raw: Mapping[str, Any]) -> Hit | None:
+def _hit(raw: Mapping[str, Any], instance: str) -> Hit | None:
     url = http_url(raw.get("url"))
     if url is None:
         return None
@@ -49,18 +62,36 @@ def _hit(raw: Mapping[str, Any]) -> Hit | None:
         url=url,
         title=plain_text(raw.get("title")) or url,
         snippet=plain_text(raw.get("description")),
-        backend=NAME,
+        backend=instance,
         engines=(NAME,),
         published=iso_utc(raw.get("page_age")),
     )
 
 
-def parse_response(status: int, headers: Mapping[str, str], body: bytes) -> BackendAnswer:
+def parse_response(
+    status: int, headers: Mapping[str, str], body: bytes, instance: str = NAME
+) -> BackendAnswer:
     """Hits from a Brave answer; Brave leaves out ``web`` entirely when nothing matched."""
-    data = json_object(NAME, headers, body)
+    data = json_object(instance, headers, body)
     web = data.get("web")
     raw_results = web.get("results") if isinstance(web, dict) else None
     if not isinstance(raw_results, list):
         raw_results = []
-    hits = [hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw))]
-    return BackendAnswer(NAME, hits)
+    hits = [hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw, instance))]
+    return BackendAnswer(instance, hits)
+
+
+def _missing(settings: BraveSettings) -> str | None:
+    return None if settings.api_key else "no api_key (set BRAVE_API_KEY)"
+
+
+def _build(name: str, settings: BraveSettings, context: BuildContext) -> HttpBackend:
+    base, key = settings.base_url, settings.api_key or ""
+
+    def request(query: BackendQuery) -> RequestParts:
+        return build_request(base, key, query)
+
+    return HttpBackend(name, CAPABILITIES, request, parse_response, context.client)
+
+
+SPEC = BackendSpec(NAME, CAPABILITIES, BraveSettings, _build, _missing)

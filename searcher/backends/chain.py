@@ -1,5 +1,16 @@
-"""Calling backends: per-backend timeout, retries, circuit breaker and auto-paging; then
-the two ways of using several: a hedged fallback chain, or a fan-out to all at once."""
+"""The backend pool: calling instances (per-instance timeout, retries, circuit breaker,
+auto-paging, only the constraints each can honour), the two ways of using several (a
+hedged fallback chain, or a fan-out to all at once), and ``search``, the degradation
+ladder over both that a request uses.
+
+No failure is hidden: every failed attempt is counted by its instance's breaker and
+listed in the outcome, also when a hedged sibling won the race meanwhile. A sibling
+that lost the race while its first attempt was still in flight is not cancelled: it
+runs on in the background, bounded by its own timeout (at most ``MAX_STRAGGLERS`` at
+once), so that a hanging backend's timeout is still counted by its breaker; a sibling
+that already failed an attempt is cancelled (its failure is on record, and a retry
+could no longer help this request).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +18,13 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from searcher.backends.base import Backend, BackendAnswer, BackendQuery, Hit
+from searcher.backends.base import Backend, BackendAnswer, BackendQuery, Capabilities, Hit
+from searcher.backends.outcome import PlanNote, SearchOutcome
+from searcher.backends.policy import BackendPlan
 from searcher.config import Settings
 from searcher.errors import (
     AllBackendsFailed,
@@ -30,6 +43,9 @@ RETRY_BACKOFF_S = 0.05
 # Latencies kept per backend for the hedging delay (its observed p90).
 LATENCY_WINDOW = 100
 MIN_LATENCY_SAMPLES = 5
+# Calls that lost a hedged race and run on until their own timeout, at most; beyond
+# this they are cancelled (no verdict) so that a hanging backend cannot pile them up.
+MAX_STRAGGLERS = 256
 
 
 @dataclass
@@ -51,6 +67,77 @@ class FanOutResult:
     failures: list[BackendFailure] = field(default_factory=list)
 
 
+@dataclass
+class _Watch:
+    """One call's link to the search that started it: its failed attempts go to the
+    search's failures until the search has returned; ``abandoned`` stops its retries."""
+
+    report: Callable[[BackendError], None] = lambda exc: None
+    failed_attempts: int = 0  # reported, whether or not the breaker counted them
+    counted: bool = False  # the breaker has had a verdict from this call
+    abandoned: bool = False
+
+
+class _Failures:
+    """The failures of one search, closed when the search returns (stragglers that fail
+    later count on their breaker, not in an outcome that is already out)."""
+
+    def __init__(self) -> None:
+        self.items: list[BackendFailure] = []
+        self.closed = False
+
+    def watch(self) -> _Watch:
+        watch = _Watch()
+
+        def report(exc: BackendError) -> None:
+            watch.failed_attempts += 1
+            if not self.closed:
+                self.items.append(exc.failure())
+
+        watch.report = report
+        return watch
+
+    def add(self, failure: BackendFailure) -> None:
+        if not self.closed:
+            self.items.append(failure)
+
+    def close(self) -> list[BackendFailure]:
+        self.closed = True
+        return list(self.items)
+
+
+# (capability, query field, constraint as the request names it)
+_CONSTRAINTS: tuple[tuple[str, str, str], ...] = (
+    ("language", "lang", "constraints.lang"),
+    ("time_range", "time_range", "constraints.time_range"),
+    ("safesearch", "safesearch", "constraints.safesearch"),
+    ("engines", "engines", "constraints.engines"),
+    ("categories", "categories", "constraints.categories"),
+)
+_CLEARED: dict[str, Any] = {
+    "lang": None, "time_range": None, "safesearch": None, "engines": (), "categories": ()
+}  # fmt: skip
+
+
+def fit_query(query: BackendQuery, capabilities: Capabilities) -> tuple[BackendQuery, list[str]]:
+    """The query with what the instance cannot honour left out, and a note for each
+    constraint left out (as the request names it)."""
+    cleared: dict[str, Any] = {}
+    notes = []
+    for capability, name, constraint in _CONSTRAINTS:
+        value = getattr(query, name)
+        if value not in (None, ()) and not getattr(capabilities, capability):
+            cleared[name] = _CLEARED[name]
+            if name in query.routed:
+                continue
+            shown = ", ".join(value) if isinstance(value, tuple) else value
+            notes.append(f"cannot honour {constraint} ({shown}); searched without it")
+    if query.pageno > 1 and not capabilities.paging:
+        cleared["pageno"] = 1
+        notes.append(f"cannot honour constraints.pageno ({query.pageno}); searched page 1")
+    return (replace(query, **cleared) if cleared else query), notes
+
+
 def _merge_pages(pages: Sequence[list[Hit]]) -> list[Hit]:
     """Hits of consecutive result pages, without repeats (SearXNG pages overlap)."""
     seen: set[str] = set()
@@ -65,12 +152,13 @@ def _merge_pages(pages: Sequence[list[Hit]]) -> list[Hit]:
 
 
 class BackendPool:
-    """The usable backends with one circuit breaker each; the app owns one pool."""
+    """The usable backend instances with one circuit breaker each; the app owns one."""
 
     def __init__(
         self, backends: dict[str, Backend], settings: Settings, clock: Clock = time.monotonic
     ) -> None:
         self.backends = backends
+        self.clock = clock
         self._settings = settings
         self.breakers = {
             name: CircuitBreaker(settings.backends.get(name).breaker, clock) for name in backends
@@ -78,50 +166,83 @@ class BackendPool:
         self._latencies: dict[str, deque[float]] = {
             name: deque(maxlen=LATENCY_WINDOW) for name in backends
         }
+        self._stragglers: set[asyncio.Task[BackendAnswer]] = set()
 
     # --- one backend ----------------------------------------------------------------------
 
     async def call(
-        self, name: str, query: BackendQuery, deadline: Deadline, timeout_s: float, retries: int
+        self,
+        name: str,
+        query: BackendQuery,
+        deadline: Deadline,
+        timeout_s: float,
+        retries: int,
+        watch: _Watch | None = None,
     ) -> BackendAnswer:
-        """One search on one backend, behind its breaker, retrying transient failures, and
-        paging a backend that has no result count until ``max_results`` is met."""
+        """One search on one instance, behind its breaker, with only the constraints it
+        can honour, retrying transient failures, and paging an instance that has no
+        result count until ``max_results`` is met. Every failed attempt is counted by the
+        breaker and reported to ``watch``."""
+        watch = watch or _Watch()
         backend = self.backends.get(name)
         if backend is None:
-            raise BackendNotAvailable(name, "not enabled or not configured")
+            exc: BackendError = BackendNotAvailable(name, "not enabled or not configured")
+            watch.report(exc)
+            raise exc
         breaker = self.breakers[name]
         timeout_s = min(timeout_s, self._settings.backends.get(name).timeout_s)
         if not breaker.allow():
-            raise CircuitOpen(name, f"circuit open after repeated failures ({breaker.last_error})")
+            snap = breaker.snapshot()
+            wait = f"; next trial in {snap.retry_in_s:.0f} s" if snap.retry_in_s else ""
+            exc = CircuitOpen(
+                name, f"circuit open after repeated failures ({snap.last_error}){wait}"
+            )
+            watch.report(exc)
+            raise exc
+        query, _ = fit_query(query, backend.capabilities)
         started = time.perf_counter()
         try:
-            answer = await self._attempts(backend, query, deadline, timeout_s, retries)
-        except BackendError as exc:
-            breaker.record_failure(exc.reason)
-            raise
+            answer = await self._attempts(
+                backend, breaker, query, deadline, timeout_s, retries, watch
+            )
         except BaseException:
-            breaker.release()  # cancelled mid-call (deadline, hedge lost): no verdict
+            if not watch.counted:
+                breaker.release()  # ended before any verdict (deadline, hedge lost)
             raise
         breaker.record_success()
         self._latencies[name].append(time.perf_counter() - started)
+        if watch.abandoned:
+            return answer  # lost a hedged race: no one waits for more pages
         if backend.capabilities.paging and not backend.capabilities.result_count:
             answer = await self._more_pages(backend, query, answer, deadline, timeout_s)
         return answer
 
     async def _attempts(
-        self, backend: Backend, query: BackendQuery, deadline: Deadline, timeout_s: float,
-        retries: int,
+        self, backend: Backend, breaker: CircuitBreaker, query: BackendQuery, deadline: Deadline,
+        timeout_s: float, retries: int, watch: _Watch,
     ) -> BackendAnswer:  # fmt: skip
         last_error: BackendError | None = None
         for attempt in range(retries + 1):
             attempt_timeout = deadline.cap(timeout_s)
             if attempt_timeout < MIN_ATTEMPT_S:
-                raise last_error or BackendTimeout(backend.name, "request deadline reached")
+                if last_error is not None:
+                    raise last_error
+                exc = BackendTimeout(backend.name, "not tried: request deadline reached")
+                watch.report(exc)  # no verdict on the backend: the request ran out
+                raise exc
             try:
                 return await backend.search(query, attempt_timeout)
             except BackendError as exc:
                 last_error = exc
-                if not exc.retryable or attempt == retries:
+                breaker.record_failure(exc.kind, exc.reason, exc.retry_after_s)
+                watch.counted = True
+                watch.report(exc)
+                if (
+                    not exc.retryable
+                    or attempt == retries
+                    or watch.abandoned
+                    or breaker.state == "open"
+                ):
                     raise
                 await asyncio.sleep(deadline.cap(RETRY_BACKOFF_S * 2**attempt))
         raise last_error or BackendTimeout(backend.name, "no attempt was made")
@@ -136,6 +257,7 @@ class BackendPool:
         pages = [first.hits]
         hits = _merge_pages(pages)
         warnings = list(first.warnings)
+        unresponsive = list(first.unresponsive)
         pageno = query.pageno
         for _ in range(self._settings.backends.max_pages - 1):
             if (
@@ -148,14 +270,15 @@ class BackendPool:
             try:
                 page = await backend.search(replace(query, pageno=pageno), deadline.cap(timeout_s))
             except BackendError as exc:
-                warnings.append(f"page {pageno} failed: {exc.reason}")
+                warnings.append(f"page {pageno} failed ({exc.kind}): {exc.reason}")
                 break
             pages.append(page.hits)
+            warnings += [w for w in page.warnings if w not in warnings]
             before = len(hits)
             hits = _merge_pages(pages)
             if len(hits) == before:
                 break
-        return BackendAnswer(first.backend, hits, first.elapsed_ms, warnings)
+        return replace(first, hits=hits, warnings=warnings, unresponsive=tuple(unresponsive))
 
     def hedge_delay(self, name: str) -> float | None:
         """Seconds to wait for ``name`` before starting the next backend: the configured
@@ -181,13 +304,13 @@ class BackendPool:
         retries: int,
     ) -> ChainResult:
         """Try ``names`` in order until one gives hits. When the current backend is slower
-        than its hedging delay, the next one starts too; the first good answer wins and the
-        rest are cancelled. A backend with zero hits is passed over but not held against
-        it; if all were empty, the first empty answer is returned."""
+        than its hedging delay, the next one starts too; the first good answer wins. A
+        backend with zero hits is passed over but not held against it; if all were empty,
+        the first empty answer is returned. Losers: see the module docstring."""
         tried: list[str] = []
-        failures: list[BackendFailure] = []
+        failures = _Failures()
         empties: list[BackendAnswer] = []
-        running: dict[asyncio.Task[BackendAnswer], str] = {}
+        running: dict[asyncio.Task[BackendAnswer], tuple[str, _Watch]] = {}
         pending = list(names)
         hedged_from: list[str] = []
 
@@ -195,11 +318,14 @@ class BackendPool:
             while pending:
                 name = pending.pop(0)
                 if deadline.remaining() < MIN_ATTEMPT_S:
-                    failures.append(BackendFailure(name, "not tried: request deadline reached"))
+                    failures.add(
+                        BackendFailure(name, "not tried: request deadline reached", "timeout")
+                    )
                     continue
                 tried.append(name)
-                task = asyncio.create_task(self.call(name, query, deadline, timeout_s, retries))
-                running[task] = name
+                watch = failures.watch()
+                call = self.call(name, query, deadline, timeout_s, retries, watch)
+                running[asyncio.create_task(call)] = (name, watch)
                 return
 
         start_next()
@@ -214,35 +340,70 @@ class BackendPool:
                     hedged_from.append(newest)
                     start_next()
                     continue
-                for task in sorted(done, key=lambda t: tried.index(running[t])):
-                    name = running.pop(task)
+                for task in sorted(done, key=lambda t: tried.index(running[t][0])):
+                    name, _ = running.pop(task)
                     try:
                         answer = task.result()
-                    except BackendError as exc:
-                        failures.append(BackendFailure(name, exc.reason))
-                        continue
+                    except BackendError:
+                        continue  # reported through its watch
                     if answer.hits:
-                        hedged = None
-                        if hedged_from:
-                            hedged = {
-                                "started": list(tried),
-                                "winner": name,
-                                "cancelled": [running[t] for t in running],
-                            }
-                        return ChainResult(answer, tried, failures, hedged)
-                    failures.append(BackendFailure(name, "no results"))
+                        hedged = self._settle_losers(running, tried, name) if hedged_from else None
+                        return ChainResult(answer, tried, failures.close(), hedged)
+                    failures.add(BackendFailure(name, "no results", "no_results"))
                     empties.append(answer)
                 if not running:
                     start_next()
         finally:
+            failures.closed = True
             for task in running:
                 task.cancel()
             for task in running:
                 with contextlib.suppress(asyncio.CancelledError, BackendError):
                     await task
         if empties:
-            return ChainResult(empties[0], tried, failures)
-        raise AllBackendsFailed(failures)
+            return ChainResult(empties[0], tried, failures.close())
+        raise AllBackendsFailed(failures.close())
+
+    def _settle_losers(
+        self,
+        running: dict[asyncio.Task[BackendAnswer], tuple[str, _Watch]],
+        tried: list[str],
+        winner: str,
+    ) -> dict[str, Any]:
+        """Hand the still-running losers of a hedged race to the background (their first
+        attempt is in flight: let it end by its own timeout, counted by its breaker) or
+        leave them to be cancelled (an attempt already failed and is on record)."""
+        cancelled, background = [], []
+        for task, (name, watch) in list(running.items()):
+            if watch.failed_attempts or len(self._stragglers) >= MAX_STRAGGLERS:
+                cancelled.append(name)
+                continue
+            watch.abandoned = True  # no retry after this attempt
+            del running[task]
+            self._stragglers.add(task)
+            task.add_done_callback(self._straggler_done)
+            background.append(name)
+        return {"started": list(tried), "winner": winner, "cancelled": cancelled,
+                "background": background}  # fmt: skip
+
+    def _straggler_done(self, task: asyncio.Task[BackendAnswer]) -> None:
+        self._stragglers.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failure is on its breaker already
+
+    async def settle(self) -> None:
+        """Wait for every call that lost a hedged race to end (tests, shutdown)."""
+        while self._stragglers:
+            await asyncio.wait(set(self._stragglers))
+
+    async def aclose(self) -> None:
+        """Cancel calls still running in the background; the app calls this on shutdown."""
+        for task in list(self._stragglers):
+            task.cancel()
+        for task in list(self._stragglers):
+            with contextlib.suppress(asyncio.CancelledError, BackendError):
+                await task
+        self._stragglers.clear()
 
     async def fan_out(
         self,
@@ -253,20 +414,83 @@ class BackendPool:
         retries: int,
     ) -> FanOutResult:
         """Query every backend in ``names`` at once; failures leave the others' answers."""
+        failures = _Failures()
         tasks = [
-            asyncio.create_task(self.call(name, query, deadline, timeout_s, retries))
+            asyncio.create_task(
+                self.call(name, query, deadline, timeout_s, retries, failures.watch())
+            )
             for name in names
         ]
         results = await asyncio.gather(*tasks, return_exceptions=True)
         answers: list[BackendAnswer] = []
-        failures: list[BackendFailure] = []
         for name, result in zip(names, results, strict=True):
             if isinstance(result, BackendError):
-                failures.append(BackendFailure(name, result.reason))
-            elif isinstance(result, BaseException):
+                continue  # reported through its watch
+            if isinstance(result, BaseException):
                 raise result
-            elif result.hits:
+            if result.hits:
                 answers.append(result)
             else:
-                failures.append(BackendFailure(name, "no results"))
-        return FanOutResult(answers, list(names), failures)
+                failures.add(BackendFailure(name, "no results", "no_results"))
+        return FanOutResult(answers, list(names), failures.close())
+
+    # --- a request's search ---------------------------------------------------------------
+
+    async def search(
+        self,
+        plan: BackendPlan,
+        query: BackendQuery,
+        deadline: Deadline,
+        timeout_s: float,
+        retries: int,
+    ) -> SearchOutcome:
+        """The instances, used as the plan says, with the degradation ladder: a fan-out
+        where every instance failed falls back to the remaining usable instances one by
+        one. Raises ``AllBackendsFailed`` when none answered (an empty answer is an
+        answer)."""
+        if plan.mode == "fanout":
+            outcome = await self._fan_out_then_rest(plan, query, deadline, timeout_s, retries)
+        else:
+            if not plan.names:
+                raise AllBackendsFailed([])
+            chain = await self.search_with_fallback(plan.names, query, deadline, timeout_s, retries)
+            answers = [chain.answer] if chain.answer.hits else []
+            outcome = SearchOutcome(
+                answers, chain.tried, chain.failures, chain.fallback_used, chain.hedged
+            )
+        outcome.plan_notes = self.plan_notes(outcome.tried, query)
+        return outcome
+
+    async def _fan_out_then_rest(
+        self, plan: BackendPlan, query: BackendQuery, deadline: Deadline, timeout_s: float,
+        retries: int,
+    ) -> SearchOutcome:  # fmt: skip
+        fan = await self.fan_out(plan.names, query, deadline, timeout_s, retries)
+        if fan.answers:
+            return SearchOutcome(fan.answers, fan.tried, fan.failures)
+        rest = [
+            n
+            for n in self._settings.backends.fallback_order()
+            if n in self.backends and n not in plan.names
+        ]
+        if not rest:
+            if any(f.kind != "no_results" for f in fan.failures):
+                raise AllBackendsFailed(fan.failures)
+            return SearchOutcome([], fan.tried, fan.failures)
+        try:
+            chain = await self.search_with_fallback(rest, query, deadline, timeout_s, retries)
+        except AllBackendsFailed as exc:
+            raise AllBackendsFailed(fan.failures + exc.failures) from exc
+        answers = [chain.answer] if chain.answer.hits else []
+        return SearchOutcome(
+            answers, fan.tried + chain.tried, fan.failures + chain.failures, True, chain.hedged
+        )
+
+    def plan_notes(self, tried: Sequence[str], query: BackendQuery) -> list[PlanNote]:
+        """What each instance in ``tried`` could not honour of ``query``."""
+        return [
+            PlanNote(name, note)
+            for name in tried
+            if name in self.backends
+            for note in fit_query(query, self.backends[name].capabilities)[1]
+        ]

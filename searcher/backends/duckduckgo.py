@@ -12,13 +12,22 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from searcher.backends.base import BackendAnswer, BackendQuery, Capabilities, Hit
+from pydantic import Field
+
+from searcher.backends.base import (
+    BackendAnswer,
+    BackendQuery,
+    BackendSpec,
+    BuildContext,
+    Capabilities,
+    Hit,
+)
 from searcher.backends.normalise import http_url, plain_text
+from searcher.config import InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
     BackendConnectError,
     BackendError,
-    BackendHTTPError,
     BackendTimeout,
 )
 
@@ -33,6 +42,12 @@ _REGION_FOR_LANG = {
     "zh": "cn-zh", "tr": "tr-tr", "uk": "ua-uk", "cs": "cz-cs", "da": "dk-da", "fi": "fi-fi",
 }  # fmt: skip
 _COUNTRY_ALIASES = {"gb": "uk"}
+
+
+class DuckDuckGoSettings(InstanceSettings):
+    """DuckDuckGo through ``ddgs`` (``adapter: duckduckgo``); no key."""
+
+    timeout_s: float = Field(default=10.0, gt=0, description="One call to this instance.")
 
 
 class TextSearcher(Protocol):
@@ -75,29 +90,29 @@ def search_kwargs(query: BackendQuery) -> dict[str, Any]:
     return kwargs
 
 
-def parse_results(rows: object) -> list[Hit]:
+def parse_results(rows: object, instance: str = NAME) -> list[Hit]:
     """Hits from ``DDGS.text`` rows (``title``, ``href``, ``body``)."""
     if not isinstance(rows, list):
-        raise BackendBadResponse(NAME, f"expected a list of results, got {type(rows).__name__}")
+        raise BackendBadResponse(instance, f"expected a list of results, got {type(rows).__name__}")
     hits = []
     for row in rows:
         url = http_url(row.get("href")) if isinstance(row, dict) else None
         if url is None:
             continue
         title = plain_text(row.get("title")) or url
-        hits.append(Hit(url, title, plain_text(row.get("body")), NAME, engines=(NAME,)))
+        hits.append(Hit(url, title, plain_text(row.get("body")), instance, engines=(NAME,)))
     return hits
 
 
-def _translate(exc: Exception) -> BackendError:
+def _translate(exc: Exception, instance: str = NAME) -> BackendError:
     """ddgs' exceptions -> ours. Imported lazily: ddgs is slow to import."""
     from ddgs.exceptions import RatelimitException, TimeoutException
 
     if isinstance(exc, TimeoutException):
-        return BackendTimeout(NAME, f"ddgs timed out: {exc}")
+        return BackendTimeout(instance, f"ddgs timed out: {exc}")
     if isinstance(exc, RatelimitException):
-        return BackendHTTPError(NAME, 429, f"rate limited: {exc}")
-    return BackendConnectError(NAME, f"ddgs failed: {exc}")
+        return BackendError(instance, f"rate limited: {exc}", "rate_limited")
+    return BackendConnectError(instance, f"ddgs failed: {exc}")
 
 
 def _is_no_results(exc: Exception) -> bool:
@@ -106,10 +121,10 @@ def _is_no_results(exc: Exception) -> bool:
 
 
 class DuckDuckGoBackend:
-    name = NAME
     capabilities = CAPABILITIES
 
-    def __init__(self, factory: SearcherFactory = default_factory) -> None:
+    def __init__(self, factory: SearcherFactory = default_factory, name: str = NAME) -> None:
+        self.name = name
         self._factory = factory
 
     def _search_blocking(self, query: BackendQuery, timeout_s: float) -> list[dict[str, Any]]:
@@ -123,13 +138,21 @@ class DuckDuckGoBackend:
                 asyncio.to_thread(self._search_blocking, query, timeout_s), timeout_s
             )
         except TimeoutError as exc:
-            raise BackendTimeout(NAME, f"timed out after {timeout_s:.1f}s") from exc
+            raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
         except BackendError:
             raise
         except Exception as exc:
             if _is_no_results(exc):
                 rows = []
             else:
-                raise _translate(exc) from exc
-        hits = parse_results(rows)
-        return BackendAnswer(NAME, hits, elapsed_ms=int((time.perf_counter() - started) * 1000))
+                raise _translate(exc, self.name) from exc
+        hits = parse_results(rows, self.name)
+        elapsed_ms = int((time.perf_counter() - started) * 1000)
+        return BackendAnswer(self.name, hits, elapsed_ms=elapsed_ms)
+
+
+def _build(name: str, settings: DuckDuckGoSettings, context: BuildContext) -> DuckDuckGoBackend:
+    return DuckDuckGoBackend(context.ddgs_factory or default_factory, name)
+
+
+SPEC = BackendSpec(NAME, CAPABILITIES, DuckDuckGoSettings, _build)

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
-from searcher.config import BACKEND_NAMES, Settings
+from searcher.config import Settings
 from searcher.errors import InvalidRequest
 
 Mode = Literal["single", "fallback", "fanout"]
@@ -24,12 +24,12 @@ class BackendPlan:
         return self.weights.get(backend, 1.0)
 
 
-def _check_names(names: list[str]) -> None:
+def _check_names(names: list[str], known: Collection[str]) -> None:
     for name in names:
-        if name not in BACKEND_NAMES:
-            known = ", ".join((*BACKEND_NAMES, "auto"))
+        if name not in known:
+            listed = ", ".join((*known, "auto"))
             raise InvalidRequest(
-                "constraints.backend", f"unknown backend {name!r} (known: {known})"
+                "constraints.backend", f"unknown backend {name!r} (known instances: {listed})"
             )
 
 
@@ -43,21 +43,20 @@ def plan_backends(
     nothing) uses the intent's configured set if there is one, else ``backends.auto``
     (the fallback order, or a fan-out to every usable backend)."""
     cfg = settings.backends
-    base_weights: dict[str, float] = {name: cfg.get(name).weight for name in BACKEND_NAMES}
+    known = cfg.names
+    base_weights: dict[str, float] = {name: cfg.get(name).weight for name in known}
     if isinstance(requested, str) and requested != "auto":
-        _check_names([requested])
+        _check_names([requested], known)
         return BackendPlan("single", (requested,), base_weights, "explicit backend")
     if isinstance(requested, list):
-        _check_names(requested)
+        _check_names(requested, known)
         names = tuple(dict.fromkeys(requested))
         return BackendPlan("fanout", names, base_weights, "explicit list")
     policy = cfg.intents.get(intent or "")
     if policy is not None:
         names = tuple(n for n in policy.backends if n in usable)
-        weights: dict[str, float] = {
-            n: base_weights[n] * policy.weights.get(n, 1.0) for n in BACKEND_NAMES
-        }
+        weights: dict[str, float] = {n: base_weights[n] * policy.weights.get(n, 1.0) for n in known}
         return BackendPlan("fanout", names, weights, f"intent {intent}")
-    names = tuple(n for n in cfg.order if n in usable)
+    names = tuple(n for n in cfg.fallback_order() if n in usable)
     mode: Mode = "fanout" if cfg.auto == "fanout" else "fallback"
     return BackendPlan(mode, names, base_weights, f"auto ({cfg.auto})")

@@ -1,19 +1,123 @@
-"""Which backends exist, which are usable, and building them from settings."""
+"""Which adapters exist (built-ins plus the ``searcher.backends`` entry-point group), the
+named instances configured over them, and building the usable ones.
+
+A third-party package adds an adapter without touching searcher: it declares a
+``BackendSpec`` and names it in its packaging metadata, e.g. in ``pyproject.toml``::
+
+    [project.entry-points."searcher.backends"]
+    mysearch = "mysearch_plugin:SPEC"
+
+and configures instances of it as ``backends.instances: {mine: {adapter: mysearch, ...}}``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
 
 import aiohttp
+from pydantic import ValidationError
 
 from searcher.backends import brave, duckduckgo, searxng
-from searcher.backends.base import Backend, BackendQuery, HttpBackend, RequestParts
-from searcher.config import BACKEND_NAMES, Settings
+from searcher.backends.base import Backend, BackendSpec, BuildContext
+from searcher.config import InstanceSettings, Settings
+
+ENTRY_POINT_GROUP = "searcher.backends"
+BUILTIN_SPECS: tuple[BackendSpec, ...] = (searxng.SPEC, duckduckgo.SPEC, brave.SPEC)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Adapters by name; ``problems`` names plugins that could not be loaded, and why."""
+
+    specs: Mapping[str, BackendSpec]
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+    def spec(self, adapter: str) -> BackendSpec:
+        """The adapter's spec; ``KeyError`` with what is known when there is none."""
+        found = self.specs.get(adapter)
+        if found is None:
+            why = (
+                f"; plugin failed to load: {self.problems[adapter]}"
+                if adapter in self.problems
+                else ""
+            )
+            known = ", ".join(self.specs)
+            raise KeyError(f"unknown adapter {adapter!r} (known: {known}){why}")
+        return found
+
+
+def load_registry() -> Registry:
+    """The built-in adapters plus every plugin of the entry-point group. A plugin that
+    fails to import or is not a ``BackendSpec`` is left out and named in ``problems``;
+    a plugin cannot replace a built-in."""
+    specs = {spec.adapter: spec for spec in BUILTIN_SPECS}
+    problems: dict[str, str] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = point.load()
+        except Exception as exc:  # any import error of a third-party module
+            problems[point.name] = f"{type(exc).__name__}: {exc}"
+            continue
+        spec = loaded() if callable(loaded) and not isinstance(loaded, BackendSpec) else loaded
+        if not isinstance(spec, BackendSpec):
+            problems[point.name] = f"{point.value} is not a searcher BackendSpec"
+        elif spec.adapter in specs and specs[spec.adapter] is not spec:
+            problems[point.name] = f"adapter {spec.adapter!r} already exists"
+        else:
+            specs[spec.adapter] = spec
+    return Registry(specs, problems)
+
+
+@functools.cache
+def default_registry() -> Registry:
+    """The registry of this process, loaded once (entry points do not change while it
+    runs); read-only."""
+    return load_registry()
+
+
+def _validated(where: str, raw: Mapping[str, Any], registry: Registry) -> InstanceSettings:
+    adapter = raw.get("adapter")
+    if not isinstance(adapter, str):
+        raise ValueError(f"{where}.adapter: required (one of {', '.join(registry.specs)})")
+    try:
+        spec = registry.spec(adapter)
+    except KeyError as exc:
+        raise ValueError(f"{where}.adapter: {exc.args[0]}") from None
+    try:
+        return spec.config_model.model_validate(dict(raw))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{where}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ValueError(problems) from None
+
+
+def resolve_instances(
+    legacy: Mapping[str, Mapping[str, Any]],
+    declared: Mapping[str, Mapping[str, Any]],
+    registry: Registry | None = None,
+) -> dict[str, InstanceSettings]:
+    """Every instance by name, each checked by its adapter's config model: the built-in
+    instances configured the old way (``backends.searxng`` ...), then ``backends.instances``
+    (which may redefine one of those names). Raises ``ValueError`` naming the field."""
+    registry = registry or default_registry()
+    resolved = {name: _validated(f"backends.{name}", raw, registry) for name, raw in legacy.items()}
+    for name, raw in declared.items():
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"backends.instances.{name}: expected a mapping")
+        resolved[name] = _validated(f"backends.instances.{name}", raw, registry)
+    return resolved
 
 
 @dataclass(frozen=True)
 class BackendStatus:
     name: str
+    adapter: str
     enabled: bool
     configured: bool
     note: str | None = None
@@ -23,19 +127,17 @@ class BackendStatus:
         return self.enabled and self.configured
 
 
-def backend_status(settings: Settings) -> dict[str, BackendStatus]:
-    """Enabled/configured state of every known backend, with what is missing."""
+def backend_status(
+    settings: Settings, registry: Registry | None = None
+) -> dict[str, BackendStatus]:
+    """Enabled/configured state of every instance, with what is missing."""
+    registry = registry or default_registry()
     statuses: dict[str, BackendStatus] = {}
-    for name in BACKEND_NAMES:
+    for name in settings.backends.names:
         cfg = settings.backends.get(name)
-        configured, note = True, None
-        if name == "searxng" and not cfg.base_url:
-            configured, note = False, "no base_url (set SEARXNG_BASE_URL)"
-        elif name == "brave" and not cfg.api_key:
-            configured, note = False, "no api_key (set BRAVE_API_KEY)"
-        if not cfg.enabled:
-            note = "disabled"
-        statuses[name] = BackendStatus(name, cfg.enabled, configured, note)
+        missing = registry.spec(cfg.adapter).missing(cfg)
+        note = "disabled" if not cfg.enabled else missing
+        statuses[name] = BackendStatus(name, cfg.adapter, cfg.enabled, missing is None, note)
     return statuses
 
 
@@ -43,31 +145,14 @@ def build_backends(
     settings: Settings,
     client: aiohttp.ClientSession,
     ddgs_factory: duckduckgo.SearcherFactory | None = None,
+    registry: Registry | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Backend]:
-    """Instances of every usable backend, by name."""
-    usable = {name for name, status in backend_status(settings).items() if status.usable}
-    backends: dict[str, Backend] = {}
-    if "searxng" in usable:
-        base = settings.backends.searxng.base_url or ""
-
-        def searxng_request(query: BackendQuery) -> RequestParts:
-            return searxng.build_request(base, query)
-
-        backends["searxng"] = HttpBackend(
-            "searxng", searxng.CAPABILITIES, searxng_request, searxng.parse_response, client
-        )
-    if "brave" in usable:
-        brave_cfg = settings.backends.brave
-        brave_base, key = brave_cfg.base_url or "", brave_cfg.api_key or ""
-
-        def brave_request(query: BackendQuery) -> RequestParts:
-            return brave.build_request(brave_base, key, query)
-
-        backends["brave"] = HttpBackend(
-            "brave", brave.CAPABILITIES, brave_request, brave.parse_response, client
-        )
-    if "duckduckgo" in usable:
-        backends["duckduckgo"] = duckduckgo.DuckDuckGoBackend(
-            ddgs_factory or duckduckgo.default_factory
-        )
-    return backends
+    """Instances of every usable backend, by name, in configuration order."""
+    registry = registry or default_registry()
+    context = BuildContext(client, ddgs_factory, clock)
+    return {
+        name: registry.spec(status.adapter).build(name, settings.backends.get(name), context)
+        for name, status in backend_status(settings, registry).items()
+        if status.usable
+    }

@@ -1,27 +1,69 @@
-"""SearXNG through its JSON API (``/search?format=json``)."""
+"""SearXNG through its JSON API (``/search?format=json``), with per-engine health: engines
+the instance reports unresponsive again and again are left out of the engines asked for
+(``engine_health.py``); the instance's engines are learned from its ``/config``."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
+
+import aiohttp
+import orjson
+from pydantic import Field
 
 from searcher.backends.base import (
     BackendAnswer,
     BackendQuery,
+    BackendSpec,
+    BuildContext,
     Capabilities,
     Hit,
+    HttpBackend,
     RequestParts,
     json_object,
 )
+from searcher.backends.engine_health import (
+    EngineHealth,
+    EngineHealthSettings,
+    EngineSnapshot,
+    engines_to_ask,
+)
 from searcher.backends.engine_positions import align
+from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
-from searcher.errors import EnginesUnresponsive
+from searcher.config import InstanceSettings
+from searcher.errors import EnginesUnresponsive, FailureKind
 
 NAME = "searxng"
 CAPABILITIES = Capabilities(
-    paging=True, time_range=True, safesearch=True, language=True, engines=True, categories=True
+    paging=True,
+    time_range=True,
+    safesearch=True,
+    language=True,
+    engines=True,
+    categories=True,
+    per_engine=True,
 )
+# What SearXNG's statuses mean for a user who must fix something.
+STATUS_HINTS = {
+    403: "the JSON format is switched off on this SearXNG instance; enable it in its "
+    "settings.yml with `search: formats: [html, json]` and restart it",
+    429: "SearXNG's limiter refused us; set `server: limiter: false` in its settings.yml "
+    "or allow this client in its limiter.toml",
+}
+# /config is small; waiting longer for it than this is not worth it on a search's path.
+CONFIG_TIMEOUT_S = 2.0
+CONFIG_RETRY_S = 60.0  # after /config failed, ask again no sooner than this
+
+
+class SearxngSettings(InstanceSettings):
+    """A SearXNG instance (``adapter: searxng``)."""
+
+    base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8888")
+    engine_health: EngineHealthSettings = Field(default_factory=EngineHealthSettings)
 
 
 def build_request(base_url: str, query: BackendQuery) -> RequestParts:
@@ -42,6 +84,15 @@ def build_request(base_url: str, query: BackendQuery) -> RequestParts:
     )
 
 
+def unresponsive_kind(engines: Sequence[tuple[str, str]]) -> FailureKind:
+    """One kind for a whole answer whose engines all failed: the most telling one."""
+    kinds = {engine_failure_kind(message) for _, message in engines}
+    for kind in ("blocked", "rate_limited", "timeout", "connect", "http_status"):
+        if kind in kinds:
+            return kind
+    return "bad_response"
+
+
 def _unresponsive(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     pairs = []
     for entry in data.get("unresponsive_engines") or []:
@@ -51,7 +102,7 @@ def _unresponsive(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _hit(raw: Mapping[str, Any]) -> Hit | None:
+def _hit(raw: Mapping[str, Any], instance: str) -> Hit | None:
     url = http_url(raw.get("url"))
     if url is None:
         return None
@@ -62,7 +113,7 @@ def _hit(raw: Mapping[str, Any]) -> Hit | None:
         url=url,
         title=plain_text(raw.get("title")) or url,
         snippet=plain_text(raw.get("content")),
-        backend=NAME,
+        backend=instance,
         engines=tuple(str(e) for e in engines if isinstance(e, str)),
         positions=tuple(p for p in positions if isinstance(p, int) and not isinstance(p, bool)),
         score=float(score)
@@ -80,22 +131,128 @@ def _aligned(hits: Sequence[Hit]) -> list[Hit]:
     out = []
     for hit, pairs in zip(hits, align([(h.engines, h.positions) for h in hits]), strict=True):
         rest = tuple(e for e in hit.engines if e not in pairs)
-        out.append(
-            dataclasses.replace(hit, engines=(*pairs, *rest), positions=tuple(pairs.values()))
-        )
+        out.append(replace(hit, engines=(*pairs, *rest), positions=tuple(pairs.values())))
     return out
 
 
-def parse_response(status: int, headers: Mapping[str, str], body: bytes) -> BackendAnswer:
+def parse_response(
+    status: int, headers: Mapping[str, str], body: bytes, instance: str = NAME
+) -> BackendAnswer:
     """Hits from a SearXNG JSON answer. Zero results with failed engines is a failure:
     SearXNG answers 200 even when every engine it asked failed."""
-    data = json_object(NAME, headers, body)
+    data = json_object(instance, headers, body)
     raw_results = data.get("results")
     if not isinstance(raw_results, list):
         raw_results = []
-    hits = _aligned([hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw))])
+    hits = _aligned(
+        [hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw, instance))]
+    )
     unresponsive = _unresponsive(data)
     if not hits and unresponsive:
-        raise EnginesUnresponsive(NAME, unresponsive)
+        raise EnginesUnresponsive(instance, unresponsive, unresponsive_kind(unresponsive))
     warnings = [f"engine {name} unresponsive: {msg}" for name, msg in unresponsive]
-    return BackendAnswer(NAME, hits, warnings=warnings)
+    return BackendAnswer(
+        instance, hits, warnings=warnings, per_engine=True, unresponsive=tuple(unresponsive)
+    )
+
+
+def parse_config(body: bytes) -> list[tuple[str, tuple[str, ...]]]:
+    """The enabled engines of an instance and their categories, from its ``/config``."""
+    data = orjson.loads(body)
+    engines = data.get("engines") if isinstance(data, dict) else None
+    found = []
+    for engine in engines if isinstance(engines, list) else []:
+        if not isinstance(engine, dict) or not isinstance(engine.get("name"), str):
+            continue
+        if engine.get("enabled") is False:
+            continue
+        cats = engine.get("categories")
+        names = tuple(c for c in cats if isinstance(c, str)) if isinstance(cats, list) else ()
+        found.append((engine["name"], names))
+    return found
+
+
+class SearxngBackend:
+    """One SearXNG instance: the HTTP runner plus the health of its engines."""
+
+    capabilities = CAPABILITIES
+
+    def __init__(
+        self, name: str, settings: SearxngSettings, client: aiohttp.ClientSession,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.base_url = (settings.base_url or "").rstrip("/")
+        self.engine_health = EngineHealth(settings.engine_health, clock)
+        self._client = client
+        self._clock = clock
+        self._config_ttl = settings.engine_health.config_ttl_s
+        self._known: list[tuple[str, tuple[str, ...]]] = []  # (engine, categories)
+        self._known_at: float | None = None  # when /config was read
+        self._config_failed_at: float | None = None
+        self._seen: dict[str, None] = {}  # engines seen in answers, in order
+        base = self.base_url
+
+        def build(query: BackendQuery) -> RequestParts:
+            return build_request(base, query)
+
+        self._http = HttpBackend(name, CAPABILITIES, build, parse_response, client, STATUS_HINTS)
+
+    async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
+        started = self._clock()
+        left_out = self.engine_health.left_out()
+        asked = query.engines
+        if left_out:
+            if all(e in left_out for e in query.engines):  # the instance's list is needed
+                await self._learn_engines(min(timeout_s / 2, CONFIG_TIMEOUT_S))
+            known = self._known or [(name, ()) for name in self._seen]
+            asked = engines_to_ask(query.engines, query.categories, known, left_out)
+            query = replace(query, engines=asked)
+        remaining = max(0.0, timeout_s - (self._clock() - started))
+        try:
+            answer = await self._http.search(query, remaining)
+        except EnginesUnresponsive as exc:
+            self.engine_health.observe(asked, exc.engines)
+            raise
+        engines_answered = {e for hit in answer.hits for e in hit.engines}
+        self._seen.update(dict.fromkeys(sorted(engines_answered)))
+        if not asked:  # the instance's defaults: those of its engines in these categories
+            asked = engines_to_ask((), query.categories, self._known, set()) or tuple(
+                engines_answered
+            )
+        self.engine_health.observe(asked, answer.unresponsive)
+        answer.warnings[:0] = self.engine_health.notes(left_out)
+        return answer
+
+    async def _learn_engines(self, timeout_s: float) -> None:
+        """Read the instance's engines from ``/config`` when not known or stale; a failure
+        leaves what is known (or the engines seen in answers) and is retried later."""
+        now = self._clock()
+        if self._known_at is not None and now - self._known_at < self._config_ttl:
+            return
+        if self._config_failed_at is not None and now - self._config_failed_at < CONFIG_RETRY_S:
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with self._client.get(self.base_url + "/config") as response:
+                    response.raise_for_status()
+                    body = await response.content.read(1024 * 1024)
+            self._known = parse_config(body)
+            self._known_at = now
+        except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
+            self._config_failed_at = now
+
+    def engines_health(self) -> list[EngineSnapshot]:
+        """Engines seen failing, for ``/v1/health``."""
+        return self.engine_health.snapshot()
+
+
+def _missing(settings: SearxngSettings) -> str | None:
+    return None if settings.base_url else "no base_url (set SEARXNG_BASE_URL)"
+
+
+def _build(name: str, settings: SearxngSettings, context: BuildContext) -> SearxngBackend:
+    return SearxngBackend(name, settings, context.client, context.clock)
+
+
+SPEC = BackendSpec(NAME, CAPABILITIES, SearxngSettings, _build, _missing)

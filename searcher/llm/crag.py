@@ -5,9 +5,11 @@ about a grade (re-search with a refined query, or elsewhere) is the service's pa
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from searcher.contract import CragGrade, GradeMethod
 from searcher.errors import LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
@@ -15,7 +17,7 @@ from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate, candidate_lines
 from searcher.scoring import STOP_WORDS
 
-GRADES = ("CORRECT", "AMBIGUOUS", "INCORRECT")
+GRADES: tuple[CragGrade, ...] = typing.get_args(CragGrade)
 SHOWN = 5  # results the grader sees
 # Heuristic thresholds on the best result's evidence (keyword overlap, relevance).
 CORRECT_OVERLAP = 0.6
@@ -32,8 +34,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Verdict:
-    grade: str
-    method: str  # llm | heuristic
+    grade: CragGrade
+    method: GradeMethod
     refined_query: str | None = None
     reason: str | None = None
 
@@ -41,15 +43,16 @@ class Verdict:
 def parse_verdict(reply: str) -> Verdict:
     """The grade (and refined query) of a reply; ``LlmBadReply`` if the grade is invalid."""
     data = json_object(reply)
-    grade = str(data.get("grade", "")).strip().upper()
-    if grade not in GRADES:
+    said = str(data.get("grade", "")).strip().upper()
+    grade = next((g for g in GRADES if g == said), None)
+    if grade is None:
         raise LlmBadReply(f"grade must be one of {GRADES}")
     refined = data.get("refined_query")
     text = " ".join(refined.split()) if isinstance(refined, str) else ""
     return Verdict(grade, "llm", text[:300] or None)
 
 
-def heuristic_grade(evidence: Sequence[Evidence]) -> str:
+def heuristic_grade(evidence: Sequence[Evidence]) -> CragGrade:
     """CORRECT when a top result holds most of the query's keywords, INCORRECT when none
     holds even a fifth (or there are none), AMBIGUOUS in between."""
     if not evidence:

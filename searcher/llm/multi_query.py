@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from searcher.contract import PerspectiveSource
 from searcher.embeddings import Embedder
 from searcher.errors import EmbedderUnavailable, LlmBadReply
 from searcher.llm.json_reply import json_object
@@ -93,7 +94,7 @@ def fill_with_templates(found: list[Perspective], query: str, n: int) -> list[Pe
 @dataclass(frozen=True)
 class Perspectives:
     items: list[Perspective]
-    source: str  # llm | templates
+    source: PerspectiveSource  # llm | templates (never "original": that rung is the caller's)
     note: str | None = None  # why templates were used, in whole or in part
 
 

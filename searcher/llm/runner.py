@@ -35,6 +35,10 @@ TIME_SHARE: dict[LlmStep, float] = {
     "rank": 0.5,
     "answer": 0.8,
     "answer_check": 1.0,
+    # Research: planning a round leaves its searches and reading most of the time; the
+    # report comes last.
+    "research_plan": 0.25,
+    "research_report": 0.9,
 }
 
 

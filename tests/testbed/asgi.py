@@ -162,7 +162,8 @@ async def wait_disconnect(receive: Receive) -> None:
 
 class Router:
     """Ordered (method set, regex, handler) table; path params via ``{name}`` or
-    ``{name:int}`` placeholders (``int`` ones are still passed as strings)."""
+    ``{name:int}`` placeholders (``int`` ones are still passed as strings); ``{name:path}``
+    spans slashes."""
 
     _PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 
@@ -172,7 +173,7 @@ class Router:
     def add(self, pattern: str, handler: Handler, methods: Iterable[str] = ("GET", "HEAD")) -> None:
         def repl(m: re.Match[str]) -> str:
             kind = m.group(2)
-            inner = r"-?\d+" if kind == "int" else r"[^/]+"
+            inner = {"int": r"-?\d+", "path": r".+"}.get(kind or "", r"[^/]+")
             return f"(?P<{m.group(1)}>{inner})"
 
         regex = (

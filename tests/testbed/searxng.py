@@ -14,9 +14,21 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/fixed/{n}``         200 at once with ``n`` canned results (overhead benchmark)
 - ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
 - ``/searxng/fail-on/{word}``    500 for queries containing ``word``, normal answers otherwise
+- ``/searxng/fail-after/{k}``    the first ``k`` requests answer normally, later ones 500
 - ``/searxng/mixed``             normal results with misbehaving URLs interleaved
 - ``/searxng/delayed/{lo}/{hi}`` ten results on pages delayed lo..hi ms
 - ``/searxng/foreign-loopback``  results on localhost / 127.0.0.2 (loopback, not allow-listed)
+- ``/searxng/json-off``          403 for every search, as an instance without the JSON format
+- ``/searxng/captcha``           200 with a Cloudflare challenge page instead of JSON
+- ``/searxng/ratelimit/{s}``     429 with ``Retry-After: s``
+- ``/searxng/engine-fails/{engine}/{how}``  normal answers, except that ``engine``, whenever
+  it is asked (named in ``engines``, or no engines named), fails as ``how`` says
+  (``captcha``, ``ratelimit``, ``suspended``, ``timeout``) and is in ``unresponsive_engines``
+- ``/searxng/engine-fails-for/{engine}/{k}``  the same (CAPTCHA), for the first ``k`` times
+  the engine is asked; answers normally after that
+
+Every behaviour also answers ``{base}/config`` (SearXNG's ``/config``): the testbed's
+engines (``corpus.ENGINES``), all enabled, category ``general``.
 """
 
 from __future__ import annotations
@@ -26,7 +38,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .asgi import HTML, JSON, Request, Router
-from .corpus import Corpus, corpus
+from .blocked import CLOUDFLARE
+from .corpus import ENGINES, Corpus, corpus
 
 router = Router()
 
@@ -197,6 +210,14 @@ async def flaky(req: Request) -> None:
         await answer(req)
 
 
+@router.route("/searxng/fail-after/{k:int}/search")
+async def fail_after(req: Request) -> None:
+    if req.app.count(("searxng-fail-after", int(req.params["k"]))) > int(req.params["k"]):
+        await req.respond(500, b"<html><body><h1>500 Internal Server Error</h1></body></html>")
+    else:
+        await answer(req)
+
+
 @router.route("/searxng/fail-on/{word}/search")
 async def fail_on(req: Request) -> None:
     if req.params["word"].lower() in req.query.get("q", "").lower():
@@ -311,3 +332,80 @@ async def fixed(req: Request) -> None:
     q = req.query.get("q", "")
     body = b'{"query": ' + json.dumps(q, ensure_ascii=False).encode() + fixed_tail(req.base_url, n)
     await req.respond(200, body, JSON)
+
+
+# ---- engine failures, /config ---------------------------------------------------------
+
+# How an engine fails -> SearXNG's message for it (searx/webutils.py).
+ENGINE_FAILURES = {
+    "captcha": "CAPTCHA",
+    "ratelimit": "too many requests",
+    "suspended": "Suspended: CAPTCHA",
+    "timeout": "timeout",
+}
+
+
+@router.route("/searxng/config")
+@router.route("/searxng/{behaviour:path}/config")
+async def config(req: Request) -> None:
+    engines = [{"name": e, "categories": ["general"], "enabled": True} for e in ENGINES]
+    await req.json(200, {"engines": engines, "categories": ["general"], "version": "testbed"})
+
+
+@router.route("/searxng/json-off/search")
+async def json_off(req: Request) -> None:
+    await req.respond(403, b"<html><body><h1>403 Forbidden</h1></body></html>", HTML)
+
+
+@router.route("/searxng/captcha/search")
+async def captcha(req: Request) -> None:
+    await req.respond(200, CLOUDFLARE.encode(), HTML)
+
+
+@router.route("/searxng/ratelimit/{seconds:int}/search")
+async def ratelimit(req: Request) -> None:
+    headers = [("Retry-After", req.params["seconds"])]
+    await req.respond(
+        429, b"<html><body><h1>429 Too Many Requests</h1></body></html>", HTML, headers
+    )
+
+
+def _asked(req: Request) -> list[str]:
+    named = [e for e in req.query.get("engines", "").split(",") if e]
+    return named or list(ENGINES)
+
+
+async def _answer_without(req: Request, engine: str, message: str | None) -> None:
+    """Normal results from the asked engines; ``engine``, if asked, fails with ``message``
+    (None: it answers)."""
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, pageno = checked
+    asked = set(_asked(req))
+    failing = engine in asked and message is not None
+    answering = asked - {engine} if failing else asked
+    out = []
+    for r in search_results(req.base_url, q, pageno):
+        pairs = [
+            (e, p) for e, p in zip(r["engines"], r["positions"], strict=True) if e in answering
+        ]
+        if pairs:
+            r["engines"], r["positions"] = [e for e, _ in pairs], [p for _, p in pairs]
+            r["engine"] = pairs[0][0]
+            out.append(r)
+    await req.json(200, envelope(q, out, [[engine, message]] if failing and message else []))
+
+
+@router.route("/searxng/engine-fails/{engine}/{how}/search")
+async def engine_fails(req: Request) -> None:
+    await _answer_without(
+        req, req.params["engine"], ENGINE_FAILURES.get(req.params["how"], "HTTP error")
+    )
+
+
+@router.route("/searxng/engine-fails-for/{engine}/{k:int}/search")
+async def engine_fails_for(req: Request) -> None:
+    engine, k = req.params["engine"], int(req.params["k"])
+    fails = engine in _asked(req) and req.app.count(("engine-fails-for", engine, k)) <= k
+    await _answer_without(req, engine, "CAPTCHA" if fails else None)

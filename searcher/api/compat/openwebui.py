@@ -67,12 +67,12 @@ class LoadedPage(BaseModel):
 # --- translation ----------------------------------------------------------------------
 
 
-def search_request(body: ExternalSearchBody) -> SearchRequest:
+def search_request(body: ExternalSearchBody, max_results: int = MAX_COUNT) -> SearchRequest:
     """The ``SearchRequest`` for an external-search call: ``count`` results, capped at
-    the contract's maximum (Open WebUI treats it as a suggestion)."""
+    ``max_results`` (the server's limit; Open WebUI treats ``count`` as a suggestion)."""
     return SearchRequest(
         query=Query(text=body.query),
-        budget=Budget(max_results=min(body.count, MAX_COUNT)),
+        budget=Budget(max_results=min(body.count, MAX_COUNT, max_results)),
         want=Want(rendered_text=False),
     )
 
@@ -135,7 +135,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     summary="Open WebUI external web search",
 )
 async def external_search(body: ExternalSearchBody, request: Request) -> Response:
-    response = await runtime_of(request).service.search(search_request(body))
+    runtime = runtime_of(request)
+    search = search_request(body, runtime.settings.limits.max_results)
+    response = await runtime.service.search(search)
     return json_response(search_results(response))
 
 

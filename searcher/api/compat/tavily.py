@@ -24,8 +24,24 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
-from searcher.contract import Item, SearchRequest, SearchResponse, TimeRange, query_text
-from searcher.errors import AllBackendsFailed, InvalidRequest
+from searcher.contract import (
+    Item,
+    Preset,
+    Query,
+    ResearchJob,
+    ResearchRequest,
+    SearchRequest,
+    SearchResponse,
+    TimeRange,
+    query_text,
+)
+from searcher.errors import (
+    AllBackendsFailed,
+    InvalidRequest,
+    JobNotFound,
+    TooManyJobs,
+    field_problems,
+)
 from searcher.page_reader import PageOutcome
 from searcher.passages import top_chunks
 
@@ -137,10 +153,14 @@ def time_range_of(body: TavilySearchBody, today: date) -> TimeRange | None:
 
 
 def search_request(
-    body: TavilySearchBody, default_max_results: int, today: date | None = None
+    body: TavilySearchBody,
+    default_max_results: int,
+    today: date | None = None,
+    max_fetch_pages: int = 50,
 ) -> SearchRequest:
     """The searcher request for a Tavily search body. ``default_max_results`` is the
-    configured result count, used when the body names none."""
+    configured result count, used when the body names none; ``max_fetch_pages`` the most
+    pages the server reads for one request (``limits.max_fetch_pages``)."""
     wanted = max(body.max_results if body.max_results is not None else default_max_results, 1)
     advanced = body.search_depth == "advanced"
     full = advanced or bool(body.include_raw_content)
@@ -157,8 +177,9 @@ def search_request(
         constraints["categories"] = ["news"]
     budget: dict[str, Any] = {"max_results": wanted}
     if full:
-        # Tavily reads every result it returns, not only the first few.
-        budget["max_fetch_pages"] = min(wanted, 50)
+        # Tavily reads every result it returns, not only the first few; as many as the
+        # server allows (the client never named this count, so it is not refused).
+        budget["max_fetch_pages"] = min(wanted, max_fetch_pages)
     return SearchRequest.model_validate(
         {
             "query": body.query,
@@ -272,20 +293,10 @@ def tavily_error(status: int, message: str, field: str | None = None) -> Respons
 
 
 def _first_problem(errors: Sequence[Any]) -> tuple[str, str]:
-    """The field and message of the first validation problem."""
-    if not errors:
-        return "body", "invalid request"
-    err = errors[0]
-    parts = [str(p) for p in err.get("loc", ())]
-    if parts and parts[0] == "body":
-        parts = parts[1:]
-    field = ".".join(parts) or "body"
-    message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-    if err.get("type") == "json_invalid":
-        return "body", "malformed JSON"
-    if err.get("type") == "missing" and field == "body":
-        return "body", "a JSON object body is required"
-    return field, message
+    """The field and message of the first validation problem (Tavily's errors carry no
+    parser detail)."""
+    problems = field_problems(errors)
+    return (problems[0].field, problems[0].message) if problems else ("body", "invalid request")
 
 
 class _TavilyRoute(APIRoute):
@@ -338,7 +349,10 @@ router = APIRouter(
 @router.post("/search", summary="Tavily-compatible search")
 async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
     runtime = runtime_of(request)
-    search = search_request(body, runtime.settings.budget.max_results)
+    settings = runtime.settings
+    search = search_request(
+        body, settings.budget.max_results, max_fetch_pages=settings.limits.max_fetch_pages
+    )
     response = await runtime.service.search(search)
     return json_response(search_response(body, response, str(uuid.uuid4())))
 
@@ -349,3 +363,81 @@ async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
     outcomes = await runtime_of(request).service.read_pages(body.url_list)
     elapsed = time.perf_counter() - started
     return json_response(extract_response(body, outcomes, elapsed, str(uuid.uuid4())))
+
+
+# --- research (POST /tavily/research, GET /tavily/research/{request_id}) ------------------
+
+# Tavily's research models, as searcher's presets: "mini" is quick, "pro" goes deeper.
+TAVILY_PRESETS: dict[str, Preset] = {"mini": "balanced", "auto": "balanced", "pro": "enhanced"}
+
+
+class TavilyResearchBody(_Body):
+    input: str
+    model: Literal["mini", "pro", "auto"] | None = None
+    citation_format: Literal["numbered", "mla", "apa", "chicago"] = "numbered"
+    output_schema: dict[str, Any] | None = None
+    stream: bool = False
+
+    @field_validator("input")
+    @classmethod
+    def _input(cls, value: str) -> str:
+        return query_text(value)
+
+
+def research_created(job: ResearchJob, model: str) -> dict[str, Any]:
+    """Tavily's answer to a new research task."""
+    return {
+        "request_id": job.id,
+        "created_at": job.created_utc,
+        "status": "pending",
+        "input": job.query,
+        "model": model,
+    }
+
+
+def research_status(job: ResearchJob) -> tuple[int, dict[str, Any]]:
+    """Tavily's answer to a status request: 202 while running, 200 when over."""
+    base = {"request_id": job.id, "created_at": job.created_utc}
+    if job.status in ("queued", "running"):
+        return 202, {**base, "status": "in_progress" if job.status == "running" else "pending"}
+    result = job.result
+    if job.status != "done" or result is None:
+        return 200, {**base, "status": "failed", "error": job.error or job.status}
+    sources = [{"title": p.title, "url": p.url, "favicon": None} for p in result.evidence or []]
+    return 200, {
+        **base,
+        "status": "completed",
+        "content": result.report or "",
+        "sources": sources,
+        "response_time": round(result.usage.elapsed_ms / 1000, 2),
+    }
+
+
+@router.post("/research", summary="Tavily-compatible research task")
+async def tavily_research(body: TavilyResearchBody, request: Request) -> Response:
+    if body.output_schema is not None:
+        raise TavilyHTTPError(400, "output_schema is not supported by searcher", "output_schema")
+    model = body.model or "auto"
+    research = ResearchRequest(
+        query=Query(text=body.input), preset=TAVILY_PRESETS[model], stream=body.stream
+    )
+    jobs = request.app.state.jobs
+    try:
+        job = await jobs.submit(research)
+    except TooManyJobs as exc:
+        raise TavilyHTTPError(429, str(exc)) from exc
+    if body.stream:  # searcher's own event stream (not Tavily's chunk format)
+        from searcher.api.research import event_stream
+
+        return await event_stream(request, job.id, 0)
+    return json_response(research_created(job.view(), model))
+
+
+@router.get("/research/{request_id}", summary="Tavily-compatible research task status")
+async def tavily_research_status(request_id: str, request: Request) -> Response:
+    try:
+        job = await request.app.state.jobs.view(request_id)
+    except JobNotFound as exc:
+        raise TavilyHTTPError(404, str(exc)) from exc
+    status, body = research_status(job)
+    return json_response(body, status)

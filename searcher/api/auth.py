@@ -1,0 +1,164 @@
+"""API keys and rate limits on every route (``auth.enabled``): a pure ASGI middleware.
+
+A request must carry ``Authorization: Bearer <key>`` of an active key; each key has a
+token bucket (``rate``, shared through the state store, so across workers and replicas)
+and a fixed-window quota. Refusals are JSON: 401 for a missing, unknown or revoked key, 429
+with ``Retry-After`` over a limit. Answers carry ``RateLimit-Limit``, ``-Remaining`` and
+``-Reset``. Keys are looked up once per ``CACHE_S`` per process; if the state store is
+down, keys seen before keep working and unknown ones get 503 (never let anyone in).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from searcher.api.errors import error_response
+from searcher.auth.keys import ApiKey, KeyBook, Rate, hash_secret
+from searcher.config import AuthSettings
+from searcher.state.base import StateStore
+from searcher.state.failsoft import FailSoftStore
+
+CACHE_S = 5.0
+USAGE_KEEP_S = 8 * 86_400  # a week of daily usage counters, and a day of slack
+Clock = Callable[[], float]
+
+
+def bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    return None
+
+
+def quota_window(quota: Rate, now: float) -> tuple[int, float]:
+    """The quota's current window number and the seconds until the next one."""
+    window = int(now // quota.per_s)
+    return window, (window + 1) * quota.per_s - now
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, settings: AuthSettings, clock: Clock = time.time) -> None:
+        self.app = app
+        self.settings = settings
+        self.open = set(settings.open_paths)
+        self.default_rate = Rate.parse(settings.default_rate) if settings.default_rate else None
+        self.clock = clock
+        self._seen: dict[str, tuple[ApiKey | None, float]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in self.open:
+            await self.app(scope, receive, send)
+            return
+        store: FailSoftStore | None = scope["app"].state.runtime.state
+        if store is None:  # no state store: no keys can be known
+            await self._refuse(scope, receive, send, 503, "unavailable", "no key store")
+            return
+        secret = bearer(scope)
+        if secret is None:
+            await self._refuse(scope, receive, send, 401, "unauthorized",
+                               "an API key is required: Authorization: Bearer <key>")  # fmt: skip
+            return
+        key, known = await self._lookup(store, secret)
+        if not known:
+            message = "the key store cannot be reached; retry shortly"
+            await self._refuse(scope, receive, send, 503, "unavailable", message, retry=5)
+            return
+        if key is None or key.revoked:
+            await self._refuse(scope, receive, send, 401, "unauthorized",
+                               "unknown or revoked API key")  # fmt: skip
+            return
+        scope.setdefault("state", {})["key_id"] = key.id
+        refused, extra = await self._limits(store, key)
+        if refused is not None:
+            message, retry = refused
+            await self._refuse(scope, receive, send, 429, "rate_limited", message, retry, extra)
+            return
+        await store.incr(usage_counter(key, self.clock()), 1, USAGE_KEEP_S)
+
+        async def send_with_limits(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_limits)
+
+    async def _lookup(self, store: FailSoftStore, secret: str) -> tuple[ApiKey | None, bool]:
+        """The key (None if unknown) and whether the answer can be trusted."""
+        digest = hash_secret(secret)
+        now = time.monotonic()
+        cached = self._seen.get(digest)
+        if cached is not None and now - cached[1] < CACHE_S:
+            return cached[0], True
+        key = await KeyBook(store).lookup(secret)
+        if key is None and not store.ok:
+            # The store is down: a key seen before still counts; an unknown one cannot be told.
+            return (cached[0], True) if cached is not None else (None, False)
+        if len(self._seen) > 10_000:
+            self._seen.clear()
+        self._seen[digest] = (key, now)
+        return key, True
+
+    async def _limits(
+        self, store: FailSoftStore, key: ApiKey
+    ) -> tuple[tuple[str, int] | None, list[tuple[bytes, bytes]]]:
+        """(refusal message and Retry-After, or None; the RateLimit headers)."""
+        rate = key.rate or self.default_rate
+        headers: list[tuple[bytes, bytes]] = []
+        if rate is not None:
+            grant = await store.take(f"auth:rate:{key.id}", rate.count / rate.per_s, rate.count)
+            reset = math.ceil((rate.count - grant.remaining) * rate.per_s / rate.count)
+            headers = [
+                (b"ratelimit-limit", str(rate.count).encode()),
+                (b"ratelimit-remaining", str(max(0, math.floor(grant.remaining))).encode()),
+                (b"ratelimit-reset", str(max(0, reset)).encode()),
+            ]
+            if not grant.allowed:
+                retry = max(1, math.ceil(grant.retry_after_s))
+                return (f"rate limit {rate} exceeded", retry), headers
+        quota = key.quota
+        if quota is not None:
+            window, left_s = quota_window(quota, self.clock())
+            used = await store.incr(f"auth:quota:{key.id}:{window}", 1, quota.per_s + 60)
+            if used > quota.count:
+                return (f"quota {quota} used up", max(1, math.ceil(left_s))), headers
+        return None, headers
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, kind: str, message: str,
+        retry: int | None = None, headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:  # fmt: skip
+        response = error_response(status, kind, message)
+        if retry is not None:
+            response.headers["Retry-After"] = str(retry)
+        if status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="searcher"'
+        for name, value in headers or []:
+            response.headers[name.decode()] = value.decode()
+        await response(scope, receive, send)
+
+
+def usage_counter(key: ApiKey, now: float) -> str:
+    """The counter of the key's requests on the (UTC) day of ``now``."""
+    return f"auth:usage:{key.id}:{int(now // 86_400)}"
+
+
+async def read_counter(store: StateStore, name: str) -> int:
+    """A counter's value (adding nothing; counters are not key/value entries). One that
+    does not exist is created at 0, expiring like the usage counters."""
+    return await store.incr(name, 0, USAGE_KEEP_S)
+
+
+def usage_report(key: ApiKey, requests_today: int, quota_used: int, now: float) -> dict[str, Any]:
+    """``GET /v1/usage`` for the caller's key."""
+    report: dict[str, Any] = {"key": key.public(), "requests_today": requests_today}
+    if key.quota is not None:
+        _, left_s = quota_window(key.quota, now)
+        report["quota"] = {"limit": key.quota.count, "used": quota_used,
+                           "reset_s": math.ceil(left_s)}  # fmt: skip
+    return report

@@ -1,0 +1,121 @@
+"""Research jobs over HTTP: start one (202, or its events streamed in the response), read
+its status and result, follow its events as Server-Sent Events (resumable with
+``Last-Event-ID``), cancel it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from searcher.contract import ErrorResponse, ResearchAccepted, ResearchJob, ResearchRequest
+from searcher.research.jobs import JobBook
+
+router = APIRouter(tags=["research"])
+SSE = "text/event-stream"
+_SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {SSE: {}}, "description": "The job's events, as Server-Sent Events."}
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "No job with that id (or it expired)."}
+}
+
+
+def _jobs(request: Request) -> JobBook:
+    jobs: JobBook = request.app.state.jobs
+    return jobs
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        orjson.dumps(data), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+async def _event_stream(
+    jobs: JobBook, job_id: str, after: int, heartbeat_s: float
+) -> AsyncIterator[bytes]:
+    async for event in jobs.follow(job_id, after, heartbeat_s):
+        if event is None:
+            yield b": keep-alive\n\n"
+            continue
+        data = orjson.dumps(event.model_dump(mode="json"))
+        yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.id, event.type.encode(), data)
+
+
+async def event_stream(request: Request, job_id: str, after: int) -> StreamingResponse:
+    """A job's events after ``after`` as an SSE response (404 before it starts)."""
+    jobs = _jobs(request)
+    await jobs.view(job_id)  # 404 before the stream starts, not inside it
+    heartbeat = request.app.state.runtime.settings.research.heartbeat_s
+    return StreamingResponse(
+        _event_stream(jobs, job_id, after, heartbeat),
+        media_type=SSE,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Job-ID": job_id},
+    )
+
+
+@router.post(
+    "/v1/research",
+    status_code=202,
+    summary="Start a research job",
+    responses={
+        202: {"model": ResearchAccepted, "description": "Started; follow events_url."},
+        **_SSE_RESPONSE,
+        422: {"model": ErrorResponse, "description": "Invalid request; `error.field`."},
+        429: {"model": ErrorResponse, "description": "Too many jobs running; see Retry-After."},
+    },
+)
+async def start_research(body: ResearchRequest, request: Request) -> Response:
+    job = await _jobs(request).submit(body)
+    if body.stream:
+        return await event_stream(request, job.id, 0)
+    accepted = ResearchAccepted(
+        id=job.id,
+        status=job.status,
+        status_url=f"/v1/research/{job.id}",
+        events_url=f"/v1/research/{job.id}/events",
+    )
+    return _json(accepted.model_dump(), 202, {"Location": accepted.status_url})
+
+
+@router.get(
+    "/v1/research/{job_id}",
+    response_model=ResearchJob,
+    summary="A research job's status, progress and (when done) result",
+    responses=_NOT_FOUND,
+)
+async def research_status(job_id: str, request: Request) -> Response:
+    return _json((await _jobs(request).view(job_id)).model_dump(mode="json"))
+
+
+@router.get(
+    "/v1/research/{job_id}/events",
+    summary="A research job's events as Server-Sent Events (resumable)",
+    response_class=StreamingResponse,
+    responses={**_SSE_RESPONSE, **_NOT_FOUND},
+)
+async def research_events(
+    job_id: str,
+    request: Request,
+    last_event_id: Annotated[int | None, Header(ge=0, le=1_000_000)] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=1_000_000, description="Events after this id.")
+    ] = None,
+) -> StreamingResponse:
+    start = after if after is not None else (last_event_id or 0)
+    return await event_stream(request, job_id, start)
+
+
+@router.delete(
+    "/v1/research/{job_id}",
+    response_model=ResearchJob,
+    summary="Cancel a research job",
+    responses=_NOT_FOUND,
+)
+async def cancel_research(job_id: str, request: Request) -> Response:
+    job = await _jobs(request).cancel(job_id)
+    return _json(job.model_dump(mode="json"))

@@ -1,0 +1,1 @@
+"""API keys and their limits: keys stored hashed in the state store, rates and quotas."""

@@ -1,0 +1,143 @@
+"""API keys: created with a name and optional limits, shown once, stored only as their
+SHA-256 in the state store (SQLite or Redis), so every worker and replica knows them."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from searcher.errors import InvalidRequest, KeyNotFound
+from searcher.state.base import StateStore, get_json, set_json
+
+PREFIX = "sk-searcher-"
+NAMESPACE = "auth:"
+_INDEX = NAMESPACE + "index"
+FOREVER_S = 100 * 365 * 86_400.0
+_UNITS = {"s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
+          "d": 86_400, "day": 86_400}  # fmt: skip
+_RATE = re.compile(r"^\s*(\d{1,9})\s*/\s*([a-z]+)\s*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``count`` per ``per_s`` seconds, written ``60/min``, ``10000/day``."""
+
+    count: int
+    per_s: int
+
+    @classmethod
+    def parse(cls, text: str, field: str = "rate") -> Rate:
+        """``InvalidRequest`` naming ``field`` unless ``text`` is ``N/unit``."""
+        match = _RATE.match(text.lower())
+        unit = match.group(2).removesuffix("s") if match else ""
+        if not match or (unit not in _UNITS and match.group(2) not in _UNITS):
+            raise InvalidRequest(field, f"{text!r} is not a rate like 60/min, 10/s or 10000/day")
+        count = int(match.group(1))
+        if count < 1:
+            raise InvalidRequest(field, "must allow at least 1")
+        return cls(count, _UNITS.get(match.group(2), _UNITS.get(unit, 1)))
+
+    def __str__(self) -> str:
+        unit = {1: "s", 60: "min", 3600: "hour", 86_400: "day"}.get(self.per_s, f"{self.per_s}s")
+        return f"{self.count}/{unit}"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str  # the first 12 hex digits of the hash: safe to log and show
+    name: str
+    rate: Rate | None
+    quota: Rate | None
+    created_utc: str
+    revoked: bool = False
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "rate": str(self.rate) if self.rate else None,
+            "quota": str(self.quota) if self.quota else None, "created_utc": self.created_utc,
+            "revoked": self.revoked,
+        }  # fmt: skip
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _record(key: ApiKey) -> dict[str, Any]:
+    data = asdict(key)
+    data["rate"] = asdict(key.rate) if key.rate else None
+    data["quota"] = asdict(key.quota) if key.quota else None
+    return data
+
+
+def _key(data: Any) -> ApiKey | None:
+    """The key a stored record describes; None for a record that does not decode."""
+    try:
+        rate, quota = data.get("rate"), data.get("quota")
+        return ApiKey(
+            id=str(data["id"]), name=str(data["name"]),
+            rate=Rate(int(rate["count"]), int(rate["per_s"])) if rate else None,
+            quota=Rate(int(quota["count"]), int(quota["per_s"])) if quota else None,
+            created_utc=str(data["created_utc"]), revoked=bool(data.get("revoked", False)),
+        )  # fmt: skip
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
+class KeyBook:
+    """Create, list, revoke and look up keys in a state store."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    async def _hashes(self) -> list[str]:
+        index = await get_json(self._store, _INDEX)
+        return [h for h in index if isinstance(h, str)] if isinstance(index, list) else []
+
+    async def create(
+        self, name: str, rate: Rate | None = None, quota: Rate | None = None
+    ) -> tuple[ApiKey, str]:
+        """A new key and its secret (shown once: only its hash is kept)."""
+        if not _NAME.match(name):
+            raise InvalidRequest("name", "1-64 letters, digits, '.', '_' or '-'")
+        if any(k.name == name and not k.revoked for k in await self.list()):
+            raise InvalidRequest("name", f"an active key is already named {name!r}")
+        secret = PREFIX + secrets.token_urlsafe(24)
+        digest = hash_secret(secret)
+        created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        key = ApiKey(digest[:12], name, rate, quota, created)
+        await set_json(self._store, NAMESPACE + "key:" + digest, _record(key), FOREVER_S)
+        await set_json(self._store, _INDEX, [*await self._hashes(), digest], FOREVER_S)
+        return key, secret
+
+    async def list(self) -> list[ApiKey]:
+        """Every key, active and revoked, oldest first."""
+        keys = []
+        for digest in await self._hashes():
+            key = _key(await get_json(self._store, NAMESPACE + "key:" + digest))
+            if key is not None:
+                keys.append(key)
+        return keys
+
+    async def revoke(self, name_or_id: str) -> ApiKey:
+        """Revoke the active key with that name or id (``KeyNotFound`` if none)."""
+        for digest in await self._hashes():
+            key = _key(await get_json(self._store, NAMESPACE + "key:" + digest))
+            if key and not key.revoked and name_or_id in (key.name, key.id):
+                revoked = ApiKey(key.id, key.name, key.rate, key.quota, key.created_utc, True)
+                await set_json(
+                    self._store, NAMESPACE + "key:" + digest, _record(revoked), FOREVER_S
+                )
+                return revoked
+        raise KeyNotFound(name_or_id)
+
+    async def lookup(self, secret: str) -> ApiKey | None:
+        """The key a request presents, or None if it is unknown."""
+        if not secret.startswith(PREFIX) or len(secret) > 200:
+            return None
+        return _key(await get_json(self._store, NAMESPACE + "key:" + hash_secret(secret)))

@@ -1,0 +1,107 @@
+"""From what a backend answered to why it failed: the one place that maps HTTP statuses,
+``Retry-After`` and challenge pages to a ``FailureKind`` (as SearXNG's
+``raise_for_httperror`` does for its engines).
+
+Pure functions of (status, headers, body); ``HttpBackend`` calls them.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+
+from searcher.errors import BackendHTTPError, FailureKind
+from searcher.fetch.blocked import blocked_reason
+
+# A challenge page is judged on its first bytes only (walls are short).
+CHALLENGE_HEAD_BYTES = 64 * 1024
+# Of the walls ``searcher.fetch.blocked`` recognises, those that mean "you look like a bot".
+CHALLENGE_REASONS = ("bot wall", "captcha")
+# Longest Retry-After honoured: a server asking for a day is treated as asking for this.
+MAX_RETRY_AFTER_S = 3600.0
+
+
+def retry_after_s(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date),
+    capped at ``MAX_RETRY_AFTER_S``; None when absent or unreadable."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return min(float(text), MAX_RETRY_AFTER_S)
+    try:
+        moment = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    wall_now = time.time() if now is None else now
+    return max(0.0, min(moment.timestamp() - wall_now, MAX_RETRY_AFTER_S))
+
+
+def challenge(headers: Mapping[str, str], body: bytes) -> str | None:
+    """Why an HTML body is a CAPTCHA or bot wall rather than an answer, or None. A plain
+    "access denied" page is not one: on an error status that is a refusal (``auth``)."""
+    ctype = headers.get("content-type", "").lower()
+    if "html" not in ctype and not body.lstrip()[:15].lower().startswith((b"<!doctype", b"<html")):
+        return None
+    reason = blocked_reason(body[:CHALLENGE_HEAD_BYTES], "", None, 200)
+    return reason if reason and reason.startswith(CHALLENGE_REASONS) else None
+
+
+def classify_status(status: int, headers: Mapping[str, str], body: bytes) -> FailureKind:
+    """The failure kind of an HTTP error answer: a challenge page is ``blocked`` whatever
+    its status; 429 is ``rate_limited``; 401 and 403 ``auth`` (a rejected key, or access
+    switched off: retrying will not help); anything else ``http_status``."""
+    if challenge(headers, body):
+        return "blocked"
+    if status == 429:
+        return "rate_limited"
+    if status in (401, 403):
+        return "auth"
+    return "http_status"
+
+
+def http_failure(
+    backend: str,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    hints: Mapping[int, str] | None = None,
+) -> BackendHTTPError:
+    """The error for an HTTP error answer, with its kind, its Retry-After and the reason
+    a user can act on (``hints``: the adapter's explanation of a status, e.g. SearXNG's
+    403 when its JSON format is off)."""
+    kind = classify_status(status, headers, body)
+    reason = f"HTTP {status}"
+    if kind == "blocked":
+        reason += f": {challenge(headers, body)}"
+    elif hints and status in hints:
+        reason += f": {hints[status]}"
+    wait = retry_after_s(headers.get("retry-after")) if kind == "rate_limited" else None
+    return BackendHTTPError(backend, status, reason, kind, wait)
+
+
+# SearXNG's texts for an engine's failure (``searx/webutils.py``), lower-case, and what
+# they mean here. A suspended engine is reported as "Suspended: <text>".
+_ENGINE_MESSAGES: tuple[tuple[str, FailureKind], ...] = (
+    ("captcha", "blocked"),
+    ("access denied", "blocked"),
+    ("too many requests", "rate_limited"),
+    ("timeout", "timeout"),
+    ("connection", "connect"),
+    ("network", "connect"),
+    ("ssl", "connect"),
+    ("proxy", "connect"),
+    ("http error", "http_status"),
+    ("server api error", "http_status"),
+    ("parsing error", "bad_response"),
+)
+
+
+def engine_failure_kind(message: str) -> FailureKind:
+    """The failure kind of one entry of SearXNG's ``unresponsive_engines``."""
+    text = message.lower().removeprefix("suspended:").strip()
+    for needle, kind in _ENGINE_MESSAGES:
+        if needle in text:
+            return kind
+    return "bad_response"  # "unexpected crash" and anything unknown

@@ -1,0 +1,285 @@
+"""The result cache: whole search answers, keyed by what changes the answer.
+
+A request's key is its normalised form (query text and language, backends, engines,
+categories, filters, mode, result count, wants, budget limits that shape the answer)
+plus a fingerprint of the settings that shape answers, so a configuration change or an
+upgrade never serves an answer computed under other rules. Time limits and the cache's
+own controls are left out: they change whether an answer is complete, not what it is.
+
+Entries are JSON (never pickle), stored for their fresh time plus
+``cache.stale_if_error_s``; a stale entry is served only when every backend failed.
+Partial answers (a backend of a fan-out failed, the deadline cut a fetch, an LLM step fell
+back) are never stored. ``serve_cached`` is the one call site's wrapper.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import orjson
+from pydantic import ValidationError
+
+from searcher import __version__
+from searcher.config import ResultCacheSettings, Settings
+from searcher.contract import CacheInfo, CacheKind, ErrorEntry, SearchRequest, SearchResponse
+from searcher.errors import AllBackendsFailed
+from searcher.state.base import StateStore, decode_json, encode_json
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "results:"
+_FORMAT = 1
+# Budget fields that bound time or retries: they decide whether an answer is complete,
+# and only complete answers are stored, so they do not change a stored answer.
+_TIME_FIELDS = ("max_total_time_ms", "per_request_timeout_ms", "max_search_retries", "max_age_s")
+
+_TIMING_DEFAULTS = {
+    "max_total_time_ms", "search_timeout_ms", "fetch_timeout_ms", "max_search_retries"
+}  # fmt: skip
+
+CachePolicy = Literal["use", "refresh", "off"]
+
+
+class SemanticMatcher(Protocol):
+    """The semantic cache as the result cache sees it (``searcher.cache.semantic``)."""
+
+    async def find(self, query: str, scope: str) -> str | None:
+        """The key of a cached answer to a query close enough to ``query``."""
+        ...
+
+    async def add(self, query: str, scope: str, key: str, ttl_s: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    response: SearchResponse
+    kind: CacheKind
+    age_s: float
+
+
+def canonical_request(request: SearchRequest, with_query: bool = True) -> dict[str, Any]:
+    """The parts of a request that change its answer, in a stable form. Without the query
+    text it is the request's *scope*: what two queries must share to answer each other."""
+    data = request.model_dump(mode="json", exclude_defaults=True)
+    data.pop("query", None)
+    constraints = data.get("constraints", {})
+    constraints.pop("cache", None)
+    constraints.pop("lang", None)
+    budget = data.get("budget", {})
+    for name in _TIME_FIELDS:
+        budget.pop(name, None)
+    data = {name: part for name, part in data.items() if part != {}}
+    data["lang"] = request.lang
+    if with_query:
+        data["text"] = request.query_text
+    return data
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:40]
+
+
+def request_key(request: SearchRequest, fingerprint: str) -> str:
+    """The state key of a request's cached answer."""
+    return NAMESPACE + _digest(fingerprint, canonical_request(request))
+
+
+def request_scope(request: SearchRequest, fingerprint: str) -> str:
+    return _digest(fingerprint, canonical_request(request, with_query=False))
+
+
+def answer_fingerprint(settings: Settings) -> str:
+    """A digest of every setting that shapes an answer (not timeouts, keys or caches)."""
+    backends = settings.backends.model_dump(mode="json")
+    for name in ("searxng", "duckduckgo", "brave"):
+        backend = backends.get(name, {})
+        for secret_or_timing in ("api_key", "timeout_s", "breaker"):
+            backend.pop(secret_or_timing, None)
+    backends.pop("hedge_delay_ms", None)
+    shaping = {
+        "version": __version__,
+        "backends": backends,
+        "routing": settings.routing.model_dump(mode="json"),
+        "fusion": settings.fusion.model_dump(mode="json"),
+        "scoring": settings.scoring.model_dump(mode="json"),
+        "rerank": settings.rerank.model_dump(mode="json", exclude={"api_key", "timeout_s"}),
+        "budget": settings.budget.model_dump(mode="json", exclude=_TIMING_DEFAULTS),
+        "embeddings": [settings.embeddings.provider, settings.embeddings.model],
+        "llm": [settings.llm.base_url, settings.llm.model, settings.llm.steps.model_dump()],
+    }
+    return _digest(shaping)
+
+
+def cache_policy(request: SearchRequest) -> CachePolicy:
+    """``off``: neither read nor write; ``refresh``: compute, then store (max_age_s: 0)."""
+    if request.constraints.cache == "off":
+        return "off"
+    if request.budget.max_age_s == 0:
+        return "refresh"
+    return "use"
+
+
+def fresh_seconds(
+    request: SearchRequest, response: SearchResponse, cfg: ResultCacheSettings
+) -> int:
+    """How long an answer stays fresh: per intent, shorter for fast-moving questions."""
+    ttl = cfg.ttl_by_intent.get(request.intent or "", cfg.ttl_s)
+    route = (response.meta.route or {}).get("group")
+    if request.constraints.time_range == "day" or route in cfg.fresh_routes:
+        ttl = min(ttl, cfg.fresh_ttl_s)
+    return ttl
+
+
+def is_complete(response: SearchResponse) -> bool:
+    """False for an answer that another try could improve: a fanned-out backend or some
+    engines failed, the deadline cut a fetch, an LLM step took its fallback."""
+    meta = response.meta
+    used = set((meta.backend_used or "").split("+"))
+    for error in meta.errors:
+        if error.stage == "search":
+            if error.reason == "no results":
+                continue
+            # In a fallback chain the failures before the answering backend are the
+            # chain doing its job; anything else is a missing part of the answer.
+            if meta.fallback_used and error.source not in used:
+                continue
+            return False
+        if error.stage == "fetch" and error.reason.startswith(("budget:", "timeout:")):
+            return False
+        if error.reason.startswith("fallback:"):
+            return False
+    return True
+
+
+class ResultCache:
+    """Cached answers in a ``StateStore``; ``clock`` is injectable for tests."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        settings: ResultCacheSettings,
+        fingerprint: str,
+        semantic: SemanticMatcher | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.state = store
+        self.settings = settings
+        self.fingerprint = fingerprint
+        self.semantic = semantic
+        self._clock = clock
+
+    async def _entry(self, key: str) -> tuple[SearchResponse, float, float] | None:
+        """(response, age, fresh seconds) of the entry at ``key``; None if absent or
+        corrupt."""
+        data = decode_json(await self.state.get(key))
+        if not isinstance(data, dict) or data.get("v") != _FORMAT:
+            return None
+        try:
+            response = SearchResponse.model_validate(data["response"])
+            age = max(0.0, self._clock() - float(data["stored_at"]))
+            fresh = float(data["fresh_s"])
+        except (KeyError, TypeError, ValueError, ValidationError):
+            log.warning("result cache: corrupt entry %s treated as a miss", key)
+            return None
+        return response, age, fresh
+
+    async def lookup(self, request: SearchRequest) -> CachedResponse | None:
+        """A fresh cached answer to ``request`` (exact, then semantic), within
+        ``budget.max_age_s`` when set."""
+        max_age = request.budget.max_age_s
+        key = request_key(request, self.fingerprint)
+        kind: CacheKind = "exact"
+        entry = await self._entry(key)
+        if entry is None and self.semantic is not None:
+            scope = request_scope(request, self.fingerprint)
+            similar = await self.semantic.find(request.query_text, scope)
+            if similar is not None:
+                entry, kind = await self._entry(similar), "semantic"
+        if entry is None:
+            return None
+        response, age, fresh = entry
+        if age >= fresh or (max_age is not None and age > max_age):
+            return None
+        return CachedResponse(response, kind, age)
+
+    async def lookup_stale(self, request: SearchRequest) -> CachedResponse | None:
+        """An answer past its fresh time but within ``stale_if_error_s`` of it."""
+        entry = await self._entry(request_key(request, self.fingerprint))
+        if entry is None:
+            return None
+        response, age, fresh = entry
+        if age > fresh + self.settings.stale_if_error_s:
+            return None
+        return CachedResponse(response, "stale", age)
+
+    async def store(self, request: SearchRequest, response: SearchResponse, complete: bool) -> None:
+        """Keep a complete answer for its fresh time plus the stale-if-error window."""
+        if not complete:
+            return
+        fresh = fresh_seconds(request, response, self.settings)
+        keep = fresh + self.settings.stale_if_error_s
+        if keep <= 0:
+            return
+        key = request_key(request, self.fingerprint)
+        entry = {
+            "v": _FORMAT,
+            "stored_at": self._clock(),
+            "fresh_s": fresh,
+            "response": response.model_dump(mode="json", by_alias=True),
+        }
+        await self.state.set(key, encode_json(entry), keep)
+        if self.semantic is not None and fresh > 0:
+            scope = request_scope(request, self.fingerprint)
+            await self.semantic.add(request.query_text, scope, key, fresh)
+
+
+def _served(
+    cached: CachedResponse, request: SearchRequest, started: float, notes: list[ErrorEntry]
+) -> SearchResponse:
+    """The cached answer as this request's response: its own echo, timing and meta.cache."""
+    response = cached.response
+    elapsed = int((time.perf_counter() - started) * 1000)
+    meta = response.meta.model_copy(
+        update={
+            "cache": CacheInfo(hit=True, kind=cached.kind, age_s=round(cached.age_s, 3)),
+            "timing_ms": {"cache": elapsed, "total": elapsed},
+            "errors": response.meta.errors + notes,
+        }
+    )
+    return response.model_copy(
+        update={"meta": meta, "request": request.model_dump(mode="json", exclude_unset=True)}
+    )
+
+
+async def serve_cached(
+    cache: ResultCache | None,
+    request: SearchRequest,
+    compute: Callable[[], Awaitable[SearchResponse]],
+) -> SearchResponse:
+    """Answer ``request`` from ``cache`` when it may, else ``compute`` it and store a
+    complete answer; when every backend fails, a stale answer if there is one."""
+    started = time.perf_counter()
+    policy = cache_policy(request) if cache is not None else "off"
+    if cache is not None and policy == "use":
+        cached = await cache.lookup(request)
+        if cached is not None:
+            return _served(cached, request, started, [])
+    try:
+        response = await compute()
+    except AllBackendsFailed as exc:
+        stale = await cache.lookup_stale(request) if cache and policy == "use" else None
+        if stale is None:
+            raise
+        reason = f"every backend failed ({exc}); served a cached answer {stale.age_s:.0f} s old"
+        return _served(
+            stale, request, started, [ErrorEntry(stage="cache", source="stale", reason=reason)]
+        )
+    response.meta.cache = CacheInfo(hit=False)
+    if cache is not None and policy != "off":
+        await cache.store(request, response, is_complete(response))
+    return response

@@ -1,0 +1,163 @@
+"""One request's cross-cutting state, carried through every stage.
+
+The stages take data and return data; what every stage shares — the request, its effective
+budget, deadline and tool-call allowance, the LLM step runner, the timings, the errors and
+the optional parts of ``meta`` — lives here, so that no stage keeps books by hand and the
+response is built in one place (as SearXNG's per-request ``Search``/``ResultContainer``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+
+from searcher import __version__
+from searcher.backends.outcome import SearchOutcome
+from searcher.contract import (
+    AnswerCheck,
+    Citation,
+    CragInfo,
+    ErrorEntry,
+    Item,
+    LlmCall,
+    Meta,
+    PerspectivesInfo,
+    Producer,
+    RankInfo,
+    SearchRequest,
+    SearchResponse,
+    Usage,
+)
+from searcher.limits import clamp_budget
+from searcher.llm.runner import StepRunner
+from searcher.page_reader import PageOutcome
+from searcher.pipeline.budget import EffectiveBudget, effective_budget
+from searcher.pipeline.parts import Parts
+from searcher.resilience import CallBudget, Deadline
+
+PRODUCER = Producer(name="searcher", version=__version__)
+
+
+def utc_now() -> str:
+    """Now, as the contract writes times."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class MetaExtras:
+    """The optional parts of ``meta`` that stages fill in."""
+
+    rewritten_query: str | None = None
+    route: dict[str, str | None] | None = None
+    rank: RankInfo | None = None
+    perspectives: PerspectivesInfo | None = None
+    crag: CragInfo | None = None
+    answer_check: AnswerCheck | None = None
+
+
+@dataclass
+class RequestContext:
+    """The cross-cutting part of one search request."""
+
+    request: SearchRequest
+    budget: EffectiveBudget
+    deadline: Deadline
+    calls: CallBudget
+    llm: StepRunner
+    started: float = field(default_factory=time.perf_counter)
+    timing: dict[str, int] = field(default_factory=dict)
+    errors: list[ErrorEntry] = field(default_factory=list)
+    extras: MetaExtras = field(default_factory=MetaExtras)
+    retrieved_utc: str = field(default_factory=utc_now)
+
+    @classmethod
+    def start(cls, request: SearchRequest, parts: Parts) -> RequestContext:
+        """A context whose deadline starts now, its budget within the server's limits."""
+        settings = parts.settings
+        # limits.*: the server's ceilings over what the request asked (422 if strict).
+        asked, lowered = clamp_budget(request.budget, settings.limits)
+        budget = effective_budget(asked, settings.budget)
+        deadline = Deadline(budget.max_total_time_ms / 1000)
+        calls = CallBudget(budget.max_tool_calls)
+        llm = StepRunner(parts.llm, settings.llm, deadline, calls, date.today())
+        return cls(request, budget, deadline, calls, llm, errors=list(lowered))
+
+    @contextlib.contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Add the time spent in the block to ``meta.timing_ms[stage]``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = int((time.perf_counter() - t0) * 1000)
+            self.timing[stage] = self.timing.get(stage, 0) + spent
+
+    def error(self, stage: str, source: str, reason: str) -> None:
+        """Record one entry of ``meta.errors``."""
+        self.errors.append(ErrorEntry(stage=stage, source=source, reason=reason))
+
+    def search_errors(self, outcome: SearchOutcome) -> None:
+        """Record what a search could not do: constraints an instance cannot honour
+        (stage ``plan``), then every backend failure and warning."""
+        for note in outcome.plan_notes:
+            self.error("plan", note.backend, note.reason)
+        for failure in outcome.failures:
+            self.error("search", failure.backend, failure.reason)
+        for answer in outcome.answers:
+            for warning in answer.warnings:
+                self.error("search", answer.backend, warning)
+
+    def response(
+        self,
+        outcome: SearchOutcome,
+        items: list[Item],
+        rendered: str,
+        pages: list[PageOutcome],
+        pick_ids: list[int],
+        answer: str | None = None,
+        citations: list[Citation] | None = None,
+    ) -> SearchResponse:
+        """The UCP-1 response: what the stages produced, with this context's books."""
+        request, want, extras = self.request, self.request.want, self.extras
+        errors = self.errors + [
+            ErrorEntry(stage=r.step, source="llm", reason=f"fallback: {r.reason}")
+            for r in self.llm.records
+            if r.fallback_used
+        ]
+        self.timing["total"] = int((time.perf_counter() - self.started) * 1000)
+        return SearchResponse(
+            created_utc=utc_now(),
+            producer=PRODUCER,
+            request=request.model_dump(mode="json", exclude_unset=True),
+            meta=Meta(
+                backend_used=outcome.backend_used,
+                fallback_used=outcome.fallback_used,
+                pick_applied=request.constraints.pick_ids is not None,
+                pick_ids=pick_ids,
+                mode_used=request.constraints.search_mode,
+                timing_ms=self.timing,
+                errors=errors,
+                backends_tried=outcome.tried,
+                route=extras.route,
+                hedged=outcome.hedged,
+                rewritten_query=extras.rewritten_query,
+                rank=extras.rank,
+                perspectives=extras.perspectives,
+                crag=extras.crag,
+                answer_check=extras.answer_check,
+                llm=[LlmCall(**dataclasses.asdict(r)) for r in self.llm.records],
+            ),
+            usage=Usage(
+                results_returned=len(items),
+                context_chars=len(rendered) if want.rendered_text else 0,
+                fetch_pages_used=sum(1 for p in pages if p.status == "fetched"),
+            ),
+            items=items,
+            rendered_text=rendered if want.rendered_text else None,
+            answer=answer,
+            answer_citations=citations,
+        )

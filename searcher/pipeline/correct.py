@@ -1,0 +1,73 @@
+"""Stage 4, correct (``constraints.crag``): grade the evidence and, when it is weak,
+search again — a refined query fused with the first results, or the query on other
+backends or engine groups instead of them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from searcher.llm.crag import Evidence
+from searcher.llm.snippet_rank import Candidate
+from searcher.pipeline.context import RequestContext
+from searcher.pipeline.parts import Parts
+from searcher.pipeline.plan import Plan
+from searcher.pipeline.rank import Ranked, Ranking, rank_results
+from searcher.pipeline.retrieve import searcher_for
+from searcher.routing import Route
+from searcher.searches import Tagged, corrective_search
+
+
+def candidates(ranked: Sequence[Ranked], top_k: int) -> list[Candidate]:
+    """The first ``top_k`` results as snippet-ranking / grading candidates."""
+    return [
+        Candidate(i, r.fused.hit.title, r.fused.hit.snippet, r.fused.hit.url)
+        for i, r in enumerate(ranked[:top_k])
+    ]
+
+
+def _alternatives(
+    parts: Parts, plan: Plan, tried: Sequence[str]
+) -> tuple[Sequence[str] | None, Route, str] | None:
+    """Where to search again when the evidence was wrong: backends not tried yet, else
+    the default engine group if the query was routed elsewhere."""
+    usable = [n for n in parts.settings.backends.order if n in parts.pool.backends]
+    untried = [n for n in usable if n not in tried]
+    if untried:
+        return untried, plan.route, "backends: " + ", ".join(untried)
+    default = parts.routes.default
+    if plan.route.group != default.group:
+        return None, default, f"engine group: {default.group}"
+    return None
+
+
+async def correct(
+    ctx: RequestContext, parts: Parts, plan: Plan, tagged: Tagged, ranking: Ranking
+) -> tuple[Tagged, Ranking]:
+    """The searches and ranking after corrective re-search (unchanged without ``crag``)."""
+    if not ctx.request.constraints.crag or ctx.budget.max_tool_calls < 1:
+        return tagged, ranking
+    with ctx.timed("crag"):
+        ranked = ranking.results
+        correction = await corrective_search(
+            ctx.llm,
+            searcher_for(ctx, parts, plan),
+            plan.query,
+            plan.route,
+            candidates(ranked, parts.settings.llm.steps.rank.top_k),
+            [Evidence(r.components.get("keyword_overlap", 0.0), r.relevance) for r in ranked],
+            lambda: _alternatives(parts, plan, tagged.merged().tried),
+            ctx.calls,
+        )
+        ctx.extras.crag = correction.info
+        extra = correction.extra
+        ctx.search_errors(extra.merged())
+        if extra.outcomes:
+            keep = tagged.outcomes
+            if correction.replace:  # the first results go; what was tried stays on record
+                keep = [(p, dataclasses.replace(o, answers=[])) for p, o in keep]
+            more = Tagged(keep + extra.outcomes, tagged.failures)
+            more_ranking = await rank_results(parts, plan, more)
+            if more_ranking.results:
+                tagged, ranking = more, more_ranking
+    return tagged, ranking

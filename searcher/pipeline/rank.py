@@ -1,0 +1,98 @@
+"""Stage 3, rank: every ranked list of every search fused into one list of distinct pages,
+near-duplicates merged, heuristic relevance on top."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from searcher.dedup import drop_near_duplicates
+from searcher.fusion import FusedHit, engine_count, fuse_answers
+from searcher.hybrid import hybrid_stage
+from searcher.pipeline.context import RequestContext
+from searcher.pipeline.parts import Parts
+from searcher.pipeline.plan import Plan
+from searcher.rerank import document_text
+from searcher.scoring import apply_filter, score_results
+from searcher.searches import Tagged
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One result after fusion, dedup and scoring."""
+
+    fused: FusedHit
+    relevance: float
+    components: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.fused.hit.url
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The ranked results, and why near-duplicate removal did not run (if it did not)."""
+
+    results: list[Ranked]
+    notes: list[str]
+
+
+def heuristic_order(
+    fused: Sequence[FusedHit], query: str, plan: Plan, parts: Parts
+) -> list[Ranked]:
+    """Heuristic relevance on top of fusion; results below the keyword-overlap floor go,
+    unless that would leave nothing."""
+    inputs = [(f.hit, f.score, engine_count(f)) for f in fused]
+    scores = score_results(inputs, query, plan.route.group, parts.domains, parts.settings.scoring)
+    return [Ranked(fused[s.index], s.relevance, s.components) for s in apply_filter(scores)]
+
+
+async def rank_results(parts: Parts, plan: Plan, tagged: Tagged) -> Ranking:
+    """Fusion of every list of every search, near-duplicate removal, heuristic scores."""
+    settings = parts.settings
+    answers = [
+        (perspective, answer, plan.backends.weight(answer.backend))
+        for perspective, outcome in tagged.outcomes
+        for answer in outcome.answers
+    ]
+    fused = fuse_answers(
+        answers,
+        settings.backends.engine_weights,
+        settings.fusion.rrf_k,
+        settings.fusion.method,
+        settings.fusion.engine_agreement,
+    )
+    fused, notes = await drop_near_duplicates(
+        fused, parts.embedder, settings.fusion.near_duplicate_threshold
+    )
+    if parts.embedder is None:
+        # Off by choice (provider "none") is no error; off because loading failed is.
+        problem = parts.embedder_problem
+        notes = [problem] if problem and len(fused) > 1 else []
+    ranked = heuristic_order(fused, plan.query, plan, parts)
+    ranked = await hybrid_stage(
+        ranked, plan.query, settings.scoring.hybrid_share, parts.embedder,
+        result_text, _with_hybrid_score,
+    )  # fmt: skip
+    return Ranking(ranked, notes)
+
+
+def result_text(ranked: Ranked) -> str:
+    """What the hybrid relevance and a reranking model read of a result."""
+    return document_text(ranked.fused.hit.title, ranked.fused.hit.snippet)
+
+
+def _with_hybrid_score(ranked: Ranked, score: float, blended: float) -> Ranked:
+    components = {**ranked.components, "hybrid": score}
+    return dataclasses.replace(ranked, relevance=blended, components=components)
+
+
+async def rank(ctx: RequestContext, parts: Parts, plan: Plan, tagged: Tagged) -> Ranking:
+    """The ``rank`` stage: ``rank_results``, timed, its notes in ``meta.errors``."""
+    with ctx.timed("rank"):
+        ranking = await rank_results(parts, plan, tagged)
+    for note in ranking.notes:
+        ctx.error("dedup", "embedder", note)
+    return ranking

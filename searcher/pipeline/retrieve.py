@@ -1,0 +1,81 @@
+"""Stage 2, retrieve: the backends searched for the query, or for its perspectives at once.
+
+``search_once`` is one search of any text under the request's plan, deadline and budget;
+the research loop and corrective re-search call it for queries of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from searcher.backends.base import BackendQuery
+from searcher.backends.outcome import SearchOutcome
+from searcher.backends.policy import BackendPlan
+from searcher.pipeline.context import RequestContext, utc_now
+from searcher.pipeline.parts import Parts
+from searcher.pipeline.plan import Plan
+from searcher.routing import Route
+from searcher.searches import SearchOnce, Tagged, multi_search
+
+
+def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str) -> BackendQuery:
+    """The query every backend receives; the routed engine group fills in the SearXNG
+    engines and categories the request did not set."""
+    request = ctx.request
+    constraints = request.constraints
+    return BackendQuery(
+        text=text,
+        max_results=max_results,
+        lang=request.lang,
+        pageno=constraints.pageno,
+        time_range=constraints.time_range,
+        safesearch=constraints.safesearch,
+        engines=tuple(constraints.engines or route.engines),
+        categories=tuple(constraints.categories or route.categories),
+        routed=frozenset(
+            name
+            for name, asked in (
+                ("engines", constraints.engines),
+                ("categories", constraints.categories),
+            )
+            if not asked
+        ),
+    )
+
+
+def searcher_for(ctx: RequestContext, parts: Parts, plan: Plan) -> SearchOnce:
+    """One search of any text: routed by ``route``, on the plan's backends unless
+    ``backends`` names others (then a fallback chain over those); the backend pool runs
+    the degradation ladder. Raises ``AllBackendsFailed``."""
+
+    async def search_once(text: str, route: Route, backends: Sequence[str] | None) -> SearchOutcome:
+        use = plan.backends if backends is None else BackendPlan("fallback", tuple(backends))
+        budget = ctx.budget
+        return await parts.pool.search(
+            use, backend_query(ctx, route, plan.wanted, text), ctx.deadline,
+            budget.search_timeout_ms / 1000, budget.max_search_retries,
+        )  # fmt: skip
+
+    return search_once
+
+
+async def retrieve(ctx: RequestContext, parts: Parts, plan: Plan) -> Tagged:
+    """Search the query, or its ``multi_query`` perspectives in parallel; every backend
+    failure and warning goes to ``meta.errors``."""
+    tagged = Tagged()
+    if ctx.budget.max_tool_calls < 1:
+        ctx.error("search", "budget", "max_tool_calls is 0")
+        return tagged
+    search_once = searcher_for(ctx, parts, plan)
+    n = ctx.request.constraints.multi_query
+    with ctx.timed("search"):
+        if n:
+            tagged, ctx.extras.perspectives = await multi_search(
+                ctx.llm, search_once, parts.embedder, plan.query, plan.route, n, ctx.calls
+            )
+        else:
+            ctx.calls.take(1)
+            tagged.outcomes.append((None, await search_once(plan.query, plan.route, None)))
+    ctx.retrieved_utc = utc_now()
+    ctx.search_errors(tagged.merged())
+    return tagged

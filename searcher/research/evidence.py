@@ -1,0 +1,173 @@
+"""The evidence of a research job: every passage it has seen (page passages and result
+snippets), scored against each sub-question across all sources at once, the coverage of
+each sub-question, and the numbers and dates that sources state differently."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+from searcher.passages import bm25_scores, passage_spans
+from searcher.scoring import keyword_overlap, query_keywords
+
+PASSAGE_CHARS = 600
+# A sub-question counts as covered when one passage holds this share of its keywords:
+# all of them. Chosen on the first half of HotpotQA dev (bench/research_recall.py, the
+# balanced preset; both supporting pages and the answer in the evidence): 0.6 -> 0.711,
+# 0.8 -> 0.822, 0.9 -> 0.867, 1.0 -> 0.867, never covered -> 0.889. Lower values stop a
+# multi-hop question after its first hop, whose page holds most of the question's words.
+COVERED_AT = 1.0
+_YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
+_NUMBER = re.compile(r"\b\d[\d,]*(?:\.\d+)?\s?(?:%|percent|million|billion|km|kg|m)?\b")
+
+PassageKind = Literal["page", "snippet"]
+
+
+@dataclass(frozen=True)
+class Passage:
+    url: str
+    title: str
+    text: str
+    kind: PassageKind
+
+    def scored_text(self) -> str:
+        # The title names what the passage is about ("Arthur's Magazine"), often the very
+        # entity a sub-question asks for.
+        return f"{self.title}\n{self.text}"
+
+
+@dataclass(frozen=True)
+class Scored:
+    index: int  # into EvidencePool.passages
+    score: float
+    coverage: float
+
+
+class EvidencePool:
+    """Every passage a job has seen, each text once, in the order seen."""
+
+    def __init__(self) -> None:
+        self.passages: list[Passage] = []
+        self._texts: set[str] = set()
+
+    def add(self, passage: Passage) -> bool:
+        """Keep ``passage`` unless its text is already here; True if it is new."""
+        key = " ".join(passage.text.split()).lower()
+        if not key or key in self._texts:
+            return False
+        self._texts.add(key)
+        self.passages.append(passage)
+        return True
+
+    def add_page(self, url: str, title: str, content: str) -> int:
+        """Add a page's passages; returns how many were new."""
+        spans = passage_spans(content, PASSAGE_CHARS)
+        return sum(self.add(Passage(url, title, content[s:e], "page")) for s, e in spans)
+
+    def best(self, question: str, k: int) -> list[Scored]:
+        """The ``k`` passages that answer ``question`` best (BM25 over every passage seen,
+        so document frequencies come from all sources), best first; passages that match
+        no term are left out."""
+        if not self.passages or k <= 0:
+            return []
+        texts = [p.scored_text() for p in self.passages]
+        joined, spans, at = [], [], 0
+        for text in texts:
+            joined.append(text)
+            spans.append((at, at + len(text)))
+            at += len(text) + 2
+        scores = bm25_scores(question, "\n\n".join(joined), spans)
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        keywords = query_keywords(question)
+        found = []
+        for i in order[:k]:
+            if scores[i] <= 0:
+                break
+            p = self.passages[i]
+            found.append(Scored(i, scores[i], keyword_overlap(keywords, p.title, p.text, "")))
+        return found
+
+
+# How deep each question's ranking is looked at when the evidence is filled up.
+FILL_DEPTH = 40
+
+
+def choose_evidence(pool: EvidencePool, questions: Sequence[str], max_chars: int) -> list[int]:
+    """The passages (indices into ``pool``) that make the evidence, in the order they are
+    numbered: every question's best passage, then every question's second best, and so
+    on, until ``max_chars``. A result snippet is left out once a passage of its page is in
+    (the page says it better); a passage that does not fit is passed over."""
+    rankings = [pool.best(q, FILL_DEPTH) for q in questions]
+    chosen: list[int] = []
+    pages_in: set[str] = set()
+    used = 0
+    for depth in range(FILL_DEPTH):
+        for ranking in rankings:
+            if depth >= len(ranking):
+                continue
+            index = ranking[depth].index
+            passage = pool.passages[index]
+            if index in chosen or (passage.kind == "snippet" and passage.url in pages_in):
+                continue
+            cost = len(passage.title) + len(passage.url) + len(passage.text) + 8
+            if used + cost > max_chars:
+                continue
+            chosen.append(index)
+            used += cost
+            if passage.kind == "page":
+                pages_in.add(passage.url)
+    return chosen
+
+
+def covered(best: Sequence[Scored]) -> bool:
+    """Whether a sub-question is answered: one of its passages holds most of its terms."""
+    return any(s.coverage >= COVERED_AT for s in best)
+
+
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or url).removeprefix("www.")
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    what: Literal["numbers", "dates"]
+    values: dict[str, list[str]]  # url -> values
+
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_CHECKS: tuple[tuple[Literal["dates", "numbers"], re.Pattern[str]], ...] = (
+    ("dates", _YEAR),
+    ("numbers", _NUMBER),
+)
+
+
+def _stated(question: str, passage: Passage, pattern: re.Pattern[str]) -> set[str]:
+    """The values a passage states in its sentences about the question (those holding at
+    least half of its keywords)."""
+    keywords = query_keywords(question)
+    values: set[str] = set()
+    for sentence in _SENTENCE.findall(passage.text):
+        if keyword_overlap(keywords, "", sentence, "") >= 0.5:
+            values |= {" ".join(v.split()) for v in pattern.findall(sentence)}
+            if pattern is _NUMBER:
+                values -= set(_YEAR.findall(sentence))  # years are dates, not amounts
+    return values
+
+
+def disagreements(question: str, passages: Sequence[Passage]) -> list[Disagreement]:
+    """Dates, else numbers, that the best passages of different sites state about the
+    question with no value in common — a sign that sources disagree (or speak of different
+    things: shown, not judged). Passages of one site never disagree with each other."""
+    for what, pattern in _CHECKS:
+        by_site: dict[str, tuple[str, set[str]]] = {}
+        for p in passages:
+            values = _stated(question, p, pattern)
+            if values:
+                url, seen = by_site.get(_host(p.url), (p.url, set()))
+                by_site[_host(p.url)] = (url, seen | values)
+        if len(by_site) >= 2 and not set.intersection(*(v for _, v in by_site.values())):
+            return [Disagreement(what, {url: sorted(v) for url, v in by_site.values()})]
+    return []

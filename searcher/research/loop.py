@@ -1,0 +1,503 @@
+"""The research loop (seed 004's ReAct: think, act, observe) over the pipeline's stages.
+
+Each round plans sub-questions, searches them at once (the search pipeline's plan,
+retrieve and rank stages, so routing, fan-out, fusion and caches all apply), reads the best
+unread pages, and judges which sub-questions the evidence covers; what is missing is
+refined or followed through its bridge entities. The loop stops when everything is
+covered, when a round brings nothing new, or at the budget; then the report is written
+(by the LLM, or as an evidence report) and its citations verified. Progress goes out as
+typed events through ``emit``; nothing here knows how they are stored or streamed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from searcher.config import LlmStep
+from searcher.contract import (
+    Budget,
+    Conflict,
+    Constraints,
+    ErrorEntry,
+    EventType,
+    EvidencePassage,
+    Query,
+    ReportMethod,
+    ResearchRequest,
+    ResearchResult,
+    ResearchUsage,
+    SearchRequest,
+    SubQuestion,
+    TraceEntry,
+    VerificationStatus,
+)
+from searcher.errors import AllBackendsFailed, ResearchFailed, describe_failures
+from searcher.llm.runner import StepRunner
+from searcher.pipeline.budget import effective_budget
+from searcher.pipeline.context import RequestContext
+from searcher.pipeline.parts import Parts
+from searcher.pipeline.plan import make_plan
+from searcher.pipeline.rank import Ranked, rank_results
+from searcher.pipeline.retrieve import retrieve
+from searcher.research.evidence import (
+    EvidencePool,
+    Passage,
+    Scored,
+    choose_evidence,
+    covered,
+    disagreements,
+)
+from searcher.research.planning import (
+    SubQ,
+    bridge_questions,
+    llm_questions,
+    template_questions,
+)
+from searcher.research.presets import Limits, resolve
+from searcher.research.report import Section, evidence_report, llm_report, verify_citations
+from searcher.resilience import CallBudget, Deadline
+
+Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
+# Below this much time left, another round could not finish: write the report instead.
+MIN_ROUND_S = 0.5
+
+
+@dataclass
+class _Candidate:
+    title: str
+    position: int  # best (lowest) 0-based position in any sub-question's results
+    order: int  # first seen: breaks ties deterministically
+
+
+@dataclass
+class _State:
+    """What the job has learnt so far."""
+
+    pool: EvidencePool = field(default_factory=EvidencePool)
+    asked: list[SubQ] = field(default_factory=list)
+    trace: list[TraceEntry] = field(default_factory=list)
+    unread: dict[str, _Candidate] = field(default_factory=dict)
+    read: set[str] = field(default_factory=set)
+    pages_read: int = 0
+    errors: list[ErrorEntry] = field(default_factory=list)
+
+    def error(self, stage: str, source: str, reason: str) -> None:
+        entry = ErrorEntry(stage=stage, source=source, reason=reason)
+        if entry not in self.errors:
+            self.errors.append(entry)
+
+
+class Research:
+    """One research job's run: ``await Research(...).run()`` gives the result."""
+
+    def __init__(self, request: ResearchRequest, parts: Parts, emit: Emit) -> None:
+        self.request = request
+        self.parts = parts
+        self.emit = emit
+        self.limits: Limits = resolve(request.preset, request.budget)
+        self.deadline = Deadline(self.limits.max_total_time_ms / 1000)
+        self.calls = CallBudget(self.limits.max_tool_calls)
+        self.llm = StepRunner(
+            parts.llm, parts.settings.llm, self.deadline, self.calls, date.today()
+        )
+        self.state = _State()
+        self.started = time.perf_counter()
+        # One LLM call stays back for the report when there is a model to write it.
+        self.reserve = 1 if parts.llm is not None else 0
+
+    # --- budget ---------------------------------------------------------------------
+
+    def tokens_used(self) -> int:
+        return sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in self.llm.records)
+
+    def llm_allowed(self, step: LlmStep) -> bool:
+        """Whether an LLM step may run: a model, and tokens left in ``max_llm_tokens``."""
+        if self.parts.llm is None:
+            return False
+        if self.tokens_used() >= self.limits.max_llm_tokens:
+            self.llm.fallback(step, f"budget: max_llm_tokens={self.limits.max_llm_tokens} spent")
+            return False
+        return True
+
+    def out_of_budget(self) -> str | None:
+        """Why no further round can run, if so."""
+        if self.deadline.remaining() < MIN_ROUND_S:
+            return "deadline"
+        if self.calls.remaining <= self.reserve:
+            return "tool_calls"
+        return None
+
+    # --- the loop -------------------------------------------------------------------
+
+    async def run(self) -> ResearchResult:
+        question = self.request.query_text
+        pending = await self.first_plan(question)
+        stopped = "max_iterations"
+        rounds = 0
+        for round_no in range(1, self.limits.max_iterations + 1):
+            why = self.out_of_budget()
+            if why:
+                stopped = why
+                break
+            rounds = round_no
+            new_passages = await self.search_round(round_no, pending)
+            new_passages += await self.read_round(round_no)
+            coverage = self.coverage()
+            await self.emit(
+                "evidence",
+                {
+                    "round": round_no,
+                    "new_passages": new_passages,
+                    "passages": len(self.state.pool.passages),
+                    "coverage": [
+                        {
+                            "sub_question": q.question,
+                            "covered": covered(best),
+                            "best": round(max((s.coverage for s in best), default=0.0), 3),
+                        }
+                        for q, best in coverage
+                    ],
+                },
+            )
+            if round_no == 1 and not self.state.pool.passages and self.all_failed():
+                raise ResearchFailed(self.failure_reason())
+            if all(covered(best) for _, best in coverage):
+                stopped = "covered"
+                break
+            if new_passages == 0:
+                stopped = "no_progress"
+                break
+            if round_no == self.limits.max_iterations:
+                break
+            pending = await self.refine(round_no + 1, question, coverage)
+            if not pending and not self.state.unread:
+                stopped = "no_progress"
+                break
+        return await self.finish(question, rounds, stopped)
+
+    async def first_plan(self, question: str) -> list[SubQ]:
+        n = self.limits.max_sub_questions
+        planned = template_questions(question, n)
+        source = "templates" if len(planned) > 1 else "question"
+        if self.llm_allowed("research_plan"):
+            found = await llm_questions(self.llm, question, n - 1, [question], self.reserve + 1)
+            if found:
+                planned = [planned[0], *[q for q in found if q.question != planned[0].question]]
+                planned, source = planned[:n], "llm"
+        await self.emit(
+            "plan",
+            {
+                "round": 1,
+                "source": source,
+                "sub_questions": [q.question for q in planned],
+            },
+        )
+        return planned
+
+    async def refine(
+        self, round_no: int, question: str, coverage: Sequence[tuple[SubQ, list[Scored]]]
+    ) -> list[SubQ]:
+        """New sub-questions for what is not covered: the model's, else the bridge
+        entities of the evidence so far."""
+        room = self.limits.max_sub_questions + round_no - 1 - len(self.state.asked)
+        room = max(1, min(room, self.limits.max_sub_questions))
+        missing = [q.question for q, best in coverage if not covered(best)]
+        asked = [q.question for q in self.state.asked]
+        found: list[SubQ] | None = None
+        source = "entities"
+        if (
+            missing
+            and self.llm_allowed("research_plan")
+            and self.calls.remaining > 1 + self.reserve
+        ):
+            found = await llm_questions(self.llm, question, room, asked, self.reserve + 1)
+            source = "refined"
+        if not found:
+            best = [self.state.pool.passages[s.index] for s in self.state.pool.best(question, 5)]
+            found = bridge_questions(question, best, asked, room)
+            source = "entities"
+        found = [q for q in found if q.question.lower() not in {a.lower() for a in asked}]
+        if found:
+            await self.emit(
+                "plan",
+                {
+                    "round": round_no,
+                    "source": source,
+                    "sub_questions": [q.question for q in found],
+                },
+            )
+        return found
+
+    # --- acting -------------------------------------------------------------------
+
+    def search_request(self, text: str) -> SearchRequest:
+        constraints: Constraints = self.request.constraints.model_copy(
+            update={
+                "search_mode": "simple",
+                "multi_query": None,
+                "crag": False,
+                "rank": "heuristic",
+                "rewrite": False,
+                "pick_ids": None,
+                "chunks_per_source": None,
+            }
+        )
+        return SearchRequest(
+            query=Query(text=text, lang=self.request.query.lang),
+            constraints=constraints,
+            budget=Budget(max_results=self.limits.results_per_search),
+        )
+
+    async def search_one(self, round_no: int, sub: SubQ) -> list[Ranked]:
+        request = self.search_request(sub.question)
+        budget = effective_budget(request.budget, self.parts.settings.budget)
+        ctx = RequestContext(request, budget, self.deadline, self.calls, self.llm)
+        try:
+            plan = await make_plan(ctx, self.parts)
+            tagged = await retrieve(ctx, self.parts, plan)
+            ranked = (await rank_results(self.parts, plan, tagged)).results
+        except AllBackendsFailed as exc:
+            reason = describe_failures(exc.failures) or "no backend is enabled"
+            self.state.error("search", "backends", reason)
+            self.state.trace.append(
+                TraceEntry(
+                    round=round_no,
+                    sub_question=sub.question,
+                    query=sub.question,
+                    results=0,
+                    new_urls=0,
+                    error=reason,
+                )
+            )
+            await self.emit(
+                "search",
+                {"round": round_no, "sub_question": sub.question, "results": 0, "error": reason},
+            )
+            return []
+        for entry in ctx.errors:
+            self.state.error(entry.stage, entry.source, entry.reason)
+        new_urls = 0
+        for position, result in enumerate(ranked):
+            hit = result.fused.hit
+            if hit.snippet:
+                self.state.pool.add(Passage(hit.url, hit.title, hit.snippet, "snippet"))
+            if hit.url in self.state.read:
+                continue
+            known = self.state.unread.get(hit.url)
+            if known is None:
+                new_urls += 1
+                order = len(self.state.unread) + len(self.state.read)
+                self.state.unread[hit.url] = _Candidate(hit.title, position, order)
+            elif position < known.position:
+                known.position = position
+        self.state.trace.append(
+            TraceEntry(
+                round=round_no,
+                sub_question=sub.question,
+                query=sub.question,
+                results=len(ranked),
+                new_urls=new_urls,
+            )
+        )
+        await self.emit(
+            "search",
+            {
+                "round": round_no,
+                "sub_question": sub.question,
+                "results": len(ranked),
+                "new_urls": new_urls,
+            },
+        )
+        return ranked
+
+    async def search_round(self, round_no: int, subs: Sequence[SubQ]) -> int:
+        """Search the sub-questions at once (as many as the tool calls allow); returns the
+        number of new snippet passages."""
+        allowed = max(0, self.calls.remaining - self.reserve)
+        subs = list(subs)[:allowed]
+        self.state.asked += subs
+        before = len(self.state.pool.passages)
+        await asyncio.gather(*(self.search_one(round_no, s) for s in subs))
+        return len(self.state.pool.passages) - before
+
+    async def read_round(self, round_no: int) -> int:
+        """Read this round's share of the page budget, best-placed results first; returns
+        the number of new page passages."""
+        left = self.limits.max_pages - self.state.pages_read
+        rounds_left = self.limits.max_iterations - round_no + 1
+        quota = min(left, max(math.ceil(left / rounds_left), len(self.state.asked)))
+        if quota <= 0 or not self.state.unread:
+            return 0
+        chosen = sorted(self.state.unread.items(), key=lambda kv: (kv[1].position, kv[1].order))
+        chosen = chosen[:quota]
+        for url, _ in chosen:
+            del self.state.unread[url]
+            self.state.read.add(url)
+        budget = effective_budget(Budget(), self.parts.settings.budget)
+        pages = await self.parts.reader.read_all(
+            [url for url, _ in chosen],
+            budget.fetch_limits(),
+            budget.max_extract_chars_per_page,
+            self.deadline,
+        )
+        new = 0
+        for (url, candidate), page in zip(chosen, pages, strict=True):
+            self.state.pages_read += 1
+            added = 0
+            if page.status == "fetched" and page.content:
+                added = self.state.pool.add_page(url, candidate.title, page.content)
+                new += added
+            else:
+                self.state.error("read", url, f"{page.skip_reason or page.status}: {page.error}")
+            await self.emit(
+                "read",
+                {
+                    "round": round_no,
+                    "url": url,
+                    "status": page.status,
+                    "chars": page.extracted_chars,
+                    "passages": added,
+                },
+            )
+        return new
+
+    # --- judging and writing ------------------------------------------------------
+
+    def coverage(self) -> list[tuple[SubQ, list[Scored]]]:
+        k = self.limits.passages_per_question
+        return [(q, self.state.pool.best(q.question, k)) for q in self.state.asked]
+
+    def all_failed(self) -> bool:
+        return bool(self.state.trace) and all(t.error for t in self.state.trace)
+
+    def failure_reason(self) -> str:
+        reasons = list(dict.fromkeys(t.error for t in self.state.trace if t.error))
+        return "every search failed: " + "; ".join(reasons)
+
+    async def finish(self, question: str, rounds: int, stopped: str) -> ResearchResult:
+        pool = self.state.pool
+        coverage = self.coverage()
+        order = choose_evidence(
+            pool, [question, *(q.question for q, _ in coverage)], self.limits.max_evidence_chars
+        )
+        numbers = {index: n for n, index in enumerate(order, start=1)}
+        sections = [
+            Section(
+                q.question, covered(best), [numbers[s.index] for s in best if s.index in numbers]
+            )
+            for q, best in coverage
+        ]
+        passages = [pool.passages[i] for i in order]
+        scores = {s.index: s.score for _, best in coverage for s in best}
+        conflicts = [
+            Conflict(sub_question=q.question, what=d.what, values=d.values)
+            for q, best in coverage
+            for d in disagreements(q.question, [pool.passages[s.index] for s in best])
+        ]
+        limits = self.limits
+        report: str | None = None
+        method: ReportMethod = "evidence"
+        claims = supported = 0
+        unsupported: list[int] = []
+        if passages and self.llm_allowed("research_report"):
+            written = await llm_report(self.llm, question, passages, limits.max_report_chars)
+            if written.text is not None:
+                checked = verify_citations(written.text, passages, limits.verify_claims)
+                report, method = checked.text, "llm"
+                claims, supported, unsupported = (
+                    checked.claims,
+                    checked.supported,
+                    checked.unsupported,
+                )
+        if report is None:
+            report = evidence_report(question, sections, passages, limits.max_report_chars)
+        covered_share = sum(s.covered for s in sections) / len(sections) if sections else 0.0
+        status = _verification(method, sections, conflicts, claims, supported)
+        confidence = covered_share * (0.5 if conflicts else 1.0)
+        if method == "llm" and claims:
+            confidence *= supported / claims
+        await self.emit(
+            "verify",
+            {
+                "status": status,
+                "claims": claims,
+                "supported": supported,
+                "unsupported": unsupported,
+                "conflicts": len(conflicts),
+            },
+        )
+        await self.emit("draft", {"method": method, "chars": len(report)})
+        want = self.request.want
+        return ResearchResult(
+            question=question,
+            preset=self.request.preset,
+            report=report if want.report else None,
+            report_method=method,
+            confidence=round(confidence, 3),
+            verification_status=status,
+            sub_questions=[
+                SubQuestion(
+                    question=q.question,
+                    source=q.source,
+                    covered=covered(best),
+                    coverage=round(max((s.coverage for s in best), default=0.0), 3),
+                    evidence=section.evidence,
+                )
+                for (q, best), section in zip(coverage, sections, strict=True)
+            ],
+            evidence=[
+                EvidencePassage(
+                    n=n,
+                    url=p.url,
+                    title=p.title,
+                    text=p.text,
+                    kind=p.kind,
+                    score=round(scores.get(i, 0.0), 4),
+                )
+                for n, (i, p) in enumerate(zip(order, passages, strict=True), start=1)
+            ]
+            if want.evidence
+            else None,
+            conflicts=conflicts,
+            unsupported_citations=unsupported,
+            search_trace=self.state.trace if want.trace else None,
+            stopped=stopped,
+            errors=self.state.errors
+            + [
+                ErrorEntry(stage=r.step, source="llm", reason=f"fallback: {r.reason}")
+                for r in self.llm.records
+                if r.fallback_used
+            ],
+            usage=ResearchUsage(
+                rounds=rounds,
+                tool_calls=self.calls.used,
+                pages_read=self.state.pages_read,
+                llm_tokens=self.tokens_used(),
+                elapsed_ms=int((time.perf_counter() - self.started) * 1000),
+            ),
+        )
+
+
+def _verification(
+    method: ReportMethod,
+    sections: Sequence[Section],
+    conflicts: Sequence[Conflict],
+    claims: int,
+    supported: int,
+) -> VerificationStatus:
+    if conflicts:
+        return "conflicting"
+    if method == "llm":
+        if claims and supported == claims:
+            return "verified"
+        return "partially_verified" if supported else "unverified"
+    answered = sum(s.covered for s in sections)
+    if sections and answered == len(sections):
+        return "verified"
+    return "partially_verified" if answered else "unverified"

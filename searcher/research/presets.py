@@ -1,0 +1,55 @@
+"""Research presets (seeds 000 and 004): how far a job may go, from MINIMAL to FULL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from searcher.contract import Preset, ResearchBudget
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every limit of one research job, resolved."""
+
+    max_iterations: int  # search rounds
+    max_sub_questions: int
+    max_tool_calls: int
+    max_pages: int  # pages read in the whole job
+    max_total_time_ms: int
+    max_llm_tokens: int
+    max_report_chars: int
+    verify_claims: int  # claims checked against the evidence (0: no verification)
+    results_per_search: int
+    passages_per_question: int
+    max_evidence_chars: int  # the evidence passages kept (and shown to the report writer)
+
+
+PRESETS: dict[Preset, Limits] = {
+    "minimal": Limits(1, 2, 8, 5, 20_000, 8_000, 3_000, 0, 5, 2, 4_000),
+    "balanced": Limits(2, 3, 20, 10, 45_000, 20_000, 5_000, 8, 6, 3, 6_000),
+    "enhanced": Limits(3, 4, 30, 10, 60_000, 30_000, 6_000, 12, 8, 3, 8_000),
+    "research": Limits(4, 5, 45, 15, 120_000, 50_000, 8_000, 20, 8, 4, 10_000),
+    "full": Limits(5, 6, 60, 15, 180_000, 80_000, 10_000, 30, 10, 4, 12_000),
+}
+
+
+def resolve(preset: Preset, budget: ResearchBudget) -> Limits:
+    """The preset's limits with the request's budget fields put over them."""
+    base = PRESETS[preset]
+
+    def pick(value: int | None, default: int) -> int:
+        return default if value is None else value
+
+    return Limits(
+        max_iterations=pick(budget.max_iterations, base.max_iterations),
+        max_sub_questions=base.max_sub_questions,
+        max_tool_calls=pick(budget.max_tool_calls, base.max_tool_calls),
+        max_pages=pick(budget.max_pages, base.max_pages),
+        max_total_time_ms=pick(budget.max_total_time_ms, base.max_total_time_ms),
+        max_llm_tokens=pick(budget.max_llm_tokens, base.max_llm_tokens),
+        max_report_chars=pick(budget.max_report_chars, base.max_report_chars),
+        verify_claims=base.verify_claims,
+        results_per_search=base.results_per_search,
+        passages_per_question=base.passages_per_question,
+        max_evidence_chars=base.max_evidence_chars,
+    )

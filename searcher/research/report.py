@@ -1,0 +1,127 @@
+"""The report of a research job: written by the LLM from numbered evidence passages, every
+citation checked against the passage it names; or, with no model (or when it fails), an
+evidence report — the best passages grouped by sub-question, with their sources."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from searcher.llm.answer import check_citations
+from searcher.llm.prompts import messages
+from searcher.llm.runner import StepRunner
+from searcher.research.evidence import Passage
+from searcher.scoring import keyword_overlap, query_keywords
+
+# A cited sentence is supported by a passage that holds this share of its keywords.
+SUPPORTED_AT = 0.3
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
+_CITES = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One sub-question and the numbers of its evidence passages (1-based), best first."""
+
+    question: str
+    covered: bool
+    evidence: list[int]
+
+
+def numbered_evidence(passages: Sequence[Passage], max_chars: int) -> str:
+    """``[n] title (url)`` then the passage, for the model, within ``max_chars``."""
+    blocks, used = [], 0
+    for n, p in enumerate(passages, start=1):
+        block = f"[{n}] {p.title} ({p.url})\n{' '.join(p.text.split())}"
+        if used + len(block) > max_chars:
+            break
+        blocks.append(block)
+        used += len(block) + 2
+    return "\n\n".join(blocks)
+
+
+def evidence_report(
+    question: str, sections: Sequence[Section], passages: Sequence[Passage], max_chars: int
+) -> str:
+    """The deterministic report: per sub-question its best passages, then the sources."""
+    lines = [f"# Evidence for: {question}", ""]
+    for i, section in enumerate(sections, start=1):
+        status = "answered" if section.covered else "not fully answered"
+        lines += [f"## {i}. {section.question} ({status})", ""]
+        for n in section.evidence:
+            text = " ".join(passages[n - 1].text.split())
+            lines.append(f"- [{n}] {text}")
+        lines.append("")
+    cited = sorted({n for s in sections for n in s.evidence})
+    if cited:
+        lines += ["## Sources", ""]
+        lines += [f"[{n}] {passages[n - 1].title} — {passages[n - 1].url}" for n in cited]
+    report = "\n".join(lines).strip()
+    return report if len(report) <= max_chars else report[: max_chars - 1].rstrip() + "…"
+
+
+def supports(sentence: str, passage: Passage) -> bool:
+    """Whether ``passage`` holds enough of ``sentence`` (its keywords) to support it."""
+    keywords = query_keywords(_CITES.sub("", sentence))
+    if not keywords:
+        return True
+    return keyword_overlap(keywords, passage.title, passage.text, "") >= SUPPORTED_AT
+
+
+@dataclass(frozen=True)
+class Verified:
+    text: str
+    claims: int  # cited sentences checked
+    supported: int
+    unsupported: list[int]  # citations removed because their passage did not support
+
+
+def verify_citations(text: str, passages: Sequence[Passage], max_claims: int) -> Verified:
+    """Check each cited sentence (up to ``max_claims``) against the passages it cites; a
+    citation whose passage does not support its sentence is removed."""
+    claims = supported = 0
+    unsupported: list[int] = []
+    out = []
+    for sentence in _SENTENCE.findall(text):
+        cites = [int(n) for group in _CITES.findall(sentence) for n in group.split(",")]
+        if not cites or claims >= max_claims:
+            out.append(sentence)
+            continue
+        claims += 1
+        bad = [n for n in cites if not supports(sentence, passages[n - 1])]
+        if len(bad) < len(cites):
+            supported += 1
+        for n in bad:
+            unsupported.append(n)
+            sentence = re.sub(rf"\[{n}\]", "", sentence)
+        out.append(sentence)
+    return Verified("".join(out), claims, supported, unsupported)
+
+
+@dataclass(frozen=True)
+class Written:
+    text: str | None  # None: the model gave nothing usable (take the evidence report)
+    invalid: list[int]  # citations of passages that do not exist, removed
+
+
+async def llm_report(
+    runner: StepRunner, question: str, passages: Sequence[Passage], max_chars: int
+) -> Written:
+    """The model's report with citations outside the evidence removed."""
+    evidence = numbered_evidence(passages, max_chars=max(2000, max_chars * 3))
+    outcome = await runner.run(
+        "research_report",
+        messages("research_report", runner.today, question=question, evidence=evidence),
+        lambda reply: reply.strip()[: max_chars * 2] or _refuse(),
+    )
+    if outcome.value is None:
+        return Written(None, [])
+    checked = check_citations(outcome.value, len(passages))
+    if not checked.refs:
+        return Written(None, checked.removed)  # a report that cites nothing is not one
+    return Written(checked.text[:max_chars], checked.removed)
+
+
+def _refuse() -> str:
+    raise ValueError("empty report")

@@ -1,0 +1,110 @@
+"""A state store whose failures never fail a request.
+
+While serving, a lost Redis (or an unusable state file) must cost the cache, not the
+answer: reads become misses, writes are dropped, rate limits allow. Failures are counted
+for ``/v1/health``, and after one the store is left alone for ``cooldown_s`` so that
+requests do not each wait for a connect timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import numpy as np
+
+from searcher.errors import StateUnavailable
+from searcher.state.base import StateHealth, StateStats, StateStore, TokenGrant, VectorRow
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class FailSoftStore:
+    """Wraps a ``StateStore``: same interface, soft defaults when it is unavailable."""
+
+    def __init__(
+        self,
+        inner: StateStore,
+        cooldown_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.inner = inner
+        self.engine = inner.engine
+        self.location = inner.location
+        self.failures = 0
+        self.last_error: str | None = None
+        self._cooldown_s = cooldown_s
+        self._clock = clock
+        self._down_until = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """False while the last operation failed (and its cooldown runs)."""
+        return self._clock() >= self._down_until and self.last_error is None
+
+    def health(self) -> StateHealth:
+        return StateHealth(self.engine, self.location, self.ok, self.failures, self.last_error)
+
+    async def _soft(self, op: Callable[[], Awaitable[T]], default: T) -> T:
+        if self._clock() < self._down_until:
+            self.failures += 1
+            return default
+        try:
+            result = await op()
+        except StateUnavailable as exc:
+            self.failures += 1
+            if self.last_error is None:
+                log.warning("state store unavailable, caches off until it is back: %s", exc)
+            self.last_error = str(exc)
+            self._down_until = self._clock() + self._cooldown_s
+            return default
+        if self.last_error is not None:
+            log.warning("state store is back: %s", self.location)
+            self.last_error = None
+        return result
+
+    async def get(self, key: str) -> bytes | None:
+        return await self._soft(lambda: self.inner.get(key), None)
+
+    async def set(self, key: str, value: bytes, ttl_s: float) -> None:
+        await self._soft(lambda: self.inner.set(key, value, ttl_s), None)
+
+    async def delete(self, key: str) -> bool:
+        return await self._soft(lambda: self.inner.delete(key), False)
+
+    async def incr(self, key: str, amount: int = 1, ttl_s: float | None = None) -> int:
+        return await self._soft(lambda: self.inner.incr(key, amount, ttl_s), 0)
+
+    async def take(
+        self, key: str, rate_per_s: float, burst: float, cost: float = 1.0
+    ) -> TokenGrant:
+        allowed = TokenGrant(True, burst, 0.0)
+        return await self._soft(lambda: self.inner.take(key, rate_per_s, burst, cost), allowed)
+
+    async def add_vector(
+        self, space: str, item_id: str, vector: np.ndarray, meta: bytes, ttl_s: float
+    ) -> None:
+        await self._soft(lambda: self.inner.add_vector(space, item_id, vector, meta, ttl_s), None)
+
+    async def vectors_after(
+        self, space: str, cursor: str | None, limit: int = 5000
+    ) -> list[VectorRow]:
+        return await self._soft(lambda: self.inner.vectors_after(space, cursor, limit), [])
+
+    async def clear(self, prefix: str = "") -> int:
+        return await self.inner.clear(prefix)  # an explicit command: its failure is reported
+
+    async def prune(self) -> int:
+        return await self.inner.prune()
+
+    async def stats(self) -> StateStats:
+        return await self.inner.stats()
+
+    async def ping(self) -> None:
+        await self.inner.ping()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,262 @@
+"""The embedded state engine: one SQLite file shared by every process on the machine.
+
+WAL mode lets readers run beside one writer, a busy timeout makes writers queue instead of
+failing, and ``BEGIN IMMEDIATE`` makes the read-modify-write steps (token buckets)
+atomic across processes. Every call runs on one worker thread owned by the store, so
+the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from searcher.errors import StateUnavailable
+from searcher.state.base import StateEngine, StateStats, TokenGrant, VectorRow, refill
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kv_expires ON kv(expires_at);
+CREATE TABLE IF NOT EXISTS counters (
+    key TEXT PRIMARY KEY, value INTEGER NOT NULL, expires_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS buckets (
+    key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vectors (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, space TEXT NOT NULL, item_id TEXT NOT NULL,
+    vector BLOB NOT NULL, meta BLOB NOT NULL, expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vectors_space ON vectors(space, seq);
+"""
+_NEVER = float("inf")
+# An idle bucket is full again after burst / rate seconds; keep its row at most a day.
+_BUCKET_IDLE_S = 86_400.0
+
+
+def _prefix_range(prefix: str) -> tuple[str, str]:
+    """Bounds such that ``lo <= key < hi`` holds exactly for keys starting with prefix."""
+    return prefix, prefix + "\U0010ffff"
+
+
+class SqliteStore:
+    """``StateStore`` on a SQLite file (``path``); ``clock`` is injectable for tests."""
+
+    engine: StateEngine = "sqlite"
+
+    def __init__(
+        self, path: Path, busy_timeout_ms: int = 5000, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.path = path
+        self.location = str(path)
+        self._clock = clock
+        self._busy_timeout_ms = busy_timeout_ms
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="searcher-state")
+        self._db: sqlite3.Connection | None = None
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout_ms / 1000,
+                isolation_level=None,  # autocommit; transactions are explicit
+                check_same_thread=False,  # only ever used on the store's one thread
+            )
+            db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")  # a cache: durability at checkpoints
+            db.executescript(_SCHEMA)
+            self._db = db
+        return self._db
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def run() -> T:
+            try:
+                return fn(self._connect())
+            except sqlite3.Error as exc:
+                raise StateUnavailable(f"state file {self.path}: {exc}") from exc
+            except OSError as exc:
+                raise StateUnavailable(f"state file {self.path}: {exc.strerror or exc}") from exc
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
+    def _expiry(self, ttl_s: float | None) -> float:
+        return _NEVER if ttl_s is None else self._clock() + ttl_s
+
+    # --- key/value -----------------------------------------------------------------------
+
+    async def get(self, key: str) -> bytes | None:
+        now = self._clock()
+
+        def run(db: sqlite3.Connection) -> bytes | None:
+            row = db.execute(
+                "SELECT value FROM kv WHERE key = ? AND expires_at > ?", (key, now)
+            ).fetchone()
+            return bytes(row[0]) if row else None
+
+        return await self._call(run)
+
+    async def set(self, key: str, value: bytes, ttl_s: float) -> None:
+        if ttl_s <= 0:
+            return
+        expires = self._expiry(ttl_s)
+        await self._call(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
+                (key, value, expires),
+            )
+        )
+
+    async def delete(self, key: str) -> bool:
+        cursor = await self._call(lambda db: db.execute("DELETE FROM kv WHERE key = ?", (key,)))
+        return cursor.rowcount > 0
+
+    # --- counters and buckets ------------------------------------------------------------
+
+    async def incr(self, key: str, amount: int = 1, ttl_s: float | None = None) -> int:
+        now, expires = self._clock(), self._expiry(ttl_s)
+
+        def run(db: sqlite3.Connection) -> int:
+            # An expired counter starts again from this increment, with a new window.
+            row = db.execute(
+                """INSERT INTO counters (key, value, expires_at) VALUES (:key, :amount, :exp)
+                ON CONFLICT(key) DO UPDATE SET
+                  value = CASE WHEN expires_at <= :now THEN :amount ELSE value + :amount END,
+                  expires_at = CASE WHEN expires_at <= :now THEN :exp ELSE expires_at END
+                RETURNING value""",
+                {"key": key, "amount": amount, "exp": expires, "now": now},
+            ).fetchone()
+            return int(row[0])
+
+        return await self._call(run)
+
+    async def take(
+        self, key: str, rate_per_s: float, burst: float, cost: float = 1.0
+    ) -> TokenGrant:
+        now = self._clock()
+
+        def run(db: sqlite3.Connection) -> TokenGrant:
+            db.execute("BEGIN IMMEDIATE")  # the write lock first: no lost updates
+            try:
+                row = db.execute(
+                    "SELECT tokens, updated_at FROM buckets WHERE key = ?", (key,)
+                ).fetchone()
+                tokens, updated = (row[0], row[1]) if row else (burst, now)
+                grant, left = refill(tokens, updated, now, rate_per_s, burst, cost)
+                db.execute(
+                    "INSERT OR REPLACE INTO buckets (key, tokens, updated_at) VALUES (?, ?, ?)",
+                    (key, left, now),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return grant
+
+        return await self._call(run)
+
+    # --- vectors -------------------------------------------------------------------------
+
+    async def add_vector(
+        self, space: str, item_id: str, vector: np.ndarray, meta: bytes, ttl_s: float
+    ) -> None:
+        blob = np.asarray(vector, dtype=np.float32).tobytes()
+        expires = self._expiry(ttl_s)
+        await self._call(
+            lambda db: db.execute(
+                "INSERT INTO vectors (space, item_id, vector, meta, expires_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (space, item_id, blob, meta, expires),
+            )
+        )
+
+    async def vectors_after(
+        self, space: str, cursor: str | None, limit: int = 5000
+    ) -> list[VectorRow]:
+        after = int(cursor) if cursor and cursor.isdigit() else 0
+
+        def run(db: sqlite3.Connection) -> list[VectorRow]:
+            rows = db.execute(
+                "SELECT seq, item_id, vector, meta, expires_at FROM vectors "
+                "WHERE space = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (space, after, limit),
+            ).fetchall()
+            return [
+                VectorRow(str(seq), item, np.frombuffer(blob, dtype=np.float32), bytes(meta), exp)
+                for seq, item, blob, meta, exp in rows
+            ]
+
+        return await self._call(run)
+
+    # --- housekeeping --------------------------------------------------------------------
+
+    async def clear(self, prefix: str = "") -> int:
+        lo, hi = _prefix_range(prefix)
+
+        def run(db: sqlite3.Connection) -> int:
+            removed = 0
+            for table, column in (
+                ("kv", "key"), ("counters", "key"), ("buckets", "key"), ("vectors", "space")
+            ):  # fmt: skip
+                removed += db.execute(
+                    f"DELETE FROM {table} WHERE {column} >= ? AND {column} < ?", (lo, hi)
+                ).rowcount
+            return removed
+
+        return await self._call(run)
+
+    async def prune(self) -> int:
+        now = self._clock()
+
+        def run(db: sqlite3.Connection) -> int:
+            removed = db.execute("DELETE FROM kv WHERE expires_at <= ?", (now,)).rowcount
+            removed += db.execute("DELETE FROM counters WHERE expires_at <= ?", (now,)).rowcount
+            removed += db.execute("DELETE FROM vectors WHERE expires_at <= ?", (now,)).rowcount
+            removed += db.execute(
+                "DELETE FROM buckets WHERE updated_at <= ?", (now - _BUCKET_IDLE_S,)
+            ).rowcount
+            return removed
+
+        return await self._call(run)
+
+    async def stats(self) -> StateStats:
+        now = self._clock()
+
+        def run(db: sqlite3.Connection) -> tuple[int, int, int]:
+            def count(sql: str) -> int:
+                return int(db.execute(sql, (now,)).fetchone()[0])
+
+            return (
+                count("SELECT count(*) FROM kv WHERE expires_at > ?"),
+                count("SELECT count(*) FROM counters WHERE expires_at > ?"),
+                count("SELECT count(*) FROM vectors WHERE expires_at > ?"),
+            )
+
+        entries, counters, vectors = await self._call(run)
+        return StateStats(self.engine, self.location, entries, counters, vectors)
+
+    async def ping(self) -> None:
+        await self._call(lambda db: db.execute("SELECT 1").fetchone())
+
+    async def aclose(self) -> None:
+        def close() -> None:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, close)
+        self._executor.shutdown(wait=False)

@@ -1,0 +1,142 @@
+"""API keys and rate limits over real HTTP: keys made with the real CLI, stored hashed in
+the state store (SQLite, and a real Redis shared by two app instances)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from searcher.cli import main
+
+QUERY = {"query": "cloud gaming"}
+
+
+def cli(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def create_key(config: str, name: str, *limits: str) -> str:
+    result = cli("keys", "create", name, *limits, "--config", config)
+    assert result.exit_code == 0, result.output
+    secret = result.stdout.strip().splitlines()[0]
+    assert secret.startswith("sk-searcher-")
+    return secret
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@pytest.fixture
+def keyed(make_settings, serve_searcher, config_file, tmp_path):
+    """A searcher with auth on and the config file that shares its state directory."""
+    config = config_file()
+    base = serve_searcher(make_settings(auth={"enabled": True}))
+    return base, config
+
+
+def test_every_route_wants_a_key_but_health(keyed):
+    base, config = keyed
+    missing = httpx.post(f"{base}/v1/search", json=QUERY)
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"].startswith("Bearer")
+    assert missing.json()["error"]["type"] == "unauthorized"
+    for path in ("/search?q=x&format=json", "/v1/cache/stats", "/v1/tools/openai"):
+        assert httpx.get(f"{base}{path}").status_code == 401, path
+    mcp = httpx.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert mcp.status_code == 401
+    assert httpx.get(f"{base}/v1/health").status_code == 200  # open: load balancers probe it
+    wrong = httpx.post(f"{base}/v1/search", json=QUERY, headers=bearer("sk-searcher-nope"))
+    assert wrong.status_code == 401
+
+    secret = create_key(config, "agent-1")
+    ok = httpx.post(f"{base}/v1/search", json=QUERY, headers=bearer(secret), timeout=20)
+    assert ok.status_code == 200 and ok.json()["items"]
+    assert int(ok.headers["ratelimit-limit"]) == 60  # auth.default_rate
+    compat = httpx.get(f"{base}/search", params={"q": "cloud gaming", "format": "json"},
+                       headers=bearer(secret), timeout=20)  # fmt: skip
+    assert compat.status_code == 200
+
+
+def test_a_revoked_key_is_refused(keyed):
+    base, config = keyed
+    secret = create_key(config, "gone")
+    assert cli("keys", "revoke", "gone", "--config", config).exit_code == 0
+    refused = httpx.post(f"{base}/v1/search", json=QUERY, headers=bearer(secret))
+    assert refused.status_code == 401
+
+
+def test_rate_limit_answers_429_with_retry_after(keyed):
+    base, config = keyed
+    secret = create_key(config, "slow", "--rate", "3/min")
+    remaining = []
+    for _ in range(3):
+        ok = httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret))
+        assert ok.status_code == 200
+        remaining.append(int(ok.headers["ratelimit-remaining"]))
+    assert remaining == [2, 1, 0]
+    refused = httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret))
+    assert refused.status_code == 429
+    assert refused.json()["error"]["type"] == "rate_limited"
+    assert 1 <= int(refused.headers["retry-after"]) <= 20  # a token every 20 s
+    other = create_key(config, "other", "--rate", "3/min")  # limits are per key
+    assert httpx.get(f"{base}/v1/tools/openai", headers=bearer(other)).status_code == 200
+
+
+def test_quota_answers_429_until_the_window_ends(keyed):
+    base, config = keyed
+    secret = create_key(config, "capped", "--quota", "2/day")
+    for _ in range(2):
+        assert httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret)).status_code == 200
+    refused = httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret))
+    assert refused.status_code == 429 and "quota" in refused.json()["error"]["message"]
+    assert 1 <= int(refused.headers["retry-after"]) <= 86_400
+
+
+def test_usage_reports_the_callers_key(keyed):
+    base, config = keyed
+    secret = create_key(config, "counted", "--quota", "100/day")
+    for _ in range(3):
+        httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret))
+    report = httpx.get(f"{base}/v1/usage", headers=bearer(secret)).json()
+    assert report["key"]["name"] == "counted" and "sk-" not in json.dumps(report)
+    assert report["requests_today"] == 4  # three calls and this one
+    assert report["quota"]["limit"] == 100 and report["quota"]["used"] == 4
+    rows = json.loads(cli("usage", "--json", "--config", config).stdout)
+    assert {r["name"]: r["requests_today"] for r in rows}["counted"] == 4
+
+
+def test_keys_are_listed_without_secrets_and_names_are_checked(keyed):
+    _, config = keyed
+    secret = create_key(config, "listed")
+    listed = cli("keys", "list", "--json", "--config", config)
+    assert listed.exit_code == 0 and secret not in listed.stdout
+    assert [k["name"] for k in json.loads(listed.stdout)] == ["listed"]
+    assert cli("keys", "create", "listed", "--config", config).exit_code == 2  # taken
+    assert cli("keys", "create", "x", "--rate", "fast", "--config", config).exit_code == 2
+    assert cli("keys", "revoke", "nobody", "--config", config).exit_code == 1
+
+
+def test_without_auth_nothing_changes(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    assert httpx.post(f"{base}/v1/search", json=QUERY, timeout=20).status_code == 200
+    assert httpx.get(f"{base}/v1/usage").status_code == 404
+
+
+def test_a_rate_limit_holds_across_two_workers_sharing_redis(
+    make_settings, serve_searcher, redis_url, tmp_path
+):
+    settings = make_settings(auth={"enabled": True}, state={"redis_url": redis_url})
+    first, second = serve_searcher(settings), serve_searcher(settings)
+    config = tmp_path / "redis.yaml"
+    config.write_text(json.dumps({"state": {"redis_url": redis_url}}))
+    secret = create_key(str(config), "shared", "--rate", "4/min")
+    answers = [
+        httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret)).status_code
+        for base in (first, second, first, second, first, second)
+    ]
+    assert answers == [200, 200, 200, 200, 429, 429]

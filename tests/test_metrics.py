@@ -1,0 +1,148 @@
+"""GET /metrics (Prometheus text format), request ids and the JSON access log, over real
+HTTP against the testbed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample of the exposition, or None if it is absent."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, label_text = head.partition("{")
+        if metric != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', label_text))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(value)
+    return None
+
+
+def test_metrics_count_searches_stages_routes_and_breakers(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    fresh = {"query": "cloud gaming", "constraints": {"cache": "off"}}
+    for _ in range(2):
+        assert httpx.post(f"{base}/v1/search", json=fresh).status_code == 200
+    assert httpx.post(f"{base}/v1/search", json={"query": ""}).status_code == 422
+    for _ in range(2):  # computed once, then served from the result cache
+        assert httpx.post(f"{base}/v1/search", json={"query": "stadia"}).status_code == 200
+    text = httpx.get(f"{base}/metrics").text
+
+    assert sample(text, "searcher_searches_total", mode="simple") == 3  # computed ones
+    assert sample(text, "searcher_stage_duration_seconds_count", stage="search") == 3
+    assert sample(text, "searcher_stage_duration_seconds_count", stage="rank") == 3
+    route = {"route": "/v1/search", "method": "POST", "status": "200"}
+    assert sample(text, "searcher_http_request_duration_seconds_count", **route) == 4
+    lookups = {"cache": "results", "kind": "exact"}
+    assert sample(text, "searcher_cache_lookups_total", **lookups, result="miss") == 1
+    assert sample(text, "searcher_cache_lookups_total", **lookups, result="hit") == 1
+    assert sample(text, "searcher_http_request_duration_seconds_count", status="422") == 1
+    assert sample(text, "searcher_breaker_state", backend="searxng", state="closed") == 1
+    assert sample(text, "searcher_breaker_state", backend="searxng", state="open") == 0
+    assert sample(text, "searcher_info", version="0.1.0") == 1
+
+
+def test_metrics_count_llm_fallbacks_and_page_reads(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    body = {
+        "query": "cloud gaming",
+        "constraints": {"rewrite": True, "search_mode": "full"},
+        "budget": {"max_results": 2, "max_fetch_pages": 2},
+    }
+    data = httpx.post(f"{base}/v1/search", json=body, timeout=30).json()
+    text = httpx.get(f"{base}/metrics").text
+    # No LLM configured: the rewrite step took its fallback, and the metrics say so.
+    assert sample(text, "searcher_llm_calls_total", step="rewrite", fallback="yes") == 1
+    fetched = sum(1 for item in data["items"] if item["fetch"]["status"] == "fetched")
+    assert fetched >= 1
+    assert sample(text, "searcher_page_reads_total", status="fetched", reason="") == fetched
+    assert sample(text, "searcher_extraction_duration_seconds_count") == 1
+
+
+def test_metrics_can_be_switched_off(make_settings, serve_searcher):
+    base = serve_searcher(make_settings(metrics={"enabled": False}))
+    assert httpx.get(f"{base}/metrics").status_code == 404
+
+
+def test_request_id_is_echoed_when_sane_and_made_when_not(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    given = httpx.get(f"{base}/v1/health", headers={"X-Request-ID": "abc-123.x"})
+    assert given.headers["x-request-id"] == "abc-123.x"
+    for bad in ("a b", "x" * 200, "é"):
+        made = httpx.get(f"{base}/v1/health", headers={"X-Request-ID": bad.encode()})
+        assert re.fullmatch(r"[0-9a-f]{32}", made.headers["x-request-id"])
+
+
+@pytest.mark.parametrize("queries", [False, True])
+def test_one_json_access_line_per_request(make_settings, serve_searcher, caplog, queries):
+    caplog.set_level(logging.INFO, logger="searcher.access")
+    base = serve_searcher(make_settings(logging={"queries": queries}))
+    httpx.post(
+        f"{base}/v1/search", json={"query": "cloud gaming"}, headers={"X-Request-ID": "req-1"}
+    )
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "searcher.access"]
+    (line,) = [entry for entry in lines if entry["request_id"] == "req-1"]
+    assert line["route"] == "/v1/search" and line["method"] == "POST"
+    assert line["status"] == 200 and line["latency_ms"] > 0
+    assert line["backends"] == ["searxng"] and line["mode"] == "simple"
+    assert ("query" in line) is queries
+    if queries:
+        assert line["query"] == "cloud gaming"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_two_workers_report_their_sum(config_file, tmp_path: Path):
+    """`serve --workers 2`: whichever worker answers the scrape, it reports both workers'
+    searches (prometheus_client's multiprocess mode)."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "searcher", "serve", "--workers", "2", "--port", str(port),
+         "--config", config_file()],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve --workers 2 did not become ready"
+            time.sleep(0.2)
+        n = 8
+        with httpx.Client(timeout=20) as client:
+            for _ in range(n):  # a new connection each: both workers get some
+                client.headers["connection"] = "close"
+                body = {"query": "cloud gaming", "constraints": {"cache": "off"}}
+                assert client.post(f"{base}/v1/search", json=body).is_success
+            counts = {
+                sample(client.get(f"{base}/metrics").text, "searcher_searches_total", mode="simple")
+                for _ in range(6)
+            }
+        assert counts == {n}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

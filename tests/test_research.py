@@ -1,0 +1,356 @@
+"""Research jobs over real HTTP: the loop against the testbed, its events read as a real
+Server-Sent Events stream (httpx streaming), resumed with Last-Event-ID, cancelled; bad
+input and faults. The scripted chat API stands in for the model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.testbed.chat import script
+
+QUESTION = "Google Stadia Microsoft xCloud cloud gaming"
+
+
+def sse_events(lines: Any) -> list[dict[str, Any]]:
+    """Parse an SSE stream (an iterator of lines) into ``{id, event, data}`` dicts."""
+    events, current = [], {}
+    for line in lines:
+        if line == "":
+            if current:
+                events.append(current)
+            current = {}
+        elif line.startswith(":"):
+            continue  # keep-alive comment
+        else:
+            field, _, value = line.partition(": ")
+            current[field] = json.loads(value) if field == "data" else value
+    return events
+
+
+def follow(base: str, job_id: str, headers: dict[str, str] | None = None, stop_after: int = 0):
+    """The events of a job's stream; with ``stop_after``, only that many (then hang up)."""
+    got = []
+    with httpx.stream(
+        "GET", f"{base}/v1/research/{job_id}/events", headers=headers, timeout=60
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        block: list[str] = []
+        for line in response.iter_lines():
+            block.append(line)
+            if line == "":
+                got += sse_events(block)
+                block = []
+                if stop_after and len(got) >= stop_after:
+                    break
+    return got
+
+
+def start(base: str, body: dict[str, Any]) -> str:
+    response = httpx.post(f"{base}/v1/research", json=body, timeout=30)
+    assert response.status_code == 202, response.text
+    accepted = response.json()
+    assert response.headers["location"] == accepted["status_url"]
+    return str(accepted["id"])
+
+
+def test_a_job_runs_to_an_evidence_report_and_streams_every_event(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    events = follow(base, job_id)
+
+    ids = [int(e["id"]) for e in events]
+    assert ids == list(range(1, len(ids) + 1))  # every event once, in order
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "plan" and kinds[-1] == "done"
+    assert {"search", "read", "evidence", "verify", "draft"} <= set(kinds)
+    assert events[-1]["data"]["data"]["status"] == "done"
+
+    job = httpx.get(f"{base}/v1/research/{job_id}").json()
+    assert job["status"] == "done" and job["events"] == len(events)
+    result = job["result"]
+    assert result["report_method"] == "evidence"  # no LLM configured
+    assert result["report"].startswith("# Evidence for:")
+    evidence = result["evidence"]
+    assert evidence and all(p["url"].startswith("http://127.0.0.1:") for p in evidence)
+    assert [p["n"] for p in evidence] == list(range(1, len(evidence) + 1))
+    # Every passage a sub-question names is in the evidence, and cited in the report.
+    for sub in result["sub_questions"]:
+        for n in sub["evidence"]:
+            assert f"[{n}]" in result["report"]
+    assert result["usage"]["tool_calls"] <= 8  # the minimal preset's budget
+    assert result["usage"]["pages_read"] <= 5
+    assert result["search_trace"] and result["search_trace"][0]["results"] > 0
+    assert result["verification_status"] in {"verified", "partially_verified", "conflicting"}
+    assert any(p["kind"] == "page" for p in evidence)
+
+
+def test_a_client_that_reconnects_with_last_event_id_misses_nothing(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    first = follow(base, job_id, stop_after=2)
+    assert [e["id"] for e in first] == ["1", "2"]
+    rest = follow(base, job_id, headers={"Last-Event-ID": first[-1]["id"]})
+    everything = follow(base, job_id)
+    assert [e["id"] for e in first + rest] == [e["id"] for e in everything]
+    assert [e["event"] for e in first + rest] == [e["event"] for e in everything]
+
+
+def test_stream_true_streams_the_events_in_the_response(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    body = {"query": QUESTION, "preset": "minimal", "stream": True}
+    with httpx.stream("POST", f"{base}/v1/research", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        job_id = response.headers["x-job-id"]
+        events = sse_events(response.iter_lines())
+    assert events[0]["event"] == "plan" and events[-1]["event"] == "done"
+    assert httpx.get(f"{base}/v1/research/{job_id}").json()["status"] == "done"
+
+
+def test_cancel_stops_a_running_job(make_settings, serve_searcher, testbed):
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("hang")}}
+    )
+    base = serve_searcher(settings)
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    follow(base, job_id, stop_after=1)  # it is running: the plan is out
+    cancelled = httpx.delete(f"{base}/v1/research/{job_id}", timeout=30)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    events = follow(base, job_id)
+    assert [e["event"] for e in events][-2:] == ["error", "done"]
+    assert events[-1]["data"]["data"]["status"] == "cancelled"
+
+
+def test_every_backend_failing_fails_the_job_with_the_reason(
+    make_settings, serve_searcher, testbed
+):
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("status/500")}}
+    )
+    base = serve_searcher(settings)
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    events = follow(base, job_id)
+    job = httpx.get(f"{base}/v1/research/{job_id}").json()
+    assert job["status"] == "failed" and "every search failed" in job["error"]
+    assert "500" in job["error"]
+    assert events[-1]["data"]["data"]["status"] == "failed"
+
+
+def test_too_many_jobs_is_a_429_with_retry_after(make_settings, serve_searcher, testbed):
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("hang")}},
+        research={"max_concurrent_jobs": 1},
+    )
+    base = serve_searcher(settings)
+    first = start(base, {"query": QUESTION, "preset": "minimal"})
+    refused = httpx.post(f"{base}/v1/research", json={"query": QUESTION}, timeout=10)
+    assert refused.status_code == 429
+    assert int(refused.headers["retry-after"]) >= 1
+    assert refused.json()["error"]["type"] == "too_many_jobs"
+    httpx.delete(f"{base}/v1/research/{first}", timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": QUESTION, "budget": {"max_iterations": 0}}, "budget.max_iterations"),
+        ({"query": QUESTION, "preset": "huge"}, "preset"),
+        ({"query": ""}, "query.text"),
+        ({"query": QUESTION, "budget": {"max_total_time_ms": 10}}, "budget.max_total_time_ms"),
+    ],
+)
+def test_bad_input_is_a_422_naming_the_field(make_settings, serve_searcher, body, field):
+    base = serve_searcher(make_settings())
+    response = httpx.post(f"{base}/v1/research", json=body, timeout=10)
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == field
+
+
+def test_unknown_job_is_a_404(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    for response in (
+        httpx.get(f"{base}/v1/research/nope"),
+        httpx.get(f"{base}/v1/research/nope/events"),
+        httpx.delete(f"{base}/v1/research/nope"),
+    ):
+        assert response.status_code == 404
+        assert response.json()["error"]["type"] == "not_found"
+
+
+def _llm(testbed: Any, **steps: str) -> dict[str, Any]:
+    return {
+        "base_url": testbed.llm_url(),
+        "model": script(status=503),
+        "steps": {step: {"model": model} for step, model in steps.items()},
+    }
+
+
+def test_with_a_model_sub_questions_and_a_cited_report(make_settings, serve_searcher, testbed):
+    plan = json.dumps({"sub_questions": ["Google Stadia shutdown", "Microsoft xCloud games"]})
+    report = "Stadia closed [1]. xCloud streams Xbox games [2]. Invented [99]."
+    llm = _llm(testbed, research_plan=script(reply=plan), research_report=script(reply=report))
+    base = serve_searcher(make_settings(llm=llm))
+    job_id = start(base, {"query": QUESTION, "preset": "balanced"})
+    events = follow(base, job_id)
+    plans = [e["data"]["data"] for e in events if e["event"] == "plan"]
+    assert plans[0]["source"] == "llm"
+    assert "Google Stadia shutdown" in plans[0]["sub_questions"]
+    result = httpx.get(f"{base}/v1/research/{job_id}").json()["result"]
+    assert result["report_method"] == "llm"
+    assert "[99]" not in result["report"]  # a citation of no passage is removed
+    calls = {c["step"] for c in result["errors"]}
+    assert "research_report" not in calls  # the report step did not fall back
+
+
+def test_a_model_that_returns_nonsense_takes_the_fallbacks(make_settings, serve_searcher, testbed):
+    llm = _llm(
+        testbed,
+        research_plan=script(reply="I cannot do JSON"),
+        research_report=script(reply=""),
+    )
+    base = serve_searcher(make_settings(llm=llm))
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    follow(base, job_id)
+    job = httpx.get(f"{base}/v1/research/{job_id}").json()
+    assert job["status"] == "done"
+    result = job["result"]
+    assert result["report_method"] == "evidence"
+    fallbacks = {e["stage"] for e in result["errors"] if e["reason"].startswith("fallback")}
+    assert {"research_plan", "research_report"} <= fallbacks
+
+
+def test_the_deadline_holds_with_a_hanging_model(make_settings, serve_searcher, testbed):
+    hang = script(hang=True)
+    base = serve_searcher(
+        make_settings(llm=_llm(testbed, research_plan=hang, research_report=hang))
+    )
+    body = {"query": QUESTION, "preset": "minimal", "budget": {"max_total_time_ms": 4000}}
+    job_id = start(base, body)
+    follow(base, job_id)  # returns: the job ended
+    job = httpx.get(f"{base}/v1/research/{job_id}").json()
+    assert job["status"] == "done"
+    assert job["result"]["usage"]["elapsed_ms"] < 4000 + 1000
+    assert job["result"]["report_method"] == "evidence"
+
+
+def test_the_python_clients_run_research(make_settings, serve_searcher):
+    import asyncio
+
+    from searcher.client import AsyncSearcherClient, SearcherClient
+
+    base = serve_searcher(make_settings())
+    with SearcherClient(base) as client:
+        result = client.research(QUESTION, preset="minimal")
+        assert result.report_method == "evidence" and result.evidence
+        job = client.start_research(QUESTION, preset="minimal")
+        events = list(client.stream_research(job.id))
+        assert [e.id for e in events] == list(range(1, len(events) + 1))
+        later = list(client.stream_research(job.id, after=2))
+        assert [e.id for e in later] == [e.id for e in events[2:]]
+        assert client.research_status(job.id).status == "done"
+
+    async def run() -> str:
+        async with AsyncSearcherClient(base) as client:
+            found = await client.research(QUESTION, preset="minimal")
+            return found.verification_status
+
+    assert asyncio.run(run()) in {"verified", "partially_verified", "conflicting", "unverified"}
+
+
+def test_the_cli_prints_the_report(config_file):
+    from click.testing import CliRunner
+
+    from searcher.cli import main
+
+    result = CliRunner().invoke(
+        main, ["research", QUESTION, "--preset", "minimal", "--config", config_file()]
+    )
+    assert result.exit_code == 0, result.output
+    assert "# Evidence for:" in result.output
+    bad = CliRunner().invoke(main, ["research", QUESTION, "--preset", "nope"])
+    assert bad.exit_code == 2
+
+
+def test_any_instance_sharing_the_state_shows_and_cancels_a_job(
+    make_settings, serve_searcher, testbed
+):
+    hanging = {"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("slow/1500")}}
+    settings = make_settings(backends=hanging)
+    runner, other = serve_searcher(settings), serve_searcher(settings)
+    job_id = start(runner, {"query": QUESTION, "preset": "balanced"})
+    seen = httpx.get(f"{other}/v1/research/{job_id}").json()
+    assert seen["status"] in {"queued", "running"} and seen["query"] == QUESTION
+    first = follow(other, job_id, stop_after=1)  # the other instance streams it too
+    assert first[0]["event"] == "plan"
+    cancelled = httpx.delete(f"{other}/v1/research/{job_id}", timeout=30)
+    assert cancelled.status_code == 200
+    events = follow(other, job_id)
+    assert events[-1]["data"]["data"]["status"] == "cancelled"
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+    assert httpx.get(f"{runner}/v1/research/{job_id}").json()["status"] == "cancelled"
+
+
+def test_a_killed_server_leaves_a_readable_interrupted_job(
+    make_settings, serve_searcher, testbed, tmp_path
+):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import yaml
+
+    state = tmp_path / "state"
+    config = {
+        "backends": {"order": ["searxng"], "duckduckgo": {"enabled": False},
+                     "searxng": {"base_url": testbed.searxng_url("slow/3000")}},
+        "state": {"dir": str(state)},
+        "service": {"cache": {"dir": str(tmp_path / "cache")}},
+        "embeddings": {"provider": "none"},
+        "research": {"owner_ttl_s": 1},
+    }  # fmt: skip
+    path = tmp_path / "searcher.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "searcher", "serve", "--port", str(port), "--config", str(path)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, "serve did not start"
+            time.sleep(0.2)
+        job_id = start(base, {"query": QUESTION, "preset": "balanced"})
+        before = follow(base, job_id, stop_after=1)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+    reader = serve_searcher(make_settings(state={"dir": str(state)}))
+    deadline = time.monotonic() + 30
+    while True:  # the dead server's heartbeat runs out after owner_ttl_s
+        job = httpx.get(f"{reader}/v1/research/{job_id}").json()
+        if job["status"] != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert job["status"] == "failed" and job["error"].startswith("interrupted")
+    events = follow(reader, job_id)
+    assert events[0]["id"] == before[0]["id"] and events[0]["event"] == "plan"
+    assert [e["event"] for e in events][-2:] == ["error", "done"]
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))

@@ -1,0 +1,280 @@
+"""The exact result cache, over real HTTP against the testbed, on both state engines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from searcher.cache.results import (
+    ResultCache,
+    canonical_request,
+    fresh_seconds,
+    is_complete,
+    request_key,
+)
+from searcher.config import ResultCacheSettings
+from searcher.contract import SearchRequest
+from searcher.state import SqliteStore
+from tests.redis_server import RedisServer, closed_port_url
+from tests.responses import search_response
+
+
+def post(base: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{base}/v1/search", json=body, timeout=30.0)
+
+
+def backend_calls(testbed: Any, prefix: str = "/searxng") -> int:
+    return sum(1 for r in testbed.log if r.path.startswith(prefix))
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """The ``state`` settings of one engine (a private SQLite dir, or the test Redis)."""
+    if request.param == "sqlite":
+        return {"dir": str(tmp_path / "shared-state")}
+    return {"redis_url": request.getfixturevalue("redis_url")}
+
+
+def test_an_identical_request_is_served_from_cache_by_any_worker(
+    make_settings, serve_searcher, testbed_clean, matching_query, engine
+):
+    # Two app instances over one state store stand for two workers (or two replicas).
+    first = serve_searcher(make_settings(state=engine))
+    second = serve_searcher(make_settings(state=engine))
+    body = {"query": matching_query, "budget": {"max_results": 4}}
+    computed = post(first, body).json()
+    calls = backend_calls(testbed_clean)
+    assert calls >= 1 and computed["meta"]["cache"] == {"hit": False, "kind": None, "age_s": None}
+    for base in (first, second):
+        hit = post(base, body).json()
+        assert backend_calls(testbed_clean) == calls  # no backend was asked
+        assert hit["meta"]["cache"]["hit"] is True and hit["meta"]["cache"]["kind"] == "exact"
+        assert hit["meta"]["cache"]["age_s"] >= 0
+        assert hit["items"] == computed["items"]
+        assert hit["rendered_text"] == computed["rendered_text"]
+    # A different result count is another question.
+    post(second, {"query": matching_query, "budget": {"max_results": 3}})
+    assert backend_calls(testbed_clean) > calls
+
+
+def test_max_age_zero_and_cache_off_bypass_the_cache(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    base = serve_searcher(make_settings())
+    body: dict[str, Any] = {"query": matching_query}
+    post(base, body)
+    warm = backend_calls(testbed_clean)
+    fresh = post(base, {**body, "budget": {"max_age_s": 0}}).json()
+    assert fresh["meta"]["cache"]["hit"] is False
+    assert backend_calls(testbed_clean) > warm
+    off = {**body, "constraints": {"cache": "off"}}
+    before = backend_calls(testbed_clean)
+    assert post(base, off).json()["meta"]["cache"]["hit"] is False
+    assert backend_calls(testbed_clean) > before
+    # max_age_s above the entry's age still accepts it.
+    before = backend_calls(testbed_clean)
+    assert post(base, {**body, "budget": {"max_age_s": 3600}}).json()["meta"]["cache"]["hit"]
+    assert backend_calls(testbed_clean) == before
+
+
+def test_cache_off_does_not_store(make_settings, serve_searcher, testbed_clean, matching_query):
+    base = serve_searcher(make_settings())
+    post(base, {"query": matching_query, "constraints": {"cache": "off"}})
+    before = backend_calls(testbed_clean)
+    assert post(base, {"query": matching_query}).json()["meta"]["cache"]["hit"] is False
+    assert backend_calls(testbed_clean) > before
+
+
+def test_a_partial_fan_out_answer_is_not_stored(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed_clean.searxng_url("status/500")}},
+        budget={"max_search_retries": 0},
+    )
+    base = serve_searcher(settings)
+    body = {"query": matching_query, "constraints": {"backend": ["searxng", "brave"]}}
+    partial = post(base, body).json()
+    assert partial["items"] and any(e["stage"] == "search" for e in partial["meta"]["errors"])
+    before = backend_calls(testbed_clean, "/brave")
+    again = post(base, body).json()
+    assert again["meta"]["cache"]["hit"] is False
+    assert backend_calls(testbed_clean, "/brave") > before
+
+
+def test_stale_if_error_serves_a_marked_stale_answer(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    failing_later = {
+        "order": ["searxng"],
+        "searxng": {"base_url": testbed_clean.searxng_url("fail-after/1")},
+        "brave": {"enabled": False},
+    }
+    # ttl_s 0: every answer is stale at once, but kept for stale_if_error_s.
+    base = serve_searcher(make_settings(backends=failing_later, cache={"ttl_s": 0}))
+    body = {"query": matching_query}
+    computed = post(base, body).json()
+    assert computed["meta"]["cache"]["hit"] is False
+    stale = post(base, body)
+    assert stale.status_code == 200
+    data = stale.json()
+    assert data["meta"]["cache"]["hit"] is True and data["meta"]["cache"]["kind"] == "stale"
+    assert data["items"] == computed["items"]
+    assert any(e["stage"] == "cache" and e["source"] == "stale" for e in data["meta"]["errors"])
+    # Fresh only: no stale stand-in, the failure is the answer.
+    assert post(base, {**body, "budget": {"max_age_s": 0}}).status_code == 502
+
+
+def test_no_stale_answer_beyond_the_window(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    failing_later = {
+        "order": ["searxng"],
+        "searxng": {"base_url": testbed_clean.searxng_url("fail-after/1")},
+        "brave": {"enabled": False},
+    }
+    settings = make_settings(backends=failing_later, cache={"ttl_s": 0, "stale_if_error_s": 0})
+    base = serve_searcher(settings)
+    post(base, {"query": matching_query})
+    assert post(base, {"query": matching_query}).status_code == 502
+
+
+def test_redis_lost_while_serving_requests_go_on(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    with RedisServer() as server:
+        settings = make_settings(state={"redis_url": server.url, "redis_timeout_s": 0.3})
+        base = serve_searcher(settings)
+        body = {"query": matching_query}
+        post(base, body)
+        assert post(base, body).json()["meta"]["cache"]["hit"] is True
+        health = httpx.get(f"{base}/v1/health").json()
+        assert health["state"]["engine"] == "redis" and health["state"]["ok"] is True
+        server.kill()
+        before = backend_calls(testbed_clean)
+        answer = post(base, body)
+        assert answer.status_code == 200 and answer.json()["items"]
+        assert answer.json()["meta"]["cache"]["hit"] is False
+        assert backend_calls(testbed_clean) > before
+        health = httpx.get(f"{base}/v1/health").json()
+        assert health["status"] == "degraded"
+        assert health["state"]["ok"] is False and health["state"]["failures"] >= 1
+        assert "Redis at" in health["state"]["last_error"]
+
+
+def test_serve_exits_2_when_redis_is_unreachable(config_file, tmp_path):
+    path = config_file()
+    text = Path(path).read_text() + f"state:\n  redis_url: {closed_port_url()}\n"
+    Path(path).write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "searcher", "serve", "--config", path, "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "state store" in done.stderr and "Redis at redis://127.0.0.1" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_cache_controls_are_422_naming_the_field(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    bad = post(base, {"query": "x", "budget": {"max_age_s": -1}})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "budget.max_age_s"
+    bad = post(base, {"query": "x", "constraints": {"cache": "sometimes"}})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "constraints.cache"
+
+
+# --- keys, freshness and completeness, as data -----------------------------------------
+
+
+def _request(**body: Any) -> SearchRequest:
+    return SearchRequest.model_validate({"query": "q", **body})
+
+
+def test_the_key_ignores_what_does_not_change_the_answer():
+    base = request_key(_request(), "f")
+    same = [
+        _request(budget={"max_total_time_ms": 99, "max_age_s": 5}),
+        _request(constraints={"cache": "on"}),
+        _request(query={"text": "q"}),
+    ]
+    assert all(request_key(r, "f") == base for r in same)
+    assert request_key(_request(query={"text": "q", "lang": "de"}), "f") == request_key(
+        _request(constraints={"lang": "de"}), "f"
+    )
+    different = [
+        _request(query="q2"),
+        _request(budget={"max_results": 9}),
+        _request(constraints={"search_mode": "full"}),
+        _request(constraints={"backend": ["searxng", "brave"]}),
+        _request(constraints={"time_range": "day"}),
+        _request(constraints={"engines": ["arxiv"]}),
+        _request(constraints={"include_domains": ["a.org"]}),
+        _request(intent="fresh_data"),
+        _request(want={"rendered_text": False}),
+    ]
+    keys = {request_key(r, "f") for r in different}
+    assert len(keys) == len(different) and base not in keys
+    assert request_key(_request(), "other settings") != base
+    assert "text" not in canonical_request(_request(), with_query=False)
+
+
+def test_fresh_time_depends_on_intent_time_range_and_route():
+    cfg = ResultCacheSettings(ttl_s=1000, fresh_ttl_s=60, ttl_by_intent={"background": 9000})
+    plain = search_response([])
+    assert fresh_seconds(_request(), plain, cfg) == 1000
+    assert fresh_seconds(_request(intent="background"), plain, cfg) == 9000
+    assert fresh_seconds(_request(constraints={"time_range": "day"}), plain, cfg) == 60
+    news = search_response([])
+    news.meta.route = {"group": "news", "pattern": None, "by": "pattern"}
+    assert fresh_seconds(_request(intent="background"), news, cfg) == 60
+
+
+def test_completeness():
+    from searcher.contract import ErrorEntry
+
+    def with_errors(*errors: ErrorEntry, backend: str = "searxng", fallback: bool = False):
+        response = search_response([])
+        response.meta.errors = list(errors)
+        response.meta.backend_used, response.meta.fallback_used = backend, fallback
+        return response
+
+    failed = ErrorEntry(stage="search", source="searxng", reason="HTTP 500")
+    assert is_complete(with_errors())
+    assert not is_complete(with_errors(failed, backend="brave"))  # a fan-out lost one
+    assert is_complete(with_errors(failed, backend="brave", fallback=True))  # chain did its job
+    warned = ErrorEntry(stage="search", source="searxng", reason="unresponsive engines: x")
+    assert not is_complete(with_errors(warned))
+    cut = ErrorEntry(stage="fetch", source="http://a", reason="budget: request deadline reached")
+    assert not is_complete(with_errors(cut))
+    gone = ErrorEntry(stage="fetch", source="http://a", reason="failed: HTTP 404")
+    assert is_complete(with_errors(gone))
+    llm = ErrorEntry(stage="answer", source="llm", reason="fallback: timed out")
+    assert not is_complete(with_errors(llm))
+
+
+async def test_a_corrupt_entry_is_a_miss(tmp_path):
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    cache = ResultCache(store, ResultCacheSettings(), "f")
+    request = _request()
+    await cache.store(request, search_response([]), complete=True)
+    assert await cache.lookup(request) is not None
+    key = request_key(request, "f")
+    for garbage in (b"{not json", b'{"v": 1, "stored_at": 0}', b'{"v": 1, "response": {}}'):
+        await store.set(key, garbage, 60)
+        assert await cache.lookup(request) is None
+    await store.aclose()
+
+
+async def test_partial_answers_are_not_stored(tmp_path):
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    cache = ResultCache(store, ResultCacheSettings(), "f")
+    await cache.store(_request(), search_response([]), complete=False)
+    assert await cache.lookup(_request()) is None
+    assert await cache.lookup_stale(_request()) is None
+    await store.aclose()

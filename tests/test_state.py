@@ -1,0 +1,241 @@
+"""The state layer: one interface, two engines (SQLite file, real Redis), the same tests."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from searcher.config import StateSettings
+from searcher.errors import StateUnavailable
+from searcher.state import (
+    FailSoftStore,
+    RedisStore,
+    SqliteStore,
+    StateStore,
+    get_json,
+    open_store,
+    set_json,
+)
+from tests.redis_server import RedisServer, closed_port_url
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StateStore]:
+    engine: StateStore
+    if request.param == "sqlite":
+        engine = SqliteStore(tmp_path / "state.sqlite3")
+    else:
+        # A generous timeout: these tests are about behaviour, on a busy machine.
+        engine = RedisStore(request.getfixturevalue("redis_url"), prefix="t:", timeout_s=10)
+    yield engine
+    await engine.aclose()
+
+
+async def test_set_get_delete_round_trip(store: StateStore) -> None:
+    assert await store.get("k") is None
+    await store.set("k", b"\x00bytes\xff", ttl_s=60)
+    assert await store.get("k") == b"\x00bytes\xff"
+    assert await store.delete("k") is True
+    assert await store.get("k") is None
+    assert await store.delete("k") is False
+
+
+async def test_zero_ttl_stores_nothing(store: StateStore) -> None:
+    await store.set("k", b"v", ttl_s=0)
+    assert await store.get("k") is None
+
+
+async def test_json_values_and_a_corrupt_entry_is_a_miss(store: StateStore) -> None:
+    await set_json(store, "j", {"a": [1, 2], "b": "é"}, ttl_s=60)
+    assert await get_json(store, "j") == {"a": [1, 2], "b": "é"}
+    await store.set("j", b"\x80not json{", ttl_s=60)
+    assert await get_json(store, "j") is None
+
+
+async def test_counters_add_atomically(store: StateStore) -> None:
+    results = await asyncio.gather(*(store.incr("c", ttl_s=60) for _ in range(50)))
+    assert sorted(results) == list(range(1, 51))
+    assert await store.incr("c", amount=10) == 60
+
+
+async def test_token_bucket_allows_the_burst_then_says_when(store: StateStore) -> None:
+    grants = [await store.take("b", rate_per_s=0.001, burst=3) for _ in range(4)]
+    assert [g.allowed for g in grants] == [True, True, True, False]
+    # One token comes back every 1000 s at this rate.
+    assert 900 < grants[3].retry_after_s <= 1000
+    assert (await store.take("other", rate_per_s=0.001, burst=3)).allowed
+
+
+async def test_token_bucket_with_no_refill_never_allows_again(store: StateStore) -> None:
+    assert (await store.take("z", rate_per_s=0, burst=1)).allowed
+    denied = await store.take("z", rate_per_s=0, burst=1)
+    assert not denied.allowed and denied.retry_after_s == float("inf")
+
+
+async def test_vectors_are_appended_and_read_after_a_cursor(store: StateStore) -> None:
+    rows = [np.arange(4, dtype=np.float32) + i for i in range(5)]
+    for i, row in enumerate(rows):
+        await store.add_vector("space", f"id{i}", row, f"m{i}".encode(), ttl_s=60)
+    await store.add_vector("elsewhere", "x", rows[0], b"", ttl_s=60)
+    first = await store.vectors_after("space", None, limit=3)
+    assert [r.item_id for r in first] == ["id0", "id1", "id2"]
+    rest = await store.vectors_after("space", first[-1].cursor)
+    assert [r.item_id for r in rest] == ["id3", "id4"]
+    assert np.array_equal(rest[1].vector, rows[4]) and rest[1].meta == b"m4"
+    assert await store.vectors_after("space", rest[-1].cursor) == []
+
+
+async def test_clear_by_prefix_leaves_the_rest(store: StateStore) -> None:
+    await store.set("results:a", b"1", 60)
+    await store.set("results:b", b"2", 60)
+    await store.set("keys:a", b"3", 60)
+    await store.add_vector("results:sem", "a", np.ones(2, dtype=np.float32), b"", 60)
+    assert await store.clear("results:") >= 3
+    assert await store.get("results:a") is None
+    assert await store.vectors_after("results:sem", None) == []
+    assert await store.get("keys:a") == b"3"
+    stats = await store.stats()
+    assert stats.entries == 1
+
+
+async def test_ping_answers(store: StateStore) -> None:
+    await store.ping()
+
+
+# --- SQLite: expiry with an injected clock, sharing between processes ------------------
+
+
+async def test_sqlite_expiry_follows_the_clock(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SqliteStore(tmp_path / "s.sqlite3", clock=clock)
+    await store.set("k", b"v", ttl_s=10)
+    assert await store.incr("c", ttl_s=10) == 1
+    await store.add_vector("s", "a", np.ones(2, dtype=np.float32), b"", ttl_s=10)
+    clock.now += 9.9
+    assert await store.get("k") == b"v"
+    assert await store.incr("c", ttl_s=10) == 2
+    clock.now += 0.2
+    assert await store.get("k") is None
+    assert await store.incr("c", ttl_s=10) == 1  # a new window
+    assert await store.prune() >= 2  # the value and the vector
+    assert (await store.stats()).vectors == 0
+    await store.aclose()
+
+
+async def test_sqlite_bucket_refills_with_time(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SqliteStore(tmp_path / "s.sqlite3", clock=clock)
+    assert (await store.take("b", rate_per_s=2, burst=1)).allowed
+    assert not (await store.take("b", rate_per_s=2, burst=1)).allowed
+    clock.now += 0.5
+    assert (await store.take("b", rate_per_s=2, burst=1)).allowed
+    await store.aclose()
+
+
+def _count_in_process(path: str, n: int) -> None:
+    async def run() -> None:
+        store = SqliteStore(Path(path))
+        for _ in range(n):
+            await store.incr("shared")
+            await store.take("bucket", rate_per_s=0, burst=1000)
+        await store.aclose()
+
+    asyncio.run(run())
+
+
+async def test_sqlite_file_is_shared_safely_by_processes(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_count_in_process, args=(str(path), 100)) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+        assert w.exitcode == 0
+    store = SqliteStore(path)
+    assert await store.incr("shared", amount=0) == 300  # no lost update
+    left = await store.take("bucket", rate_per_s=0, burst=1000)
+    assert left.allowed and left.remaining == 1000 - 300 - 1
+    await store.aclose()
+
+
+async def test_sqlite_unusable_file_is_state_unavailable(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    store = SqliteStore(blocker / "state.sqlite3")
+    with pytest.raises(StateUnavailable, match="state file"):
+        await store.ping()
+    await store.aclose()
+
+
+# --- Redis: unreachable at start, lost while serving ------------------------------------
+
+
+async def test_redis_unreachable_at_start_is_a_clear_error() -> None:
+    url = closed_port_url()
+    with pytest.raises(StateUnavailable, match=r"Redis at redis://127\.0\.0\.1"):
+        await open_store(StateSettings(redis_url=url, redis_timeout_s=0.3))
+
+
+async def test_redis_expiry_is_set_on_creation(redis_url: str) -> None:
+    import redis.asyncio as aioredis
+
+    store = RedisStore(redis_url, prefix="t:")
+    await store.set("k", b"v", ttl_s=30)
+    await store.incr("c", ttl_s=30)
+    raw = aioredis.Redis.from_url(redis_url)
+    assert 0 < await raw.pttl("t:k") <= 30_000
+    first = await raw.pttl("t:c")
+    await store.incr("c", ttl_s=300)  # later increments keep the window
+    assert 0 < await raw.pttl("t:c") <= first
+    await raw.aclose()
+    await store.aclose()
+
+
+async def test_redis_lost_while_serving_fails_soft_and_recovers(tmp_path: Path) -> None:
+    clock = Clock()
+    with RedisServer() as server:
+        store = FailSoftStore(RedisStore(server.url, timeout_s=0.3), cooldown_s=5, clock=clock)
+        await store.set("k", b"v", 60)
+        assert await store.get("k") == b"v"
+        assert store.health().ok
+        server.kill()
+        assert await store.get("k") is None  # a miss, not an error
+        await store.set("k", b"w", 60)
+        assert (await store.take("b", 1, 1)).allowed  # rate limits allow
+        assert await store.incr("c") == 0
+        assert await store.vectors_after("s", None) == []
+        health = store.health()
+        assert not health.ok and health.failures >= 5 and "Redis at" in (health.last_error or "")
+        await store.aclose()
+
+
+async def test_failsoft_tries_again_after_the_cooldown(tmp_path: Path) -> None:
+    clock = Clock()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    inner = SqliteStore(blocker / "state.sqlite3")
+    store = FailSoftStore(inner, cooldown_s=5, clock=clock)
+    assert await store.get("k") is None
+    assert not store.health().ok
+    blocker.unlink()  # the directory can now be made
+    assert await store.get("k") is None  # within the cooldown: not tried
+    assert store.health().failures == 2
+    clock.now += 5
+    await store.set("k", b"v", 60)
+    assert await store.get("k") == b"v"
+    assert store.health().ok
+    await store.aclose()
