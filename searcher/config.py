@@ -370,7 +370,17 @@ def _check_names(where: str, names: list[str], known: Mapping[str, object]) -> N
 
 
 class FusionSettings(_Section):
-    rrf_k: int = Field(default=60, ge=1, description="Reciprocal rank fusion constant.")
+    rrf_k: int = Field(default=1, ge=1, description="Reciprocal rank fusion constant.")
+    method: Literal["answer_order", "engine_rrf"] = Field(
+        default="engine_rrf",
+        description="answer_order: each backend's own order, fused across backends by RRF; "
+        "engine_rrf: RRF over every SearXNG engine's list.",
+    )
+    engine_agreement: bool = Field(
+        default=False,
+        description="Re-weigh a SearXNG answer's engines by how often another engine "
+        "returned their results too.",
+    )
     near_duplicate_threshold: float = Field(
         default=0.88, gt=0, le=1, description="Cosine of title+snippet embeddings that merges."
     )
@@ -438,8 +448,20 @@ class ScoringSettings(_Section):
     trusted_boost: float = Field(default=0.15, ge=0)
     category_boost: float = Field(default=0.30, ge=0)
     multi_engine_bonus: float = Field(default=0.05, ge=0, description="Per extra engine.")
+    keyword_weight: float = Field(
+        default=0.02,
+        ge=0,
+        description="Soft score: this times the share of query keywords a result contains.",
+    )
+    hybrid_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of seed 004's hybrid relevance (BM25 + embedding cosine + entity "
+        "overlap of title and snippet) in the final order; 0 = off.",
+    )
     min_keyword_overlap: float = Field(
-        default=0.15, ge=0, le=1, description="Share of query keywords a result must contain."
+        default=0.0, ge=0, le=1, description="Share of query keywords a result must contain."
     )
     premium_domains: list[str] = Field(
         default_factory=list, description="Added to the shipped list."
@@ -447,6 +469,25 @@ class ScoringSettings(_Section):
     trusted_domains: dict[str, list[str]] = Field(
         default_factory=dict, description="category -> domains, added to the shipped lists."
     )
+
+
+class RerankSettings(_Section):
+    """An optional reranking model after fusion (TEI / Jina / Cohere / llama.cpp shape)."""
+
+    enabled: bool = Field(default=False, description="Rerank every search (per request: "
+                          "constraints.rerank).")  # fmt: skip
+    base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8080")
+    path: str = Field(
+        default="/rerank", pattern=r"^/", description="llama.cpp --reranking: /v1/rerank."
+    )
+    model: str | None = Field(default=None, description="Sent as 'model' when set.")
+    api_key: str | None = Field(default=None, description="Sent as a Bearer token when set.")
+    timeout_s: float = Field(default=3.0, gt=0, description="One call, capped by the deadline.")
+    top_n: int = Field(default=20, ge=2, le=100, description="Results sent to the model.")
+    request_shape: Literal["documents", "texts"] = Field(
+        default="documents", description="Key of the texts: Cohere/Jina/llama.cpp "
+        "'documents', TEI 'texts'.",
+    )  # fmt: skip
 
 
 LlmStep = Literal[
@@ -705,6 +746,7 @@ class Settings(_Section):
     fusion: FusionSettings = Field(default_factory=FusionSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
     fetch: FetchSettings = Field(default_factory=FetchSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

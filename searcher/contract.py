@@ -255,6 +255,11 @@ class Constraints(_Strict):
     rank: Literal["heuristic", "llm"] = Field(
         default="heuristic", description='"llm": snippet ranking picks the best want_n.'
     )
+    rerank: bool | None = Field(
+        default=None,
+        description="Reorder the fused results with the configured reranking model "
+        "(rerank.*); default: rerank.enabled.",
+    )
     want_n: Annotated[int, Field(ge=1, le=20), WHOLE] | None = Field(
         default=None, description='Results kept by rank="llm" (default: llm.steps.rank.want_n).'
     )

@@ -17,7 +17,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from searcher.backends.base import BackendAnswer, Hit
 from searcher.urls import normalise_url
@@ -32,6 +32,7 @@ class RankedList:
     weight: float  # backend weight x intent weight x engine weight
     hits: tuple[Hit, ...]
     perspective: str | None = None  # multi-query / corrective search: which query found it
+    scored: bool = True  # False: provenance only (``fuse``'s ``provenance``)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class _Appearance(NamedTuple):
     hit: Hit
     source: Source
     weight: float
+    scored: bool
 
 
 def _order(a: _Appearance) -> tuple[Any, ...]:
@@ -74,6 +76,19 @@ def _order(a: _Appearance) -> tuple[Any, ...]:
         h.engines, h.backend, h.positions, h.published or "", h.category or "",
         -math.inf if h.score is None else h.score,
     )  # fmt: skip
+
+
+def engine_count(fused: FusedHit) -> int:
+    """How many distinct engines found a page: a backend's own list counts as an engine
+    only when none of its engines is named (a SearXNG answer's order is not a vote)."""
+    named = {(s.backend, s.perspective) for s in fused.sources if s.engine is not None}
+    return len(
+        {
+            (s.backend, s.engine)
+            for s in fused.sources
+            if s.engine is not None or (s.backend, s.perspective) not in named
+        }
+    )
 
 
 # --- splitting answers into ranked lists --------------------------------------------------
@@ -121,22 +136,120 @@ def _engine_positions(hit: Hit, fallback: int) -> list[tuple[str | None, int]]:
     return list(pairs.items())
 
 
+# --- a backend's own order ---------------------------------------------------------------
+
+FusionMethod = Literal["answer_order", "engine_rrf"]
+# An engine none of whose results another engine also returned still counts a little:
+# on its own it may be right, but its vote is the least corroborated.
+AGREEMENT_FLOOR = 0.1
+
+
+def answer_list(
+    answer: BackendAnswer,
+    backend_weight: float,
+    engine_weights: Mapping[str, float],
+    agreement: bool = False,
+) -> RankedList:
+    """A backend's answer as one ranked list (engine None): its own order, which for a
+    SearXNG answer is SearXNG's merge of its engines (its ``score``).
+
+    When a SearXNG answer's engines are weighted — by ``engine_weights`` or, with
+    ``agreement``, by how often each engine's results were also returned by another —
+    the answer is re-ordered by SearXNG's formula with those weights (weights x hits x
+    sum of 1/position), ties kept in answer order."""
+    hits = tuple(answer.hits)
+    if answer.per_engine and hits:
+        weights = _engine_trust(hits, engine_weights, agreement)
+        if any(w != 1.0 for w in weights.values()):
+            scores = [_searxng_score(hit, index + 1, weights) for index, hit in enumerate(hits)]
+            order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
+            hits = tuple(hits[i] for i in order)
+    return RankedList(answer.backend, None, backend_weight, hits)
+
+
+def engine_agreement(hits: Sequence[Hit]) -> dict[str, float]:
+    """engine -> share of its results that another engine of the same answer returned too."""
+    found: dict[str, int] = {}
+    shared: dict[str, int] = {}
+    for hit in hits:
+        engines = set(hit.engines)
+        for engine in engines:
+            found[engine] = found.get(engine, 0) + 1
+            shared[engine] = shared.get(engine, 0) + (len(engines) > 1)
+    return {engine: shared[engine] / found[engine] for engine in found}
+
+
+def _engine_trust(
+    hits: Sequence[Hit], engine_weights: Mapping[str, float], agreement: bool
+) -> dict[str, float]:
+    engines = {engine for hit in hits for engine in hit.engines}
+    trust = {engine: engine_weights.get(engine, 1.0) for engine in engines}
+    if agreement and len(engines) > 1:
+        for engine, share in engine_agreement(hits).items():
+            trust[engine] *= max(AGREEMENT_FLOOR, share)
+    return trust
+
+
+def _searxng_score(hit: Hit, fallback: int, weights: Mapping[str, float]) -> float:
+    pairs = _engine_positions(hit, fallback)
+    if pairs == [(None, fallback)]:
+        return 1.0 / fallback
+    weight = math.prod(sorted(weights.get(engine or "", 1.0) for engine, _ in pairs))
+    return weight * len(pairs) * math.fsum(1.0 / position for _, position in pairs)
+
+
+def fuse_answers(
+    answers: Sequence[tuple[str | None, BackendAnswer, float]],
+    engine_weights: Mapping[str, float],
+    k: int = 1,
+    method: FusionMethod = "engine_rrf",
+    agreement: bool = False,
+) -> list[FusedHit]:
+    """Every answer of a search (``(perspective, answer, backend weight)``) fused into one
+    ranking.
+
+    ``answer_order``: each answer is one list in its backend's own order
+    (``answer_list``), lists are fused by weighted RRF, and a SearXNG answer's per-engine
+    lists are kept as provenance only, so one backend alone keeps its order.
+    ``engine_rrf``: weighted RRF over every engine's list (before issue 12)."""
+    per_engine = [
+        dataclasses.replace(lst, perspective=perspective) if perspective else lst
+        for perspective, answer, weight in answers
+        for lst in ranked_lists(answer, weight, engine_weights)
+    ]
+    if method == "engine_rrf":
+        return fuse(per_engine, k)
+    own = [
+        dataclasses.replace(lst, perspective=perspective) if perspective else lst
+        for perspective, answer, weight in answers
+        if answer.hits
+        for lst in [answer_list(answer, weight, engine_weights, agreement)]
+    ]
+    provenance = [lst for lst in per_engine if lst.engine is not None]
+    return fuse(own, k, provenance=provenance)
+
+
 # --- fusing ------------------------------------------------------------------------------
 
 Scorer = Callable[[Sequence[_Appearance]], float]
 
 
-def fuse(lists: Sequence[RankedList], k: int = 60) -> list[FusedHit]:
+def fuse(
+    lists: Sequence[RankedList], k: int = 60, provenance: Sequence[RankedList] = ()
+) -> list[FusedHit]:
     """Weighted reciprocal rank fusion, merged by normalised URL.
 
     ``score(d) = sum over lists containing d of weight / (k + rank)``. Best first; equal
-    scores ordered by the normalised URL. The order of ``lists`` does not matter."""
+    scores ordered by the normalised URL. The order of ``lists`` does not matter.
+    ``provenance`` lists add sources (where else a page was found, at which rank) but
+    no score, and no page that ``lists`` do not hold."""
 
     def rrf(appearances: Sequence[_Appearance]) -> float:
         # fsum is exactly rounded, so the sum does not depend on the order of the lists.
-        return math.fsum(a.weight / (k + a.source.rank) for a in appearances)
+        return math.fsum(a.weight / (k + a.source.rank) for a in appearances if a.scored)
 
-    return _fused(lists, rrf)
+    marked = [dataclasses.replace(lst, scored=False) for lst in provenance]
+    return _fused([*lists, *marked], rrf)
 
 
 def searxng_style(lists: Sequence[RankedList]) -> list[FusedHit]:
@@ -145,6 +258,7 @@ def searxng_style(lists: Sequence[RankedList]) -> list[FusedHit]:
     where hits is the number of lists containing d."""
 
     def searxng(appearances: Sequence[_Appearance]) -> float:
+        appearances = [a for a in appearances if a.scored]
         weight = math.prod(sorted(a.weight for a in appearances))
         return weight * len(appearances) * math.fsum(1.0 / a.source.rank for a in appearances)
 
@@ -160,6 +274,7 @@ def _fused(lists: Sequence[RankedList], score: Scorer) -> list[FusedHit]:
             sources=_sorted_sources(group),
         )
         for key, group in _group_by_page(lists).items()
+        if any(a.scored for a in group)
     ]
     fused.sort(key=lambda f: (-f.score, f.key))
     return fused
@@ -180,7 +295,7 @@ def _group_by_page(lists: Iterable[RankedList]) -> dict[str, list[_Appearance]]:
             seen = groups.setdefault(normalise_url(hit.url), {})
             if list_index not in seen:
                 source = Source(lst.backend, lst.engine, rank, lst.perspective)
-                seen[list_index] = _Appearance(hit, source, lst.weight)
+                seen[list_index] = _Appearance(hit, source, lst.weight, lst.scored)
     return {
         key: sorted(by_list.values(), key=_order) if len(by_list) > 1 else list(by_list.values())
         for key, by_list in groups.items()

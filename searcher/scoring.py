@@ -292,6 +292,7 @@ COMPONENTS = (
     "trusted_domain",
     "category",
     "multi_engine",
+    "keyword",
     "keyword_overlap",
 )
 
@@ -338,6 +339,7 @@ def _score_one(
         "trusted_domain": settings.trusted_boost if tier == "trusted" else 0.0,
         "category": settings.category_boost if category == route_group.lower() else 0.0,
         "multi_engine": settings.multi_engine_bonus * max(0, engine_count - 1),
+        "keyword": settings.keyword_weight * overlap,
         "keyword_overlap": overlap,
     }
     total = sum(v for k, v in components.items() if k != "keyword_overlap")

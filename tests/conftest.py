@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings as hypothesis_settings
 
 from searcher.api.app import create_app
 from searcher.config import Settings
@@ -16,6 +17,11 @@ from tests.testbed import TestbedServer, shared_dir
 from tests.testbed import aeb_ids as _aeb_ids
 from tests.testbed import ground_truth as _ground_truth
 from tests.testbed.server import ThreadedServer
+
+# Property tests check what holds, not how fast: a loaded machine must not fail them
+# (hypothesis's default 200 ms deadline per example is a timed assertion).
+hypothesis_settings.register_profile("searcher", deadline=None)
+hypothesis_settings.load_profile("searcher")
 
 
 @pytest.fixture(scope="session")
@@ -85,6 +91,9 @@ def make_settings(testbed: TestbedServer, tmp_path: Path) -> Callable[..., Setti
             "service": {"cache": {"dir": str(tmp_path / "cache")}},
             "state": {"dir": str(tmp_path / "state")},
             "embeddings": {"provider": "model2vec", "model": str(STATIC_MODEL)},
+            # The hybrid rerank (on by default since issue 12) reorders a backend's results
+            # by their snippets; tests of other features rely on the backend's order.
+            "scoring": {"hybrid_share": 0.0},
         }
         return Settings.model_validate(_merge(base, overrides))
 
@@ -131,6 +140,7 @@ def config_file(testbed: TestbedServer, tmp_path: Path) -> Callable[..., str]:
             "service": {"cache": {"dir": str(tmp_path / "cache")}},
             "state": {"dir": str(tmp_path / "state")},
             "embeddings": {"model": str(STATIC_MODEL)},
+            "scoring": {"hybrid_share": 0.0},  # as make_settings: keep the backend's order
         }
         path = tmp_path / "searcher.yaml"
         path.write_text(yaml.safe_dump(config))

@@ -11,11 +11,16 @@ from hypothesis import strategies as st
 
 from searcher.backends import searxng
 from searcher.backends.base import BackendAnswer, Hit
+from searcher.backends.engine_positions import align
 from searcher.fusion import (
     FusedHit,
     RankedList,
     Source,
+    answer_list,
+    engine_agreement,
+    engine_count,
     fuse,
+    fuse_answers,
     ranked_lists,
     searxng_style,
 )
@@ -265,3 +270,74 @@ def test_searxng_style_multiplies_weights_hits_and_inverse_positions():
     assert scores[U4] == pytest.approx(2.0 * 1 * (1 / 2))
     assert scores[U3] == pytest.approx(1 / 3)
     assert urls(fused) == [U2, U1, U4, U3]  # U1 and U4 tie at 1.0: by key
+
+
+# --- issue 12: a backend's own order, provenance-only lists, engine positions ------------
+
+
+def searxng_answer() -> BackendAnswer:
+    # SearXNG's own order: U3 first (it merged three engines), then U1, U2.
+    return BackendAnswer(
+        "searxng",
+        [
+            hit(U3, backend="searxng", engines=("a", "b"), positions=(2, 1)),
+            hit(U1, backend="searxng", engines=("a",), positions=(1,)),
+            hit(U2, backend="searxng", engines=("b",), positions=(2,)),
+        ],
+        per_engine=True,
+    )
+
+
+def test_one_backend_alone_keeps_its_own_order_with_engine_ranks_as_provenance():
+    fused = fuse_answers([(None, searxng_answer(), 1.0)], {}, method="answer_order")
+    assert urls(fused) == [U3, U1, U2]
+    top = fused[0]
+    assert Source("searxng", None, 1) in top.sources
+    assert {(s.engine, s.rank) for s in top.sources if s.engine} == {("a", 2), ("b", 1)}
+    assert engine_count(top) == 2 and engine_count(fused[1]) == 1
+
+
+def test_engine_rrf_is_the_old_behaviour():
+    fused = fuse_answers([(None, searxng_answer(), 1.0)], {}, k=60, method="engine_rrf")
+    assert fused == fuse(ranked_lists(searxng_answer(), 1.0, {}), 60)
+
+
+def test_engine_weights_reorder_a_searxng_answer_by_its_formula():
+    # Trusting engine "a" ten times more puts a's first result (U1) above U3's 1/2 + 1/1.
+    ordered = answer_list(searxng_answer(), 1.0, {"a": 10.0, "b": 0.1})
+    assert [h.url for h in ordered.hits] == [U1, U3, U2]
+    assert answer_list(searxng_answer(), 1.0, {}).hits == tuple(searxng_answer().hits)
+
+
+def test_engine_agreement_is_the_share_of_results_another_engine_also_found():
+    assert engine_agreement(searxng_answer().hits) == {"a": 0.5, "b": 0.5}
+
+
+def test_two_backends_fuse_their_orders_and_provenance_never_adds_a_page():
+    brave = BackendAnswer("brave", [hit(U2), hit(U4)])
+    both = [(None, searxng_answer(), 1.0), (None, brave, 1.0)]
+    fused = fuse_answers(both, {}, k=1, method="answer_order")
+    assert urls(fused)[0] == U2  # 1/(1+3) + 1/(1+1) beats U3's 1/(1+1)
+    only = fuse([RankedList("brave", None, 1.0, (hit(U1),))],
+                provenance=[RankedList("searxng", "a", 1.0, (hit(U2),))])  # fmt: skip
+    assert urls(only) == [U1]
+
+
+def test_positions_are_paired_with_engines_across_the_whole_answer():
+    # A real SearXNG: engines an unordered set, positions in arrival order. U2 pins
+    # bing's position 1, so U1's bing position is 4 and wikipedia's 1, whatever the order.
+    body = {
+        "results": [
+            {"url": U1, "engines": ["bing", "wikipedia"], "positions": [1, 4]},
+            {"url": U2, "engines": ["bing"], "positions": [1]},
+        ]
+    }
+    answer = searxng.parse_response(200, {}, json.dumps(body).encode())
+    pairs = dict(zip(answer.hits[0].engines, answer.hits[0].positions, strict=True))
+    assert pairs == {"bing": 4, "wikipedia": 1}
+
+
+def test_undecidable_pairs_get_the_mean_position():
+    rows = [(("a", "b"), (1, 3)), (("a", "b"), (3, 1)), (("a",), (2,)), (("b",), (2,))]
+    assert align(rows)[:2] == [{"a": 2, "b": 2}, {"a": 2, "b": 2}]
+    assert align(rows)[2:] == [{"a": 2}, {"b": 2}]

@@ -28,7 +28,13 @@ from searcher.scoring import (
 from searcher.scoring import _words as words_of
 from searcher.urls import domain_matches
 
-DEFAULTS = ScoringSettings()
+SHIPPED = ScoringSettings()
+# The tests of each component leave the soft keyword score out (it is tested on its own);
+# the keyword floor, off by default since issue 12, is switched on where it is tested.
+DEFAULTS = ScoringSettings(keyword_weight=0.0)
+FLOOR_AND_BONUS = ScoringSettings(
+    keyword_weight=0.0, multi_engine_bonus=0.05, min_keyword_overlap=0.15
+)
 LISTS = load_domain_lists(DEFAULTS)
 CATEGORIES = {"academic", "technical", "news", "reference", "government", "health"}
 ADDITIVE = [c for c in COMPONENTS if c != "keyword_overlap"]
@@ -272,7 +278,7 @@ def test_category_component_only_when_the_route_group_matches() -> None:
 
 def test_multi_engine_component_per_extra_engine() -> None:
     for engines, expected in [(0, 0.0), (1, 0.0), (2, 0.05), (4, 0.15)]:
-        scored = score_one((hit("https://x.invalid/"), 0.0, engines))
+        scored = score_one((hit("https://x.invalid/"), 0.0, engines), config=FLOOR_AND_BONUS)
         assert scored.components["multi_engine"] == pytest.approx(expected)
         assert scored.relevance == pytest.approx(expected)
 
@@ -285,7 +291,7 @@ def test_keyword_overlap_component_is_reported_not_added() -> None:
 
 def test_every_component_is_always_present_and_sums_to_relevance() -> None:
     item = (hit("https://arxiv.org/abs/1", "Attention"), 0.4, 3)
-    scored = score_one(item, "attention", group="academic")
+    scored = score_one(item, "attention", group="academic", config=FLOOR_AND_BONUS)
     assert tuple(scored.components) == COMPONENTS
     total = sum(scored.components[c] for c in ADDITIVE)
     assert total == pytest.approx(0.9 * 0.4 + 0.25 + 0.30 + 0.10)
@@ -360,7 +366,7 @@ def test_boosts_reorder_results() -> None:
 def test_results_at_the_cap_keep_the_stronger_evidence_first() -> None:
     # 0.9 + 0.1 = 1.0 against 0.81 + 0.25 + 0.30 = 1.36: both capped at 1.
     items = [(hit("https://blog.invalid/"), 1.0, 3), (hit("https://arxiv.org/abs/1"), 0.9, 1)]
-    scored = score_results(items, "", "academic", LISTS, DEFAULTS)
+    scored = score_results(items, "", "academic", LISTS, FLOOR_AND_BONUS)
     assert [s.relevance for s in scored] == [1.0, 1.0]
     assert [s.index for s in scored] == [1, 0]
 
@@ -368,7 +374,7 @@ def test_results_at_the_cap_keep_the_stronger_evidence_first() -> None:
 def test_filter_marks_results_below_min_overlap() -> None:
     items = [(hit("https://a.invalid/", "FANUC SRVO-063 alarm"), 0.5, 1),
              (hit("https://b.invalid/", "Banana bread recipe"), 0.9, 1)]  # fmt: skip
-    scored = score_results(items, "SRVO-063 encoder alarm", "general", LISTS, DEFAULTS)
+    scored = score_results(items, "SRVO-063 encoder alarm", "general", LISTS, FLOOR_AND_BONUS)
     kept = {s.index: s.kept for s in scored}
     assert kept == {0: True, 1: False}
     assert [s.index for s in apply_filter(scored)] == [0]
@@ -386,7 +392,7 @@ def test_filter_threshold_is_inclusive_and_configurable() -> None:
 def test_filter_keeps_everything_rather_than_nothing() -> None:
     items = [(hit("https://a.invalid/", "Bananen"), 0.5, 1),
              (hit("https://b.invalid/", "Äpfel"), 0.9, 1)]  # fmt: skip
-    scored = score_results(items, "bananas apples", "general", LISTS, DEFAULTS)
+    scored = score_results(items, "bananas apples", "general", LISTS, FLOOR_AND_BONUS)
     assert not any(s.kept for s in scored)
     assert apply_filter(scored) == scored
 
@@ -394,3 +400,22 @@ def test_filter_keeps_everything_rather_than_nothing() -> None:
 def test_empty_input() -> None:
     assert score_results([], "query", "general", LISTS, DEFAULTS) == []
     assert apply_filter([]) == []
+
+
+def test_by_default_no_result_is_dropped_for_its_words() -> None:
+    # Issue 12: on a real SearXNG the keyword floor cost relevant results; by default the
+    # overlap is a small soft score, never a filter.
+    items = [(hit("https://a.invalid/", "nothing in common"), 0.9, 1),
+             (hit("https://b.invalid/", "encoder alarm SRVO-063"), 0.5, 1)]  # fmt: skip
+    scored = score_results(items, "SRVO-063 encoder alarm", "general", LISTS, SHIPPED)
+    assert [s.index for s in scored] == [0, 1] and all(s.kept for s in scored)
+    assert scored[1].components["keyword"] == pytest.approx(SHIPPED.keyword_weight)
+
+
+def test_keyword_weight_is_a_soft_score() -> None:
+    soft = ScoringSettings(keyword_weight=0.5)
+    items = [(hit("https://a.invalid/", "nothing in common"), 0.9, 1),
+             (hit("https://b.invalid/", "encoder alarm SRVO-063"), 0.5, 1)]  # fmt: skip
+    scored = score_results(items, "SRVO-063 encoder alarm", "general", LISTS, soft)
+    assert [s.index for s in scored] == [1, 0] and all(s.kept for s in scored)
+    assert scored[0].components["keyword"] == pytest.approx(0.5)

@@ -31,6 +31,7 @@ from searcher.backends.engine_health import (
     EngineSnapshot,
     engines_to_ask,
 )
+from searcher.backends.engine_positions import align
 from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
 from searcher.config import InstanceSettings
@@ -123,6 +124,17 @@ def _hit(raw: Mapping[str, Any], instance: str) -> Hit | None:
     )
 
 
+def _aligned(hits: Sequence[Hit]) -> list[Hit]:
+    """Hits whose ``positions[i]`` belongs to ``engines[i]``: a real SearXNG sends
+    ``engines`` as an unordered set, so the pairing is worked out over the whole answer
+    (``engine_positions.align``); engines with no position left come last."""
+    out = []
+    for hit, pairs in zip(hits, align([(h.engines, h.positions) for h in hits]), strict=True):
+        rest = tuple(e for e in hit.engines if e not in pairs)
+        out.append(replace(hit, engines=(*pairs, *rest), positions=tuple(pairs.values())))
+    return out
+
+
 def parse_response(
     status: int, headers: Mapping[str, str], body: bytes, instance: str = NAME
 ) -> BackendAnswer:
@@ -132,7 +144,9 @@ def parse_response(
     raw_results = data.get("results")
     if not isinstance(raw_results, list):
         raw_results = []
-    hits = [hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw, instance))]
+    hits = _aligned(
+        [hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw, instance))]
+    )
     unresponsive = _unresponsive(data)
     if not hits and unresponsive:
         raise EnginesUnresponsive(instance, unresponsive, unresponsive_kind(unresponsive))

@@ -107,6 +107,7 @@ def answer_fingerprint(settings: Settings) -> str:
         "routing": settings.routing.model_dump(mode="json"),
         "fusion": settings.fusion.model_dump(mode="json"),
         "scoring": settings.scoring.model_dump(mode="json"),
+        "rerank": settings.rerank.model_dump(mode="json", exclude={"api_key", "timeout_s"}),
         "budget": settings.budget.model_dump(mode="json", exclude=_TIMING_DEFAULTS),
         "embeddings": [settings.embeddings.provider, settings.embeddings.model],
         "llm": [settings.llm.base_url, settings.llm.model, settings.llm.steps.model_dump()],

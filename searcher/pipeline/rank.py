@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from searcher.dedup import drop_near_duplicates
-from searcher.fusion import FusedHit, fuse, ranked_lists
+from searcher.fusion import FusedHit, engine_count, fuse_answers
+from searcher.hybrid import hybrid_stage
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
+from searcher.rerank import document_text
 from searcher.scoring import apply_filter, score_results
 from searcher.searches import Tagged
 
@@ -42,7 +44,7 @@ def heuristic_order(
 ) -> list[Ranked]:
     """Heuristic relevance on top of fusion; results below the keyword-overlap floor go,
     unless that would leave nothing."""
-    inputs = [(f.hit, f.score, len({(s.backend, s.engine) for s in f.sources})) for f in fused]
+    inputs = [(f.hit, f.score, engine_count(f)) for f in fused]
     scores = score_results(inputs, query, plan.route.group, parts.domains, parts.settings.scoring)
     return [Ranked(fused[s.index], s.relevance, s.components) for s in apply_filter(scores)]
 
@@ -53,15 +55,18 @@ async def rank_results(
     """Fusion of every list of every search, near-duplicate removal (its embedder call
     within ``time_left_s``), heuristic scores."""
     settings = parts.settings
-    lists = [
-        dataclasses.replace(ranked, perspective=perspective) if perspective else ranked
+    answers = [
+        (perspective, answer, plan.backends.weight(answer.backend))
         for perspective, outcome in tagged.outcomes
         for answer in outcome.answers
-        for ranked in ranked_lists(
-            answer, plan.backends.weight(answer.backend), settings.backends.engine_weights
-        )
     ]
-    fused = fuse(lists, settings.fusion.rrf_k)
+    fused = fuse_answers(
+        answers,
+        settings.backends.engine_weights,
+        settings.fusion.rrf_k,
+        settings.fusion.method,
+        settings.fusion.engine_agreement,
+    )
     fused, notes = await drop_near_duplicates(
         fused, parts.embedder, settings.fusion.near_duplicate_threshold, time_left_s
     )
@@ -69,7 +74,22 @@ async def rank_results(
         # Off by choice (provider "none") is no error; off because loading failed is.
         problem = parts.embedder_problem
         notes = [problem] if problem and len(fused) > 1 else []
-    return Ranking(heuristic_order(fused, plan.query, plan, parts), notes)
+    ranked = heuristic_order(fused, plan.query, plan, parts)
+    ranked = await hybrid_stage(
+        ranked, plan.query, settings.scoring.hybrid_share, parts.embedder,
+        result_text, _with_hybrid_score, time_left_s,
+    )  # fmt: skip
+    return Ranking(ranked, notes)
+
+
+def result_text(ranked: Ranked) -> str:
+    """What the hybrid relevance and a reranking model read of a result."""
+    return document_text(ranked.fused.hit.title, ranked.fused.hit.snippet)
+
+
+def _with_hybrid_score(ranked: Ranked, score: float, blended: float) -> Ranked:
+    components = {**ranked.components, "hybrid": score}
+    return dataclasses.replace(ranked, relevance=blended, components=components)
 
 
 async def rank(ctx: RequestContext, parts: Parts, plan: Plan, tagged: Tagged) -> Ranking:

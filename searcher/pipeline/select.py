@@ -3,6 +3,8 @@ optional LLM snippet ranking, ``pick_ids``, then the result cap."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from searcher.contract import RankInfo
@@ -11,7 +13,8 @@ from searcher.pipeline.context import RequestContext
 from searcher.pipeline.correct import candidates
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
-from searcher.pipeline.rank import Ranked
+from searcher.pipeline.rank import Ranked, result_text
+from searcher.rerank import rerank_stage
 from searcher.selection import apply_pick_ids, filter_domains
 
 
@@ -43,9 +46,34 @@ async def _llm_rank(
     return chosen
 
 
+def _with_rerank_score(ranked: Ranked, score: float, relevance: float) -> Ranked:
+    components = {**ranked.components, "rerank": score}
+    return dataclasses.replace(ranked, relevance=relevance, components=components)
+
+
+def _non_increasing(ranked: Sequence[Ranked]) -> list[Ranked]:
+    """Relevance never rises down the list (a reranked head above an unsent tail)."""
+    out: list[Ranked] = []
+    for r in ranked:
+        if out and r.relevance > out[-1].relevance:
+            r = dataclasses.replace(r, relevance=out[-1].relevance)
+        out.append(r)
+    return out
+
+
 async def select(ctx: RequestContext, parts: Parts, plan: Plan, ranked: list[Ranked]) -> Selection:
     """Filter, optionally LLM-rank, pick and cap the ranked results."""
     constraints = ctx.request.constraints
+    settings = parts.settings
+    if settings.rerank.enabled if constraints.rerank is None else constraints.rerank:
+        with ctx.timed("rerank"):
+            ranked, error = await rerank_stage(
+                ranked, plan.question, settings.rerank,
+                ctx.deadline.cap(settings.rerank.timeout_s), result_text, _with_rerank_score,
+            )  # fmt: skip
+        ranked = _non_increasing(ranked)
+        if error:
+            ctx.error("rerank", "reranker", error)
     ranked = filter_domains(
         ranked, lambda r: r.url, constraints.include_domains, constraints.exclude_domains
     )

@@ -289,12 +289,19 @@ class JobBook:
 
     # --- running ----------------------------------------------------------------------
 
-    async def _emit(self, job: Job, kind: EventType, data: dict[str, Any]) -> None:
+    async def _emit(
+        self, job: Job, kind: EventType, data: dict[str, Any], final: JobStatus | None = None
+    ) -> None:
+        """Add an event; with ``final``, the job ends with it (the same step, so nobody
+        sees the last event without the final status, or the status without the event)."""
         async with job.changed:
             event = ResearchEvent(id=len(job.events) + 1, type=kind, ts=_now(), data=data)
             job.events.append(event)
             job.updated_utc = _now()
             _progress(job.progress, kind, data)
+            if final is not None:
+                job.status = final
+                job.finished_at = time.monotonic()
             job.changed.notify_all()
         await self._save_event(job, event)
         await self._save(job)
@@ -340,8 +347,8 @@ class JobBook:
                 "verification_status": job.result.verification_status,
                 "stopped": job.result.stopped,
             }
-        await self._emit(job, "done", done)
-        await self._set(job, status, error)
+        job.error = error
+        await self._emit(job, "done", done, final=status)
 
     def _expire(self) -> None:
         """Forget finished jobs older than ``retention_s`` (the store expires its own)."""

@@ -16,7 +16,18 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
-from . import blocked, brave, chat, hostile, misbehaviour, openai_compat, pages, pdfs, searxng
+from . import (
+    blocked,
+    brave,
+    chat,
+    hostile,
+    misbehaviour,
+    openai_compat,
+    pages,
+    pdfs,
+    rerank,
+    searxng,
+)
 from .asgi import TEXT, Receive, Request, Router, Scope, Send
 
 
@@ -41,6 +52,7 @@ class TestbedApp:
         self.router = Router()
         for module in (
             pages, misbehaviour, searxng, brave, openai_compat, chat, blocked, hostile, pdfs,
+            rerank,
         ):  # fmt: skip
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)

@@ -1,0 +1,121 @@
+"""Which engine put a SearXNG result at which position, read from a whole answer.
+
+A real SearXNG keeps a merged result's ``engines`` as a set (JSON order is arbitrary) and
+appends to ``positions`` in the order the engines' answers arrived, so ``engines[i]`` and
+``positions[i]`` need not belong together. What does hold: one engine gives each position
+of its list to one result. A result found by a single engine pins that engine's position,
+which rules it out for the engine's other results; repeating that settles nearly every
+pairing of an answer. A pairing the answer cannot decide gets the mean of the positions
+left (the best guess that favours no engine), so no engine is credited with a rank it may
+not have earned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Open:
+    """One result's pairings still to make."""
+
+    engines: list[str]
+    positions: list[int]
+    pairs: dict[str, int] = field(default_factory=dict)
+
+
+_Pair = Callable[[_Open, str, int], None]
+
+
+def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[str, int]]:
+    """For each result's (engines, positions) of one answer, ``{engine: position}``.
+
+    Positions below 1 are ignored; an engine with no position left is left out (the
+    caller's fallback, the answer order, stands in for it)."""
+    rows = [
+        _Open(list(dict.fromkeys(engines)), sorted(p for p in positions if p > 0))
+        for engines, positions in results
+    ]
+    taken: dict[str, set[int]] = {}
+
+    def pair(row: _Open, engine: str, position: int) -> None:
+        row.pairs[engine] = position
+        row.engines.remove(engine)
+        row.positions.remove(position)
+        taken.setdefault(engine, set()).add(position)
+
+    _propagate(rows, taken, pair)
+    # An engine that lost no result to the merge held positions 1..n, n being how many
+    # results name it: positions beyond n are not its own, and each of 1..n is somewhere.
+    counts: dict[str, int] = {}
+    for engines, _ in results:
+        for engine in dict.fromkeys(engines):
+            counts[engine] = counts.get(engine, 0) + 1
+    for engine, count in counts.items():
+        if all(p <= count for p in taken.get(engine, ())):  # else it did lose some
+            taken.setdefault(engine, set()).update(_beyond(rows, engine, count))
+    while _propagate(rows, taken, pair) | _cover(rows, taken, counts, pair):
+        pass
+    for row in rows:  # undecidable: the mean of what is left, for each engine left
+        if row.engines and row.positions:
+            guess = round(sum(row.positions) / len(row.positions))
+            for engine in row.engines:
+                row.pairs[engine] = guess
+    return [row.pairs for row in rows]
+
+
+def _propagate(rows: Sequence[_Open], taken: dict[str, set[int]], pair: _Pair) -> bool:
+    moved, changed = False, True
+    while changed:
+        changed = False
+        for row in rows:
+            changed |= _settle(row, taken, pair)
+        moved |= changed
+    return moved
+
+
+def _beyond(rows: Sequence[_Open], engine: str, count: int) -> set[int]:
+    return {p for row in rows if engine in row.engines for p in row.positions if p > count}
+
+
+def _cover(
+    rows: Sequence[_Open], taken: dict[str, set[int]], counts: dict[str, int], pair: _Pair
+) -> bool:
+    """A position of 1..n an engine has not placed, that one open result alone can hold."""
+    moved = False
+    for engine, count in counts.items():
+        for position in range(1, count + 1):
+            if position in taken.get(engine, ()):
+                continue
+            able = [r for r in rows if engine in r.engines and position in r.positions]
+            if len(able) == 1:
+                pair(able[0], engine, position)
+                moved = True
+    return moved
+
+
+def _settle(row: _Open, taken: dict[str, set[int]], pair: _Pair) -> bool:
+    """Make every pairing of ``row`` that the positions already taken force."""
+    moved = False
+    progress = True
+    while progress and row.engines and row.positions:
+        progress = False
+        if len(row.engines) == 1:  # one engine left: its best position is this result's
+            pair(row, row.engines[0], row.positions[0])
+            return True
+        for engine in list(row.engines):
+            free = {p for p in row.positions if p not in taken.get(engine, ())}
+            if len(free) == 1:
+                pair(row, engine, free.pop())
+                moved = progress = True
+                break
+        if progress:
+            continue
+        for position in dict.fromkeys(row.positions):
+            able = [e for e in row.engines if position not in taken.get(e, ())]
+            if len(able) == 1:
+                pair(row, able[0], position)
+                moved = progress = True
+                break
+    return moved

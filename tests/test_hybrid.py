@@ -1,0 +1,77 @@
+"""Seed 004's hybrid relevance (searcher/hybrid.py) as a rerank stage of the fused pool."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from searcher.errors import EmbedderUnavailable
+from searcher.hybrid import (
+    blended_order,
+    entity_overlap,
+    hybrid_scores,
+    hybrid_stage,
+    pool_bm25,
+)
+
+TEXTS = [
+    "Banana bread recipe with walnuts",
+    "FANUC SRVO-063 encoder alarm: reset the pulse coder",
+    "Encoder alarms on robots, a general overview",
+]
+QUERY = "FANUC SRVO-063 encoder alarm"
+
+
+def test_pool_bm25_scales_the_best_to_one_and_misses_to_zero():
+    scores = pool_bm25(QUERY, TEXTS)
+    assert scores[1] == 1.0 and scores[0] == 0.0 and 0 < scores[2] < 1
+    assert pool_bm25("zebra", TEXTS) == [0.0, 0.0, 0.0]
+
+
+def test_entity_overlap_counts_names_and_codes():
+    assert entity_overlap(QUERY, TEXTS) == [0.0, 1.0, 0.0]  # srvo-063 is the only entity
+
+
+def test_the_mix_is_forty_forty_twenty_and_renormalised_without_vectors():
+    with_vectors = hybrid_scores(QUERY, TEXTS, [0.0, 1.0, 0.5])
+    assert with_vectors[1] == pytest.approx(0.4 + 0.4 + 0.2)
+    without = hybrid_scores(QUERY, TEXTS, None)
+    assert without[1] == pytest.approx(1.0) and without[0] == 0.0
+
+
+def test_share_zero_keeps_the_order_and_share_one_follows_the_scores():
+    assert blended_order([0.1, 0.9, 0.5], 0.0) == [0, 1, 2]
+    assert blended_order([0.1, 0.9, 0.5], 1.0) == [1, 2, 0]
+
+
+class Failing:
+    name = "failing"
+
+    async def embed(self, texts):
+        raise EmbedderUnavailable("down")
+
+
+class Fixed:
+    name = "fixed"
+
+    async def embed(self, texts):
+        # The query is row 0; the banana text points the same way as the query.
+        rows = [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]
+        return np.array(rows[: len(texts)], dtype=np.float32)
+
+
+def run(embedder, share=0.7):
+    return asyncio.run(
+        hybrid_stage(TEXTS, QUERY, share, embedder, lambda t: t, lambda t, s, total: f"{s:.2f} {t}")
+    )
+
+
+def test_the_stage_reorders_and_scores_each_item():
+    ordered = run(None)
+    assert ordered[0].endswith(TEXTS[1]) and all(" " in o for o in ordered)
+    assert run(None, share=0.0) == TEXTS  # off: untouched, no scores
+
+
+def test_an_embedder_changes_the_cosine_and_a_failing_one_is_left_out():
+    assert run(Failing()) == run(None)
+    assert run(Fixed()) != run(None)
