@@ -1,14 +1,18 @@
-"""What searcher adds in front of a backend that answers at once (issue 2's benchmark).
+"""What searcher adds in front of a backend that answers at once (issues 2 and 9).
 
 1. Sequential: the same SearXNG-format request asked of the testbed directly and through
-   ``searcher serve`` (simple mode, no cache), interleaved; p50 of each and the difference.
-2. Load: wrk with 32 connections for 15 s against ``POST /v1/search``: requests/s, p50, p99.
-Both servers run as separate processes on 127.0.0.1; wrk (Debian package ``wrk``) too.
+   ``searcher serve`` (simple mode, result cache off), interleaved; p50 of each and the
+   difference. With ``--baseline REV`` an older commit's server runs beside this one and
+   every round asks all three, so the figures are side by side in one run.
+2. Load: wrk with 32 connections against ``POST /v1/search``: requests/s, p50, p99; with a
+   baseline the two servers take turns (new, old, new, old) and the medians are printed.
+Every server runs as a separate process on 127.0.0.1; wrk (Debian package ``wrk``) too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
@@ -20,14 +24,17 @@ from pathlib import Path
 
 import httpx
 
-from bench.processes import STATIC_MODEL, percentile, searcher, testbed
+from bench.processes import REPO, STATIC_MODEL, checkout, percentile, searcher, testbed
 
 QUERY = "cloud gaming"
 
 
-def config(testbed_base: str, dedup: bool = True) -> dict:
+def config(testbed_base: str, repo: Path, dedup: bool = True) -> dict:
     embeddings = {"model": str(STATIC_MODEL)} if dedup else {"provider": "none"}
+    # Every request must reach the backend: the result cache (where the commit has one) is off.
+    has_result_cache = "class ResultCacheSettings" in (repo / "searcher/config.py").read_text()
     return {
+        **({"cache": {"enabled": False}} if has_result_cache else {}),
         "backends": {
             "order": ["searxng"],
             "searxng": {"base_url": f"{testbed_base}/searxng/fixed/20"},
@@ -40,23 +47,29 @@ def config(testbed_base: str, dedup: bool = True) -> dict:
     }
 
 
-def sequential(testbed_base: str, searcher_base: str, n: int) -> tuple[list[float], list[float]]:
-    direct_ms, via_ms = [], []
-    body = {"query": QUERY}
+def sequential(testbed_base: str, servers: list[str], n: int) -> list[list[float]]:
+    """Latencies in ms: the testbed direct first, then each server, asked in turn each round."""
+    targets = [(f"{testbed_base}/searxng/fixed/20/search", None)]
+    targets += [(f"{base}/v1/search", {"query": QUERY}) for base in servers]
     params = {"q": QUERY, "format": "json"}
+    times: list[list[float]] = [[] for _ in targets]
+
+    def ask(client: httpx.Client, url: str, body: dict | None) -> None:
+        if body is None:
+            client.get(url, params=params).raise_for_status()
+        else:
+            client.post(url, json=body).raise_for_status()
+
     with httpx.Client(timeout=10) as client:
-        for _ in range(50):  # warm both paths
-            client.get(f"{testbed_base}/searxng/fixed/20/search", params=params)
-            client.post(f"{searcher_base}/v1/search", json=body)
+        for _ in range(50):  # warm every path
+            for url, body in targets:
+                ask(client, url, body)
         for _ in range(n):
-            t0 = time.perf_counter()
-            client.get(f"{testbed_base}/searxng/fixed/20/search", params=params).raise_for_status()
-            t1 = time.perf_counter()
-            client.post(f"{searcher_base}/v1/search", json=body).raise_for_status()
-            t2 = time.perf_counter()
-            direct_ms.append((t1 - t0) * 1000)
-            via_ms.append((t2 - t1) * 1000)
-    return direct_ms, via_ms
+            for i, (url, body) in enumerate(targets):
+                t0 = time.perf_counter()
+                ask(client, url, body)
+                times[i].append((time.perf_counter() - t0) * 1000)
+    return times
 
 
 def _wrk_ms(text: str, label: str) -> float:
@@ -96,30 +109,50 @@ def load(searcher_base: str, seconds: int, connections: int) -> dict[str, float]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--requests", type=int, default=1000, help="sequential pairs")
-    parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument("--requests", type=int, default=1000, help="sequential rounds")
+    parser.add_argument("--seconds", type=int, default=15, help="each wrk run")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1, help="searcher serve --workers")
     parser.add_argument(
         "--no-dedup", action="store_true", help="near-duplicate removal off (provider none)"
     )
+    parser.add_argument("--baseline", metavar="REV", help="an older commit to run beside this one")
     args = parser.parse_args()
-    with testbed() as tb:
-        extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
-        print(f"near-duplicate removal: {'off' if args.no_dedup else 'on (static model)'}")
-        with searcher(config(tb, dedup=not args.no_dedup), extra) as base:
-            direct, via = sequential(tb, base, args.requests)
-            d50, v50 = statistics.median(direct), statistics.median(via)
-            print(f"sequential, {args.requests} interleaved pairs (simple mode, 20 results):")
-            print(f"  testbed direct   p50 {d50:7.2f} ms   p99 {percentile(direct, 0.99):7.2f} ms")
-            print(f"  through searcher p50 {v50:7.2f} ms   p99 {percentile(via, 0.99):7.2f} ms")
-            print(f"  overhead at p50  {v50 - d50:7.2f} ms   (target <= 3 ms)")
-            result = load(base, args.seconds, args.connections)
-            print(f"load: wrk, {args.connections} connections, {args.seconds} s, "
-                  f"{args.workers} searcher worker(s):")  # fmt: skip
-            print(f"  {result['rps']:.0f} requests/s   p50 {result['p50_ms']:.2f} ms   "
-                  f"p99 {result['p99_ms']:.2f} ms   non-2xx {result['non_2xx']:.0f}"
-                  "   (target >= 500 req/s)")  # fmt: skip
+    extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
+    dedup = not args.no_dedup
+    print(f"near-duplicate removal: {'on (static model)' if dedup else 'off'}; "
+          f"{args.workers} searcher worker(s)")  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        tb = stack.enter_context(testbed())
+        names, servers = (
+            ["this tree"],
+            [stack.enter_context(searcher(config(tb, REPO, dedup), extra))],
+        )
+        if args.baseline:
+            old = stack.enter_context(checkout(args.baseline))
+            names.append(args.baseline)
+            servers.append(stack.enter_context(searcher(config(tb, old, dedup), extra, repo=old)))
+        direct, *through = sequential(tb, servers, args.requests)
+        d50 = statistics.median(direct)
+        print(f"sequential, {args.requests} interleaved rounds (simple mode, 20 results):")
+        print(
+            f"  {'testbed direct':<22} p50 {d50:7.2f} ms   p99 {percentile(direct, 0.99):7.2f} ms"
+        )
+        for name, times in zip(names, through, strict=True):
+            v50 = statistics.median(times)
+            print(f"  {'via ' + name:<22} p50 {v50:7.2f} ms   p99 {percentile(times, 0.99):7.2f} ms"
+                  f"   overhead {v50 - d50:6.2f} ms (target <= 3 ms)")  # fmt: skip
+        rounds = 2 if args.baseline else 1
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+        for _ in range(rounds):
+            for name, base in zip(names, servers, strict=True):
+                runs[name].append(load(base, args.seconds, args.connections))
+        print(f"load: wrk, {args.connections} connections, {rounds} x {args.seconds} s each, "
+              "servers taking turns (medians):")  # fmt: skip
+        for name, results in runs.items():
+            med = {k: statistics.median(r[k] for r in results) for k in results[0]}
+            print(f"  {name:<22} {med['rps']:6.0f} requests/s   p50 {med['p50_ms']:6.2f} ms   "
+                  f"p99 {med['p99_ms']:7.2f} ms   non-2xx {med['non_2xx']:.0f}")  # fmt: skip
 
 
 if __name__ == "__main__":

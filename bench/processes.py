@@ -38,10 +38,14 @@ def wait_ready(url: str, timeout: float = 30.0) -> None:
 
 @contextlib.contextmanager
 def process(
-    args: list[str], ready_url: str, env: dict[str, str] | None = None, ready_s: float = 30.0
+    args: list[str],
+    ready_url: str,
+    env: dict[str, str] | None = None,
+    ready_s: float = 30.0,
+    cwd: Path = REPO,
 ) -> Iterator[None]:
     proc = subprocess.Popen(
-        args, cwd=REPO, env={**os.environ, **(env or {})},
+        args, cwd=cwd, env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -63,9 +67,10 @@ def testbed() -> Iterator[str]:
 
 @contextlib.contextmanager
 def searcher(
-    config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 30.0
+    config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 30.0, repo: Path = REPO
 ) -> Iterator[str]:
-    """``searcher serve`` with ``config`` in its own process; yields its base URL."""
+    """``searcher serve`` with ``config`` in its own process; yields its base URL. ``repo``
+    is the checkout whose code runs (``python -m`` puts the working directory first)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,8 +78,22 @@ def searcher(
         path.write_text(yaml.safe_dump(config))
         args = [sys.executable, "-m", "searcher.cli", "serve", "--port", str(port),
                 "--config", str(path), *extra_args]  # fmt: skip
-        with process(args, f"{base}/v1/health", ready_s=ready_s):
+        with process(args, f"{base}/v1/health", ready_s=ready_s, cwd=repo):
             yield base
+
+
+@contextlib.contextmanager
+def checkout(rev: str) -> Iterator[Path]:
+    """A temporary git worktree of ``rev``, to run an older commit beside this one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), rev],
+                       cwd=REPO, check=True)  # fmt: skip
+        try:
+            yield path
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=REPO,
+                           check=False)  # fmt: skip
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -26,11 +26,10 @@ from searcher.errors import (
     SearcherError,
     describe_failures,
 )
-from searcher.page_reader import PageOutcome
-from searcher.runtime import open_service
 
 if TYPE_CHECKING:
     from searcher.contract import ResearchRequest
+    from searcher.page_reader import PageOutcome
 
 T = TypeVar("T")
 GRACEFUL_SHUTDOWN_S = 10
@@ -167,6 +166,8 @@ def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
 
 
 async def _search_in_process(settings: Settings, request: SearchRequest) -> dict[str, Any]:
+    from searcher.runtime import open_service  # heavy (LLM client, extraction): only when used
+
     async with open_service(
         settings, extract_in_process=True, sweep=False, wait_for_embedder=True
     ) as runtime:
@@ -300,6 +301,7 @@ async def _research_in_process(
     settings: Settings, request: ResearchRequest, show: bool
 ) -> dict[str, Any]:
     from searcher.research.loop import Research
+    from searcher.runtime import open_service
 
     async def emit(kind: str, data: dict[str, Any]) -> None:
         if show:

@@ -8,6 +8,7 @@ works on plain dataclasses.
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -40,8 +41,11 @@ HTTP_URL_RULE = (
     "an http or https URL with an ASCII host name (IDN hosts in punycode), an optional port "
     "and printable ASCII after it (no spaces)"
 )
-# A query must hold a character that is not whitespace (the OpenAPI pattern says so too).
-NOT_BLANK = r"\S"
+# A query must hold a character that is neither whitespace nor a control character (the
+# OpenAPI pattern says so too). The class is spelled out because Python's re and ECMA-262,
+# the pattern's dialect, disagree on what a bare \s covers (\x1c-\x1f, \x85, \ufeff).
+NOT_BLANK = r"[^\s\x00-\x1f\x7f-\x9f\ufeff]"
+_NOT_BLANK = re.compile(NOT_BLANK)
 
 SearchMode = Literal["simple", "full"]
 FetchStatus = Literal["skipped", "fetched", "failed"]
@@ -145,10 +149,14 @@ def query_text(value: str) -> str:
     it is the ``maxLength`` the OpenAPI document states."""
     if len(value) > MAX_QUERY_CHARS:
         raise ValueError(f"must be at most {MAX_QUERY_CHARS} characters")
-    value = value.strip()
-    if not value:
+    if is_blank(value):
         raise ValueError("must not be empty")
-    return value
+    return value.strip()
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` holds nothing but whitespace and control characters (``NOT_BLANK``)."""
+    return _NOT_BLANK.search(text) is None
 
 
 def _query_schema(schema: dict[str, Any]) -> None:

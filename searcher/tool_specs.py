@@ -15,13 +15,12 @@ from typing import Any, get_args
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from searcher.contract import MAX_QUERY_CHARS, Preset, SearchMode, TimeRange
+from searcher.contract import MAX_QUERY_CHARS, NOT_BLANK, Preset, SearchMode, TimeRange
 from searcher.errors import InvalidRequest
 
 MAX_TOOL_RESULTS = 20
 MAX_FETCH_CHARS = 200_000
 MAX_DOMAINS = 50
-NOT_BLANK = r"\S"
 HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://"
 # jsonschema's own message for a pattern quotes the regex; these say what is meant.
 _PATTERN_MESSAGES = {NOT_BLANK: "must not be blank", HTTP_URL: "must be an http:// or https:// URL"}

@@ -1,5 +1,7 @@
 """Bad input, health, cache endpoints and the OpenAPI document, over real HTTP."""
 
+import json
+
 import httpx
 import pytest
 
@@ -14,6 +16,8 @@ def base(make_settings, serve_searcher):
     [
         ({"query": ""}, "query.text"),
         ({"query": "   "}, "query.text"),
+        ({"query": "\u001f"}, "query.text"),  # a control character is no query either
+        ({"query": {"text": " \u0085\ufeff\x00"}}, "query.text"),
         ({"query": {"text": ""}}, "query.text"),
         ({"query": 42}, "query"),
         ({"query": ["a"]}, "query"),
@@ -46,6 +50,25 @@ def test_bad_input_is_422_naming_the_field(base, body, field):
     assert error["type"] == "invalid_request"
     assert error["field"] == field
     assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize("text", ["\u001f", " \u0085", "\ufeff", "\u3000", "\x7f", "a", "\u001fa"])
+def test_the_blank_rule_is_the_openapi_pattern_read_either_way(base, text):
+    # The schema's pattern is ECMA-262; the server reads it with Python's re. Both dialects
+    # must agree with the server's own rule, or a schema-valid query gets a 422.
+    import re
+
+    from searcher.contract import NOT_BLANK, is_blank
+
+    document = httpx.get(f"{base}/openapi.json").text
+    assert json.dumps(NOT_BLANK)[1:-1] in document  # the pattern the document states
+    ecma_space = " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    ecma_space += "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+    ecma_class = NOT_BLANK.replace("\\s", re.escape(ecma_space))
+    assert (re.search(NOT_BLANK, text) is None) == is_blank(text)
+    assert (re.search(ecma_class, text) is None) == is_blank(text)
+    status = httpx.post(f"{base}/v1/search", json={"query": text}).status_code
+    assert (status == 422) == is_blank(text), status
 
 
 @pytest.mark.parametrize("raw", [b"{not json", b'{"query": "q",}', b"", b"[1, 2, 3]", b'"q"'])

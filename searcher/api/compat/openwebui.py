@@ -30,6 +30,7 @@ from searcher.contract import (
     SearchResponse,
     Want,
     WireSafe,
+    query_text,
 )
 from searcher.page_reader import PageOutcome
 
@@ -57,9 +58,7 @@ class ExternalSearchBody(_OpenWebUIBody):
     @field_validator("query")
     @classmethod
     def _query_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value.strip()
+        return query_text(value)
 
 
 class ExternalLoaderBody(_OpenWebUIBody):

@@ -25,6 +25,7 @@ from searcher.contract import (
     Item,
     SearchRequest,
     SearchResponse,
+    is_blank,
 )
 from searcher.errors import AllBackendsFailed, BackendFailure, InvalidRequest
 
@@ -83,10 +84,9 @@ def _query(params: Mapping[str, str]) -> str:
     text = params.get("q") or ""
     if len(text) > MAX_QUERY_CHARS:  # as sent: the schema's maxLength
         raise InvalidRequest("q", f"must be at most {MAX_QUERY_CHARS} characters")
-    text = text.strip()
-    if not text:
+    if is_blank(text):
         raise InvalidRequest("q", "a non-empty query is required")
-    return text
+    return text.strip()
 
 
 def _check_format(params: Mapping[str, str]) -> None:

@@ -46,6 +46,7 @@ from searcher.contract import (
     SearchResponse,
     TimeRange,
     WireSafe,
+    is_blank,
     query_text,
 )
 from searcher.errors import (
@@ -160,7 +161,7 @@ class TavilyExtractBody(_Body):
         urls = [value] if isinstance(value, str) else value
         if len(urls) > MAX_EXTRACT_URLS:  # as sent: the schema's maxItems
             raise ValueError(f"Max {MAX_EXTRACT_URLS} URLs are allowed.")
-        urls = list(dict.fromkeys(u.strip() for u in urls if u.strip()))
+        urls = list(dict.fromkeys(u.strip() for u in urls if not is_blank(u)))
         if not urls:
             raise ValueError("at least one URL is required")
         return urls
