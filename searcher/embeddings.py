@@ -44,6 +44,9 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
 
 # Distinct words remembered with their token ids (a few hundred bytes each).
 _WORD_CACHE_SIZE = 100_000
+# Texts whose vectors are kept: near-duplicate removal and the hybrid stage read the same
+# title + snippet in one request, and popular results recur across requests (~1 KB each).
+_TEXT_CACHE_SIZE = 4_096
 # Where a BERT tokenizer splits words: what its normaliser keeps and then counts as
 # whitespace (space, tab, newline, carriage return, Unicode Zs, line and paragraph
 # separators). str.split() also splits at some control characters, which BERT deletes.
@@ -80,6 +83,7 @@ class StaticEmbedder:
         self._tokenizer = copy.deepcopy(model.tokenizer)
         self._tokenizer.no_truncation()
         self._word_ids: dict[str, tuple[int, ...]] = {}
+        self._vectors: dict[str, np.ndarray] = {}
 
     @classmethod
     def load(cls, model: str) -> StaticEmbedder:
@@ -115,6 +119,17 @@ class StaticEmbedder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), d)`` float32 unit rows; zero rows for texts without tokens."""
+        known = self._vectors
+        new = [t for t in dict.fromkeys(texts) if t not in known]
+        if new:
+            if len(known) + len(new) > _TEXT_CACHE_SIZE:
+                known.clear()  # as with words: rare, and cheaper than tracking recency
+            known.update(zip(new, self._encode(new), strict=True))
+        if not texts:
+            return np.zeros((0, self.model.embedding.shape[1]), dtype=np.float32)
+        return np.stack([known[t] for t in texts])
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not self._fast:
             return normalise_rows(self.model.encode(list(texts)))
         words = [_words(text) for text in texts]

@@ -37,7 +37,7 @@ _ENTITY_WORD = re.compile(r"[^\W_][\w-]*")
 
 
 def _terms(text: str) -> list[str]:
-    return [stem(w) for w in _WORD.findall(text.lower())]
+    return list(map(stem, _WORD.findall(text.lower())))
 
 
 def pool_bm25(query: str, texts: Sequence[str]) -> list[float]:
@@ -77,9 +77,11 @@ def entity_overlap(query: str, texts: Sequence[str]) -> list[float]:
         return [0.0] * len(texts)
     out = []
     for text in texts:
-        have = {w.lower() for w in _ENTITY_WORD.findall(text)}
-        have |= {stem(w) for w in have}
-        out.append(len(wanted & have) / len(wanted))
+        words = set(_ENTITY_WORD.findall(text.lower()))
+        found = wanted & words
+        if len(found) < len(wanted):  # the rest may be there in another form
+            found |= wanted.intersection(map(stem, words))
+        out.append(len(found) / len(wanted))
     return out
 
 

@@ -42,6 +42,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from searcher.backends.normalise import fold_spaces
+
 PACK_OPEN = "[CONTEXT_PACK ucp-1]"
 PACK_CLOSE = "[/CONTEXT_PACK]"
 RULES: tuple[str, ...] = (
@@ -139,7 +141,33 @@ def _build_table() -> dict[int, str | None]:
 
 
 _TABLE = _build_table()
-_WHITESPACE_RE = re.compile(r"\s+")
+
+
+def _table_class(codes: Sequence[int]) -> str:
+    """A regex character class matching exactly the code points in ``codes`` (sorted)."""
+    ranges: list[list[int]] = []
+    for code in codes:
+        if ranges and code == ranges[-1][1] + 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges) + "]"
+
+
+# str.translate with a dict looks up every character; most text holds none of the table's.
+# Classes of BMP characters only are fast in the re engine, so the rare astral ones are
+# looked for only in text that has an astral character at all.
+_SPECIAL_BMP_RE = re.compile(_table_class(sorted(c for c in _TABLE if c < 0x10000)))
+_SPECIAL_ASTRAL_RE = re.compile(_table_class(sorted(c for c in _TABLE if c >= 0x10000)))
+_ASTRAL_RE = re.compile("[\\U00010000-\\U0010ffff]")
+
+
+def _translate(text: str) -> str:
+    """``text.translate(_TABLE)``, skipped (the same result) when no character is in it."""
+    special = _SPECIAL_BMP_RE.search(text) or (
+        _ASTRAL_RE.search(text) and _SPECIAL_ASTRAL_RE.search(text)
+    )
+    return text.translate(_TABLE) if special else text
 
 
 # Marker look-alikes, found by one compiled regex (no per-bracket Python work, so pages
@@ -217,10 +245,7 @@ def _fold(raw: str, cap: int) -> tuple[str, bool]:
     """Clean a bounded window of ``raw`` onto one line; True when text was left out."""
     # The window bounds the work on a multi-megabyte hostile field.
     window = raw[: 4 * cap + 64]
-    if window.isascii() and window.isprintable() and "  " not in window:
-        text = window.strip()  # the common case: nothing to translate or fold
-    else:
-        text = _WHITESPACE_RE.sub(" ", window.translate(_TABLE)).strip()
+    text = fold_spaces(_translate(window)).strip()
     return text, len(window) < len(raw) or len(text) > cap
 
 
@@ -254,12 +279,16 @@ def _head_text(number: int, title: str, url: str, snippet: str) -> str:
     )
 
 
-def _item_head(number: int, item: PackItem) -> str:
-    """The fixed lines of an item, whole (each field within its cap)."""
-    title = _one_line(item.title, _MAX_TITLE_CHARS)
-    url = _clean_url(item.url)
-    snippet = _one_line(item.snippet, _MAX_SNIPPET_CHARS)
-    return _head_text(number, title, url, snippet)
+Fields = tuple[str, str, str]  # an item's title, URL and snippet, cleaned
+
+
+def _clean_fields(item: PackItem) -> Fields:
+    """An item's title, URL and snippet as the pack shows them whole (each within its cap)."""
+    return (
+        _one_line(item.title, _MAX_TITLE_CHARS),
+        _clean_url(item.url),
+        _one_line(item.snippet, _MAX_SNIPPET_CHARS),
+    )
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -276,17 +305,14 @@ def _room(text: str) -> int:
     return len(text) + 1 if text else 0
 
 
-def _shortened_heads(items: Sequence[PackItem], budget: int) -> list[str]:
+def _shortened_heads(cleaned: Sequence[Fields], budget: int) -> list[str]:
     """Item lines within ``budget`` (each with its leading "\n"): every item in rank order
     gets a floor of title and snippet while floors fit, then the rest of the budget is
     shared fairly among them; URLs are kept whole."""
     fields: list[tuple[str, str, str]] = []
     floors: list[int] = []
     left = budget
-    for number, item in enumerate(items, start=1):
-        title = _one_line(item.title, _MAX_TITLE_CHARS)
-        url = _clean_url(item.url)
-        snippet = _one_line(item.snippet, _MAX_SNIPPET_CHARS)
+    for number, (title, url, snippet) in enumerate(cleaned, start=1):
         base = 1 + len(_head_text(number, "", url, ""))
         floor_title = _room(_shorten(title, _MIN_TITLE_CHARS))
         floor_snippet = _room(_shorten(snippet, _MIN_SNIPPET_CHARS))
@@ -318,14 +344,10 @@ def _shortened_heads(items: Sequence[PackItem], budget: int) -> list[str]:
 def _item_heads(items: Sequence[PackItem], budget: int) -> list[str]:
     """The lines of the items shown, in rank order, together (each with its leading
     "\n") within ``budget``: whole when all fit, else shortened (see _shortened_heads)."""
-    heads: list[str] = []
-    used = 0
-    for number, item in enumerate(items, start=1):
-        head = _item_head(number, item)
-        used += 1 + len(head)
-        if used > budget:
-            return _shortened_heads(items, budget)
-        heads.append(head)
+    cleaned = [_clean_fields(item) for item in items]
+    heads = [_head_text(number, *fields) for number, fields in enumerate(cleaned, start=1)]
+    if sum(1 + len(head) for head in heads) > budget:
+        return _shortened_heads(cleaned, budget)
     return heads
 
 
@@ -390,7 +412,7 @@ def _header(query: str, backend: str | None, mode: str, *, compact: bool = False
 def _clean_content(raw: str) -> str:
     """Page text as indented lines: controls dropped, line breaks unified, trailing spaces
     and runs of blank lines removed, markers neutralised. Ends with "\\n" unless empty."""
-    text = raw.replace("\r\n", "\n").translate(_TABLE)
+    text = _translate(raw.replace("\r\n", "\n"))
     lines: list[str] = []
     blank = False
     for line in text.split("\n"):

@@ -67,11 +67,13 @@ def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[s
 
 def _propagate(rows: Sequence[_Open], taken: dict[str, set[int]], pair: _Pair) -> bool:
     moved, changed = False, True
+    open_rows = [row for row in rows if row.engines and row.positions]
     while changed:
         changed = False
-        for row in rows:
+        for row in open_rows:
             changed |= _settle(row, taken, pair)
         moved |= changed
+        open_rows = [row for row in open_rows if row.engines and row.positions]
     return moved
 
 
@@ -105,7 +107,7 @@ def _settle(row: _Open, taken: dict[str, set[int]], pair: _Pair) -> bool:
             pair(row, row.engines[0], row.positions[0])
             return True
         for engine in list(row.engines):
-            free = {p for p in row.positions if p not in taken.get(engine, ())}
+            free = set(row.positions).difference(taken.get(engine, ()))
             if len(free) == 1:
                 pair(row, engine, free.pop())
                 moved = progress = True

@@ -8,6 +8,19 @@ from datetime import UTC, datetime
 
 _TAG = re.compile(r"<[^>]{0,500}>")
 _SPACE = re.compile(r"\s+")
+# Whitespace but the plain space, as a class of BMP characters (a table look-up per
+# character, where \s is a category test): most text needs no folding, and this says so.
+_OTHER_SPACE = re.compile(
+    "[" + "".join(re.escape(chr(c)) for c in range(0x10000) if chr(c).isspace() and c != 0x20) + "]"
+)
+
+
+def fold_spaces(text: str) -> str:
+    """Each run of whitespace as one space (``_SPACE.sub(" ", text)``, skipped when it
+    would change nothing)."""
+    if "  " in text or _OTHER_SPACE.search(text):
+        return _SPACE.sub(" ", text)
+    return text
 
 
 def plain_text(value: object) -> str:
@@ -18,7 +31,7 @@ def plain_text(value: object) -> str:
         value = _TAG.sub("", value)
     if "&" in value:
         value = html.unescape(value)
-    return _SPACE.sub(" ", value).strip()
+    return fold_spaces(value).strip()
 
 
 def iso_utc(value: object) -> str | None:
