@@ -1,0 +1,109 @@
+"""What API keys, rate limiting, metrics and access logs cost on the simple path (issue 13).
+
+Two ``searcher serve`` processes side by side, the same backend (the testbed's
+SearXNG-shaped ``/searxng/fixed/20``), the result cache off so every request is computed:
+
+- bare: ``auth.enabled: false``, ``metrics.enabled: false``, ``logging.access: false``;
+- guarded: a key required (``Authorization: Bearer``, created with ``searcher keys create``
+  in the server's SQLite state), its token bucket checked on every request, Prometheus
+  metrics and one JSON access line per request (to /dev/null, as a service would to a
+  pipe).
+
+Every round asks the testbed directly, then each server, in turn; p50 of each and the
+difference between the two servers (target: <= 0.3 ms).
+
+    python -m bench.auth_overhead [--requests 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+from bench.overhead import QUERY, config
+from bench.processes import REPO, percentile, searcher, testbed
+
+
+def bare(testbed_base: str) -> dict:
+    return {
+        **config(testbed_base, REPO),
+        "auth": {"enabled": False},
+        "metrics": {"enabled": False},
+        "logging": {"access": False},
+    }
+
+
+def guarded(testbed_base: str, state_dir: str) -> dict:
+    return {
+        **config(testbed_base, REPO),
+        "auth": {"enabled": True},
+        "metrics": {"enabled": True},
+        "logging": {"access": True},
+        "state": {"dir": state_dir},
+    }
+
+
+def create_key(settings: dict) -> str:
+    """A key with a rate no benchmark reaches, made by the real CLI in the server's state."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "searcher.yaml"
+        path.write_text(yaml.safe_dump(settings))
+        done = subprocess.run(
+            [sys.executable, "-m", "searcher.cli", "keys", "create", "bench",
+             "--rate", "100000/s", "--config", str(path)],
+            cwd=REPO, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    return done.stdout.strip().splitlines()[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=1000, help="interleaved rounds")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        tb = stack.enter_context(testbed())
+        state_dir = stack.enter_context(tempfile.TemporaryDirectory())
+        key = create_key(guarded(tb, state_dir))
+        plain = stack.enter_context(searcher(bare(tb)))
+        keyed = stack.enter_context(searcher(guarded(tb, state_dir)))
+        targets = [
+            ("testbed direct", f"{tb}/searxng/fixed/20/search", {}),
+            ("bare", f"{plain}/v1/search", {}),
+            ("guarded", f"{keyed}/v1/search", {"Authorization": f"Bearer {key}"}),
+        ]
+        times: dict[str, list[float]] = {name: [] for name, _, _ in targets}
+        with httpx.Client(timeout=10) as client:
+
+            def ask(url: str, headers: dict[str, str]) -> None:
+                if "/searxng/" in url:
+                    client.get(url, params={"q": QUERY, "format": "json"}).raise_for_status()
+                else:
+                    client.post(url, json={"query": QUERY}, headers=headers).raise_for_status()
+
+            for _ in range(50):  # warm every path
+                for _, url, headers in targets:
+                    ask(url, headers)
+            for _ in range(args.requests):
+                for name, url, headers in targets:
+                    t0 = time.perf_counter()
+                    ask(url, headers)
+                    times[name].append((time.perf_counter() - t0) * 1000)
+    print(f"{args.requests} interleaved rounds, simple mode, 20 results, result cache off:")
+    for name, values in times.items():
+        print(f"  {name:<15} p50 {statistics.median(values):6.2f} ms   "
+              f"p99 {percentile(values, 0.99):6.2f} ms")  # fmt: skip
+    cost = statistics.median(times["guarded"]) - statistics.median(times["bare"])
+    print(f"  keys + rate limit + metrics + access log: {cost:+.2f} ms at p50 (target <= 0.3 ms)")
+
+
+if __name__ == "__main__":
+    main()
