@@ -50,8 +50,11 @@ SEARCH = {
 }
 
 
-def config(testbed_base: str) -> dict:
+def config(testbed_base: str, code_dir: Path = REPO) -> dict:
+    # The clients' pages must really be read: the result cache (where the code has one) is off.
+    has_result_cache = "class ResultCacheSettings" in (code_dir / "searcher/config.py").read_text()
     return {
+        **({"cache": {"enabled": False}} if has_result_cache else {}),
         "backends": {
             "order": ["searxng"],
             "searxng": {"base_url": f"{testbed_base}/searxng/delayed/10/50"},
@@ -66,7 +69,7 @@ def config(testbed_base: str) -> dict:
 
 def no_prescan(testbed_base: str) -> dict:
     """The new code with the pre-scan's limits out of reach: only the time limit acts."""
-    cfg = config(testbed_base)
+    cfg = config(testbed_base, REPO)
     lax = {"max_page_elements": 10**7, "max_element_attributes": 10**7,
            "max_table_row_cells": 10**7, "max_page_depth": 10**7}  # fmt: skip
     cfg["fetch"].update(lax)
@@ -98,7 +101,9 @@ def serve(code_dir: Path, cfg: dict) -> Iterator[str]:
             proc.wait(timeout=20)
 
 
-def searches(base: str, seconds: float, results: list[tuple[bool, float]]) -> None:
+def searches(
+    base: str, seconds: float, results: list[tuple[bool, float]], failures: list[str]
+) -> None:
     stop = time.monotonic() + seconds
     with httpx.Client(timeout=60) as client:
         while time.monotonic() < stop:
@@ -106,9 +111,16 @@ def searches(base: str, seconds: float, results: list[tuple[bool, float]]) -> No
             try:
                 response = client.post(f"{base}/v1/search", json=SEARCH)
                 items = response.json().get("items") or [] if response.status_code == 200 else []
-                ok = bool(items) and all(i["fetch"]["status"] == "fetched" for i in items)
-            except httpx.HTTPError:
+                missed = [i["fetch"] for i in items if i["fetch"]["status"] != "fetched"]
+                ok = bool(items) and not missed
+                if not ok:
+                    failures.append(
+                        f"{missed[0]['status']}: {missed[0]['error']}"
+                        if missed else f"HTTP {response.status_code}, {len(items)} items"
+                    )  # fmt: skip
+            except httpx.HTTPError as exc:
                 ok = False
+                failures.append(type(exc).__name__)
             results.append((ok, (time.perf_counter() - t0) * 1000))
 
 
@@ -122,9 +134,10 @@ def attack(base: str, url: str, stop: threading.Event, outcomes: list[str]) -> N
                 outcomes.append(f"error: {type(exc).__name__}")
 
 
-def phase(base: str, tb: str, seconds: float, attacked: bool) -> tuple[list, list[str]]:
+def phase(base: str, tb: str, seconds: float, attacked: bool) -> tuple[list, list[str], list[str]]:
     results: list[tuple[bool, float]] = []
     outcomes: list[str] = []
+    failures: list[str] = []
     stop = threading.Event()
     attackers = [
         threading.Thread(target=attack, args=(base, f"{tb}{path}", stop, outcomes))
@@ -135,7 +148,8 @@ def phase(base: str, tb: str, seconds: float, attacked: bool) -> tuple[list, lis
     if attacked:
         time.sleep(1.0)  # the attack is under way before the clients start
     clients = [
-        threading.Thread(target=searches, args=(base, seconds, results)) for _ in range(CLIENTS)
+        threading.Thread(target=searches, args=(base, seconds, results, failures))
+        for _ in range(CLIENTS)
     ]
     for thread in clients:
         thread.start()
@@ -144,17 +158,19 @@ def phase(base: str, tb: str, seconds: float, attacked: bool) -> tuple[list, lis
     stop.set()
     for thread in attackers:
         thread.join(timeout=130)
-    return results, outcomes
+    return results, outcomes, failures
 
 
-def summary(results: list[tuple[bool, float]]) -> str:
+def summary(results: list[tuple[bool, float]], failures: list[str]) -> str:
     if not results:
         return "no requests finished"
     ok = sum(1 for good, _ in results if good)
     latencies = [ms for _, ms in results]
+    common = sorted(set(failures), key=failures.count, reverse=True)[:2]
     return (
         f"{len(results):4d} requests  success {ok / len(results):6.1%}  "
         f"p50 {statistics.median(latencies):6.0f} ms  p99 {percentile(latencies, 0.99):6.0f} ms"
+        + (f"  failures: {common}" if common else "")
     )
 
 
@@ -188,9 +204,9 @@ def main() -> None:
         export(base_commit, Path(old_dir))
         # After first: the old code's runaway extractions would slow the new run down.
         runs = [
-            ("after", REPO, config(tb)),
+            ("after", REPO, config(tb, REPO)),
             ("after, pre-scan off (only the time limit stops them)", REPO, no_prescan(tb)),
-            (f"before ({base_commit[:8]})", Path(old_dir), config(tb)),
+            (f"before ({base_commit[:8]})", Path(old_dir), config(tb, Path(old_dir))),
         ]
         if not args.with_kill_only:
             del runs[1]
@@ -201,14 +217,14 @@ def main() -> None:
                 with httpx.Client(timeout=60) as warm:
                     for _ in range(3):
                         warm.post(f"{base}/v1/search", json=SEARCH)
-                quiet, _ = phase(base, tb, args.quiet_s, attacked=False)
-                loud, outcomes = [], []
+                quiet, _, quiet_failures = phase(base, tb, args.quiet_s, attacked=False)
+                loud, outcomes, loud_failures = [], [], []
                 if args.attack_s > 0:
-                    loud, outcomes = phase(base, tb, args.attack_s, attacked=True)
+                    loud, outcomes, loud_failures = phase(base, tb, args.attack_s, attacked=True)
             print(f"{label}")
-            print(f"  no attack    {summary(quiet)}")
+            print(f"  no attack    {summary(quiet, quiet_failures)}")
             if args.attack_s > 0:
-                print(f"  under attack {summary(loud)}")
+                print(f"  under attack {summary(loud, loud_failures)}")
             common = sorted(set(outcomes), key=outcomes.count, reverse=True)[:3]
             print(f"  attacker reads: {len(outcomes)}; most common outcomes: {common}")
 

@@ -283,6 +283,14 @@ class PageTooComplex(ExtractionError):
 class ExtractionTimeout(ExtractionError):
     """Extraction ran past its time limit; its worker process was killed."""
 
+    skip_reason = "timeout"
+
+
+class ExtractionInterrupted(ExtractionError):
+    """The worker extracting the page died; another try may succeed."""
+
+    skip_reason = "error"
+
 
 # --- embeddings ------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 
 from searcher.cache.extraction import ExtractionCache
 from searcher.contract import FetchInfo, FetchStatus, SkipReason
-from searcher.errors import FetchError
+from searcher.errors import FetchError, FetchHTTPError
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
@@ -84,7 +84,8 @@ class PageReader:
         try:
             page = await self._fetcher.fetch(url, limits)
         except FetchError as exc:
-            return PageOutcome(exc.status, exc.skip_reason, exc.reason)
+            code = exc.status_code if isinstance(exc, FetchHTTPError) else None
+            return PageOutcome(exc.status, exc.skip_reason, exc.reason, http_status=code)
         outcome = PageOutcome(
             "fetched",
             http_status=page.status_code,

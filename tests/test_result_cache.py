@@ -107,6 +107,29 @@ def test_a_partial_fan_out_answer_is_not_stored(
     assert backend_calls(testbed_clean, "/brave") > before
 
 
+def test_an_answer_with_a_page_that_failed_for_a_passing_reason_is_not_stored(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    # The mixed results point at pages that hang, answer 500, 404, a redirect loop...:
+    # some failures would pass on another try, so the answer must be read again.
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed_clean.searxng_url("mixed")}},
+        scoring={"min_keyword_overlap": 0},
+    )
+    base = serve_searcher(settings)
+    body = {
+        "query": matching_query,
+        "constraints": {"search_mode": "full"},
+        "budget": {"max_results": 20, "max_fetch_pages": 20, "max_total_time_ms": 20000,
+                   "per_request_timeout_ms": {"fetch": 1500}},
+    }  # fmt: skip
+    first = post(base, body).json()
+    statuses = {(i["fetch"]["status"], i["fetch"]["http_status"]) for i in first["items"]}
+    assert ("failed", 500) in statuses
+    again = post(base, body).json()
+    assert again["meta"]["cache"]["hit"] is False
+
+
 def test_stale_if_error_serves_a_marked_stale_answer(
     make_settings, serve_searcher, testbed_clean, matching_query
 ):
@@ -256,6 +279,37 @@ def test_completeness():
     assert is_complete(with_errors(gone))
     llm = ErrorEntry(stage="answer", source="llm", reason="fallback: timed out")
     assert not is_complete(with_errors(llm))
+
+
+@pytest.mark.parametrize(
+    ("fetch", "may_change"),
+    [
+        ({"status": "fetched", "http_status": 200}, False),
+        ({"status": "failed", "http_status": 404, "error": "HTTP 404"}, False),
+        ({"status": "failed", "http_status": 200, "error": "page too complex"}, False),
+        ({"status": "skipped", "skip_reason": "content_type"}, False),
+        ({"status": "skipped", "skip_reason": "blocked"}, False),
+        ({"status": "failed", "http_status": 500, "error": "HTTP 500"}, True),
+        ({"status": "failed", "http_status": 429, "error": "HTTP 429"}, True),
+        ({"status": "failed", "error": "ConnectError: refused"}, True),
+        ({"status": "failed", "skip_reason": "timeout", "http_status": 200}, True),  # killed
+        ({"status": "failed", "skip_reason": "error", "http_status": 200}, True),  # worker died
+        ({"status": "skipped", "skip_reason": "timeout"}, True),
+        ({"status": "skipped", "skip_reason": "budget"}, True),
+    ],
+)
+def test_a_page_read_that_may_go_better_makes_the_answer_incomplete(fetch, may_change):
+    from searcher.cache.results import page_may_change
+    from searcher.contract import FetchInfo, Item, Score
+
+    info = FetchInfo(**fetch)
+    assert page_may_change(info) is may_change
+    item = Item(
+        id="a", title="t", url="https://a.example/", retrieved_utc="2026-01-01T00:00:00Z",
+        engine="searxng", snippet="s", score=Score(rank=1, relevance=1.0, method="m"),
+        fetch=info,
+    )  # fmt: skip
+    assert is_complete(search_response([item])) is not may_change
 
 
 async def test_a_corrupt_entry_is_a_miss(tmp_path):

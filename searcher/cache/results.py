@@ -26,7 +26,14 @@ from pydantic import ValidationError
 
 from searcher import __version__
 from searcher.config import ResultCacheSettings, Settings
-from searcher.contract import CacheInfo, CacheKind, ErrorEntry, SearchRequest, SearchResponse
+from searcher.contract import (
+    CacheInfo,
+    CacheKind,
+    ErrorEntry,
+    FetchInfo,
+    SearchRequest,
+    SearchResponse,
+)
 from searcher.errors import AllBackendsFailed
 from searcher.state.base import StateStore, decode_json, encode_json
 
@@ -135,9 +142,24 @@ def fresh_seconds(
     return ttl
 
 
+def page_may_change(fetch: FetchInfo) -> bool:
+    """Whether another read of the page could go better: it timed out, was cut by the
+    budget or an error (a dead worker), or failed with no answer, a 5xx, 408 or 429. A
+    404, a refused type or a page too complex to parse would fail the same way again."""
+    if fetch.skip_reason in ("timeout", "budget", "error"):
+        return True
+    if fetch.status == "failed" and fetch.skip_reason is None:
+        code = fetch.http_status
+        return code is None or code >= 500 or code in (408, 429)
+    return False
+
+
 def is_complete(response: SearchResponse) -> bool:
     """False for an answer that another try could improve: a fanned-out backend or some
-    engines failed, the deadline cut a fetch, an LLM step took its fallback."""
+    engines failed, the deadline cut a fetch or a page read failed for a passing reason,
+    an LLM step took its fallback."""
+    if any(page_may_change(item.fetch) for item in response.items or ()):
+        return False
     meta = response.meta
     used = set((meta.backend_used or "").split("+"))
     for error in meta.errors:

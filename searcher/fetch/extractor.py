@@ -14,7 +14,12 @@ import os
 from dataclasses import dataclass, field
 
 from searcher.config import FetchSettings
-from searcher.errors import ExtractionError, ExtractionTimeout, PageTooComplex
+from searcher.errors import (
+    ExtractionError,
+    ExtractionInterrupted,
+    ExtractionTimeout,
+    PageTooComplex,
+)
 from searcher.fetch.extract import EXTRACTOR_TAG, extract_main_text, warm_up
 from searcher.fetch.pdf import PDF_MEDIA_TYPE, PdfUnreadable, pdf_text
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
@@ -128,7 +133,7 @@ class Extractor:
                 url, f"extraction took longer than {self.limits.timeout_s:g} s and was stopped"
             ) from exc
         except WorkerDied as exc:
-            raise ExtractionError(url, "an extraction worker died; it was replaced") from exc
+            raise ExtractionInterrupted(url, "an extraction worker died; it was replaced") from exc
         except Exception as exc:  # anything trafilatura or lxml raised in the thread
             raise _translated(url, exc) from exc
 
