@@ -120,14 +120,17 @@ class StaticEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), d)`` float32 unit rows; zero rows for texts without tokens."""
         known = self._vectors
-        new = [t for t in dict.fromkeys(texts) if t not in known]
+        rows = {t: known[t] for t in texts if t in known}
+        new = [t for t in dict.fromkeys(texts) if t not in rows]
         if new:
+            fresh = dict(zip(new, self._encode(new), strict=True))
             if len(known) + len(new) > _TEXT_CACHE_SIZE:
                 known.clear()  # as with words: rare, and cheaper than tracking recency
-            known.update(zip(new, self._encode(new), strict=True))
+            known.update(fresh)
+            rows.update(fresh)
         if not texts:
             return np.zeros((0, self.model.embedding.shape[1]), dtype=np.float32)
-        return np.stack([known[t] for t in texts])
+        return np.stack([rows[t] for t in texts])
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not self._fast:

@@ -191,6 +191,18 @@ def test_static_vectors_equal_model2vec_encode(static):
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
 
+def test_remembered_vectors_are_the_computed_ones_across_a_full_memory():
+    # A fresh embedder, so that what it remembers is this test's alone.
+    embedder = StaticEmbedder.load(str(STATIC_MODEL))
+    first = [f"text number {i} about subject {i % 7}" for i in range(3000)]
+    second = first[-500:] + [f"another text {i} on topic {i % 5}" for i in range(2000)]
+    embedder.encode(first)
+    # Over the memory's size: what it held is dropped while this call still needs some.
+    again = embedder.encode(second)
+    np.testing.assert_allclose(again, normalise_rows(embedder.model.encode(second)), atol=1e-5)
+    np.testing.assert_array_equal(embedder.encode(second[:3]), again[:3])  # served remembered
+
+
 # Whitespace, control and format characters, combining marks: where words split.
 _TRICKY = [chr(c) for c in (0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1F, 0x85, 0xA0, 0x200B,
                             0x200D, 0x2028, 0x2029, 0x3000, 0x0301, 0xFFFD, 0x00)]  # fmt: skip
