@@ -192,6 +192,19 @@ def stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=1024)
+def stem_finder(stems: tuple[str, ...]) -> re.Pattern[str]:
+    """Finds, in lower-case text, the words (runs of letters and digits) that may stem to
+    one of ``stems``: ``stem`` only strips suffixes and turns -ies / -ied into -y, so a
+    word that stems to ``s`` starts with ``s`` less its last letter. Stemming only these
+    words, not every word of a text, finds the same stems."""
+    prefixes = sorted({s[:-1] or s for s in stems if s}, key=len, reverse=True)
+    if not prefixes:
+        return re.compile(r"(?!)")  # matches nothing
+    alternatives = "|".join(map(re.escape, prefixes))
+    return re.compile(rf"(?<![^\W_])(?:{alternatives})[^\W_]*")
+
+
 def _is_keyword(part: str) -> bool:
     # Single letters are noise ("what's" -> "s"); single digits can be a version or code.
     return part not in STOP_WORDS and (len(part) > 1 or part.isdigit())
@@ -265,13 +278,13 @@ def _keyword_set(keywords: tuple[str, ...]) -> _KeywordSet:
 def _overlap(keywords: _KeywordSet, title: str, snippet: str, url: str) -> float:
     if not keywords.total:
         return 1.0  # nothing to check against (a query of stop words): no evidence either way
-    words = _words(f"{title} {snippet} {unquote(url)}")
+    text = f"{title} {snippet} {unquote(url)}".lower()
     found = 0
     if keywords.stems:
-        stems = set(map(stem, set(words)))
+        stems = set(map(stem, stem_finder(keywords.stems).findall(text)))
         found += sum(1 for k in keywords.stems if k in stems)
     if keywords.phrases or keywords.substrings:
-        padded = f" {' '.join(words)} "
+        padded = f" {' '.join(_words(text))} "
         found += sum(1 for k in keywords.phrases if k in padded)
         found += sum(1 for k in keywords.substrings if k in padded)
     return found / keywords.total
