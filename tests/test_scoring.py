@@ -24,6 +24,7 @@ from searcher.scoring import (
     query_keywords,
     score_results,
     stem,
+    stem_finder,
 )
 from searcher.scoring import _words as words_of
 from searcher.urls import domain_matches
@@ -419,3 +420,12 @@ def test_keyword_weight_is_a_soft_score() -> None:
     scored = score_results(items, "SRVO-063 encoder alarm", "general", LISTS, soft)
     assert [s.index for s in scored] == [1, 0] and all(s.kept for s in scored)
     assert scored[0].components["keyword"] == pytest.approx(0.5)
+
+
+@given(st.lists(st.text(alphabet="abcdeilnorsty", min_size=1, max_size=12), min_size=1, max_size=8))
+def test_the_stem_finder_finds_every_word_that_stems_to_a_keyword(words: list[str]) -> None:
+    # The keyword overlap stems only the words the finder yields: it must miss none.
+    text = " ".join(words)
+    for word in words:
+        found = stem_finder((stem(word),)).findall(text)
+        assert word in found
