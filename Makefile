@@ -39,6 +39,11 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/python -m bench.answer_recall
 	$(BIN)/python -m bench.semantic_cache
 	$(BIN)/python -m bench.cache_hits
+	$(BIN)/python -m bench.auth_overhead
+	$(BIN)/python -m bench.load_failing
+	$(BIN)/python -m bench.hostile_pages
+	$(BIN)/python -m bench.research_recall
+	$(BIN)/python -m bench.pdf_extraction
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
