@@ -17,7 +17,7 @@ import aiohttp
 from searcher.backends.chain import BackendPool
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.pacing import Pacer, instance_rates
-from searcher.backends.registry import build_backends
+from searcher.backends.registry import build_backends, upstream_keys
 from searcher.backends.shared_breakers import SharedBreakers
 from searcher.cache.extraction import ExtractionCache
 from searcher.cache.results import ResultCache, answer_fingerprint
@@ -115,8 +115,8 @@ async def open_service(
     pool = BackendPool(
         build_backends(settings, backend_client, ddgs_factory),
         settings,
-        shared=SharedBreakers(state),
-        pacer=Pacer(state, instance_rates(settings)),
+        shared=SharedBreakers(state, upstream_keys(settings)),
+        pacer=Pacer(state, instance_rates(settings), upstream_keys(settings)),
         metrics=metrics,
     )
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)

@@ -63,3 +63,32 @@ def test_a_success_resets_the_shared_count(make_settings, serve_searcher, testbe
     for base in (first, second):
         health = httpx.get(f"{base}/v1/health").json()["backends"]["searxng"]
         assert health["breaker"] == "closed"
+
+
+def test_one_name_for_two_upstreams_shares_no_breaker(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    # Two deployments on one machine share the default state file and both call their
+    # SearXNG "searxng", but one points at a failing instance and the other at a good one.
+    def deployment(behaviour: str) -> str:
+        settings = make_settings(
+            backends={
+                "order": ["searxng", "brave"],
+                "hedge": False,
+                "searxng": {
+                    "base_url": testbed.searxng_url(behaviour),
+                    "breaker": {"failure_threshold": 2, "recovery_timeout": 600},
+                },
+            },
+            budget={"max_search_retries": 0},
+        )
+        return serve_searcher(settings)
+
+    failing, healthy = deployment("status/500"), deployment("")
+    for _ in range(3):
+        httpx.post(f"{failing}/v1/search", json=FRESH | {"query": matching_query})
+    assert httpx.get(f"{failing}/v1/health").json()["backends"]["searxng"]["breaker"] == "open"
+    data = httpx.post(f"{healthy}/v1/search", json=FRESH | {"query": matching_query}).json()
+    assert data["meta"]["backend_used"] == "searxng"
+    health = httpx.get(f"{healthy}/v1/health").json()["backends"]["searxng"]
+    assert health["breaker"] == "closed"

@@ -7,6 +7,7 @@ cover the wait is refused at once (``rate_limited``: no verdict on the backend).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from searcher.config import Settings
 from searcher.errors import BackendRateLimited
@@ -31,9 +32,13 @@ def instance_rates(settings: Settings) -> dict[str, Rate]:
 class Pacer:
     """The allowances of a pool's instances, kept in a state store."""
 
-    def __init__(self, store: StateStore, rates: dict[str, Rate]) -> None:
+    def __init__(
+        self, store: StateStore, rates: dict[str, Rate], keys: Mapping[str, str] | None = None
+    ) -> None:
         self._store = store
         self._rates = rates
+        # Instance name -> its key in the store: one allowance per upstream (and API key).
+        self._keys = dict(keys or {})
 
     async def wait_turn(self, name: str, deadline: Deadline) -> None:
         """Return when ``name`` may be called; raise ``BackendRateLimited`` if that would
@@ -43,7 +48,8 @@ class Pacer:
             return
         per_s = rate.count / rate.per_s
         for _ in range(MAX_TRIES):
-            grant = await self._store.take(NAMESPACE + name, per_s, float(rate.count))
+            key = NAMESPACE + self._keys.get(name, name)
+            grant = await self._store.take(key, per_s, float(rate.count))
             if grant.allowed:
                 return
             if grant.retry_after_s >= deadline.remaining():

@@ -13,6 +13,8 @@ and configures instances of it as ``backends.instances: {mine: {adapter: mysearc
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -156,3 +158,23 @@ def build_backends(
         for name, status in backend_status(settings, registry).items()
         if status.usable
     }
+
+
+# What an instance's settings say about how searcher uses it, not about which upstream it is.
+_USAGE_KEYS = frozenset({"enabled", "timeout_s", "weight", "breaker", "rate"})
+
+
+def upstream_key(name: str, instance: InstanceSettings) -> str:
+    """The key under which workers and replicas share an instance's breaker and pace: its
+    name and a digest of what names its upstream (adapter, base URL, API key...). Two
+    configurations that give one name to different upstreams (another SearXNG, another
+    key) share nothing; the digest keeps a key out of the store."""
+    upstream = {k: v for k, v in instance.model_dump(mode="json").items() if k not in _USAGE_KEYS}
+    digest = hashlib.sha256(json.dumps(upstream, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{name}@{digest}"
+
+
+def upstream_keys(settings: Settings) -> dict[str, str]:
+    """``upstream_key`` of every instance, by name."""
+    backends = settings.backends
+    return {name: upstream_key(name, backends.get(name)) for name in backends.names}

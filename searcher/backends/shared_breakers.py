@@ -11,7 +11,7 @@ alone by every worker within that long).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from searcher.errors import FailureKind
 from searcher.resilience import NO_VERDICT, CircuitBreaker
@@ -26,9 +26,16 @@ class SharedBreakers:
     """The shared half of the breakers of one backend pool."""
 
     def __init__(
-        self, store: StateStore, clock: WallClock = time.time, sync_s: float = SYNC_S
+        self,
+        store: StateStore,
+        keys: Mapping[str, str] | None = None,
+        clock: WallClock = time.time,
+        sync_s: float = SYNC_S,
     ) -> None:
         self._store = store
+        # Instance name -> its key in the store (``registry.upstream_key``): workers share a
+        # breaker only when they name the same upstream, not merely the same name.
+        self._keys = dict(keys or {})
         self._clock = clock
         self._sync_s = sync_s
         self._checked: dict[str, float] = {}  # instance -> when the store was last read
@@ -43,7 +50,7 @@ class SharedBreakers:
         if healthy and now - self._checked.get(name, 0.0) < self._sync_s:
             return
         self._checked[name] = now
-        raw = await self._store.get(f"{NAMESPACE}{name}:open_until")
+        raw = await self._store.get(f"{NAMESPACE}{self._key(name)}:open_until")
         try:
             until = float(raw) if raw is not None else 0.0
         except ValueError:  # a corrupt entry is no verdict
@@ -60,7 +67,7 @@ class SharedBreakers:
         if kind in NO_VERDICT:
             return
         self._counting.add(name)
-        count = await self._store.incr(f"{NAMESPACE}{name}:failures", 1, recovery_s * 2)
+        count = await self._store.incr(f"{NAMESPACE}{self._key(name)}:failures", 1, recovery_s * 2)
         snapshot = breaker.snapshot()
         if snapshot.state != "open" and count >= threshold:
             breaker.force_open(recovery_s, f"{count} consecutive failures across workers")
@@ -68,11 +75,14 @@ class SharedBreakers:
         if snapshot.state == "open" and snapshot.retry_in_s:
             until = self._clock() + snapshot.retry_in_s
             await self._store.set(
-                f"{NAMESPACE}{name}:open_until", str(until).encode(), snapshot.retry_in_s
+                f"{NAMESPACE}{self._key(name)}:open_until", str(until).encode(), snapshot.retry_in_s
             )
 
     async def succeeded(self, name: str) -> None:
         """A success ends the consecutive failures (a store write only after failures)."""
         if name in self._counting:
             self._counting.discard(name)
-            await self._store.delete(f"{NAMESPACE}{name}:failures")
+            await self._store.delete(f"{NAMESPACE}{self._key(name)}:failures")
+
+    def _key(self, name: str) -> str:
+        return self._keys.get(name, name)
