@@ -18,18 +18,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 
-from bench.overhead import _wrk_ms
+from bench import wrk
 from bench.processes import STATIC_MODEL, percentile, searcher, testbed
 from searcher.cache.results import ResultCache, serve_cached
 from searcher.config import ResultCacheSettings, StateSettings
@@ -55,25 +52,14 @@ def config(testbed_base: str, state: dict) -> dict:
     }
 
 
-def wrk(base: str, body: dict, seconds: int, connections: int) -> tuple[float, float]:
+def load(base: str, body: dict, seconds: int, connections: int) -> tuple[float, float]:
     """(requests/s, p50 ms) of wrk posting ``body``."""
-    script = (
-        'wrk.method = "POST"\n'
-        f"wrk.body = {json.dumps(json.dumps(body))}\n"
-        'wrk.headers["Content-Type"] = "application/json"\n'
+    report = wrk.run(
+        f"{base}/v1/search", body=body, seconds=seconds, connections=connections, threads=2
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        lua = Path(tmp) / "post.lua"
-        lua.write_text(script)
-        out = subprocess.run(
-            ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(lua),
-             f"{base}/v1/search"],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-    if "Non-2xx" in out:
-        raise SystemExit(f"wrk saw errors:\n{out}")
-    rps = float(out.split("Requests/sec:")[1].split()[0])
-    return rps, _wrk_ms(out, "50%")
+    if wrk.non_2xx(report):
+        raise SystemExit(f"wrk saw errors:\n{report}")
+    return wrk.requests_per_s(report), wrk.latency_ms(report, "50%")
 
 
 def inside(base: str, state: dict, n: int = 1000) -> list[float]:
@@ -130,8 +116,8 @@ def main() -> None:
                 searcher(config(tb, state), ("--workers", "2"), 180) as base,
             ):
                 times = inside(base, state)
-                hit_rps, hit_p50 = wrk(base, HIT, args.seconds, args.connections)
-                cold_rps, cold_p50 = wrk(base, COMPUTED, args.seconds, args.connections)
+                hit_rps, hit_p50 = load(base, HIT, args.seconds, args.connections)
+                cold_rps, cold_p50 = load(base, COMPUTED, args.seconds, args.connections)
                 print(
                     f"{name:<9} {statistics.median(times):8.2f} / {percentile(times, 0.9):5.2f}"
                     f" {hit_rps:10.0f} {hit_p50:6.2f}ms {cold_rps:15.0f} {cold_p50:11.2f}ms"

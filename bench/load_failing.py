@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,32 +28,10 @@ from pathlib import Path
 import httpx
 import yaml
 
-from bench.overhead import _wrk_ms
+from bench import wrk
 from bench.processes import REPO, STATIC_MODEL, free_port, testbed, wait_ready
 
 QUERY = "cloud gaming"
-
-# Counts every status in the one wrk thread; done() reads them back (threads are separate
-# Lua states, so only plain values cross).
-_LUA = """
-wrk.method = "POST"
-wrk.body = %s
-wrk.headers["Content-Type"] = "application/json"
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-function response(status, headers, body)
-  local key = "s" .. status
-  _G[key] = (_G[key] or 0) + 1
-end
-function done(summary, latency, requests)
-  for _, thread in ipairs(threads) do
-    for code = 100, 599 do
-      local n = thread:get("s" .. code)
-      if n then io.write(string.format("STATUS %%d %%d\\n", code, n)) end
-    end
-  end
-end
-"""
 
 
 def config(testbed_base: str) -> dict:
@@ -117,25 +93,17 @@ def rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def wrk(base: str, body: dict, connections: int, seconds: int) -> dict:
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed: apt-get install wrk")
-    with tempfile.TemporaryDirectory() as tmp:
-        lua = Path(tmp) / "post.lua"
-        lua.write_text(_LUA % json.dumps(json.dumps(body)))
-        out = subprocess.run(
-            ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "--latency",
-             "-s", str(lua), f"{base}/v1/search"],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    socket_errors = re.search(r"Socket errors: (.*)", out)
+def load(base: str, body: dict, connections: int, seconds: int) -> dict:
+    report = wrk.run(
+        f"{base}/v1/search", body=body, seconds=seconds, connections=connections,
+        lua=wrk.COUNT_STATUSES, timeout_s=30,
+    )  # fmt: skip
     return {
-        "rps": float(rps[1]) if rps else float("nan"),
-        "p50_ms": _wrk_ms(out, "50%"),
-        "p99_ms": _wrk_ms(out, "99%"),
-        "statuses": {int(c): int(n) for c, n in re.findall(r"^STATUS (\d+) (\d+)$", out, re.M)},
-        "socket_errors": socket_errors[1] if socket_errors else "none",
+        "rps": wrk.requests_per_s(report),
+        "p50_ms": wrk.latency_ms(report, "50%"),
+        "p99_ms": wrk.latency_ms(report, "99%"),
+        "statuses": wrk.statuses(report),
+        "socket_errors": wrk.socket_errors(report),
     }
 
 
@@ -146,7 +114,7 @@ def run(tb: str, label: str, body: dict, connections: int, seconds: int) -> None
         workers_before = children(pid)
         rss_before = rss_mb([pid])
         tree_before = rss_mb([pid, *workers_before])
-        result = wrk(base, body, connections, seconds)
+        result = load(base, body, connections, seconds)
         workers_after = children(pid)
         rss_after = rss_mb([pid])
         tree_after = rss_mb([pid, *workers_after])

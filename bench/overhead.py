@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import re
-import shutil
 import statistics
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
+from bench import wrk
 from bench.processes import REPO, STATIC_MODEL, checkout, percentile, searcher, testbed
 
 QUERY = "cloud gaming"
@@ -72,38 +68,16 @@ def sequential(testbed_base: str, servers: list[str], n: int) -> list[list[float
     return times
 
 
-def _wrk_ms(text: str, label: str) -> float:
-    match = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
-    if not match:
-        return float("nan")
-    value, unit = float(match[1]), match[2]
-    return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
-
-
 def load(searcher_base: str, seconds: int, connections: int) -> dict[str, float]:
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed: apt-get install wrk")
-    body = json.dumps({"query": QUERY})
-    script = (
-        'wrk.method = "POST"\n'
-        f"wrk.body = {json.dumps(body)}\n"
-        'wrk.headers["Content-Type"] = "application/json"\n'
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        lua = Path(tmp) / "post.lua"
-        lua.write_text(script)
-        out = subprocess.run(
-            ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(lua),
-             f"{searcher_base}/v1/search"],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    report = wrk.run(
+        f"{searcher_base}/v1/search", body={"query": QUERY}, seconds=seconds,
+        connections=connections,
+    )  # fmt: skip
     return {
-        "rps": float(rps[1]) if rps else float("nan"),
-        "p50_ms": _wrk_ms(out, "50%"),
-        "p99_ms": _wrk_ms(out, "99%"),
-        "non_2xx": float(errors[1]) if errors else 0.0,
+        "rps": wrk.requests_per_s(report),
+        "p50_ms": wrk.latency_ms(report, "50%"),
+        "p99_ms": wrk.latency_ms(report, "99%"),
+        "non_2xx": float(wrk.non_2xx(report)),
     }
 
 

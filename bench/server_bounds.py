@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import select
 import shutil
 import socket
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from bench import wrk
 from bench.processes import REPO, free_port, wait_ready
 
 CONFIG = {
@@ -74,22 +74,14 @@ def server(kind: str, config_path: str) -> Iterator[tuple[str, int]]:
         proc.wait(timeout=20)
 
 
-def wrk(base: str, seconds: int) -> tuple[float, float, float]:
+def load(base: str, seconds: int) -> tuple[float, float, float]:
     """requests/s, p50 ms, p99 ms."""
-    out = subprocess.run(
-        ["wrk", "-t1", "-c32", f"-d{seconds}s", "--latency", f"{base}/v1/health"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-
-    def ms(label: str) -> float:
-        match = re.search(rf"{label}%\s+([\d.]+)(us|ms|s)", out)
-        if not match:
-            return float("nan")
-        value, unit = float(match.group(1)), match.group(2)
-        return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
-
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    return rps, ms("50"), ms("99")
+    report = wrk.run(f"{base}/v1/health", seconds=seconds, connections=32)
+    return (
+        wrk.requests_per_s(report),
+        wrk.latency_ms(report, "50%"),
+        wrk.latency_ms(report, "99%"),
+    )
 
 
 def slow_headers(base: str) -> int:
@@ -154,7 +146,7 @@ def main() -> None:
             runs: dict[str, list[tuple[float, float, float]]] = {"plain": [], "bounded": []}
             for _ in range(3):
                 for name, (base, _pid) in (("plain", plain), ("bounded", bounded)):
-                    runs[name].append(wrk(base, args.seconds))
+                    runs[name].append(load(base, args.seconds))
             print("1. GET /v1/health, wrk -c32, 3 interleaved rounds (medians)")
             for name, rows in runs.items():
                 rps = statistics.median(r[0] for r in rows)
