@@ -172,6 +172,44 @@ async def test_sqlite_file_is_shared_safely_by_processes(tmp_path: Path) -> None
     await store.aclose()
 
 
+async def test_sqlite_a_write_lock_held_elsewhere_is_waited_for_not_failed(tmp_path: Path) -> None:
+    # Small calls run on the loop's own connection, which never waits; a lock held by
+    # another process must send them to the store's thread, which waits for it.
+    import sqlite3
+
+    path = tmp_path / "locked.sqlite3"
+    store = SqliteStore(path)
+    assert await store.incr("n") == 1  # the schema exists, and the quick path is open
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write lock
+    pending = asyncio.ensure_future(store.incr("n"))
+    await asyncio.sleep(0.3)
+    assert not pending.done()  # waiting for the lock, not failed
+    other.execute("COMMIT")
+    assert await asyncio.wait_for(pending, 10) == 2
+    other.close()
+    await store.aclose()
+
+
+async def test_sqlite_quick_writes_are_checkpointed(tmp_path: Path) -> None:
+    from searcher.state.sqlite_store import CHECKPOINT_EVERY
+
+    path = tmp_path / "wal.sqlite3"
+    store = SqliteStore(path)
+    await store.ping()
+    wal = Path(f"{path}-wal")
+    for i in range(CHECKPOINT_EVERY * 4):
+        await store.set(f"k{i % 50}", b"x" * 2000, ttl_s=60)
+        if i == CHECKPOINT_EVERY - 1:
+            await asyncio.sleep(0.2)  # the first checkpoint runs on the store's thread
+            size_after_one = wal.stat().st_size
+    await asyncio.sleep(0.2)
+    # The WAL is reused after each checkpoint instead of growing with every write.
+    assert wal.stat().st_size <= size_after_one * 1.5
+    assert await store.get("k7") == b"x" * 2000
+    await store.aclose()
+
+
 async def test_sqlite_unusable_file_is_state_unavailable(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

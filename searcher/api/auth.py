@@ -10,7 +10,6 @@ down, keys seen before keep working and unknown ones get 503 (never let anyone i
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -81,21 +80,14 @@ class AuthMiddleware:
             message, retry = refused
             await self._refuse(scope, receive, send, 429, "rate_limited", message, retry, extra)
             return
-        # The usage count is written while the request runs (it decides nothing about
-        # this request); it is awaited before the request ends, so no count is lost.
-        counting = asyncio.ensure_future(
-            store.incr(usage_counter(key, self.clock()), 1, USAGE_KEEP_S)
-        )
+        await store.incr(usage_counter(key, self.clock()), 1, USAGE_KEEP_S)
 
         async def send_with_limits(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", ()), *extra]}
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_with_limits)
-        finally:
-            await counting
+        await self.app(scope, receive, send_with_limits)
 
     async def _lookup(self, store: FailSoftStore, secret: str) -> tuple[ApiKey | None, bool]:
         """The key (None if unknown) and whether the answer can be trusted."""

@@ -2,14 +2,20 @@
 
 WAL mode lets readers run beside one writer, a busy timeout makes writers queue instead of
 failing, and ``BEGIN IMMEDIATE`` makes the read-modify-write steps (token buckets)
-atomic across processes. Every call runs on one worker thread owned by the store, so
-the event loop never waits on the disk.
+atomic across processes. Calls run on one worker thread owned by the store, so the event
+loop never waits for a lock or a checkpoint; the small ones of the request path (get, set,
+counters, buckets) first try on the loop's own connection, which never waits: with no
+busy timeout, a lock held elsewhere sends the call to the thread, and it never
+checkpoints (the thread does, every ``CHECKPOINT_EVERY`` of its writes). That saves the
+thread hop (~0.08 ms) on every API key check and cache hit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +47,7 @@ CREATE TABLE IF NOT EXISTS vectors (
 CREATE INDEX IF NOT EXISTS vectors_space ON vectors(space, seq);
 """
 _NEVER = float("inf")
+CHECKPOINT_EVERY = 500  # writes on the loop's connection between two checkpoints
 # An idle bucket is full again after burst / rate seconds; keep its row at most a day.
 _BUCKET_IDLE_S = 86_400.0
 
@@ -64,6 +71,10 @@ class SqliteStore:
         self._busy_timeout_ms = busy_timeout_ms
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="searcher-state")
         self._db: sqlite3.Connection | None = None
+        self._quick_db: sqlite3.Connection | None = None  # the loop's own connection
+        self._quick_thread: int | None = None
+        self._quick_writes = 0
+        self._checkpoints: set[asyncio.Future[None]] = set()
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -82,6 +93,59 @@ class SqliteStore:
             db.executescript(_SCHEMA)
             self._db = db
         return self._db
+
+    def _quick_connection(self) -> sqlite3.Connection | None:
+        """The connection of the calling thread's event loop; None until the store's thread
+        has made the schema, or when called from another thread than the first caller."""
+        if self._db is None:
+            return None
+        if self._quick_db is None:
+            db = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+            db.execute("PRAGMA busy_timeout = 0")  # never wait for a lock on the loop
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints run on the thread
+            self._quick_db, self._quick_thread = db, threading.get_ident()
+        return self._quick_db if self._quick_thread == threading.get_ident() else None
+
+    async def _quick(self, fn: Callable[[sqlite3.Connection], T], writes: bool) -> T:
+        """``fn`` on the loop's connection if it needs no lock held elsewhere, else (and
+        until the schema exists) on the store's thread."""
+        db = self._quick_connection()
+        if db is not None:
+            try:
+                result = fn(db)
+            except sqlite3.OperationalError as exc:
+                if (exc.sqlite_errorcode & 0xFF) not in (
+                    sqlite3.SQLITE_BUSY,
+                    sqlite3.SQLITE_LOCKED,
+                ):
+                    raise StateUnavailable(f"state file {self.path}: {exc}") from exc
+                # Another process holds the write lock: wait for it on the thread.
+            except sqlite3.Error as exc:
+                raise StateUnavailable(f"state file {self.path}: {exc}") from exc
+            else:
+                if writes:
+                    self._wrote()
+                return result
+        return await self._call(fn)
+
+    def _wrote(self) -> None:
+        self._quick_writes += 1
+        if self._quick_writes % CHECKPOINT_EVERY == 0:
+            # Handed to the thread at once (quick calls do not yield to the loop). RESTART
+            # waits there for the writer of the moment, copies every frame, and makes the
+            # next write start the log from its beginning, so the file stops growing;
+            # quick writes meanwhile find the lock taken and queue on the thread.
+            def checkpoint() -> None:
+                if self._db is not None:
+                    with contextlib.suppress(sqlite3.Error):  # the next one tries again
+                        self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+
+            task = asyncio.get_running_loop().run_in_executor(self._executor, checkpoint)
+            self._checkpoints.add(task)
+            task.add_done_callback(self._checkpoints.discard)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         def run() -> T:
@@ -103,26 +167,30 @@ class SqliteStore:
         now = self._clock()
 
         def run(db: sqlite3.Connection) -> bytes | None:
-            row = db.execute(
+            # fetchall: the statement runs to its end, so no read snapshot stays open.
+            rows = db.execute(
                 "SELECT value FROM kv WHERE key = ? AND expires_at > ?", (key, now)
-            ).fetchone()
-            return bytes(row[0]) if row else None
+            ).fetchall()
+            return bytes(rows[0][0]) if rows else None
 
-        return await self._call(run)
+        return await self._quick(run, writes=False)
 
     async def set(self, key: str, value: bytes, ttl_s: float) -> None:
         if ttl_s <= 0:
             return
         expires = self._expiry(ttl_s)
-        await self._call(
+        await self._quick(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
                 (key, value, expires),
-            )
+            ),
+            writes=True,
         )
 
     async def delete(self, key: str) -> bool:
-        cursor = await self._call(lambda db: db.execute("DELETE FROM kv WHERE key = ?", (key,)))
+        cursor = await self._quick(
+            lambda db: db.execute("DELETE FROM kv WHERE key = ?", (key,)), writes=True
+        )
         return cursor.rowcount > 0
 
     # --- counters and buckets ------------------------------------------------------------
@@ -139,10 +207,10 @@ class SqliteStore:
                   expires_at = CASE WHEN expires_at <= :now THEN :exp ELSE expires_at END
                 RETURNING value""",
                 {"key": key, "amount": amount, "exp": expires, "now": now},
-            ).fetchone()
-            return int(row[0])
+            ).fetchall()
+            return int(row[0][0])
 
-        return await self._call(run)
+        return await self._quick(run, writes=True)
 
     async def take(
         self, key: str, rate_per_s: float, burst: float, cost: float = 1.0
@@ -167,7 +235,7 @@ class SqliteStore:
                 raise
             return grant
 
-        return await self._call(run)
+        return await self._quick(run, writes=True)
 
     # --- vectors -------------------------------------------------------------------------
 
@@ -253,6 +321,12 @@ class SqliteStore:
         await self._call(lambda db: db.execute("SELECT 1").fetchone())
 
     async def aclose(self) -> None:
+        if self._checkpoints:
+            await asyncio.gather(*self._checkpoints, return_exceptions=True)
+        if self._quick_db is not None:
+            self._quick_db.close()
+            self._quick_db = None
+
         def close() -> None:
             if self._db is not None:
                 self._db.close()
