@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -51,9 +52,10 @@ async def drop_near_duplicates(
         return kept, ["near-duplicate removal off: no embedder (URL dedup only)"]
     if len(kept) < 2:
         return kept, []
+    texts = [dedup_text(f) for f in kept]
     try:
         async with asyncio.timeout(time_left_s):
-            vectors = await embedder.embed([dedup_text(f) for f in kept])
+            vectors = await embedder.embed(texts)
     except TimeoutError:
         return kept, [f"near-duplicate removal skipped: the request deadline came first "
                       f"({embedder.name})"]  # fmt: skip
@@ -66,12 +68,12 @@ async def drop_near_duplicates(
             f"{vectors.shape} for {len(kept)} texts"
         ]
     vectors = normalise_rows(vectors)  # cheap, and cosines stay cosines whatever the embedder
-    numbers = [_numbers(dedup_text(f)) for f in kept]
+    numbers = functools.cache(lambda i: _numbers(texts[i]))  # read only for close pairs
     return _merge_groups(kept, _keeper_of(vectors @ vectors.T, threshold, numbers)), []
 
 
 def _keeper_of(
-    similarity: np.ndarray, threshold: float, numbers: Sequence[frozenset[str]]
+    similarity: np.ndarray, threshold: float, numbers: Callable[[int], frozenset[str]]
 ) -> list[int]:
     """For each hit, the index of the hit it merges into (itself when kept). Two texts
     that state different numbers are never merged: static embeddings barely see digits,
@@ -80,7 +82,7 @@ def _keeper_of(
     keeper: list[int] = []
     kept: list[int] = []
     for j in range(len(close)):
-        target = next((i for i in kept if close[i][j] and numbers[i] == numbers[j]), j)
+        target = next((i for i in kept if close[i][j] and numbers(i) == numbers(j)), j)
         if target == j:
             kept.append(j)
         keeper.append(target)

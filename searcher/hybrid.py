@@ -36,17 +36,38 @@ _WORD = re.compile(r"[^\W_]{2,}")
 _ENTITY_WORD = re.compile(r"[^\W_][\w-]*")
 
 
-def _terms(text: str) -> list[str]:
-    return list(map(stem, _WORD.findall(text.lower())))
+_SEPARATOR = re.compile(r"[-_]")
+
+
+def _tokens(text: str) -> list[str]:
+    """The lower-cased entity words of ``text`` (``_ENTITY_WORD``): one scan serves both
+    the entity overlap and, split at hyphens and underscores, the BM25 terms."""
+    return _ENTITY_WORD.findall(text.lower())
+
+
+def _terms(tokens: Sequence[str]) -> list[str]:
+    """Stemmed BM25 terms, the runs of two or more letters or digits (``_WORD``), from the
+    tokens of a text: every such run lies inside one token."""
+    words: list[str] = []
+    for token in tokens:
+        if "-" in token or "_" in token:
+            words += [part for part in _SEPARATOR.split(token) if len(part) > 1]
+        elif len(token) > 1:
+            words.append(token)
+    return list(map(stem, words))
 
 
 def pool_bm25(query: str, texts: Sequence[str]) -> list[float]:
     """BM25 of each text for the query's keywords, statistics from ``texts`` alone,
     divided by the best (all 0 when nothing matches)."""
-    docs = [Counter(_terms(t)) for t in texts]
+    return _pool_bm25(query, [_tokens(t) for t in texts])
+
+
+def _pool_bm25(query: str, tokens: Sequence[Sequence[str]]) -> list[float]:
+    docs = [Counter(_terms(t)) for t in tokens]
     wanted = {stem(w) for w in _WORD.findall(query.lower())} & {w for d in docs for w in d}
     if not docs or not wanted:
-        return [0.0] * len(texts)
+        return [0.0] * len(tokens)
     n = len(docs)
     lengths = [sum(d.values()) for d in docs]
     average = (sum(lengths) / n) or 1.0
@@ -72,12 +93,16 @@ def entities(text: str) -> set[str]:
 
 
 def entity_overlap(query: str, texts: Sequence[str]) -> list[float]:
+    """For each text, the share of the query's entities (else keywords) it names."""
+    return _entity_overlap(query, [_tokens(t) for t in texts])
+
+
+def _entity_overlap(query: str, tokens: Sequence[Sequence[str]]) -> list[float]:
     wanted = entities(query) or set(query_keywords(query))
     if not wanted:
-        return [0.0] * len(texts)
+        return [0.0] * len(tokens)
     out = []
-    for text in texts:
-        words = set(_ENTITY_WORD.findall(text.lower()))
+    for words in map(set, tokens):
         found = wanted & words
         if len(found) < len(wanted):  # the rest may be there in another form
             found |= wanted.intersection(map(stem, words))
@@ -87,7 +112,8 @@ def entity_overlap(query: str, texts: Sequence[str]) -> list[float]:
 
 def hybrid_scores(query: str, texts: Sequence[str], cosines: Sequence[float] | None) -> list[float]:
     """Seed 004's mix for each text; without cosines the other two keep their ratio."""
-    bm25, entity = pool_bm25(query, texts), entity_overlap(query, texts)
+    tokens = [_tokens(t) for t in texts]
+    bm25, entity = _pool_bm25(query, tokens), _entity_overlap(query, tokens)
     if cosines is None:
         scale = 1.0 / (BM25_WEIGHT + ENTITY_WEIGHT)
         pairs = zip(bm25, entity, strict=True)
