@@ -296,7 +296,11 @@ def main() -> None:
     print(f"shipped defaults: {shipped}; dev objective {objective(shipped):.4f}")
     print(f"before issue 12:  {BEFORE}; dev objective {objective(BEFORE):.4f}", flush=True)
     for c, answers, *_ in data:
-        for label, knobs in (("before", BEFORE), ("shipped", shipped), ("given", args.knobs)):
+        for label, knobs in (
+            ("before", BEFORE),
+            ("shipped", shipped),
+            ("given", args.knobs and {**shipped, **args.knobs}),
+        ):
             if knobs is None:
                 continue
             alone, both = library_rows(answers, c.texts(c.dev), knobs)
