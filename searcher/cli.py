@@ -123,11 +123,16 @@ def _check_state(settings: Settings) -> None:
     async def check() -> None:
         store = await open_store(settings.state)
         await store.aclose()
+        if settings.state.qdrant_url and settings.cache.semantic.enabled:
+            from searcher.cache.semantic_qdrant import open_qdrant
+
+            client = await open_qdrant(settings.state.qdrant_url)
+            await client.close()
 
     try:
         _run(check)
     except StateUnavailable as exc:
-        _fail(f"cannot use the state store (state.redis_url / state.dir): {exc}", 2)
+        _fail(f"cannot use the state store (state.redis_url / state.dir / qdrant_url): {exc}", 2)
 
 
 def _log_access_to_stderr() -> None:

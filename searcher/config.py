@@ -671,6 +671,12 @@ class StateSettings(_Section):
         description="Directory of the SQLite state file; default: the user "
         "cache directory (…/searcher/state).",
     )
+    qdrant_url: str | None = Field(
+        default=None,
+        description="Qdrant for the semantic cache's vectors (cache.semantic): "
+        "http://host:6333 (shared by replicas), or its embedded mode, ':memory:' or a "
+        "directory (one process). Unset: vectors in the state store, scanned in memory.",
+    )
     redis_prefix: str = Field(default="searcher:", description="Prefix of every Redis key.")
     redis_timeout_s: float = Field(
         default=0.5, gt=0, description="Connect and command timeout of each Redis call."

@@ -20,8 +20,9 @@ from searcher.backends.pacing import Pacer, instance_rates
 from searcher.backends.registry import build_backends, upstream_keys
 from searcher.backends.shared_breakers import SharedBreakers
 from searcher.cache.extraction import ExtractionCache
-from searcher.cache.results import ResultCache, answer_fingerprint
+from searcher.cache.results import ResultCache, SemanticMatcher, answer_fingerprint
 from searcher.cache.semantic import SemanticCache
+from searcher.cache.semantic_qdrant import QdrantSemanticCache, open_qdrant
 from searcher.config import Settings
 from searcher.embedder_loading import EmbedderLoad, needs_network
 from searcher.embeddings import Embedder
@@ -35,6 +36,8 @@ from searcher.service import SearchService
 from searcher.state import FailSoftStore, open_store
 
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
+    from qdrant_client import AsyncQdrantClient
+
     from searcher.metrics import Metrics
 
 
@@ -60,16 +63,22 @@ class Runtime:
 
 
 def _result_cache(
-    settings: Settings, state: FailSoftStore, embedder: Embedder | None
+    settings: Settings,
+    state: FailSoftStore,
+    embedder: Embedder | None,
+    qdrant: AsyncQdrantClient | None,
 ) -> ResultCache | None:
-    """The result cache, with its semantic part when switched on and an embedder loaded."""
+    """The result cache, with its semantic part when switched on and an embedder loaded:
+    its vectors in Qdrant when ``state.qdrant_url`` is set, else in the state store."""
     if not settings.cache.enabled:
         return None
-    semantic = None
-    if settings.cache.semantic.enabled and embedder is not None:
-        semantic = SemanticCache(
-            state, embedder, settings.cache.semantic.threshold, settings.cache.semantic.max_entries
-        )
+    semantic: SemanticMatcher | None = None
+    cfg = settings.cache.semantic
+    if cfg.enabled and embedder is not None:
+        if qdrant is not None:
+            semantic = QdrantSemanticCache(qdrant, embedder, cfg.threshold)
+        else:
+            semantic = SemanticCache(state, embedder, cfg.threshold, cfg.max_entries)
     return ResultCache(state, settings.cache, answer_fingerprint(settings), semantic)
 
 
@@ -100,6 +109,13 @@ async def open_service(
     may need a model hub loads in the background (under ``embeddings.load_timeout_s``)
     unless ``wait_for_embedder`` (a one-shot CLI call wants its near-duplicate removal)."""
     state = await open_store(settings.state)  # first: an unreachable Redis stops start-up
+    qdrant = None
+    if settings.state.qdrant_url and settings.cache.enabled and settings.cache.semantic.enabled:
+        try:
+            qdrant = await open_qdrant(settings.state.qdrant_url)  # so does an absent Qdrant
+        except StateUnavailable:
+            await state.aclose()
+            raise
     # trust_env=False: aiohttp would look proxies up in a thread on every request.
     backend_client = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
@@ -130,7 +146,7 @@ async def open_service(
         await embedding.wait()
     # The semantic cache needs the embedder now: with a model still loading from a hub,
     # it stays off for this run (the exact-match result cache works regardless).
-    results = _result_cache(settings, state, embedding.embedder)
+    results = _result_cache(settings, state, embedding.embedder, qdrant)
     sweepers: list[asyncio.Task[Any]] = []
     if sweep and cache_cfg.enabled:
         sweepers.append(asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s)))
@@ -152,6 +168,8 @@ async def open_service(
                 await sweeper
         await pool.aclose()  # hedged calls still running in the background
         await state.aclose()
+        if qdrant is not None:
+            await qdrant.close()
         await backend_client.close()
         await embedding.aclose()
         await fetcher.aclose()
