@@ -100,9 +100,8 @@ class SqliteStore:
         if self._db is None:
             return None
         if self._quick_db is None:
-            db = sqlite3.connect(
-                self.path, timeout=0, isolation_level=None, check_same_thread=False
-            )
+            # Bound to this thread: any use from another would raise, never corrupt.
+            db = sqlite3.connect(self.path, timeout=0, isolation_level=None)
             db.execute("PRAGMA busy_timeout = 0")  # never wait for a lock on the loop
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints run on the thread
