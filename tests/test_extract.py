@@ -174,6 +174,23 @@ async def test_extractor_in_a_thread() -> None:
     extractor.close()
 
 
+async def test_many_extractions_at_once_in_the_thread_mode_agree_with_one_at_a_time() -> None:
+    # trafilatura shares lxml parsers between calls: run at once in several threads they
+    # corrupted memory (the process aborted in about one run in three of the research
+    # benchmark). The thread mode must give each page the text a lone call gives it.
+    pages = list(load_aeb())[:24]
+    alone = [extract_main_text(p.html, p.url, "text/html", None) for p in pages]
+    extractor = Extractor(in_thread=True)
+    try:
+        for _ in range(3):
+            texts = await asyncio.gather(
+                *(extractor.extract(p.html, p.url, "text/html", None) for p in pages)
+            )
+            assert texts == alone
+    finally:
+        extractor.close()
+
+
 async def test_extractor_process_pool_round_trip() -> None:
     extractor = Extractor(workers=2)
     try:

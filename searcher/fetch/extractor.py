@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from searcher.config import FetchSettings
@@ -88,6 +89,10 @@ class Extractor:
         self.limits = limits or ExtractionLimits()
         self._client_share = client_share
         self._pool: WorkerPool | None = None
+        # One thread, so extractions run one at a time: trafilatura shares lxml parsers
+        # between calls, and two threads parsing at once corrupted memory (an abort in
+        # lxml, seen when research read pages in the CLI's in-thread mode).
+        self._thread: ThreadPoolExecutor | None = None
 
     @property
     def name(self) -> str:
@@ -118,8 +123,12 @@ class Extractor:
         args = (body, url, content_type, charset, self.limits)
         try:
             if self._in_thread:
+                if self._thread is None:
+                    self._thread = ThreadPoolExecutor(1, thread_name_prefix="searcher-extract")
+                loop = asyncio.get_running_loop()
+                # A waiting call that times out is cancelled before it starts.
                 async with asyncio.timeout(self.limits.timeout_s):
-                    return await asyncio.to_thread(extract_document, *args)
+                    return await loop.run_in_executor(self._thread, extract_document, *args)
             text: str = await self.pool.run(
                 extract_document, args, timeout_s=self.limits.timeout_s, client=client
             )
@@ -138,10 +147,13 @@ class Extractor:
             raise _translated(url, exc) from exc
 
     def close(self) -> None:
-        """Stop the worker processes."""
+        """Stop the worker processes (or the thread)."""
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.shutdown(wait=False, cancel_futures=True)
 
 
 def build_extractor(settings: FetchSettings, *, in_thread: bool = False) -> Extractor:
