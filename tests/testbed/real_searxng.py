@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -97,18 +98,24 @@ def running(directory: Path, engines: Mapping[str, str], timeout_s: float = 5.0)
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group: the server's children go with it
         )
         base = f"http://{HOST}:{port}"
         try:
             _wait_ready(base, process, Path(tmp) / "searxng.log")
             yield base
         finally:
-            process.terminate()
+            # searx.webapp can leave a child behind its parent: end the whole group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                process.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # a child that ignored SIGTERM
             log.close()
 
 
