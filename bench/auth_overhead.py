@@ -11,7 +11,7 @@ SearXNG-shaped ``/searxng/fixed/20``), the result cache off so every request is 
   every request;
 - guarded (all): both.
 
-Every round asks the testbed directly, then each server, in turn; p50 of each and what
+Every round asks the testbed directly and each server, in a shuffled order; p50 of each and what
 each variant adds over bare (target for all of it: <= 0.3 ms).
 
     python -m bench.auth_overhead [--requests 1000]
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import random
 import statistics
 import subprocess
 import sys
@@ -92,8 +93,11 @@ def main() -> None:
             for _ in range(50):  # warm every path
                 for _, url, headers in targets:
                     ask(url, headers)
+            order = random.Random(13)
             for _ in range(args.requests):
-                for name, url, headers in targets:
+                # A fresh order each round: no server always goes first, or right after
+                # the one that warmed the CPU's caches for it.
+                for name, url, headers in order.sample(targets, len(targets)):
                     t0 = time.perf_counter()
                     ask(url, headers)
                     times[name].append((time.perf_counter() - t0) * 1000)
