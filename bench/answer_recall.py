@@ -238,6 +238,7 @@ def settings_for(base_url: str, host: str) -> Settings:
             "embeddings": {"provider": "none"},
             "fetch": {"allowed_hosts": [host]},
             "service": {"cache": {"enabled": False}},
+            "cache": {"enabled": False},  # no result cache: every request is computed
         }
     )
 

@@ -28,6 +28,7 @@ def config(testbed_base: str) -> dict:
         },
         "fetch": {"allowed_hosts": [urlsplit(testbed_base).netloc]},
         "service": {"cache": {"enabled": False}},
+        "cache": {"enabled": False},  # no result cache: every request is computed
         "embeddings": {"model": str(STATIC_MODEL)},
         "scoring": {"min_keyword_overlap": 0},  # every one of the ten pages is read
     }

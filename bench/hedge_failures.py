@@ -31,6 +31,7 @@ def config(tb: str, searxng_behaviour: str, timeout_s: float = 8.0) -> dict:
             "duckduckgo": {"enabled": False},
         },
         "service": {"cache": {"enabled": False}},
+        "cache": {"enabled": False},  # no result cache: every request is computed
         "embeddings": {"model": str(STATIC_MODEL)},
     }
 

@@ -52,6 +52,7 @@ def config(testbed_base: str, search_ms: int, llm_ms: int) -> dict[str, Any]:
             "duckduckgo": {"enabled": False},
         },
         "service": {"cache": {"enabled": False}},
+        "cache": {"enabled": False},  # no result cache: every request is computed
         "embeddings": {"model": str(STATIC_MODEL)},
         "llm": {"base_url": f"{testbed_base}/llm/v1", "model": script(status=503), "steps": steps},
     }

@@ -132,6 +132,7 @@ async def latency(presets: Sequence[str], runs: int) -> list[str]:
                          "duckduckgo": {"enabled": False}, "brave": {"enabled": False}},
             "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
             "service": {"cache": {"enabled": False}},
+            "cache": {"enabled": False},  # no result cache: every request is computed
             "embeddings": {"provider": "none"},
             "llm": {"base_url": testbed.llm_url(), "model": script(status=503), "steps": {
                 "research_plan": {"model": script(reply=plan, delay_ms=200)},
