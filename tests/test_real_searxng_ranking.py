@@ -8,7 +8,9 @@ order is not worse than SearXNG's own (nDCG@10 and MRR on Cranfield's judgements
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import random
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -136,8 +138,20 @@ def test_per_engine_lists_are_read_from_the_real_answer(answers, collection):
     # results between two engines at the same two positions cannot be told apart.
     print(f"pairs right {right_pairs}/{pairs}, naive {naive_pairs}, exact lists {exact}/{total}")
     assert right_pairs >= 0.95 * pairs, (right_pairs, pairs)
-    assert right_pairs >= naive_pairs
     assert exact >= 0.8 * total, (exact, total)
+    # Pairing by index is right only as often as the set's order happens to follow the
+    # answers' arrival (it changes with each SearXNG process's hash seed), so it is no
+    # bar. What must hold: the pairing does not depend on that order at all.
+    shuffle = random.Random(7)
+    for raw, answer in answers.values():
+        reordered = json.loads(json.dumps(raw))
+        for result in reordered["results"]:
+            shuffle.shuffle(result["engines"])
+        again = searxng.parse_response(200, {}, json.dumps(reordered).encode())
+        for first, second in zip(answer.hits, again.hits, strict=True):
+            assert dict(zip(first.engines, first.positions, strict=False)) == dict(
+                zip(second.engines, second.positions, strict=False)
+            )
 
 
 def test_searxng_score_and_order_are_its_merge(answers):
