@@ -74,6 +74,16 @@ def _scope_id(scope: str) -> int:
         return hash(scope) & ((1 << 60) - 1)
 
 
+async def query_vector(embedder: Embedder, query: str) -> np.ndarray | None:
+    """The query's embedding; None when the embedder fails or finds no token in it."""
+    try:
+        vector = (await embedder.embed([query]))[0]
+    except EmbedderUnavailable as exc:
+        log.warning("semantic cache: no embedding (%s); exact matches only", exc)
+        return None
+    return vector if np.any(vector) else None
+
+
 @dataclass(frozen=True)
 class Match:
     item_id: str
@@ -204,12 +214,7 @@ class SemanticCache:
         )
 
     async def _embed(self, query: str) -> np.ndarray | None:
-        try:
-            vector = (await self.embedder.embed([query]))[0]
-        except EmbedderUnavailable as exc:
-            log.warning("semantic cache: no embedding (%s); exact matches only", exc)
-            return None
-        return vector if np.any(vector) else None
+        return await query_vector(self.embedder, query)
 
     async def find(self, query: str, scope: str) -> str | None:
         """The key of the cached answer to the closest query with the same anchors."""

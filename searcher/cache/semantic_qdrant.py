@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from searcher.cache.semantic import same_anchors
+from searcher.cache.semantic import query_vector, same_anchors
 from searcher.embeddings import Embedder
-from searcher.errors import EmbedderUnavailable, StateUnavailable
+from searcher.errors import StateUnavailable
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
@@ -178,9 +178,4 @@ class QdrantSemanticCache:
         return self._size == size
 
     async def _embed(self, query: str) -> np.ndarray | None:
-        try:
-            vector = (await self.embedder.embed([query]))[0]
-        except EmbedderUnavailable as exc:
-            log.warning("semantic cache: no embedding (%s); exact matches only", exc)
-            return None
-        return vector if np.any(vector) else None
+        return await query_vector(self.embedder, query)
