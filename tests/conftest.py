@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,16 @@ def aeb_ground_truth() -> dict[str, dict[str, str]]:
 
 # The offline embedding model (../shared/models/README.md); tests never load from a hub.
 STATIC_MODEL = shared_dir() / "models" / "minilm-static-256"
+
+
+def serve_until_it_exits(config_path: str) -> subprocess.CompletedProcess[str]:
+    """``searcher serve`` with ``config_path`` in a fresh process, for configurations it
+    must refuse at start (it exits instead of serving)."""
+    return subprocess.run(
+        [sys.executable, "-m", "searcher", "serve", "--config", config_path, "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from searcher.cache.results import (
 from searcher.config import ResultCacheSettings
 from searcher.contract import SearchRequest
 from searcher.state import SqliteStore
+from tests.conftest import serve_until_it_exits
 from tests.redis_server import RedisServer, closed_port_url
 from tests.responses import search_response
 
@@ -194,11 +193,7 @@ def test_serve_exits_2_when_redis_is_unreachable(config_file, tmp_path):
     path = config_file()
     text = Path(path).read_text() + f"state:\n  redis_url: {closed_port_url()}\n"
     Path(path).write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-m", "searcher", "serve", "--config", path, "--port", "0"],
-        capture_output=True, text=True, timeout=60,
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    done = serve_until_it_exits(path)
     assert done.returncode == 2
     assert "state store" in done.stderr and "Redis at redis://127.0.0.1" in done.stderr
     assert "Traceback" not in done.stderr

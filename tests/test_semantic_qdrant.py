@@ -13,7 +13,7 @@ import pytest
 from searcher.cache.semantic_qdrant import COLLECTION, QdrantSemanticCache, open_qdrant
 from searcher.embeddings import StaticEmbedder
 from searcher.errors import StateUnavailable
-from tests.conftest import STATIC_MODEL
+from tests.conftest import STATIC_MODEL, serve_until_it_exits
 
 
 class Clock:
@@ -89,9 +89,6 @@ def test_over_http_a_close_query_is_a_semantic_hit_from_qdrant(
 
 
 def test_serve_exits_2_when_qdrant_is_unreachable(config_file):
-    import subprocess
-    import sys
-
     from tests.redis_server import free_port
 
     path = config_file()
@@ -99,10 +96,6 @@ def test_serve_exits_2_when_qdrant_is_unreachable(config_file):
     text += f"state:\n  qdrant_url: http://127.0.0.1:{free_port()}\n"
     text += "cache:\n  semantic:\n    enabled: true\n"
     Path(path).write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-m", "searcher", "serve", "--config", path, "--port", "0"],
-        capture_output=True, text=True, timeout=60,
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    done = serve_until_it_exits(path)
     assert done.returncode == 2, done.stderr
     assert "Qdrant at http://127.0.0.1" in done.stderr and "Traceback" not in done.stderr
