@@ -34,7 +34,15 @@ from urllib.parse import urlsplit
 import httpx
 import yaml
 
-from bench.processes import REPO, STATIC_MODEL, free_port, percentile, testbed, wait_ready
+from bench.processes import (
+    REPO,
+    STATIC_MODEL,
+    free_port,
+    has_result_cache,
+    percentile,
+    testbed,
+    wait_ready,
+)
 
 CLIENTS = 16
 HOSTILE = [
@@ -52,9 +60,8 @@ SEARCH = {
 
 def config(testbed_base: str, code_dir: Path = REPO) -> dict:
     # The clients' pages must really be read: the result cache (where the code has one) is off.
-    has_result_cache = "class ResultCacheSettings" in (code_dir / "searcher/config.py").read_text()
     return {
-        **({"cache": {"enabled": False}} if has_result_cache else {}),
+        **({"cache": {"enabled": False}} if has_result_cache(code_dir) else {}),
         "backends": {
             "order": ["searxng"],
             "searxng": {"base_url": f"{testbed_base}/searxng/delayed/10/50"},

@@ -20,7 +20,15 @@ from pathlib import Path
 import httpx
 
 from bench import wrk
-from bench.processes import REPO, STATIC_MODEL, checkout, percentile, searcher, testbed
+from bench.processes import (
+    REPO,
+    STATIC_MODEL,
+    checkout,
+    has_result_cache,
+    percentile,
+    searcher,
+    testbed,
+)
 
 QUERY = "cloud gaming"
 
@@ -28,9 +36,8 @@ QUERY = "cloud gaming"
 def config(testbed_base: str, repo: Path, dedup: bool = True) -> dict:
     embeddings = {"model": str(STATIC_MODEL)} if dedup else {"provider": "none"}
     # Every request must reach the backend: the result cache (where the commit has one) is off.
-    has_result_cache = "class ResultCacheSettings" in (repo / "searcher/config.py").read_text()
     return {
-        **({"cache": {"enabled": False}} if has_result_cache else {}),
+        **({"cache": {"enabled": False}} if has_result_cache(repo) else {}),
         "backends": {
             "order": ["searxng"],
             "searxng": {"base_url": f"{testbed_base}/searxng/fixed/20"},

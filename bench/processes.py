@@ -96,6 +96,11 @@ def checkout(rev: str) -> Iterator[Path]:
                            check=False)  # fmt: skip
 
 
+def has_result_cache(repo: Path) -> bool:
+    """Whether the code in ``repo`` has the result cache (a config key older commits refuse)."""
+    return "class ResultCacheSettings" in (repo / "searcher" / "config.py").read_text()
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

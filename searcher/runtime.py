@@ -128,11 +128,12 @@ async def open_service(
         max_bytes=cache_cfg.max_bytes or None,
     )  # fmt: skip
     # Breakers agree through the state store: one opened by a worker is open for all.
+    keys = upstream_keys(settings)  # what workers share per upstream: breakers and pace
     pool = BackendPool(
         build_backends(settings, backend_client, ddgs_factory),
         settings,
-        shared=SharedBreakers(state, upstream_keys(settings)),
-        pacer=Pacer(state, instance_rates(settings), upstream_keys(settings)),
+        shared=SharedBreakers(state, keys),
+        pacer=Pacer(state, instance_rates(settings), keys),
         metrics=metrics,
     )
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)

@@ -73,6 +73,9 @@ class QdrantSemanticCache:
         threshold: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        from qdrant_client import models  # installed: the client exists
+
+        self._models = models
         self.client = client
         self.embedder = embedder
         self.threshold = threshold
@@ -110,14 +113,14 @@ class QdrantSemanticCache:
         vector = await self._embed(query)
         if vector is None or not await self._ready(len(vector), create=True):
             return
-        from qdrant_client import models
-
         payload = {"key": key, "query": query, "scope": scope, "expires_at": self._clock() + ttl_s}
         point_id = str(uuid.uuid5(uuid.NAMESPACE_URL, key))  # one point per cached answer
         try:
             await self.client.upsert(
                 COLLECTION,
-                points=[models.PointStruct(id=point_id, vector=vector.tolist(), payload=payload)],
+                points=[
+                    self._models.PointStruct(id=point_id, vector=vector.tolist(), payload=payload)
+                ],
             )
             self._added += 1
             if self._added % PRUNE_EVERY == 0:
@@ -126,8 +129,7 @@ class QdrantSemanticCache:
             log.warning("semantic cache: Qdrant write failed (%s)", exc)
 
     def _live(self, scope: str) -> Any:
-        from qdrant_client import models
-
+        models = self._models
         return models.Filter(
             must=[
                 models.FieldCondition(key="scope", match=models.MatchValue(value=scope)),
@@ -137,8 +139,7 @@ class QdrantSemanticCache:
 
     async def _prune(self) -> None:
         """Delete expired points (lookups already skip them; this bounds the collection)."""
-        from qdrant_client import models
-
+        models = self._models
         expired = models.Filter(
             must=[models.FieldCondition(key="expires_at", range=models.Range(lte=self._clock()))]
         )
@@ -148,8 +149,7 @@ class QdrantSemanticCache:
         """Whether the collection exists with vectors of ``size``, creating it if asked."""
         if self._size is not None:
             return self._size == size
-        from qdrant_client import models
-
+        models = self._models
         try:
             if await self.client.collection_exists(COLLECTION):
                 info = await self.client.get_collection(COLLECTION)
