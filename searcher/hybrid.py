@@ -39,47 +39,56 @@ _ENTITY_WORD = re.compile(r"[^\W_][\w-]*")
 _SEPARATOR = re.compile(r"[-_]")
 
 
-def _tokens(text: str) -> list[str]:
-    """The lower-cased entity words of ``text`` (``_ENTITY_WORD``): one scan serves both
-    the entity overlap and, split at hyphens and underscores, the BM25 terms."""
-    return _ENTITY_WORD.findall(text.lower())
+class _Text:
+    """What the BM25 and entity scores read of one text, from one scan of it."""
 
+    __slots__ = ("length", "tokens", "words")
 
-def _terms(tokens: Sequence[str]) -> list[str]:
-    """Stemmed BM25 terms, the runs of two or more letters or digits (``_WORD``), from the
-    tokens of a text: every such run lies inside one token."""
-    words: list[str] = []
-    for token in tokens:
-        if "-" in token or "_" in token:
-            words += [part for part in _SEPARATOR.split(token) if len(part) > 1]
-        elif len(token) > 1:
-            words.append(token)
-    return list(map(stem, words))
+    def __init__(self, text: str) -> None:
+        # Lower-cased entity words (``_ENTITY_WORD``); split at hyphens and underscores,
+        # they give the runs of letters and digits, of which those of two or more
+        # (``_WORD``) are the BM25 terms.
+        self.tokens: list[str] = _ENTITY_WORD.findall(text.lower())
+        joined = " ".join(self.tokens)
+        if "-" in joined or "_" in joined:
+            joined = _SEPARATOR.sub(" ", joined)
+        self.words: list[str] = joined.split()
+        self.length = len(self.words) - sum(map((1).__eq__, map(len, self.words)))
 
 
 def pool_bm25(query: str, texts: Sequence[str]) -> list[float]:
     """BM25 of each text for the query's keywords, statistics from ``texts`` alone,
-    divided by the best (all 0 when nothing matches)."""
-    return _pool_bm25(query, [_tokens(t) for t in texts])
+    divided by the best (all 0 when nothing matches). Terms are the stemmed runs of two
+    or more letters or digits (``_WORD``)."""
+    return _pool_bm25(query, [_Text(t) for t in texts])
 
 
-def _pool_bm25(query: str, tokens: Sequence[Sequence[str]]) -> list[float]:
-    docs = [Counter(_terms(t)) for t in tokens]
-    wanted = {stem(w) for w in _WORD.findall(query.lower())} & {w for d in docs for w in d}
-    if not docs or not wanted:
-        return [0.0] * len(tokens)
-    n = len(docs)
-    lengths = [sum(d.values()) for d in docs]
+def _pool_bm25(query: str, texts: Sequence[_Text]) -> list[float]:
+    query_stems = tuple(dict.fromkeys(stem(w) for w in _WORD.findall(query.lower())))
+    if not texts or not query_stems:
+        return [0.0] * len(texts)
+    # Only the query's terms count, so only the words that may stem to one are stemmed:
+    # a word stems to ``s`` only if it starts with ``s`` less its last letter.
+    prefixes, wanted = tuple({s[:-1] for s in query_stems}), frozenset(query_stems)
+    counts = [
+        Counter(s for s in map(stem, [w for w in t.words if w.startswith(prefixes)]) if s in wanted)
+        for t in texts
+    ]
+    present = [w for w in query_stems if any(w in c for c in counts)]
+    if not present:
+        return [0.0] * len(texts)
+    n = len(texts)
+    lengths = [t.length for t in texts]
     average = (sum(lengths) / n) or 1.0
-    idf = {w: math.log(1 + (n - (df := sum(1 for d in docs if w in d)) + 0.5) / (df + 0.5))
-           for w in wanted}  # fmt: skip
+    idf = {w: math.log(1 + (n - (df := sum(1 for c in counts if w in c)) + 0.5) / (df + 0.5))
+           for w in present}  # fmt: skip
     scores = [
         sum(
-            idf[w] * d[w] * (_K1 + 1) / (d[w] + _K1 * (1 - _B + _B * length / average))
-            for w in wanted
-            if d[w]
+            idf[w] * c[w] * (_K1 + 1) / (c[w] + _K1 * (1 - _B + _B * length / average))
+            for w in present
+            if w in c
         )
-        for d, length in zip(docs, lengths, strict=True)
+        for c, length in zip(counts, lengths, strict=True)
     ]
     best = max(scores)
     return [s / best if best > 0 else 0.0 for s in scores]
@@ -94,15 +103,16 @@ def entities(text: str) -> set[str]:
 
 def entity_overlap(query: str, texts: Sequence[str]) -> list[float]:
     """For each text, the share of the query's entities (else keywords) it names."""
-    return _entity_overlap(query, [_tokens(t) for t in texts])
+    return _entity_overlap(query, [_Text(t) for t in texts])
 
 
-def _entity_overlap(query: str, tokens: Sequence[Sequence[str]]) -> list[float]:
+def _entity_overlap(query: str, texts: Sequence[_Text]) -> list[float]:
     wanted = entities(query) or set(query_keywords(query))
     if not wanted:
-        return [0.0] * len(tokens)
+        return [0.0] * len(texts)
     out = []
-    for words in map(set, tokens):
+    for text in texts:
+        words = set(text.tokens)
         found = wanted & words
         if len(found) < len(wanted):  # the rest may be there in another form
             found |= wanted.intersection(map(stem, words))
@@ -112,8 +122,8 @@ def _entity_overlap(query: str, tokens: Sequence[Sequence[str]]) -> list[float]:
 
 def hybrid_scores(query: str, texts: Sequence[str], cosines: Sequence[float] | None) -> list[float]:
     """Seed 004's mix for each text; without cosines the other two keep their ratio."""
-    tokens = [_tokens(t) for t in texts]
-    bm25, entity = _pool_bm25(query, tokens), _entity_overlap(query, tokens)
+    read = [_Text(t) for t in texts]
+    bm25, entity = _pool_bm25(query, read), _entity_overlap(query, read)
     if cosines is None:
         scale = 1.0 / (BM25_WEIGHT + ENTITY_WEIGHT)
         pairs = zip(bm25, entity, strict=True)

@@ -55,6 +55,21 @@ def test_searxng_normalises_results():
     assert second.engines == ("google",) and second.score is None and second.published is None
 
 
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [
+        ("2024-05-01", "2024-05-01T00:00:00Z"),
+        ("2024-05-01T23:30:00-01:00", "2024-05-02T00:30:00Z"),
+        ("0001-01-01T00:30:00+01:00", None),  # before year 1 in UTC: no date, not a crash
+        ("9999-12-31T23:30:00-01:00", None),  # after year 9999 in UTC
+        ("yesterday", None),
+    ],
+)
+def test_searxng_dates_become_utc_or_nothing(sent, kept):
+    body = searxng_body([{"url": "https://a.example/", "engine": "bing", "publishedDate": sent}])
+    assert searxng.parse_response(200, JSON, body).hits[0].published == kept
+
+
 def test_searxng_zero_results_with_unresponsive_engines_is_a_failure():
     body = searxng_body([], unresponsive=[("google", "timeout"), ("bing", "CAPTCHA")])
     with pytest.raises(EnginesUnresponsive) as info:

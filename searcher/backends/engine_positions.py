@@ -23,9 +23,13 @@ class _Open:
     engines: list[str]
     positions: list[int]
     pairs: dict[str, int] = field(default_factory=dict)
+    # The versions of its engines' taken positions when it was last settled: settling it
+    # again before one of them changes would make no pairing (see ``_propagate``).
+    settled: tuple[int, ...] | None = None
 
 
 _Pair = Callable[[_Open, str, int], None]
+_NONE: frozenset[int] = frozenset()
 
 
 def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[str, int]]:
@@ -38,14 +42,16 @@ def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[s
         for engines, positions in results
     ]
     taken: dict[str, set[int]] = {}
+    versions = {engine: 0 for row in rows for engine in row.engines}
 
     def pair(row: _Open, engine: str, position: int) -> None:
         row.pairs[engine] = position
         row.engines.remove(engine)
         row.positions.remove(position)
         taken.setdefault(engine, set()).add(position)
+        versions[engine] += 1
 
-    _propagate(rows, taken, pair)
+    _propagate(rows, taken, versions, pair)
     # An engine that lost no result to the merge held positions 1..n, n being how many
     # results name it: positions beyond n are not its own, and each of 1..n is somewhere.
     counts: dict[str, int] = {}
@@ -55,7 +61,8 @@ def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[s
     for engine, count in counts.items():
         if all(p <= count for p in taken.get(engine, ())):  # else it did lose some
             taken.setdefault(engine, set()).update(_beyond(rows, engine, count))
-    while _propagate(rows, taken, pair) | _cover(rows, taken, counts, pair):
+            versions[engine] += 1
+    while _propagate(rows, taken, versions, pair) | _cover(rows, taken, counts, pair):
         pass
     for row in rows:  # undecidable: the mean of what is left, for each engine left
         if row.engines and row.positions:
@@ -65,13 +72,21 @@ def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[s
     return [row.pairs for row in rows]
 
 
-def _propagate(rows: Sequence[_Open], taken: dict[str, set[int]], pair: _Pair) -> bool:
+def _propagate(
+    rows: Sequence[_Open], taken: dict[str, set[int]], versions: dict[str, int], pair: _Pair
+) -> bool:
+    """Settle open rows until none moves. What settling a row can do depends only on the
+    row and on the positions taken from its engines; a pairing removes an engine from its
+    row, so a row whose engines' versions are those of its last settling is skipped."""
     moved, changed = False, True
     open_rows = [row for row in rows if row.engines and row.positions]
     while changed:
         changed = False
         for row in open_rows:
+            if row.settled == tuple(map(versions.__getitem__, row.engines)):
+                continue
             changed |= _settle(row, taken, pair)
+            row.settled = tuple(map(versions.__getitem__, row.engines))
         moved |= changed
         open_rows = [row for row in open_rows if row.engines and row.positions]
     return moved
@@ -85,12 +100,23 @@ def _cover(
     rows: Sequence[_Open], taken: dict[str, set[int]], counts: dict[str, int], pair: _Pair
 ) -> bool:
     """A position of 1..n an engine has not placed, that one open result alone can hold."""
+    # Which rows could hold each (engine, position), read once: rows only lose engines
+    # and positions as they are paired, so the rows still able are among these.
+    could: dict[tuple[str, int], list[_Open]] = {}
+    for row in rows:
+        for engine in row.engines:
+            for position in dict.fromkeys(row.positions):  # a row once, even if repeated
+                could.setdefault((engine, position), []).append(row)
     moved = False
     for engine, count in counts.items():
         for position in range(1, count + 1):
-            if position in taken.get(engine, ()):
+            if position in taken.get(engine, ()) or (engine, position) not in could:
                 continue
-            able = [r for r in rows if engine in r.engines and position in r.positions]
+            able = [
+                r
+                for r in could[(engine, position)]
+                if engine in r.engines and position in r.positions
+            ]
             if len(able) == 1:
                 pair(able[0], engine, position)
                 moved = True
@@ -106,8 +132,10 @@ def _settle(row: _Open, taken: dict[str, set[int]], pair: _Pair) -> bool:
         if len(row.engines) == 1:  # one engine left: its best position is this result's
             pair(row, row.engines[0], row.positions[0])
             return True
-        for engine in list(row.engines):
-            free = set(row.positions).difference(taken.get(engine, ()))
+        held = [(engine, taken.get(engine, _NONE)) for engine in row.engines]
+        positions = set(row.positions)
+        for engine, gone in held:
+            free = positions.difference(gone)
             if len(free) == 1:
                 pair(row, engine, free.pop())
                 moved = progress = True
@@ -115,7 +143,7 @@ def _settle(row: _Open, taken: dict[str, set[int]], pair: _Pair) -> bool:
         if progress:
             continue
         for position in dict.fromkeys(row.positions):
-            able = [e for e in row.engines if position not in taken.get(e, ())]
+            able = [engine for engine, gone in held if position not in gone]
             if len(able) == 1:
                 pair(row, able[0], position)
                 moved = progress = True

@@ -43,11 +43,14 @@ def iso_utc(value: object) -> str | None:
         text = text[:-1] + "+00:00"
     try:
         moment = datetime.fromisoformat(text)
-    except ValueError:
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(UTC)
+    except (ValueError, OverflowError):  # OverflowError: "0001-01-01T00:00:00+01:00"
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # What strftime("%Y-%m-%dT%H:%M:%SZ") writes (an unpadded year, as glibc's %Y), at a
+    # third of its cost: a page of results carries a date on most items.
+    m = moment
+    return f"{m.year}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}Z"
 
 
 def http_url(value: object) -> str | None:

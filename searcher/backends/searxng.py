@@ -102,20 +102,28 @@ def _unresponsive(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _hit(raw: Mapping[str, Any], instance: str) -> Hit | None:
-    url = http_url(raw.get("url"))
-    if url is None:
-        return None
+def _engines(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[int, ...]]:
     engines = raw.get("engines") or ([raw["engine"]] if raw.get("engine") else [])
     positions = raw.get("positions") or []
+    return (
+        tuple(str(e) for e in engines if isinstance(e, str)),
+        tuple(p for p in positions if isinstance(p, int) and not isinstance(p, bool)),
+    )
+
+
+def _hit(
+    raw: Mapping[str, Any], url: str, instance: str, engines: Sequence[str], pairs: dict[str, int]
+) -> Hit:
+    """A result whose engines are paired with their positions (``pairs``, from
+    ``engine_positions.align``); engines with no position left come last."""
     score = raw.get("score")
     return Hit(
         url=url,
         title=plain_text(raw.get("title")) or url,
         snippet=plain_text(raw.get("content")),
         backend=instance,
-        engines=tuple(str(e) for e in engines if isinstance(e, str)),
-        positions=tuple(p for p in positions if isinstance(p, int) and not isinstance(p, bool)),
+        engines=(*pairs, *(e for e in engines if e not in pairs)),
+        positions=tuple(pairs.values()),
         score=float(score)
         if isinstance(score, int | float) and not isinstance(score, bool)
         else None,
@@ -124,15 +132,20 @@ def _hit(raw: Mapping[str, Any], instance: str) -> Hit | None:
     )
 
 
-def _aligned(hits: Sequence[Hit]) -> list[Hit]:
-    """Hits whose ``positions[i]`` belongs to ``engines[i]``: a real SearXNG sends
-    ``engines`` as an unordered set, so the pairing is worked out over the whole answer
-    (``engine_positions.align``); engines with no position left come last."""
-    out = []
-    for hit, pairs in zip(hits, align([(h.engines, h.positions) for h in hits]), strict=True):
-        rest = tuple(e for e in hit.engines if e not in pairs)
-        out.append(replace(hit, engines=(*pairs, *rest), positions=tuple(pairs.values())))
-    return out
+def _hits(raw_results: Sequence[Any], instance: str) -> list[Hit]:
+    """The hits of an answer's results. A real SearXNG sends ``engines`` as an unordered
+    set, so which position belongs to which engine is worked out over the whole answer
+    (``engine_positions.align``)."""
+    usable = [
+        (raw, url, _engines(raw))
+        for raw in raw_results
+        if isinstance(raw, dict) and (url := http_url(raw.get("url"))) is not None
+    ]
+    pairings = align([engines for _, _, engines in usable])
+    return [
+        _hit(raw, url, instance, engines, pairs)
+        for (raw, url, (engines, _)), pairs in zip(usable, pairings, strict=True)
+    ]
 
 
 def parse_response(
@@ -144,9 +157,7 @@ def parse_response(
     raw_results = data.get("results")
     if not isinstance(raw_results, list):
         raw_results = []
-    hits = _aligned(
-        [hit for raw in raw_results if isinstance(raw, dict) and (hit := _hit(raw, instance))]
-    )
+    hits = _hits(raw_results, instance)
     unresponsive = _unresponsive(data)
     if not hits and unresponsive:
         raise EnginesUnresponsive(instance, unresponsive, unresponsive_kind(unresponsive))

@@ -3,7 +3,6 @@ near-duplicates merged, heuristic relevance on top."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -88,8 +87,7 @@ def result_text(ranked: Ranked) -> str:
 
 
 def _with_hybrid_score(ranked: Ranked, score: float, blended: float) -> Ranked:
-    components = {**ranked.components, "hybrid": score}
-    return dataclasses.replace(ranked, relevance=blended, components=components)
+    return Ranked(ranked.fused, blended, {**ranked.components, "hybrid": score})
 
 
 async def rank(ctx: RequestContext, parts: Parts, plan: Plan, tagged: Tagged) -> Ranking:
