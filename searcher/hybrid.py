@@ -69,7 +69,7 @@ def _pool_bm25(query: str, texts: Sequence[_Text]) -> list[float]:
         return [0.0] * len(texts)
     # Only the query's terms count, so only the words that may stem to one are stemmed:
     # a word stems to ``s`` only if it starts with ``s`` less its last letter.
-    prefixes, wanted = tuple({s[:-1] for s in query_stems}), frozenset(query_stems)
+    prefixes, wanted = tuple({s[:-1] or s for s in query_stems}), frozenset(query_stems)
     counts = [
         Counter(s for s in map(stem, [w for w in t.words if w.startswith(prefixes)]) if s in wanted)
         for t in texts
@@ -110,12 +110,14 @@ def _entity_overlap(query: str, texts: Sequence[_Text]) -> list[float]:
     wanted = entities(query) or set(query_keywords(query))
     if not wanted:
         return [0.0] * len(texts)
+    # A word stems to an entity only if it starts with the entity less its last letter.
+    prefixes = tuple({w[:-1] or w for w in wanted})
     out = []
     for text in texts:
         words = set(text.tokens)
         found = wanted & words
         if len(found) < len(wanted):  # the rest may be there in another form
-            found |= wanted.intersection(map(stem, words))
+            found |= wanted.intersection(map(stem, [w for w in words if w.startswith(prefixes)]))
         out.append(len(found) / len(wanted))
     return out
 

@@ -17,6 +17,8 @@ def filter_domains(
     exclude: Sequence[str] | None,
 ) -> list[T]:
     """Keep results on ``include`` domains (if given) and not on ``exclude`` domains."""
+    if not include and not exclude:
+        return list(results)
     kept = []
     for result in results:
         host = host_of(url_of(result))
