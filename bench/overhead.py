@@ -3,7 +3,8 @@
 1. Sequential: the same SearXNG-format request asked of the testbed directly and through
    ``searcher serve`` (simple mode, result cache off), interleaved; p50 of each and the
    difference. With ``--baseline REV`` an older commit's server runs beside this one and
-   every round asks all three, so the figures are side by side in one run.
+   every round asks all three, in a shuffled order, so the figures are side by side in
+   one run.
 2. Load: wrk with 32 connections against ``POST /v1/search``: requests/s, p50, p99; with a
    baseline the two servers take turns (new, old, new, old) and the medians are printed.
 Every server runs as a separate process on 127.0.0.1; wrk (Debian package ``wrk``) too.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import random
 import statistics
 import time
 from pathlib import Path
@@ -51,7 +53,8 @@ def config(testbed_base: str, repo: Path, dedup: bool = True) -> dict:
 
 
 def sequential(testbed_base: str, servers: list[str], n: int) -> list[list[float]]:
-    """Latencies in ms: the testbed direct first, then each server, asked in turn each round."""
+    """Latencies in ms: the testbed direct first, then each server; each round asks them all,
+    in a shuffled order."""
     targets = [(f"{testbed_base}/searxng/fixed/20/search", None)]
     targets += [(f"{base}/v1/search", {"query": QUERY}) for base in servers]
     params = {"q": QUERY, "format": "json"}
@@ -67,8 +70,12 @@ def sequential(testbed_base: str, servers: list[str], n: int) -> list[list[float
         for _ in range(50):  # warm every path
             for url, body in targets:
                 ask(client, url, body)
+        order = random.Random(13)
         for _ in range(n):
-            for i, (url, body) in enumerate(targets):
+            # A fresh order each round: no target always goes first, or right after the
+            # one that warmed the CPU's caches for it.
+            for i in order.sample(range(len(targets)), len(targets)):
+                url, body = targets[i]
                 t0 = time.perf_counter()
                 ask(client, url, body)
                 times[i].append((time.perf_counter() - t0) * 1000)
