@@ -427,9 +427,11 @@ def cache_stats(config_path: str | None) -> None:
 @cache.command("clear")
 @config_option
 def cache_clear(config_path: str | None) -> None:
-    """Remove every cached extraction and every cached search result."""
+    """Remove every cached extraction and every cached search result (with the semantic
+    cache's vectors, in Qdrant too when ``state.qdrant_url`` is set)."""
     from searcher.cache.extraction import ExtractionCache
     from searcher.cache.results import NAMESPACE
+    from searcher.errors import StateUnavailable
 
     settings = _settings(config_path)
     store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
@@ -437,6 +439,15 @@ def cache_clear(config_path: str | None) -> None:
     click.echo(f"removed {removed} entries from {settings.cache_dir()}")
     results = _state_call(settings, lambda s: s.clear(NAMESPACE))
     click.echo(f"removed {results} search results from {build_location(settings)}")
+    if settings.state.qdrant_url:
+        from searcher.cache.semantic_qdrant import clear_qdrant
+
+        url = settings.state.qdrant_url
+        try:
+            vectors = _run(lambda: clear_qdrant(url))
+        except StateUnavailable as exc:
+            _fail(f"cannot clear the semantic cache's vectors: {exc}", 2)
+        click.echo(f"removed {vectors} query vectors from Qdrant at {url}")
 
 
 @cache.command("prune")

@@ -99,3 +99,47 @@ def test_serve_exits_2_when_qdrant_is_unreachable(config_file):
     done = serve_until_it_exits(path)
     assert done.returncode == 2, done.stderr
     assert "Qdrant at http://127.0.0.1" in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_a_cache_whose_collection_was_deleted_makes_it_again(client, embedder):
+    cache = QdrantSemanticCache(client, embedder, threshold=0.95)
+    await cache.add("population of France in 2019", "s1", "k1", 60)
+    await client.delete_collection(COLLECTION)  # `searcher cache clear`, from another process
+    await cache.add("population of Spain in 2019", "s1", "k2", 60)  # fails once, with a warning
+    await cache.add("population of Spain in 2019", "s1", "k2", 60)
+    assert await cache.find("population of spain in 2019", "s1") == "k2"
+    assert (await client.count(COLLECTION)).count == 1
+
+
+def test_cache_clear_deletes_the_vectors_in_qdrant(config_file, embedder, tmp_path):
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from searcher.cli import main
+
+    where = str(tmp_path / "vectors")
+
+    async def fill() -> None:
+        opened = await open_qdrant(where)
+        cache = QdrantSemanticCache(opened, embedder, threshold=0.95)
+        await cache.add("population of France in 2019", "s1", "k1", 60)
+        await cache.add("Games on Google Stadia", "s1", "k2", 60)
+        await opened.close()
+
+    async def collection_exists() -> bool:
+        opened = await open_qdrant(where)
+        try:
+            return bool(await opened.collection_exists(COLLECTION))
+        finally:
+            await opened.close()
+
+    asyncio.run(fill())
+    path = config_file()
+    Path(path).write_text(Path(path).read_text() + f"state:\n  qdrant_url: {where}\n")
+    cleared = CliRunner().invoke(main, ["cache", "clear", "--config", path])
+    assert cleared.exit_code == 0, cleared.output
+    assert f"removed 2 query vectors from Qdrant at {where}" in cleared.stdout
+    assert asyncio.run(collection_exists()) is False
+    again = CliRunner().invoke(main, ["cache", "clear", "--config", path])
+    assert "removed 0 query vectors" in again.stdout

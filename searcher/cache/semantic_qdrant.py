@@ -61,6 +61,23 @@ async def open_qdrant(url: str, timeout_s: float = 5.0) -> AsyncQdrantClient:
     return client
 
 
+async def clear_qdrant(url: str, timeout_s: float = 5.0) -> int:
+    """Delete the semantic cache's collection from the Qdrant at ``url`` (``searcher cache
+    clear``); how many vectors it held. ``StateUnavailable`` if that Qdrant cannot be used
+    (an embedded directory is held by the one process that opened it)."""
+    client = await open_qdrant(url, timeout_s)
+    try:
+        if not await client.collection_exists(COLLECTION):
+            return 0
+        held = (await client.count(COLLECTION)).count
+        await client.delete_collection(COLLECTION)
+        return held
+    except Exception as exc:
+        raise StateUnavailable(f"Qdrant at {url} (state.qdrant_url): {exc}") from exc
+    finally:
+        await client.close()
+
+
 class QdrantSemanticCache:
     """Finds the cached answer of a query close to a new one, searching Qdrant
     (``SemanticMatcher``). A Qdrant that fails while serving costs the semantic hits,
@@ -102,6 +119,7 @@ class QdrantSemanticCache:
             )
         except Exception as exc:
             log.warning("semantic cache: Qdrant lookup failed (%s); exact matches only", exc)
+            self._size = None  # the collection may be gone (cache clear): look again next time
             return None
         for point in found.points:  # best first
             payload = point.payload or {}
@@ -127,6 +145,7 @@ class QdrantSemanticCache:
                 await self._prune()
         except Exception as exc:
             log.warning("semantic cache: Qdrant write failed (%s)", exc)
+            self._size = None  # the collection may be gone (cache clear): look again next time
 
     def _live(self, scope: str) -> Any:
         models = self._models
