@@ -4,6 +4,8 @@ import asyncio
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from searcher.errors import EmbedderUnavailable
 from searcher.hybrid import (
@@ -75,3 +77,64 @@ def test_the_stage_reorders_and_scores_each_item():
 def test_an_embedder_changes_the_cosine_and_a_failing_one_is_left_out():
     assert run(Failing()) == run(None)
     assert run(Fixed()) != run(None)
+
+
+def _reference_bm25(query: str, texts: list[str]) -> list[float]:
+    """BM25 as the docstring says it, every word of every text stemmed (no shortcuts)."""
+    import math
+    import re
+    from collections import Counter
+
+    from searcher.scoring import stem
+
+    word = re.compile(r"[^\W_]{2,}")
+    docs = [Counter(map(stem, word.findall(t.lower()))) for t in texts]
+    wanted = {stem(w) for w in word.findall(query.lower())} & {w for d in docs for w in d}
+    if not wanted:
+        return [0.0] * len(texts)
+    lengths = [sum(d.values()) for d in docs]
+    average = (sum(lengths) / len(docs)) or 1.0
+    scores = []
+    for d, length in zip(docs, lengths, strict=True):
+        total = 0.0
+        for w in wanted:
+            df = sum(1 for other in docs if w in other)
+            idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+            total += idf * d[w] * 2.2 / (d[w] + 1.2 * (0.25 + 0.75 * length / average))
+        scores.append(total)
+    best = max(scores)
+    return [s / best if best > 0 else 0.0 for s in scores]
+
+
+def _reference_entities(query: str, texts: list[str]) -> list[float]:
+    import re
+
+    from searcher.hybrid import entities
+    from searcher.scoring import query_keywords, stem
+
+    wanted = entities(query) or set(query_keywords(query))
+    out = []
+    for text in texts:
+        words = set(re.findall(r"[^\W_][\w-]*", text.lower()))
+        found = {w for w in wanted if w in words or w in {stem(x) for x in words}}
+        out.append(len(found) / len(wanted) if wanted else 0.0)
+    return out
+
+
+# Words built from roots and the suffixes stem() strips, so that forms of a word meet.
+WORD = st.builds(
+    "".join,
+    st.tuples(
+        st.sampled_from(["stud", "rout", "gam", "run", "Co-op", "x_y", "Éclat", "a", "6es7"]),
+        st.sampled_from(["", "y", "ies", "ied", "ing", "ed", "es", "s", "e", "-1"]),
+    ),
+)
+WORDS = st.lists(WORD, max_size=8).map(" ".join)
+
+
+@given(WORDS, st.lists(WORDS, min_size=1, max_size=6))
+@settings(max_examples=300)
+def test_scores_equal_stemming_every_word(query: str, texts: list[str]) -> None:
+    # The stage stems only the words that can stem to a query term; it must lose none.
+    assert pool_bm25(query, texts) == pytest.approx(_reference_bm25(query, texts))
+    assert entity_overlap(query, texts) == pytest.approx(_reference_entities(query, texts))
