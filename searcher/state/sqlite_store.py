@@ -319,9 +319,13 @@ class SqliteStore:
     async def ping(self) -> None:
         await self._call(lambda db: db.execute("SELECT 1").fetchone())
 
-    async def aclose(self) -> None:
+    async def checkpointed(self) -> None:
+        """Return once the WAL checkpoints handed to the store's thread have run."""
         if self._checkpoints:
             await asyncio.gather(*self._checkpoints, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        await self.checkpointed()
         if self._quick_db is not None:
             self._quick_db.close()
             self._quick_db = None
