@@ -155,13 +155,6 @@ def create_app(
         ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries
     )
     install_error_handlers(app)
-    app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
-    app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
-    app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
-    app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
-    app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
-    mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
-
     @app.post(
         "/v1/search",
         response_model=SearchResponse,
@@ -256,6 +249,14 @@ def create_app(
             used = await read_counter(store, f"auth:quota:{key.id}:{window}")
         return _json(usage_report(key, today, used, now))
 
+    # After the app's own routes: the router tries routes in order, and /v1/search is the
+    # busiest; none of these paths overlaps another.
+    app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
+    app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
+    app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
+    app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
+    app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
+    mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
     _name_the_instances(app, list(settings.backends.names))
     return app
 
