@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from searcher.backends.normalise import fold_spaces
+from searcher.backends.normalise import OTHER_SPACES, fold_spaces
 
 PACK_OPEN = "[CONTEXT_PACK ucp-1]"
 PACK_CLOSE = "[/CONTEXT_PACK]"
@@ -219,6 +219,14 @@ def _marker_pattern() -> re.Pattern[str]:
 _MARKER_RE = _marker_pattern()
 # Most web text holds none of the bracket characters; one cheap scan skips the big pattern.
 _ANY_BRACKET_RE = re.compile(f"[{re.escape(_BRACKETS)}]")
+# Anything _fold or _neutralise would change: a table character, whitespace but the space,
+# a marker bracket, or any astral character (the table's astral ones are looked for later).
+_UNPLAIN_RE = re.compile(
+    _table_class(
+        sorted({c for c in _TABLE if c < 0x10000} | set(map(ord, OTHER_SPACES + _BRACKETS)))
+    )[:-1]
+    + "\\U00010000-\\U0010ffff]"
+)
 
 
 def _neutralise(text: str, bracket: Callable[[str], str] = lambda _: "(") -> str:
@@ -241,25 +249,33 @@ def _truncate_words(text: str, limit: int) -> str:
     return head.rstrip() + ELLIPSIS
 
 
-def _fold(raw: str, cap: int) -> tuple[str, bool]:
-    """Clean a bounded window of ``raw`` onto one line; True when text was left out."""
+def _fold(raw: str, cap: int) -> tuple[str, bool, bool]:
+    """Clean a bounded window of ``raw`` onto one line; True when text was left out, and
+    True when it holds no marker bracket (nothing to neutralise)."""
     # The window bounds the work on a multi-megabyte hostile field.
     window = raw[: 4 * cap + 64]
-    text = fold_spaces(_translate(window)).strip()
-    return text, len(window) < len(raw) or len(text) > cap
+    if "  " in window or _UNPLAIN_RE.search(window):
+        text = fold_spaces(_translate(window)).strip()
+        plain = False
+    else:  # most fields: nothing to translate, fold or neutralise, found in one look
+        text, plain = window.strip(), True
+    return text, len(window) < len(raw) or len(text) > cap, plain
 
 
 def _one_line(raw: str, cap: int) -> str:
     """A title or snippet: one line, no controls, markers neutralised, at most ``cap``."""
-    text, cut = _fold(raw, cap)
-    text = _neutralise(text)
+    text, cut, plain = _fold(raw, cap)
+    if not plain:
+        text = _neutralise(text)
     return _truncate_words(text, cap) if cut else text
 
 
 def _clean_url(raw: str) -> str:
     """A URL on one line: whitespace and marker brackets percent-encoded, so it stays a URL."""
-    text, cut = _fold(raw, _MAX_URL_CHARS)
-    text = _neutralise(text, quote).replace(" ", "%20")
+    text, cut, plain = _fold(raw, _MAX_URL_CHARS)
+    if not plain:
+        text = _neutralise(text, quote)
+    text = text.replace(" ", "%20")
     if cut:  # a URL has no word boundary; say that it was cut
         text = text[: _MAX_URL_CHARS - len(ELLIPSIS)] + ELLIPSIS
     return text

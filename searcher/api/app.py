@@ -155,6 +155,7 @@ def create_app(
         ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries
     )
     install_error_handlers(app)
+
     @app.post(
         "/v1/search",
         response_model=SearchResponse,

@@ -10,9 +10,8 @@ _TAG = re.compile(r"<[^>]{0,500}>")
 _SPACE = re.compile(r"\s+")
 # Whitespace but the plain space, as a class of BMP characters (a table look-up per
 # character, where \s is a category test): most text needs no folding, and this says so.
-_OTHER_SPACE = re.compile(
-    "[" + "".join(re.escape(chr(c)) for c in range(0x10000) if chr(c).isspace() and c != 0x20) + "]"
-)
+OTHER_SPACES = "".join(chr(c) for c in range(0x10000) if chr(c).isspace() and c != 0x20)
+_OTHER_SPACE = re.compile("[" + re.escape(OTHER_SPACES) + "]")
 
 
 def fold_spaces(text: str) -> str:
