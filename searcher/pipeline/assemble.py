@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from searcher.contract import FetchInfo, Item, Provenance, Score
+from searcher.contract import FetchInfo, Item
 from searcher.cross_page import CrossPageAllotter, passage_similarity, passages_meta
 from searcher.page_reader import PageOutcome
 from searcher.passages import top_chunks_across
@@ -35,29 +35,38 @@ def make_item(
 ) -> Item:  # fmt: skip
     """One response item."""
     hit = ranked.fused.hit
-    return Item(
-        id=item_id(hit.url),
-        title=hit.title,
-        url=hit.url,
-        retrieved_utc=retrieved,
-        engine=hit.backend,
-        engines=list(hit.engines),
-        snippet=hit.snippet,
-        published_utc=hit.published,
-        category=hit.category,
-        score=Score(
-            rank=rank_no,
-            relevance=ranked.relevance,
-            method="rrf+heuristics",
-            components=ranked.components,
-        ),
-        provenance=[
-            Provenance(backend=s.backend, engine=s.engine, rank=s.rank, perspective=s.perspective)
-            for s in ranked.fused.sources
-        ],
-        fetch=fetch_info(page, reading),
-        content=page.content if page else None,
-        chunks=chunks,
+    # One validation of plain data: pydantic builds the nested models itself, about a
+    # third faster than an __init__ per nested model (20 items per simple search).
+    return Item.model_validate(
+        {
+            "id": item_id(hit.url),
+            "title": hit.title,
+            "url": hit.url,
+            "retrieved_utc": retrieved,
+            "engine": hit.backend,
+            "engines": list(hit.engines),
+            "snippet": hit.snippet,
+            "published_utc": hit.published,
+            "category": hit.category,
+            "score": {
+                "rank": rank_no,
+                "relevance": ranked.relevance,
+                "method": "rrf+heuristics",
+                "components": ranked.components,
+            },
+            "provenance": [
+                {
+                    "backend": s.backend,
+                    "engine": s.engine,
+                    "rank": s.rank,
+                    "perspective": s.perspective,
+                }
+                for s in ranked.fused.sources
+            ],
+            "fetch": fetch_info(page, reading),
+            "content": page.content if page else None,
+            "chunks": chunks,
+        }
     )
 
 
