@@ -193,16 +193,27 @@ def stem(word: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def stem_finder(stems: tuple[str, ...]) -> re.Pattern[str]:
-    """Finds, in lower-case text, the words (runs of letters and digits) that may stem to
-    one of ``stems``: ``stem`` only strips suffixes and turns -ies / -ied into -y, so a
-    word that stems to ``s`` starts with ``s`` less its last letter. Stemming only these
-    words, not every word of a text, finds the same stems."""
+def _prefix_pattern(stems: tuple[str, ...]) -> re.Pattern[str]:
     prefixes = sorted({s[:-1] or s for s in stems if s}, key=len, reverse=True)
     if not prefixes:
         return re.compile(r"(?!)")  # matches nothing
-    alternatives = "|".join(map(re.escape, prefixes))
-    return re.compile(rf"(?<![^\W_])(?:{alternatives})[^\W_]*")
+    # No look-behind for the word's start: with one, the re engine tries every position;
+    # without, it skips to the prefixes' first letters (2x faster on snippets).
+    return re.compile(f"(?:{'|'.join(map(re.escape, prefixes))})[^\\W_]*")
+
+
+def words_stemming_to(stems: tuple[str, ...], text: str) -> list[str]:
+    """The words (runs of letters and digits) of lower-case ``text`` that may stem to one
+    of ``stems``: ``stem`` only strips suffixes and turns -ies / -ied into -y, so a word
+    that stems to ``s`` starts with ``s`` less its last letter. Stemming only these words,
+    not every word of a text, finds the same stems."""
+    # A prefix found inside a word is not a word; it cannot hide one either, as a match
+    # never crosses the non-letter before the next word.
+    return [
+        m.group()
+        for m in _prefix_pattern(stems).finditer(text)
+        if not m.start() or not text[m.start() - 1].isalnum()
+    ]
 
 
 def _is_keyword(part: str) -> bool:
@@ -281,7 +292,7 @@ def _overlap(keywords: _KeywordSet, title: str, snippet: str, url: str) -> float
     text = f"{title} {snippet} {unquote(url)}".lower()
     found = 0
     if keywords.stems:
-        stems = set(map(stem, stem_finder(keywords.stems).findall(text)))
+        stems = set(map(stem, words_stemming_to(keywords.stems, text)))
         found += sum(1 for k in keywords.stems if k in stems)
     if keywords.phrases or keywords.substrings:
         padded = f" {' '.join(_words(text))} "

@@ -24,7 +24,7 @@ from searcher.scoring import (
     query_keywords,
     score_results,
     stem,
-    stem_finder,
+    words_stemming_to,
 )
 from searcher.scoring import _words as words_of
 from searcher.urls import domain_matches
@@ -427,5 +427,19 @@ def test_the_stem_finder_finds_every_word_that_stems_to_a_keyword(words: list[st
     # The keyword overlap stems only the words the finder yields: it must miss none.
     text = " ".join(words)
     for word in words:
-        found = stem_finder((stem(word),)).findall(text)
+        found = words_stemming_to((stem(word),), text)
         assert word in found
+
+
+@given(
+    st.text(alphabet="abgclou_ -.1éÉ", max_size=40),
+    st.lists(st.sampled_from(["gam", "clou", "cloud", "a", "b1", "é"]), min_size=1, max_size=3),
+)
+def test_the_finder_yields_exactly_the_words_that_start_with_a_prefix(
+    text: str, stems: list[str]
+) -> None:
+    # What a look-behind for the word's start would give: every whole word (a run of
+    # letters and digits) that starts with a prefix, in order, nothing inside a word.
+    prefixes = tuple({s[:-1] or s for s in stems})
+    words = re.findall(r"[^\W_]+", text)
+    assert words_stemming_to(tuple(stems), text) == [w for w in words if w.startswith(prefixes)]
