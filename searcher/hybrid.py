@@ -51,8 +51,9 @@ class _Text:
         self.tokens: list[str] = _ENTITY_WORD.findall(text.lower())
         joined = " ".join(self.tokens)
         if "-" in joined or "_" in joined:
-            joined = _SEPARATOR.sub(" ", joined)
-        self.words: list[str] = joined.split()
+            self.words: list[str] = _SEPARATOR.sub(" ", joined).split()
+        else:  # most texts: the tokens are the words
+            self.words = self.tokens
         self.length = len(self.words) - sum(map((1).__eq__, map(len, self.words)))
 
 
