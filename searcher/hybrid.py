@@ -26,7 +26,7 @@ import numpy as np
 
 from searcher.embeddings import Embedder
 from searcher.errors import EmbedderUnavailable
-from searcher.scoring import query_keywords, stem
+from searcher.scoring import query_keywords, stem, stem_prefixes
 
 T = TypeVar("T")
 
@@ -68,9 +68,8 @@ def _pool_bm25(query: str, texts: Sequence[_Text]) -> list[float]:
     query_stems = tuple(dict.fromkeys(stem(w) for w in _WORD.findall(query.lower())))
     if not texts or not query_stems:
         return [0.0] * len(texts)
-    # Only the query's terms count, so only the words that may stem to one are stemmed:
-    # a word stems to ``s`` only if it starts with ``s`` less its last letter.
-    prefixes, wanted = tuple({s[:-1] or s for s in query_stems}), frozenset(query_stems)
+    # Only the query's terms count, so only the words that may stem to one are stemmed.
+    prefixes, wanted = stem_prefixes(query_stems), frozenset(query_stems)
     counts = [
         Counter(s for s in map(stem, [w for w in t.words if w.startswith(prefixes)]) if s in wanted)
         for t in texts
@@ -111,8 +110,7 @@ def _entity_overlap(query: str, texts: Sequence[_Text]) -> list[float]:
     wanted = entities(query) or set(query_keywords(query))
     if not wanted:
         return [0.0] * len(texts)
-    # A word stems to an entity only if it starts with the entity less its last letter.
-    prefixes = tuple({w[:-1] or w for w in wanted})
+    prefixes = stem_prefixes(wanted)  # only these words can stem to an entity
     out = []
     for text in texts:
         words = set(text.tokens)

@@ -192,9 +192,16 @@ def stem(word: str) -> str:
     return word
 
 
+def stem_prefixes(stems: Iterable[str]) -> tuple[str, ...]:
+    """What every word that stems to one of ``stems`` starts with, longest first: ``stem``
+    only strips suffixes and turns -ies / -ied into -y, so a word that stems to ``s``
+    starts with ``s`` less its last letter."""
+    return tuple(sorted({s[:-1] or s for s in stems if s}, key=lambda p: (-len(p), p)))
+
+
 @functools.lru_cache(maxsize=1024)
 def _prefix_pattern(stems: tuple[str, ...]) -> re.Pattern[str]:
-    prefixes = sorted({s[:-1] or s for s in stems if s}, key=len, reverse=True)
+    prefixes = stem_prefixes(stems)
     if not prefixes:
         return re.compile(r"(?!)")  # matches nothing
     # No look-behind for the word's start: with one, the re engine tries every position;
@@ -204,9 +211,8 @@ def _prefix_pattern(stems: tuple[str, ...]) -> re.Pattern[str]:
 
 def words_stemming_to(stems: tuple[str, ...], text: str) -> list[str]:
     """The words (runs of letters and digits) of lower-case ``text`` that may stem to one
-    of ``stems``: ``stem`` only strips suffixes and turns -ies / -ied into -y, so a word
-    that stems to ``s`` starts with ``s`` less its last letter. Stemming only these words,
-    not every word of a text, finds the same stems."""
+    of ``stems`` (``stem_prefixes``): stemming only these words, not every word of a text,
+    finds the same stems."""
     # A prefix found inside a word is not a word; it cannot hide one either, as a match
     # never crosses the non-letter before the next word.
     return [
