@@ -11,6 +11,7 @@ from searcher.errors import EmbedderUnavailable
 from searcher.hybrid import (
     blended_order,
     entity_overlap,
+    entity_words,
     hybrid_scores,
     hybrid_stage,
     pool_bm25,
@@ -138,3 +139,48 @@ def test_scores_equal_stemming_every_word(query: str, texts: list[str]) -> None:
     # The stage stems only the words that can stem to a query term; it must lose none.
     assert pool_bm25(query, texts) == pytest.approx(_reference_bm25(query, texts))
     assert entity_overlap(query, texts) == pytest.approx(_reference_entities(query, texts))
+
+
+# Text as snippets have it: ASCII words and punctuation, hyphens and underscores at word
+# edges, typographic quotes and dashes, letters of other scripts, odd spaces.
+SNIPPET = st.lists(
+    st.sampled_from(
+        [
+            "co-op",
+            "-x",
+            "_y_",
+            "--",
+            "a-",
+            "6es7",
+            "It",
+            "’s",
+            "“q”",
+            "–",
+            "\u00a0",
+            "é",
+            "日本",
+            "\u2003",
+            ".",
+            ",",
+            " ",
+            "\t",
+            "x_y",
+            "A.B",
+            "…",
+            "ß",
+            "\x1c",
+        ]
+    )
+    | st.text(max_size=4),
+    max_size=12,
+).map("".join)
+
+
+@given(SNIPPET)
+@settings(max_examples=500)
+def test_entity_words_are_the_regex_words(text: str) -> None:
+    import re
+
+    lowered = text.lower()
+    expected = re.findall(r"[^\W_][\w-]*", lowered)
+    assert sorted(entity_words(lowered)) == sorted(expected)
