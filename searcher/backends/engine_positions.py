@@ -23,9 +23,9 @@ class _Open:
     engines: list[str]
     positions: list[int]
     pairs: dict[str, int] = field(default_factory=dict)
-    # The versions of its engines' taken positions when it was last settled: settling it
-    # again before one of them changes would make no pairing (see ``_propagate``).
-    settled: tuple[int, ...] | None = None
+    # Whether a position was taken from one of its engines since it was last settled:
+    # settling it again before then would make no pairing (see ``_propagate``).
+    dirty: bool = True
 
 
 _Pair = Callable[[_Open, str, int], None]
@@ -42,27 +42,33 @@ def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[s
         for engines, positions in results
     ]
     taken: dict[str, set[int]] = {}
-    versions = {engine: 0 for row in rows for engine in row.engines}
+    rows_of: dict[str, list[_Open]] = {}
+    for row in rows:
+        for engine in row.engines:
+            rows_of.setdefault(engine, []).append(row)
+
+    def took(engine: str) -> None:  # the rows of this engine may settle further
+        for row in rows_of[engine]:
+            row.dirty = row.dirty or engine in row.engines
 
     def pair(row: _Open, engine: str, position: int) -> None:
         row.pairs[engine] = position
         row.engines.remove(engine)
         row.positions.remove(position)
         taken.setdefault(engine, set()).add(position)
-        versions[engine] += 1
+        took(engine)
+        row.dirty = True  # (a pairing made by ``_Cover``: the row may settle further)
 
-    _propagate(rows, taken, versions, pair)
+    _propagate(rows, taken, pair)
     # An engine that lost no result to the merge held positions 1..n, n being how many
     # results name it: positions beyond n are not its own, and each of 1..n is somewhere.
-    counts: dict[str, int] = {}
-    for engines, _ in results:
-        for engine in dict.fromkeys(engines):
-            counts[engine] = counts.get(engine, 0) + 1
+    counts = {engine: len(of) for engine, of in rows_of.items()}
     for engine, count in counts.items():
         if all(p <= count for p in taken.get(engine, ())):  # else it did lose some
             taken.setdefault(engine, set()).update(_beyond(rows, engine, count))
-            versions[engine] += 1
-    while _propagate(rows, taken, versions, pair) | _cover(rows, taken, counts, pair):
+            took(engine)
+    cover = _Cover.of(rows, counts)
+    while _propagate(rows, taken, pair) | cover.pair_alone(taken, pair):
         pass
     for row in rows:  # undecidable: the mean of what is left, for each engine left
         if row.engines and row.positions:
@@ -72,21 +78,19 @@ def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[s
     return [row.pairs for row in rows]
 
 
-def _propagate(
-    rows: Sequence[_Open], taken: dict[str, set[int]], versions: dict[str, int], pair: _Pair
-) -> bool:
+def _propagate(rows: Sequence[_Open], taken: dict[str, set[int]], pair: _Pair) -> bool:
     """Settle open rows until none moves. What settling a row can do depends only on the
     row and on the positions taken from its engines; a pairing removes an engine from its
-    row, so a row whose engines' versions are those of its last settling is skipped."""
+    row, so a row none of whose engines lost a position since its last settling (not
+    ``dirty``) is skipped."""
     moved, changed = False, True
     open_rows = [row for row in rows if row.engines and row.positions]
     while changed:
         changed = False
         for row in open_rows:
-            if row.settled == tuple(map(versions.__getitem__, row.engines)):
-                continue
-            changed |= _settle(row, taken, pair)
-            row.settled = tuple(map(versions.__getitem__, row.engines))
+            if row.dirty:
+                changed |= _settle(row, taken, pair)
+                row.dirty = False  # its own pairings took only from engines it left
         moved |= changed
         open_rows = [row for row in open_rows if row.engines and row.positions]
     return moved
@@ -96,31 +100,42 @@ def _beyond(rows: Sequence[_Open], engine: str, count: int) -> set[int]:
     return {p for row in rows if engine in row.engines for p in row.positions if p > count}
 
 
-def _cover(
-    rows: Sequence[_Open], taken: dict[str, set[int]], counts: dict[str, int], pair: _Pair
-) -> bool:
-    """A position of 1..n an engine has not placed, that one open result alone can hold."""
-    # Which rows could hold each (engine, position), read once: rows only lose engines
-    # and positions as they are paired, so the rows still able are among these.
-    could: dict[tuple[str, int], list[_Open]] = {}
-    for row in rows:
-        for engine in row.engines:
-            for position in dict.fromkeys(row.positions):  # a row once, even if repeated
-                could.setdefault((engine, position), []).append(row)
-    moved = False
-    for engine, count in counts.items():
-        for position in range(1, count + 1):
-            if position in taken.get(engine, ()) or (engine, position) not in could:
-                continue
-            able = [
-                r
-                for r in could[(engine, position)]
-                if engine in r.engines and position in r.positions
+@dataclass(frozen=True)
+class _Cover:
+    """Each (engine, position) of 1..n with the rows that could hold it, read once: rows
+    only lose engines and positions as they are paired, so the rows still able are
+    among these."""
+
+    could: list[tuple[str, int, list[_Open]]]
+
+    @classmethod
+    def of(cls, rows: Sequence[_Open], counts: dict[str, int]) -> _Cover:
+        could: dict[tuple[str, int], list[_Open]] = {}
+        for row in rows:
+            for engine in row.engines:
+                for position in dict.fromkeys(row.positions):  # a row once, even if repeated
+                    could.setdefault((engine, position), []).append(row)
+        return cls(
+            [
+                (engine, position, could[(engine, position)])
+                for engine, count in counts.items()
+                for position in range(1, count + 1)
+                if (engine, position) in could
             ]
+        )
+
+    def pair_alone(self, taken: dict[str, set[int]], pair: _Pair) -> bool:
+        """A position of 1..n an engine has not placed, that one open result alone can
+        hold."""
+        moved = False
+        for engine, position, rows in self.could:
+            if position in taken.get(engine, ()):
+                continue
+            able = [r for r in rows if engine in r.engines and position in r.positions]
             if len(able) == 1:
                 pair(able[0], engine, position)
                 moved = True
-    return moved
+        return moved
 
 
 def _settle(row: _Open, taken: dict[str, set[int]], pair: _Pair) -> bool:
