@@ -35,7 +35,7 @@ from bench.processes import (
 QUERY = "cloud gaming"
 
 
-def config(testbed_base: str, repo: Path, dedup: bool = True) -> dict:
+def config(testbed_base: str, repo: Path, dedup: bool = True, results: int = 20) -> dict:
     embeddings = {"model": str(STATIC_MODEL)} if dedup else {"provider": "none"}
     # Every request must reach the backend: the result cache (where the commit has one) is off.
     return {
@@ -46,7 +46,9 @@ def config(testbed_base: str, repo: Path, dedup: bool = True) -> dict:
             "duckduckgo": {"enabled": False},
         },
         "service": {"cache": {"enabled": False}},
-        "budget": {"max_results": 20},
+        # The backend always answers 20 results; ranking reads them all, and ``results``
+        # of them become items in the response and the pack.
+        "budget": {"max_results": results},
         # Near-duplicate removal with the offline model (a hub name cannot load here).
         "embeddings": embeddings,
     }
@@ -104,6 +106,10 @@ def main() -> None:
     parser.add_argument(
         "--no-dedup", action="store_true", help="near-duplicate removal off (provider none)"
     )
+    parser.add_argument(
+        "--results", type=int, default=20,
+        help="budget.max_results (items in each response; the request default is 5)",
+    )  # fmt: skip
     parser.add_argument("--baseline", metavar="REV", help="an older commit to run beside this one")
     args = parser.parse_args()
     extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
@@ -114,15 +120,17 @@ def main() -> None:
         tb = stack.enter_context(testbed())
         names, servers = (
             ["this tree"],
-            [stack.enter_context(searcher(config(tb, REPO, dedup), extra))],
+            [stack.enter_context(searcher(config(tb, REPO, dedup, args.results), extra))],
         )
         if args.baseline:
             old = stack.enter_context(checkout(args.baseline))
             names.append(args.baseline)
-            servers.append(stack.enter_context(searcher(config(tb, old, dedup), extra, repo=old)))
+            old_config = config(tb, old, dedup, args.results)
+            servers.append(stack.enter_context(searcher(old_config, extra, repo=old)))
         direct, *through = sequential(tb, servers, args.requests)
         d50 = statistics.median(direct)
-        print(f"sequential, {args.requests} interleaved rounds (simple mode, 20 results):")
+        print(f"sequential, {args.requests} interleaved rounds (simple mode, 20 results ranked, "
+              f"{args.results} in the response):")  # fmt: skip
         print(
             f"  {'testbed direct':<22} p50 {d50:7.2f} ms   p99 {percentile(direct, 0.99):7.2f} ms"
         )
