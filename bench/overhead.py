@@ -8,6 +8,11 @@
 2. Load: wrk with 32 connections against ``POST /v1/search``: requests/s, p50, p99; with a
    baseline the two servers take turns (new, old, new, old) and the medians are printed.
 Every server runs as a separate process on 127.0.0.1; wrk (Debian package ``wrk``) too.
+
+By default every request asks the same query and gets the same canned answer, so what
+searcher remembers across requests (the embedder's vectors of texts it has seen, its
+tokens of words) is always there. ``--fresh`` asks a new query each time, written into
+every snippet of the answer: the cost real traffic pays for new texts.
 """
 
 from __future__ import annotations
@@ -35,14 +40,18 @@ from bench.processes import (
 QUERY = "cloud gaming"
 
 
-def config(testbed_base: str, repo: Path, dedup: bool = True, results: int = 20) -> dict:
+def config(
+    testbed_base: str, repo: Path, dedup: bool = True, results: int = 20, answers: str = "fixed"
+) -> dict:
+    """``searcher serve``'s config against the testbed's SearXNG ``answers`` behaviour
+    (``fixed``: one canned answer; ``fresh``: the same with the query in every snippet)."""
     embeddings = {"model": str(STATIC_MODEL)} if dedup else {"provider": "none"}
     # Every request must reach the backend: the result cache (where the commit has one) is off.
     return {
         **({"cache": {"enabled": False}} if has_result_cache(repo) else {}),
         "backends": {
             "order": ["searxng"],
-            "searxng": {"base_url": f"{testbed_base}/searxng/fixed/20"},
+            "searxng": {"base_url": f"{testbed_base}/searxng/{answers}/20"},
             "duckduckgo": {"enabled": False},
         },
         "service": {"cache": {"enabled": False}},
@@ -54,40 +63,59 @@ def config(testbed_base: str, repo: Path, dedup: bool = True, results: int = 20)
     }
 
 
-def sequential(testbed_base: str, servers: list[str], n: int) -> list[list[float]]:
-    """Latencies in ms: the testbed direct first, then each server; each round asks them all,
-    in a shuffled order."""
-    targets = [(f"{testbed_base}/searxng/fixed/20/search", None)]
-    targets += [(f"{base}/v1/search", {"query": QUERY}) for base in servers]
-    params = {"q": QUERY, "format": "json"}
-    times: list[list[float]] = [[] for _ in targets]
+def query_of(round_no: int, answers: str) -> str:
+    """The query of one round: always the same for ``fixed`` answers; for ``fresh`` ones a
+    new word each round, as new queries bring (a cache of texts or words never hits)."""
+    return QUERY if answers == "fixed" else f"{QUERY} r{round_no}"
 
-    def ask(client: httpx.Client, url: str, body: dict | None) -> None:
-        if body is None:
-            client.get(url, params=params).raise_for_status()
+
+def sequential(
+    testbed_base: str, servers: list[str], n: int, answers: str = "fixed"
+) -> list[list[float]]:
+    """Latencies in ms: the testbed direct first, then each server; each round asks them all
+    the round's query, in a shuffled order."""
+    urls = [f"{testbed_base}/searxng/{answers}/20/search"]
+    urls += [f"{base}/v1/search" for base in servers]
+    times: list[list[float]] = [[] for _ in urls]
+
+    def ask(client: httpx.Client, target: int, query: str) -> None:
+        if target == 0:
+            client.get(urls[0], params={"q": query, "format": "json"}).raise_for_status()
         else:
-            client.post(url, json=body).raise_for_status()
+            client.post(urls[target], json={"query": query}).raise_for_status()
 
     with httpx.Client(timeout=10) as client:
-        for _ in range(50):  # warm every path
-            for url, body in targets:
-                ask(client, url, body)
+        for warm in range(50):  # warm every path
+            for target in range(len(urls)):
+                ask(client, target, query_of(-1 - warm, answers))
         order = random.Random(13)
-        for _ in range(n):
+        for round_no in range(n):
+            query = query_of(round_no, answers)
             # A fresh order each round: no target always goes first, or right after the
             # one that warmed the CPU's caches for it.
-            for i in order.sample(range(len(targets)), len(targets)):
-                url, body = targets[i]
+            for i in order.sample(range(len(urls)), len(urls)):
                 t0 = time.perf_counter()
-                ask(client, url, body)
+                ask(client, i, query)
                 times[i].append((time.perf_counter() - t0) * 1000)
     return times
 
 
-def load(searcher_base: str, seconds: int, connections: int) -> dict[str, float]:
+# wrk's requests for ``fresh`` answers: each one a new query (per wrk thread: one here).
+FRESH_QUERIES = f"""
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format(nil, nil, nil, '{{"query": "{QUERY} w' .. n .. '"}}')
+end
+"""
+
+
+def load(
+    searcher_base: str, seconds: int, connections: int, answers: str = "fixed"
+) -> dict[str, float]:
     report = wrk.run(
         f"{searcher_base}/v1/search", body={"query": QUERY}, seconds=seconds,
-        connections=connections,
+        connections=connections, lua=FRESH_QUERIES if answers == "fresh" else "",
     )  # fmt: skip
     return {
         "rps": wrk.requests_per_s(report),
@@ -110,24 +138,30 @@ def main() -> None:
         "--results", type=int, default=20,
         help="budget.max_results (items in each response; the request default is 5)",
     )  # fmt: skip
+    parser.add_argument(
+        "--fresh", action="store_true",
+        help="a new query each request, written into every snippet of the backend's answer: "
+        "what caches of texts and words (the embedder's) see in real traffic",
+    )  # fmt: skip
     parser.add_argument("--baseline", metavar="REV", help="an older commit to run beside this one")
     args = parser.parse_args()
     extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
     dedup = not args.no_dedup
+    answers = "fresh" if args.fresh else "fixed"
     print(f"near-duplicate removal: {'on (static model)' if dedup else 'off'}; "
-          f"{args.workers} searcher worker(s)")  # fmt: skip
+          f"{args.workers} searcher worker(s); {answers} answers")  # fmt: skip
     with contextlib.ExitStack() as stack:
         tb = stack.enter_context(testbed())
         names, servers = (
             ["this tree"],
-            [stack.enter_context(searcher(config(tb, REPO, dedup, args.results), extra))],
+            [stack.enter_context(searcher(config(tb, REPO, dedup, args.results, answers), extra))],
         )
         if args.baseline:
             old = stack.enter_context(checkout(args.baseline))
             names.append(args.baseline)
-            old_config = config(tb, old, dedup, args.results)
+            old_config = config(tb, old, dedup, args.results, answers)
             servers.append(stack.enter_context(searcher(old_config, extra, repo=old)))
-        direct, *through = sequential(tb, servers, args.requests)
+        direct, *through = sequential(tb, servers, args.requests, answers)
         d50 = statistics.median(direct)
         print(f"sequential, {args.requests} interleaved rounds (simple mode, 20 results ranked, "
               f"{args.results} in the response):")  # fmt: skip
@@ -142,7 +176,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
         for _ in range(rounds):
             for name, base in zip(names, servers, strict=True):
-                runs[name].append(load(base, args.seconds, args.connections))
+                runs[name].append(load(base, args.seconds, args.connections, answers))
         print(f"load: wrk, {args.connections} connections, {rounds} x {args.seconds} s each, "
               "servers taking turns (medians):")  # fmt: skip
         for name, results in runs.items():

@@ -146,6 +146,9 @@ def test_searxng_behaviours(client):
     assert time.monotonic() - t >= 0.15
     fixed = sx(client, "/searxng/fixed/5", q="anything").json()
     assert fixed["query"] == "anything" and len(fixed["results"]) == 5
+    fresh = sx(client, "/searxng/fresh/5", q="anything 7").json()["results"]
+    assert [r["url"] for r in fresh] == [r["url"] for r in fixed["results"]]
+    assert all(r["content"].endswith(" anything 7") for r in fresh)
     mixed = sx(client, "/searxng/mixed", q="new york").json()["results"]
     assert any(x["url"].endswith("/hang") for x in mixed)
 

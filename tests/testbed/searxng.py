@@ -12,6 +12,8 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/unresponsive``      200, no results, two unresponsive engines
 - ``/searxng/empty``             200, no results
 - ``/searxng/fixed/{n}``         200 at once with ``n`` canned results (overhead benchmark)
+- ``/searxng/fresh/{n}``         the same, the query ending every snippet: no two queries
+  share a text (what a cache of texts or vectors sees in real traffic)
 - ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
 - ``/searxng/fail-on/{word}``    500 for queries containing ``word``, normal answers otherwise
 - ``/searxng/fail-after/{k}``    the first ``k`` requests answer normally, later ones 500
@@ -311,30 +313,35 @@ async def delayed(req: Request) -> None:
 _fixed_cache: dict[tuple[str, int], bytes] = {}
 
 
+def canned_results(base: str, n: int) -> list[dict[str, Any]]:
+    """``n`` results made from the corpus pages in order, the same on every call."""
+    c = corpus().load()
+    results = []
+    for i in range(n):
+        pid = c.ids[i % len(c.ids)]
+        page = c.pages[pid]
+        url = f"{base}/pages/{pid}" + (f"?v={i // len(c.ids)}" if i >= len(c.ids) else "")
+        body = " ".join(page.body.split())[:200]
+        results.append(
+            _result(
+                url,
+                page.title,
+                body,
+                page.engines,
+                i + 1,
+                round(1.0 / (i + 1), 4),
+                page.published,
+            )
+        )
+    return results
+
+
 def fixed_tail(base: str, n: int) -> bytes:
     """Everything after ``{"query": <q>`` for ``n`` canned results (cached)."""
     key = (base, n)
     tail = _fixed_cache.get(key)
     if tail is None:
-        c = corpus().load()
-        results = []
-        for i in range(n):
-            pid = c.ids[i % len(c.ids)]
-            page = c.pages[pid]
-            url = f"{base}/pages/{pid}" + (f"?v={i // len(c.ids)}" if i >= len(c.ids) else "")
-            body = " ".join(page.body.split())[:200]
-            results.append(
-                _result(
-                    url,
-                    page.title,
-                    body,
-                    page.engines,
-                    i + 1,
-                    round(1.0 / (i + 1), 4),
-                    page.published,
-                )
-            )
-        env = envelope("", results, [])
+        env = envelope("", canned_results(base, n), [])
         del env["query"]
         tail = b", " + json.dumps(env, ensure_ascii=False).encode()[1:]
         _fixed_cache[key] = tail
@@ -350,6 +357,18 @@ async def fixed(req: Request) -> None:
     q = req.query.get("q", "")
     body = b'{"query": ' + json.dumps(q, ensure_ascii=False).encode() + fixed_tail(req.base_url, n)
     await req.respond(200, body, JSON)
+
+
+@router.route("/searxng/fresh/{n:int}/search")
+async def fresh(req: Request) -> None:
+    if req.query.get("format") != "json":
+        await req.respond(403, b"<html><body><h1>403 Forbidden</h1></body></html>", HTML)
+        return
+    q = req.query.get("q", "")
+    results = canned_results(req.base_url, max(0, int(req.params["n"])))
+    for r in results:
+        r["content"] = f"{r['content']} {q}"
+    await req.json(200, envelope(q, results, []))
 
 
 # ---- engine failures, /config ---------------------------------------------------------
