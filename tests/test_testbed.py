@@ -149,6 +149,8 @@ def test_searxng_behaviours(client):
     fresh = sx(client, "/searxng/fresh/5", q="anything 7").json()["results"]
     assert [r["url"] for r in fresh] == [r["url"] for r in fixed["results"]]
     assert all(r["content"].endswith(" anything 7") for r in fresh)
+    quoted = sx(client, "/searxng/fresh/2", q='a "b" \\ é').json()["results"]
+    assert all(r["content"].endswith(' a "b" \\ é') for r in quoted)
     mixed = sx(client, "/searxng/mixed", q="new york").json()["results"]
     assert any(x["url"].endswith("/hang") for x in mixed)
 
