@@ -100,22 +100,24 @@ def sequential(
     return times
 
 
-# wrk's requests for ``fresh`` answers: each one a new query (per wrk thread: one here).
-FRESH_QUERIES = f"""
+def fresh_queries(run: int) -> str:
+    """wrk's requests for ``fresh`` answers: each a new query, in this run and in every
+    other (one wrk thread here)."""
+    return f"""
 local n = 0
 request = function()
   n = n + 1
-  return wrk.format(nil, nil, nil, '{{"query": "{QUERY} w' .. n .. '"}}')
+  return wrk.format(nil, nil, nil, '{{"query": "{QUERY} w{run}n' .. n .. '"}}')
 end
 """
 
 
 def load(
-    searcher_base: str, seconds: int, connections: int, answers: str = "fixed"
+    searcher_base: str, seconds: int, connections: int, answers: str = "fixed", run: int = 0
 ) -> dict[str, float]:
     report = wrk.run(
         f"{searcher_base}/v1/search", body={"query": QUERY}, seconds=seconds,
-        connections=connections, lua=FRESH_QUERIES if answers == "fresh" else "",
+        connections=connections, lua=fresh_queries(run) if answers == "fresh" else "",
     )  # fmt: skip
     return {
         "rps": wrk.requests_per_s(report),
@@ -176,7 +178,8 @@ def main() -> None:
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
         for _ in range(rounds):
             for name, base in zip(names, servers, strict=True):
-                runs[name].append(load(base, args.seconds, args.connections, answers))
+                run = len(runs[name])
+                runs[name].append(load(base, args.seconds, args.connections, answers, run))
         print(f"load: wrk, {args.connections} connections, {rounds} x {args.seconds} s each, "
               "servers taking turns (medians):")  # fmt: skip
         for name, results in runs.items():
