@@ -42,6 +42,7 @@ _ENTITY_BYTES = bytes(
     c if c >= 0x80 or chr(c).isalnum() or chr(c) in "-_" else 0x20 for c in range(256)
 )
 # Punctuation that keeps most snippets from being ASCII ("it’s", “quoted”, a – dash).
+_MARKS_AFTER_SPACE = re.compile(r" [-_]+")
 _COMMON_PUNCTUATION = "\u2019\u2018\u201c\u201d\u2013\u2014\u2026\xa0\xab\xbb\xb7\u2022"
 
 
@@ -57,8 +58,9 @@ def entity_words(lowered: str) -> list[str]:
             return _ENTITY_WORD.findall(lowered)
     spaced = " " + lowered.encode().translate(_ENTITY_BYTES).decode()
     # A word starts at a letter or digit: hyphens and underscores before one are not in it.
-    while " -" in spaced or " _" in spaced:
-        spaced = spaced.replace(" -", " ").replace(" _", " ")
+    # (One pass over the text: removing them a layer at a time is quadratic in a run.)
+    if " -" in spaced or " _" in spaced:
+        spaced = _MARKS_AFTER_SPACE.sub(" ", spaced)
     return spaced.split()
 
 

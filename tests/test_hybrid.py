@@ -184,3 +184,10 @@ def test_entity_words_are_the_regex_words(text: str) -> None:
     lowered = text.lower()
     expected = re.findall(r"[^\W_][\w-]*", lowered)
     assert sorted(entity_words(lowered)) == sorted(expected)
+
+
+def test_a_hostile_run_of_hyphens_is_read_in_one_pass() -> None:
+    # A backend can send a megabyte of hyphens as a snippet. Stripping them a layer at a
+    # time took quadratic time (16,000 hyphens: 0.3 s; this many: about 20 minutes).
+    text = " " + "-" * 1_000_000 + "x _y " + "_-" * 500_000
+    assert entity_words(text) == ["x", "y"]
