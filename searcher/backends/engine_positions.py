@@ -23,9 +23,9 @@ class _Open:
     engines: list[str]
     positions: list[int]
     pairs: dict[str, int] = field(default_factory=dict)
-    # Whether a position was taken from one of its engines since it was last settled:
-    # settling it again before then would make no pairing (see ``_propagate``).
-    dirty: bool = True
+    # How many engines it had and the sum of their versions when it was last settled:
+    # settling it again before one of them changes would make no pairing (``_propagate``).
+    settled: tuple[int, int] | None = None
 
 
 _Pair = Callable[[_Open, str, int], None]
@@ -41,34 +41,29 @@ def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[s
         _Open(list(dict.fromkeys(engines)), sorted(p for p in positions if p > 0))
         for engines, positions in results
     ]
-    taken: dict[str, set[int]] = {}
-    rows_of: dict[str, list[_Open]] = {}
+    counts: dict[str, int] = {}  # how many results name each engine
     for row in rows:
         for engine in row.engines:
-            rows_of.setdefault(engine, []).append(row)
-
-    def took(engine: str) -> None:  # the rows of this engine may settle further
-        for row in rows_of[engine]:
-            row.dirty = row.dirty or engine in row.engines
+            counts[engine] = counts.get(engine, 0) + 1
+    taken: dict[str, set[int]] = {}
+    versions = dict.fromkeys(counts, 0)  # bumped whenever an engine loses a position
 
     def pair(row: _Open, engine: str, position: int) -> None:
         row.pairs[engine] = position
         row.engines.remove(engine)
         row.positions.remove(position)
         taken.setdefault(engine, set()).add(position)
-        took(engine)
-        row.dirty = True  # (a pairing made by ``_Cover``: the row may settle further)
+        versions[engine] += 1
 
-    _propagate(rows, taken, pair)
+    _propagate(rows, taken, versions, pair)
     # An engine that lost no result to the merge held positions 1..n, n being how many
     # results name it: positions beyond n are not its own, and each of 1..n is somewhere.
-    counts = {engine: len(of) for engine, of in rows_of.items()}
     for engine, count in counts.items():
         if all(p <= count for p in taken.get(engine, ())):  # else it did lose some
             taken.setdefault(engine, set()).update(_beyond(rows, engine, count))
-            took(engine)
+            versions[engine] += 1
     cover = _Cover.of(rows, counts)
-    while _propagate(rows, taken, pair) | cover.pair_alone(taken, pair):
+    while _propagate(rows, taken, versions, pair) | cover.pair_alone(taken, pair):
         pass
     for row in rows:  # undecidable: the mean of what is left, for each engine left
         if row.engines and row.positions:
@@ -78,19 +73,23 @@ def align(results: Sequence[tuple[Sequence[str], Sequence[int]]]) -> list[dict[s
     return [row.pairs for row in rows]
 
 
-def _propagate(rows: Sequence[_Open], taken: dict[str, set[int]], pair: _Pair) -> bool:
+def _propagate(
+    rows: Sequence[_Open], taken: dict[str, set[int]], versions: dict[str, int], pair: _Pair
+) -> bool:
     """Settle open rows until none moves. What settling a row can do depends only on the
-    row and on the positions taken from its engines; a pairing removes an engine from its
-    row, so a row none of whose engines lost a position since its last settling (not
-    ``dirty``) is skipped."""
+    row and on the positions taken from its engines. Engines only leave a row and
+    versions only grow, so a row whose engine count and version sum are those of its
+    last settling is unchanged, and skipped."""
     moved, changed = False, True
     open_rows = [row for row in rows if row.engines and row.positions]
+    version = versions.__getitem__
     while changed:
         changed = False
         for row in open_rows:
-            if row.dirty:
-                changed |= _settle(row, taken, pair)
-                row.dirty = False  # its own pairings took only from engines it left
+            if row.settled == (len(row.engines), sum(map(version, row.engines))):
+                continue
+            changed |= _settle(row, taken, pair)
+            row.settled = (len(row.engines), sum(map(version, row.engines)))
         moved |= changed
         open_rows = [row for row in open_rows if row.engines and row.positions]
     return moved
