@@ -363,16 +363,23 @@ def _score_one(
     hit, base, engine_count = item
     tier, category = lists.tier(_host(hit.url))
     overlap = _overlap(keywords, hit.title, hit.snippet, hit.url)
+    fusion = BASE_CEILING * _finite_positive(base) / best if best > 0 else 0.0
+    premium = settings.premium_boost if tier == "premium" else 0.0
+    trusted = settings.trusted_boost if tier == "trusted" else 0.0
+    category_boost = settings.category_boost if category == route_group.lower() else 0.0
+    multi_engine = settings.multi_engine_bonus * max(0, engine_count - 1)
+    keyword = settings.keyword_weight * overlap
     components = {
-        "fusion": BASE_CEILING * _finite_positive(base) / best if best > 0 else 0.0,
-        "premium_domain": settings.premium_boost if tier == "premium" else 0.0,
-        "trusted_domain": settings.trusted_boost if tier == "trusted" else 0.0,
-        "category": settings.category_boost if category == route_group.lower() else 0.0,
-        "multi_engine": settings.multi_engine_bonus * max(0, engine_count - 1),
-        "keyword": settings.keyword_weight * overlap,
+        "fusion": fusion,
+        "premium_domain": premium,
+        "trusted_domain": trusted,
+        "category": category_boost,
+        "multi_engine": multi_engine,
+        "keyword": keyword,
         "keyword_overlap": overlap,
     }
-    total = sum(v for k, v in components.items() if k != "keyword_overlap")
+    # Summed in the order of COMPONENTS, as the relevance always was.
+    total = fusion + premium + trusted + category_boost + multi_engine + keyword
     relevance = min(1.0, max(0.0, total))
     kept = overlap >= settings.min_keyword_overlap
     return total, Scored(index, relevance, components, kept)

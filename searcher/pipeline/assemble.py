@@ -31,9 +31,9 @@ def fetch_info(page: PageOutcome | None, reading: bool) -> FetchInfo:
 
 def make_item(
     rank_no: int, ranked: Ranked, page: PageOutcome | None, reading: bool, retrieved: str,
-    chunks: list[str] | None,
+    chunks: list[str] | None, with_content: bool = True,
 ) -> Item:  # fmt: skip
-    """One response item."""
+    """One response item; its page's text as ``content`` when ``with_content``."""
     hit = ranked.fused.hit
     # One validation of plain data: pydantic builds the nested models itself, about a
     # third faster than an __init__ per nested model (20 items per simple search).
@@ -64,7 +64,7 @@ def make_item(
                 for s in ranked.fused.sources
             ],
             "fetch": fetch_info(page, reading),
-            "content": page.content if page else None,
+            "content": page.content if page and with_content else None,
             "chunks": chunks,
         }
     )
@@ -81,16 +81,17 @@ def make_items(
     page_chunks = top_chunks_across(
         plan.query, [p.content or "" if per_page else "" for p in pages], per_page, CHUNK_CHARS
     )
+    # Simple mode reads pages only for their chunks.
+    with_content = constraints.search_mode != "simple"
     made = []
     for rank_no, result in enumerate(results, start=1):
         page = pages[rank_no - 1] if rank_no <= len(pages) else None
         chunks = None
         if per_page and page is not None and page.content:
             chunks = page_chunks[rank_no - 1]
-        item = make_item(rank_no, result, page, reading, ctx.retrieved_utc, chunks)
-        if constraints.search_mode == "simple":
-            item.content = None  # simple mode reads pages only for their chunks
-        made.append(item)
+        made.append(
+            make_item(rank_no, result, page, reading, ctx.retrieved_utc, chunks, with_content)
+        )
     return made
 
 
