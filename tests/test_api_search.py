@@ -321,3 +321,21 @@ def test_max_tool_calls_zero_makes_no_search(make_settings, serve_searcher, test
     ).json()
     assert data["items"] == [] and searxng_requests(testbed_clean) == []
     assert data["meta"]["errors"][0]["reason"] == "max_tool_calls is 0"
+
+
+def test_an_answer_of_thousands_is_read_and_ranked_in_part_and_said_so(
+    make_settings, serve_searcher, testbed
+):
+    # A broken or hostile SearXNG: 1,200 distinct results on one page. The first 1,000
+    # are read, and the 500 best by fusion ranked; unbounded, near-duplicate removal
+    # compares every pair (5,000 results took 1.6 s and 350 MB).
+    settings = make_settings(backends={"searxng": {"base_url": testbed.searxng_url("fixed/1200")}})
+    data = post(serve_searcher(settings), {"query": "cloud gaming"}).json()
+    assert len(data["items"]) == 5 and data["meta"]["backend_used"] == "searxng"
+    reasons = {(e["stage"], e["source"]): e["reason"] for e in data["meta"]["errors"]}
+    assert reasons[("search", "searxng")] == (
+        "the answer held 1200 results; the first 1000 were read"
+    )
+    assert reasons[("rank", "fusion")] == (
+        "1000 distinct results; the 500 best by fusion were ranked, 500 left out"
+    )

@@ -55,6 +55,10 @@ STATUS_HINTS = {
     "or allow this client in its limiter.toml",
 }
 # /config is small; waiting longer for it than this is not worth it on a search's path.
+# Results read of one answer. A real page holds tens (a few engines x ~20); pairing
+# engines with positions works over the whole answer and its cost grows faster than the
+# answer, so a broken or hostile instance sending tens of thousands cannot stall a worker.
+MAX_RESULTS_PER_ANSWER = 1000
 CONFIG_TIMEOUT_S = 2.0
 CONFIG_RETRY_S = 60.0  # after /config failed, ask again no sooner than this
 
@@ -157,11 +161,16 @@ def parse_response(
     raw_results = data.get("results")
     if not isinstance(raw_results, list):
         raw_results = []
-    hits = _hits(raw_results, instance)
+    hits = _hits(raw_results[:MAX_RESULTS_PER_ANSWER], instance)
     unresponsive = _unresponsive(data)
     if not hits and unresponsive:
         raise EnginesUnresponsive(instance, unresponsive, unresponsive_kind(unresponsive))
     warnings = [f"engine {name} unresponsive: {msg}" for name, msg in unresponsive]
+    if len(raw_results) > MAX_RESULTS_PER_ANSWER:
+        warnings.append(
+            f"the answer held {len(raw_results)} results; the first "
+            f"{MAX_RESULTS_PER_ANSWER} were read"
+        )
     return BackendAnswer(
         instance, hits, warnings=warnings, per_engine=True, unresponsive=tuple(unresponsive)
     )
