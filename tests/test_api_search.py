@@ -332,10 +332,9 @@ def test_an_answer_of_thousands_is_read_and_ranked_in_part_and_said_so(
     settings = make_settings(backends={"searxng": {"base_url": testbed.searxng_url("fixed/1200")}})
     data = post(serve_searcher(settings), {"query": "cloud gaming"}).json()
     assert len(data["items"]) == 5 and data["meta"]["backend_used"] == "searxng"
-    reasons = {(e["stage"], e["source"]): e["reason"] for e in data["meta"]["errors"]}
-    assert reasons[("search", "searxng")] == (
-        "the answer held 1200 results; the first 1000 were read"
-    )
-    assert reasons[("rank", "fusion")] == (
-        "1000 distinct results; the 500 best by fusion were ranked, 500 left out"
-    )
+    reasons = [(e["stage"], e["source"], e["reason"]) for e in data["meta"]["errors"]]
+    read = "the answer held 1200 results; the first 1000 were read"
+    ranked = "1000 distinct results; the 500 best by fusion were ranked, 500 left out"
+    assert ("search", "searxng", read) in reasons and ("rank", "fusion", ranked) in reasons
+    # So many results found by several engines are not paired with positions either.
+    assert any(r.startswith("engines not paired with positions") for _, _, r in reasons)

@@ -341,3 +341,22 @@ def test_undecidable_pairs_get_the_mean_position():
     rows = [(("a", "b"), (1, 3)), (("a", "b"), (3, 1)), (("a",), (2,)), (("b",), (2,))]
     assert align(rows)[:2] == [{"a": 2, "b": 2}, {"a": 2, "b": 2}]
     assert align(rows)[2:] == [{"a": 2}, {"b": 2}]
+
+
+def test_an_answer_too_large_to_pair_keeps_single_engine_positions_and_says_so():
+    # 251 results found by "a" and "b" (502 engine names) with positions that disagree,
+    # as a broken instance's may: pairing them would take time growing with the square.
+    shared = [
+        {"url": f"https://e.org/{i}", "engines": ["a", "b"], "positions": [i + 1, i + 2]}
+        for i in range(251)
+    ]
+    alone = {"url": "https://e.org/alone", "engines": ["c"], "positions": [3, 7]}
+    body = json.dumps({"results": [alone, *shared]}).encode()
+    answer = searxng.parse_response(200, {}, body)
+    assert (answer.hits[0].engines, answer.hits[0].positions) == (("c",), (3,))
+    assert answer.hits[1].engines == ("a", "b") and answer.hits[1].positions == ()
+    assert any("engines not paired with positions" in w for w in answer.warnings)
+    # One result fewer (500 names): paired as before, no warning.
+    body = json.dumps({"results": [alone, *shared[:250]]}).encode()
+    answer = searxng.parse_response(200, {}, body)
+    assert answer.hits[1].positions and not answer.warnings

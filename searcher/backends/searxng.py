@@ -31,7 +31,12 @@ from searcher.backends.engine_health import (
     EngineSnapshot,
     engines_to_ask,
 )
-from searcher.backends.engine_positions import align
+from searcher.backends.engine_positions import (
+    MAX_SHARED_NAMES,
+    align,
+    alignable,
+    single_engine_pairs,
+)
 from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
 from searcher.config import InstanceSettings
@@ -136,20 +141,24 @@ def _hit(
     )
 
 
-def _hits(raw_results: Sequence[Any], instance: str) -> list[Hit]:
-    """The hits of an answer's results. A real SearXNG sends ``engines`` as an unordered
-    set, so which position belongs to which engine is worked out over the whole answer
-    (``engine_positions.align``)."""
+def _hits(raw_results: Sequence[Any], instance: str) -> tuple[list[Hit], bool]:
+    """The hits of an answer's results, and whether their engines and positions were
+    paired. A real SearXNG sends ``engines`` as an unordered set, so which position
+    belongs to which engine is worked out over the whole answer (``engine_positions``);
+    an answer too large for that keeps only the pairs of results one engine found."""
     usable = [
         (raw, url, _engines(raw))
         for raw in raw_results
         if isinstance(raw, dict) and (url := http_url(raw.get("url"))) is not None
     ]
-    pairings = align([engines for _, _, engines in usable])
-    return [
+    named = [engines for _, _, engines in usable]
+    paired = alignable(named)
+    pairings = align(named) if paired else single_engine_pairs(named)
+    hits = [
         _hit(raw, url, instance, engines, pairs)
         for (raw, url, (engines, _)), pairs in zip(usable, pairings, strict=True)
     ]
+    return hits, paired
 
 
 def parse_response(
@@ -161,11 +170,17 @@ def parse_response(
     raw_results = data.get("results")
     if not isinstance(raw_results, list):
         raw_results = []
-    hits = _hits(raw_results[:MAX_RESULTS_PER_ANSWER], instance)
+    hits, paired = _hits(raw_results[:MAX_RESULTS_PER_ANSWER], instance)
     unresponsive = _unresponsive(data)
     if not hits and unresponsive:
         raise EnginesUnresponsive(instance, unresponsive, unresponsive_kind(unresponsive))
     warnings = [f"engine {name} unresponsive: {msg}" for name, msg in unresponsive]
+    if not paired:
+        warnings.append(
+            f"engines not paired with positions: the answer names more than "
+            f"{MAX_SHARED_NAMES} engines on results several engines found; those results "
+            f"count at their place in the answer"
+        )
     if len(raw_results) > MAX_RESULTS_PER_ANSWER:
         warnings.append(
             f"the answer held {len(raw_results)} results; the first "
