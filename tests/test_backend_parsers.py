@@ -160,3 +160,16 @@ def test_duckduckgo_rows_become_hits():
     ]
     with pytest.raises(BackendBadResponse):
         duckduckgo.parse_results({"not": "a list"})
+
+
+def test_searxng_engines_are_read_as_a_list_and_bounded():
+    many = [f"e{i}" for i in range(100)]
+    body = {
+        "results": [
+            {"url": "https://e.org/1", "engines": many, "positions": list(range(1, 101))},
+            {"url": "https://e.org/2", "engines": "google", "positions": "1"},
+        ]
+    }
+    hits = searxng.parse_response(200, {}, json.dumps(body).encode()).hits
+    assert len(hits[0].engines) == 64 and set(hits[0].engines) == set(many[:64])
+    assert hits[1].engines == () and hits[1].positions == ()

@@ -32,6 +32,7 @@ from searcher.backends.engine_health import (
     engines_to_ask,
 )
 from searcher.backends.engine_positions import (
+    MAX_ENGINES_PER_RESULT,
     MAX_SHARED_NAMES,
     align,
     alignable,
@@ -112,11 +113,19 @@ def _unresponsive(data: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _engines(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """A result's engines and positions as sent, at most ``MAX_ENGINES_PER_RESULT`` of
+    each (a real result is found by a few)."""
     engines = raw.get("engines") or ([raw["engine"]] if raw.get("engine") else [])
     positions = raw.get("positions") or []
+    if not isinstance(engines, list | tuple) or not isinstance(positions, list | tuple):
+        return (), ()
     return (
-        tuple(str(e) for e in engines if isinstance(e, str)),
-        tuple(p for p in positions if isinstance(p, int) and not isinstance(p, bool)),
+        tuple(str(e) for e in engines[:MAX_ENGINES_PER_RESULT] if isinstance(e, str)),
+        tuple(
+            p
+            for p in positions[:MAX_ENGINES_PER_RESULT]
+            if isinstance(p, int) and not isinstance(p, bool)
+        ),
     )
 
 
