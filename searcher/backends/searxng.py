@@ -60,11 +60,11 @@ STATUS_HINTS = {
     429: "SearXNG's limiter refused us; set `server: limiter: false` in its settings.yml "
     "or allow this client in its limiter.toml",
 }
-# /config is small; waiting longer for it than this is not worth it on a search's path.
 # Results read of one answer. A real page holds tens (a few engines x ~20); pairing
 # engines with positions works over the whole answer and its cost grows faster than the
 # answer, so a broken or hostile instance sending tens of thousands cannot stall a worker.
 MAX_RESULTS_PER_ANSWER = 1000
+# /config is small; waiting longer for it than this is not worth it on a search's path.
 CONFIG_TIMEOUT_S = 2.0
 CONFIG_RETRY_S = 60.0  # after /config failed, ask again no sooner than this
 
