@@ -12,7 +12,7 @@ from searcher.llm.snippet_rank import Candidate
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
-from searcher.pipeline.rank import Ranked, Ranking, rank_results
+from searcher.pipeline.rank import Ranked, Ranking, pool_cut, rank_results
 from searcher.pipeline.retrieve import searcher_for
 from searcher.routing import Route
 from searcher.searches import Tagged, corrective_search
@@ -70,4 +70,6 @@ async def correct(
             more_ranking = await rank_results(parts, plan, more, ctx.deadline.remaining())
             if more_ranking.results:
                 tagged, ranking = more, more_ranking
+                if cut := pool_cut(more_ranking):
+                    ctx.error("rank", "fusion", cut)
     return tagged, ranking

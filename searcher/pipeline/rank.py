@@ -106,10 +106,16 @@ async def rank(ctx: RequestContext, parts: Parts, plan: Plan, tagged: Tagged) ->
         ranking = await rank_results(parts, plan, tagged, ctx.deadline.remaining())
     for note in ranking.notes:
         ctx.error("dedup", "embedder", note)
-    if ranking.beyond_pool:
-        ctx.error(
-            "rank", "fusion",
-            f"{MAX_POOL + ranking.beyond_pool} distinct results; the {MAX_POOL} best by "
-            f"fusion were ranked, {ranking.beyond_pool} left out",
-        )  # fmt: skip
+    if cut := pool_cut(ranking):
+        ctx.error("rank", "fusion", cut)
     return ranking
+
+
+def pool_cut(ranking: Ranking) -> str | None:
+    """What ``meta.errors`` says when results beyond ``MAX_POOL`` were left out."""
+    if not ranking.beyond_pool:
+        return None
+    return (
+        f"{MAX_POOL + ranking.beyond_pool} distinct results; the {MAX_POOL} best by fusion "
+        f"were ranked, {ranking.beyond_pool} left out"
+    )

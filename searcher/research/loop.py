@@ -43,7 +43,7 @@ from searcher.pipeline.budget import effective_budget
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import make_plan
-from searcher.pipeline.rank import Ranked, rank_results
+from searcher.pipeline.rank import Ranked, pool_cut, rank_results
 from searcher.pipeline.retrieve import retrieve
 from searcher.research.evidence import (
     EvidencePool,
@@ -261,9 +261,10 @@ class Research:
         try:
             plan = await make_plan(ctx, self.parts)
             tagged = await retrieve(ctx, self.parts, plan)
-            ranked = (
-                await rank_results(self.parts, plan, tagged, self.deadline.remaining())
-            ).results
+            ranking = await rank_results(self.parts, plan, tagged, self.deadline.remaining())
+            ranked = ranking.results
+            if cut := pool_cut(ranking):
+                self.state.error("rank", "fusion", cut)
         except AllBackendsFailed as exc:
             reason = describe_failures(exc.failures) or "no backend is enabled"
             self.state.error("search", "backends", reason)
