@@ -114,8 +114,13 @@ class StaticEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Encoded inline, on the event loop: a few milliseconds for a page of results,
-        and a worker thread would add a hop while holding the GIL for most of it."""
-        return self.encode(texts)
+        and a worker thread would add a hop while holding the GIL for most of it. Any
+        failure is ``EmbedderUnavailable``, as from the HTTP embedder: the steps that use
+        vectors leave them out rather than fail the request."""
+        try:
+            return self.encode(texts)
+        except Exception as exc:  # a tokenizer or model failure, whatever its type
+            raise EmbedderUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), d)`` float32 unit rows; zero rows for texts without tokens."""
@@ -136,7 +141,7 @@ class StaticEmbedder:
         if not self._fast:
             return normalise_rows(self.model.encode(list(texts)))
         words = [_words(text) for text in texts]
-        self._learn([w for ws in words for w in ws if w not in self._word_ids])
+        self._learn(list(dict.fromkeys(itertools.chain.from_iterable(words))))
         known = self._word_ids
         rows = [list(itertools.chain.from_iterable(map(known.__getitem__, ws))) for ws in words]
         if self._max_tokens is not None:
@@ -153,14 +158,16 @@ class StaticEmbedder:
             start += len(ids)
         return normalise_rows(out)
 
-    def _learn(self, words: list[str]) -> None:
-        """Tokenise unknown words in one call and remember their ids; each token goes to
-        the word its offset falls in."""
-        words = list(dict.fromkeys(words))
+    def _learn(self, needed: list[str]) -> None:
+        """Make sure every word of ``needed`` (distinct) has its ids: tokenise the unknown
+        ones in one call, each token going to the word its offset falls in."""
+        words = [w for w in needed if w not in self._word_ids]
         if not words:
             return
         if len(self._word_ids) + len(words) > _WORD_CACHE_SIZE:
-            self._word_ids.clear()  # rare; simpler and cheaper than tracking recency
+            # Full: forget all but the words this call needs (rare; simpler and cheaper
+            # than tracking recency). Forgetting those too failed the call's look-ups.
+            self._word_ids = {w: self._word_ids[w] for w in needed if w in self._word_ids}
         joined = " ".join(words)
         # The tokenizer refuses lone surrogates (broken UTF-16 from some source); one
         # character for one keeps the offsets right.

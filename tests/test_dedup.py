@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -342,3 +343,23 @@ async def test_texts_stating_different_numbers_are_never_merged(static):
     kept, notes = await drop_near_duplicates(hits, static, 0.88)
     assert notes == []
     assert [f.key for f in kept] == ["https://a.example/14", "https://b.example/15"]
+
+
+def test_a_full_word_memory_keeps_the_words_the_call_needs(monkeypatch):
+    # Past the word memory's size it was emptied whole, words this call already knew
+    # included, and looking them up failed (KeyError: a 500 from the hybrid stage).
+    import searcher.embeddings as embeddings
+
+    embedder = StaticEmbedder.load(str(STATIC_MODEL))
+    embedder.encode(["cloud gaming"])
+    monkeypatch.setattr(embeddings, "_WORD_CACHE_SIZE", 3)
+    texts = ["cloud gaming on new hardware", "gaming servers in the cloud"]
+    ours = embedder.encode(texts)
+    np.testing.assert_allclose(ours, normalise_rows(embedder.model.encode(texts)), atol=1e-5)
+
+
+def test_any_failure_of_the_static_embedder_is_embedder_unavailable(static):
+    # The steps that use vectors (hybrid relevance, cross-page passages, diversity) catch
+    # EmbedderUnavailable and leave the vectors out; anything else ended the request.
+    with pytest.raises(EmbedderUnavailable, match="TypeError"):
+        asyncio.run(static.embed([None]))  # type: ignore[list-item]

@@ -14,6 +14,9 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/fixed/{n}``         200 at once with ``n`` canned results (overhead benchmark)
 - ``/searxng/fresh/{n}``         the same, the query ending every snippet: no two queries
   share a text (what a cache of texts or vectors sees in real traffic)
+- ``/searxng/crowded/{n}/{e}``   a broken instance: ``n`` results, each named by the same
+  ``e`` engines at positions that disagree (result i at i+1 .. i+e)
+- ``/searxng/long-snippet/{kb}`` the canned 20 results, the first with a ``kb`` KB snippet
 - ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
 - ``/searxng/fail-on/{word}``    500 for queries containing ``word``, normal answers otherwise
 - ``/searxng/fail-after/{k}``    the first ``k`` requests answer normally, later ones 500
@@ -378,6 +381,34 @@ async def fresh(req: Request) -> None:
     tail = fixed_tail(req.base_url, max(0, int(req.params["n"])), query_in_snippets=True)
     body = b'{"query": ' + quoted + tail.replace(_QUERY_MARK.encode(), quoted[1:-1])
     await req.respond(200, body, JSON)
+
+
+@router.route("/searxng/crowded/{n:int}/{e:int}/search")
+async def crowded(req: Request) -> None:
+    n, e = max(0, int(req.params["n"])), max(1, int(req.params["e"]))
+    engines = [f"engine{k}" for k in range(e)]
+    results = [
+        {"url": f"{req.base_url}/pages/crowded-{i}", "title": f"Result {i}",
+         "content": f"Snippet of result {i}", "engine": engines[0], "engines": engines,
+         "positions": list(range(i + 1, i + 1 + e)), "score": 1.0 / (i + 1)}
+        for i in range(n)
+    ]  # fmt: skip
+    await req.json(200, envelope(req.query.get("q", ""), results, []))
+
+
+@router.route("/searxng/long-snippet/{kb:int}/search")
+async def long_snippet(req: Request) -> None:
+    results = canned_results(req.base_url, 20)
+    size = max(0, int(req.params["kb"])) * 1024
+    # Words never seen before (an embedder that remembers words gains nothing).
+    text, length = [], 0
+    for word in (f"gaming{i:x}" for i in itertools.count()):
+        if length >= size:
+            break
+        text.append(word)
+        length += len(word) + 1
+    results[0]["content"] = " ".join(text)
+    await req.json(200, envelope(req.query.get("q", ""), results, []))
 
 
 # ---- engine failures, /config ---------------------------------------------------------
