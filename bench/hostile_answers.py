@@ -19,14 +19,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import subprocess
 import time
-from pathlib import Path
 
 import httpx
 
 from bench.overhead import QUERY, config
-from bench.processes import REPO, checkout, searcher, testbed
+from bench.processes import REPO, checkout, peak_memory_kb, serving, testbed
 
 CASES = (
     ("20 canned results", "fixed/20"),
@@ -36,17 +34,7 @@ CASES = (
 )
 
 
-def peak_rss_mb(base: str) -> float:
-    """The peak resident memory of the server listening at ``base``."""
-    port = base.rsplit(":", 1)[1]
-    pid = subprocess.check_output(["pgrep", "-f", f"serve --port {port}"]).split()[0].decode()
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def measure(base: str, requests: int) -> tuple[float, float, list[str]]:
+def measure(base: str, pid: int, requests: int) -> tuple[float, float, list[str]]:
     """(median seconds per search, peak RSS in MB, what meta.errors said)."""
     times, said = [], []
     with httpx.Client(timeout=600) as client:
@@ -63,7 +51,7 @@ def measure(base: str, requests: int) -> tuple[float, float, list[str]]:
                 said = [e["reason"] for e in response.json()["meta"]["errors"]]
             else:
                 said = [f"HTTP {response.status_code}: {response.text[:80]}"]
-    return statistics.median(times), peak_rss_mb(base), said
+    return statistics.median(times), peak_memory_kb(pid) / 1024, said
 
 
 def main() -> None:
@@ -84,8 +72,8 @@ def main() -> None:
             for name, repo in trees:
                 settings = config(tb, repo)
                 settings["backends"]["searxng"]["base_url"] = f"{tb}/searxng/{behaviour}"
-                with searcher(settings, repo=repo) as base:
-                    seconds, rss, said = measure(base, args.requests)
+                with serving(settings, repo=repo) as (base, pid):
+                    seconds, rss, said = measure(base, pid, args.requests)
                 print(f"{label:52} {name[:10]:10} {seconds:14.3f} s {rss:7.0f} MB")
                 for reason in said:
                     if not reason.startswith("engine "):  # the testbed's engines are fine

@@ -17,19 +17,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import re
-import subprocess
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import yaml
 
 from bench import wrk
-from bench.processes import REPO, STATIC_MODEL, free_port, testbed, wait_ready
+from bench.processes import STATIC_MODEL, serving, testbed
 
 QUERY = "cloud gaming"
 
@@ -48,27 +42,6 @@ def config(testbed_base: str) -> dict:
         "cache": {"enabled": False},
         "embeddings": {"model": str(STATIC_MODEL)},
     }
-
-
-@contextlib.contextmanager
-def serve(cfg: dict) -> Iterator[tuple[str, int]]:
-    """``searcher serve`` in its own process; yields its base URL and pid."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "searcher.yaml"
-        path.write_text(yaml.safe_dump(cfg))
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "searcher", "serve", "--port", str(port), "--config", str(path)],
-            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            wait_ready(f"{base}/v1/health", timeout=60)
-            yield base, proc.pid
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 def children(pid: int) -> list[int]:
@@ -108,7 +81,7 @@ def load(base: str, body: dict, connections: int, seconds: int) -> dict:
 
 
 def run(tb: str, label: str, body: dict, connections: int, seconds: int) -> None:
-    with serve(config(tb)) as (base, pid):
+    with serving(config(tb), ready_s=60) as (base, pid):
         for _ in range(20):  # warm-up: models, pools, the extraction workers
             httpx.post(f"{base}/v1/search", json=body, timeout=60)
         workers_before = children(pid)

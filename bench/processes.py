@@ -43,14 +43,15 @@ def process(
     env: dict[str, str] | None = None,
     ready_s: float = 30.0,
     cwd: Path = REPO,
-) -> Iterator[None]:
+) -> Iterator[int]:
+    """Run ``args`` until the block ends, once ``ready_url`` answers; yields its pid."""
     proc = subprocess.Popen(
         args, cwd=cwd, env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         wait_ready(ready_url, ready_s)
-        yield
+        yield proc.pid
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -66,11 +67,12 @@ def testbed() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def searcher(
+def serving(
     config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 30.0, repo: Path = REPO
-) -> Iterator[str]:
-    """``searcher serve`` with ``config`` in its own process; yields its base URL. ``repo``
-    is the checkout whose code runs (``python -m`` puts the working directory first)."""
+) -> Iterator[tuple[str, int]]:
+    """``searcher serve`` with ``config`` in its own process; yields its base URL and pid.
+    ``repo`` is the checkout whose code runs (``python -m`` puts the working directory
+    first)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,8 +80,25 @@ def searcher(
         path.write_text(yaml.safe_dump(config))
         args = [sys.executable, "-m", "searcher.cli", "serve", "--port", str(port),
                 "--config", str(path), *extra_args]  # fmt: skip
-        with process(args, f"{base}/v1/health", ready_s=ready_s, cwd=repo):
-            yield base
+        with process(args, f"{base}/v1/health", ready_s=ready_s, cwd=repo) as pid:
+            yield base, pid
+
+
+@contextlib.contextmanager
+def searcher(
+    config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 30.0, repo: Path = REPO
+) -> Iterator[str]:
+    """``serving``, for callers that need only the base URL."""
+    with serving(config, extra_args, ready_s, repo) as (base, _):
+        yield base
+
+
+def peak_memory_kb(pid: int) -> int:
+    """The peak resident memory (VmHWM) of process ``pid``, in kB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from bench import wrk
-from bench.processes import REPO, free_port, wait_ready
+from bench.processes import REPO, free_port, peak_memory_kb, wait_ready
 
 CONFIG = {
     "backends": {"duckduckgo": {"enabled": False}},
@@ -106,17 +106,10 @@ def slow_headers(base: str) -> int:
     return closed
 
 
-def peak_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
 def huge_header(base: str, pid: int) -> float:
     """Growth of the server's peak memory, MB, from one 50 MB header."""
     port = int(base.rsplit(":", 1)[1])
-    before = peak_kb(pid)
+    before = peak_memory_kb(pid)
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(HEAD + b"X-Huge: ")
         with contextlib.suppress(OSError):
@@ -125,7 +118,7 @@ def huge_header(base: str, pid: int) -> float:
             sock.sendall(b"\r\n\r\n")
             sock.recv(100)
     time.sleep(1)
-    return (peak_kb(pid) - before) / 1024
+    return (peak_memory_kb(pid) - before) / 1024
 
 
 def main() -> None:

@@ -41,8 +41,8 @@ _ENTITY_WORD = re.compile(r"[^\W_][\w-]*")
 _ENTITY_BYTES = bytes(
     c if c >= 0x80 or chr(c).isalnum() or chr(c) in "-_" else 0x20 for c in range(256)
 )
-# Punctuation that keeps most snippets from being ASCII ("it’s", “quoted”, a – dash).
 _MARKS_AFTER_SPACE = re.compile(r" [-_]+")
+# Punctuation that keeps most snippets from being ASCII ("it’s", “quoted”, a – dash).
 _COMMON_PUNCTUATION = "\u2019\u2018\u201c\u201d\u2013\u2014\u2026\xa0\xab\xbb\xb7\u2022"
 
 
