@@ -142,6 +142,9 @@ class Metrics:
     def cache_lookup(self, cache: str, kind: str, hit: bool) -> None:
         self.cache_lookups.labels(cache, kind, "hit" if hit else "miss").inc()
 
+    def state_error(self, engine: str) -> None:
+        self.state_errors.labels(engine).inc()
+
     def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http_seconds.labels(route, method, str(status)).observe(seconds)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,8 @@ from searcher.page_reader import PageReader
 from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
 from searcher.state import FailSoftStore, open_store
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
     from qdrant_client import AsyncQdrantClient
@@ -85,9 +89,14 @@ def _result_cache(
 async def _prune_state(state: FailSoftStore, interval_s: float) -> None:
     while True:
         await asyncio.sleep(interval_s)
-        # Housekeeping: a store that is down shows in the next request's operation.
-        with contextlib.suppress(StateUnavailable):
+        # Housekeeping: a store that is down shows in the next request's operation, and
+        # whatever else goes wrong must not end the loop (expired rows would pile up).
+        try:
             await state.prune()
+        except StateUnavailable:
+            pass
+        except Exception:
+            log.exception("pruning the state store failed; trying again in %s s", interval_s)
 
 
 @contextlib.asynccontextmanager
@@ -109,6 +118,8 @@ async def open_service(
     may need a model hub loads in the background (under ``embeddings.load_timeout_s``)
     unless ``wait_for_embedder`` (a one-shot CLI call wants its near-duplicate removal)."""
     state = await open_store(settings.state)  # first: an unreachable Redis stops start-up
+    if metrics is not None:
+        state.on_failure = functools.partial(metrics.state_error, state.engine)
     qdrant = None
     if settings.state.qdrant_url and settings.cache.enabled and settings.cache.semantic.enabled:
         try:

@@ -111,6 +111,21 @@ def host_of(url: str) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
+def without_password(url: str) -> str:
+    """The URL with its password (if any) replaced by ``***``, for messages, health and
+    printed config; a string that is not a URL comes back unchanged."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # e.g. a bad port or IPv6 literal: no URL, nothing to hide
+        return url
+    if password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + netloc))
+
+
 def domain_matches(host: str, domain: str) -> bool:
     """Whether ``host`` is ``domain`` or one of its subdomains."""
     domain = domain.lower().strip().lstrip(".")

@@ -477,6 +477,15 @@ def test_health_says_whether_an_llm_is_configured(make_settings, serve_searcher,
     assert on["configured"] and on["base_url"] == testbed.llm_url()
 
 
+def test_health_shows_no_password_of_the_llm_url(make_settings, serve_searcher, testbed):
+    # /v1/health needs no key: what it shows must not be a credential.
+    url = testbed.llm_url().replace("http://", "http://llm-user:llm-secret@")
+    base = serve_searcher(make_settings(llm={"base_url": url, "model": "m"}))
+    shown = httpx.get(f"{base}/v1/health").json()["llm"]["base_url"]
+    assert "llm-secret" not in shown
+    assert shown == url.replace("llm-secret", "***")
+
+
 # --- multi-query: the diversity rule --------------------------------------------------------
 
 ALIKE = {

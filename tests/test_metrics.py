@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.redis_server import RedisServer
+
 
 def sample(text: str, name: str, **labels: str) -> float | None:
     """The value of one sample of the exposition, or None if it is absent."""
@@ -54,6 +56,19 @@ def test_metrics_count_searches_stages_routes_and_breakers(make_settings, serve_
     assert sample(text, "searcher_breaker_state", backend="searxng", state="closed") == 1
     assert sample(text, "searcher_breaker_state", backend="searxng", state="open") == 0
     assert sample(text, "searcher_info", version="0.1.0") == 1
+
+
+def test_metrics_count_state_operations_served_without_the_store(make_settings, serve_searcher):
+    with RedisServer() as server:
+        state = {"redis_url": server.url, "redis_timeout_s": 0.3}
+        base = serve_searcher(make_settings(state=state))
+        assert httpx.post(f"{base}/v1/search", json={"query": "stadia"}).status_code == 200
+        before = sample(httpx.get(f"{base}/metrics").text, "searcher_state_errors_total")
+        assert before is None  # nothing failed yet
+        server.kill()
+        assert httpx.post(f"{base}/v1/search", json={"query": "xcloud"}).status_code == 200
+        text = httpx.get(f"{base}/metrics").text
+        assert (sample(text, "searcher_state_errors_total", engine="redis") or 0) >= 1
 
 
 def test_metrics_count_llm_fallbacks_and_page_reads(make_settings, serve_searcher):

@@ -327,3 +327,26 @@ async def test_partial_answers_are_not_stored(tmp_path):
     assert await cache.lookup(_request()) is None
     assert await cache.lookup_stale(_request()) is None
     await store.aclose()
+
+
+def test_an_answer_made_under_other_server_limits_is_not_served(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    body = {"query": matching_query, "budget": {"max_results": 10}}
+    # The configured default stays the same throughout: only the ceilings change.
+    default = {"max_results": 3}
+    lowered = serve_searcher(make_settings(budget=default, limits={"max_results": 3}))
+    first = post(lowered, body).json()
+    assert len(first["items"]) == 3
+    assert post(lowered, body).json()["meta"]["cache"]["hit"] is True
+    # Same state store, higher ceiling: the stored 3-item answer is not this server's.
+    raised = serve_searcher(make_settings(budget=default, limits={"max_results": 50}))
+    again = post(raised, body).json()
+    assert again["meta"]["cache"]["hit"] is False and len(again["items"]) == 10
+    # Strict ceilings refuse the request, although an answer to it is stored.
+    strict = serve_searcher(
+        make_settings(budget=default, limits={"max_results": 3, "strict": True})
+    )
+    refused = post(strict, body)
+    assert refused.status_code == 422
+    assert "budget.max_results" in refused.text

@@ -64,6 +64,20 @@ async def test_corrupt_vector_rows_are_skipped(store, embedder):
     assert cache.index.size == 1
 
 
+async def test_rows_of_another_embedder_are_skipped_not_fatal(store, embedder):
+    # Left by a model configured before this one (or a replica with another one).
+    meta = b'{"q": "capital of France", "s": "s"}'
+    await store.add_vector(SPACE, "old", np.ones(64, dtype=np.float32), meta, 60)
+    writer = SemanticCache(store, embedder, threshold=0.5)
+    await writer.add("capital of France", "s", "new", 60)
+    assert await writer.find("capital of France", "s") == "new"
+    # A worker whose start-up sync mirrored the old rows before it embedded anything.
+    reader = SemanticCache(store, embedder, threshold=0.5)
+    await reader.sync()
+    assert await reader.find("capital of France", "s") == "new"
+    assert reader.index.dimension == 256 and reader.index.size == 1
+
+
 def test_the_index_drops_expired_then_oldest_rows_when_full():
     index = VectorIndex(max_entries=3)
     vectors = np.eye(4, dtype=np.float32)

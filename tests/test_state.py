@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import redis.asyncio as aioredis
 
 from searcher.config import StateSettings
 from searcher.errors import StateUnavailable
@@ -229,8 +231,6 @@ async def test_redis_unreachable_at_start_is_a_clear_error() -> None:
 
 
 async def test_redis_expiry_is_set_on_creation(redis_url: str) -> None:
-    import redis.asyncio as aioredis
-
     store = RedisStore(redis_url, prefix="t:")
     await store.set("k", b"v", ttl_s=30)
     await store.incr("c", ttl_s=30)
@@ -276,4 +276,60 @@ async def test_failsoft_tries_again_after_the_cooldown(tmp_path: Path) -> None:
     await store.set("k", b"v", 60)
     assert await store.get("k") == b"v"
     assert store.health().ok
+    await store.aclose()
+
+
+async def test_failsoft_health_check_asks_a_failed_store_again_after_the_cooldown(
+    tmp_path: Path,
+) -> None:
+    # A worker that no request sends to the store must not report it down for ever.
+    clock = Clock()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    store = FailSoftStore(SqliteStore(blocker / "state.sqlite3"), cooldown_s=5, clock=clock)
+    assert await store.get("k") is None
+    blocker.unlink()
+    assert not (await store.check()).ok  # within the cooldown: not asked
+    assert store.health().failures == 1
+    clock.now += 5
+    health = await store.check()
+    assert health.ok and health.last_error is None
+    await store.aclose()
+
+
+async def test_sqlite_rows_another_program_wrote_are_read_or_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path)
+    await store.set("k", b"v", 60)
+    await store.add_vector("s", "good", np.ones(4, dtype=np.float32), b"{}", 60)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE kv SET value = ? WHERE key = 'k'", ('{"v": 1}',))  # TEXT
+        for item, blob, meta, expires in [
+            ("short", b"\x00\x01\x02", b"{}", 1e18),  # not a whole float32
+            ("text-meta", np.ones(4, dtype=np.float32).tobytes(), "{}", 1e18),
+            ("odd-expiry", np.ones(4, dtype=np.float32).tobytes(), b"{}", "soon"),
+        ]:
+            db.execute(
+                "INSERT INTO vectors (space, item_id, vector, meta, expires_at) "
+                "VALUES ('s', ?, ?, ?, ?)",
+                (item, blob, meta, expires),
+            )
+    db.close()
+    assert await store.get("k") == b'{"v": 1}'
+    rows = await store.vectors_after("s", None)
+    assert [r.item_id for r in rows] == ["good", "text-meta"]
+    assert rows[1].meta == b"{}"
+    await store.aclose()
+
+
+async def test_redis_prune_drops_vector_rows_whose_expiry_cannot_be_read(redis_url: str) -> None:
+    store = RedisStore(redis_url, prefix="t-prune:", timeout_s=10)
+    await store.add_vector("s", "kept", np.ones(4, dtype=np.float32), b"{}", 600)
+    raw = aioredis.from_url(redis_url)
+    await raw.xadd("t-prune:vec:s", {"id": "bad", "v": b"\x00" * 16, "m": b"{}", "exp": "x"})
+    assert await store.prune() == 1
+    assert [r.item_id for r in await store.vectors_after("s", None)] == ["kept"]
+    await raw.aclose()
+    await store.clear()
     await store.aclose()

@@ -52,6 +52,7 @@ from searcher.mcp_server import mcp_sessions, mount_mcp
 from searcher.metrics import CONTENT_TYPE, Metrics
 from searcher.research.jobs import JobBook
 from searcher.runtime import Runtime, open_service
+from searcher.urls import without_password
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -186,14 +187,20 @@ def create_app(
             state=runtime.embedding.state,
         )
         llm = runtime.settings.llm
-        store = runtime.state.health() if runtime.state else None
+        # A store that failed is asked again here once its cooldown is over: health must
+        # not report a store down until some request happens to use it.
+        store = await runtime.state.check() if runtime.state else None
         health = Health(
             status=state if store is None or store.ok else "degraded",
             version=__version__,
             backends=backends,
             adapter_problems=dict(default_registry().problems),
             embedder=embedder,
-            llm=LlmHealth(configured=llm.configured, base_url=llm.base_url, model=llm.model),
+            llm=LlmHealth(
+                configured=llm.configured,
+                base_url=without_password(llm.base_url) if llm.base_url else None,
+                model=llm.model,
+            ),
             state=StateInfo(**dataclasses.asdict(store)) if store else None,
         )
         return _json(health.model_dump())

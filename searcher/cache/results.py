@@ -116,6 +116,8 @@ def answer_fingerprint(settings: Settings) -> str:
         "scoring": settings.scoring.model_dump(mode="json"),
         "rerank": settings.rerank.model_dump(mode="json", exclude={"api_key", "timeout_s"}),
         "budget": settings.budget.model_dump(mode="json", exclude=_TIMING_DEFAULTS),
+        # The ceilings lower what a request asked: an answer made under others differs.
+        "limits": settings.limits.model_dump(mode="json"),
         "embeddings": [settings.embeddings.provider, settings.embeddings.model],
         "llm": [settings.llm.base_url, settings.llm.model, settings.llm.steps.model_dump()],
     }

@@ -103,6 +103,11 @@ class VectorIndex:
         self._queries: list[str] = []
         self.size = 0
 
+    @property
+    def dimension(self) -> int | None:
+        """The size of its vectors; None while it has none."""
+        return None if self._matrix is None else int(self._matrix.shape[1])
+
     def add(self, vectors: np.ndarray, scopes: Sequence[str], expires: Sequence[float],
             ids: Sequence[str], queries: Sequence[str]) -> None:  # fmt: skip
         n = len(ids)
@@ -145,8 +150,8 @@ class VectorIndex:
 
     def nearest(self, vector: np.ndarray, scope: str, threshold: float, now: float) -> list[Match]:
         """Rows of ``scope``, unexpired, with cosine >= threshold, best first (a few)."""
-        if self._matrix is None or self.size == 0:
-            return []
+        if self._matrix is None or self.size == 0 or vector.shape != (self._matrix.shape[1],):
+            return []  # nothing, or rows of another embedder: nothing comparable
         # einsum, not BLAS: one thread, so N workers on a busy machine do not fight over
         # cores (multithreaded gemv measured 10x slower than this under load).
         scores = np.einsum("ij,j->i", self._matrix[: self.size], vector)
@@ -177,6 +182,9 @@ class SemanticCache:
         self._cursor: str | None = None
         self._clock = clock
         self._syncing = asyncio.Lock()
+        # The size of this embedder's vectors, once it has made one. Rows of another size
+        # (another model wrote them, or they are corrupt) can never match: they are skipped.
+        self._dimension: int | None = None
 
     async def sync(self, batches: int | None = None) -> int:
         """Mirror the rows other processes (and this one) added since the last look, at
@@ -184,6 +192,12 @@ class SemanticCache:
         added, done = 0, 0
         async with self._syncing:
             while batches is None or done < batches:
+                held, wanted = self.index.dimension, self._dimension
+                if held is not None and wanted is not None and held != wanted:
+                    # The index was filled before this embedder's first vector, with rows
+                    # of another size: read the rows again, keeping those of its size.
+                    self.index = VectorIndex(self.index.max_entries)
+                    self._cursor = None
                 rows = await self.store.vectors_after(SPACE, self._cursor, _SYNC_BATCH)
                 done += 1
                 if rows:
@@ -196,12 +210,19 @@ class SemanticCache:
 
     def _add_rows(self, rows: list[VectorRow]) -> None:
         kept, metas = [], []
+        # Before this embedder's first vector, the first row's size stands in for its own.
+        size = self._dimension or self.index.dimension
         for row in rows:
+            if row.vector.ndim != 1 or not row.vector.size:
+                continue  # corrupt
+            if size is not None and row.vector.shape[0] != size:
+                continue  # another embedder's: not comparable
             try:
                 meta = orjson.loads(row.meta)
                 metas.append((str(meta["s"]), str(meta["q"])))
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 continue  # a corrupt row is no candidate
+            size = row.vector.shape[0]
             kept.append(row)
         if not kept:
             return
@@ -214,15 +235,18 @@ class SemanticCache:
         )
 
     async def _embed(self, query: str) -> np.ndarray | None:
-        return await query_vector(self.embedder, query)
+        vector = await query_vector(self.embedder, query)
+        if vector is not None and vector.ndim == 1:
+            self._dimension = vector.shape[0]
+        return vector
 
     async def find(self, query: str, scope: str) -> str | None:
         """The key of the cached answer to the closest query with the same anchors."""
-        if not self._syncing.locked():  # else a full sync is running: use what is there
-            await self.sync(batches=1)
-        vector = await self._embed(query)
+        vector = await self._embed(query)  # first: it tells which rows are comparable
         if vector is None:
             return None
+        if not self._syncing.locked():  # else a full sync is running: use what is there
+            await self.sync(batches=1)
         for match in self.index.nearest(vector, scope, self.threshold, self._clock()):
             if same_anchors(query, match.query):
                 return match.item_id

@@ -16,8 +16,9 @@ from searcher.state.base import (
     set_json,
 )
 from searcher.state.failsoft import FailSoftStore
-from searcher.state.redis_store import RedisStore, redacted
+from searcher.state.redis_store import RedisStore
 from searcher.state.sqlite_store import SqliteStore
+from searcher.urls import without_password
 
 __all__ = [
     "FailSoftStore",
@@ -43,7 +44,9 @@ def _sqlite_path(settings: StateSettings) -> Path:
 
 def store_location(settings: StateSettings) -> str:
     """Where the configured state lives (a Redis URL without password, or the file)."""
-    return redacted(settings.redis_url) if settings.redis_url else str(_sqlite_path(settings))
+    return (
+        without_password(settings.redis_url) if settings.redis_url else str(_sqlite_path(settings))
+    )
 
 
 def build_store(settings: StateSettings) -> StateStore:

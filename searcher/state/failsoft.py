@@ -39,6 +39,8 @@ class FailSoftStore:
         self._cooldown_s = cooldown_s
         self._clock = clock
         self._down_until = 0.0
+        # Told of every operation served without the store (the metrics count them).
+        self.on_failure: Callable[[], None] | None = None
 
     @property
     def ok(self) -> bool:
@@ -48,14 +50,27 @@ class FailSoftStore:
     def health(self) -> StateHealth:
         return StateHealth(self.engine, self.location, self.ok, self.failures, self.last_error)
 
+    async def check(self) -> StateHealth:
+        """``health()``, after asking a store that failed once more (when its cooldown is
+        over): otherwise a process that no request sends to the store would report it
+        down for ever after it came back."""
+        if self.last_error is not None and self._clock() >= self._down_until:
+            await self._soft(self.inner.ping, None)
+        return self.health()
+
+    def _failed(self) -> None:
+        self.failures += 1
+        if self.on_failure is not None:
+            self.on_failure()
+
     async def _soft(self, op: Callable[[], Awaitable[T]], default: T) -> T:
         if self._clock() < self._down_until:
-            self.failures += 1
+            self._failed()
             return default
         try:
             result = await op()
         except StateUnavailable as exc:
-            self.failures += 1
+            self._failed()
             if self.last_error is None:
                 log.warning("state store unavailable, caches off until it is back: %s", exc)
             self.last_error = str(exc)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import redis.asyncio as aioredis
@@ -19,6 +18,7 @@ from redis.exceptions import RedisError
 
 from searcher.errors import StateUnavailable
 from searcher.state.base import StateEngine, StateStats, TokenGrant, VectorRow
+from searcher.urls import without_password
 
 T = TypeVar("T")
 
@@ -50,14 +50,12 @@ return {allowed, tostring(tokens), tostring(wait)}
 _VEC = "vec:"  # vector streams live under <prefix>vec:<space>
 
 
-def redacted(url: str) -> str:
-    """The URL without its password, for messages and health."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))
+def _expiry(fields: dict[bytes, bytes]) -> float:
+    """A vector row's expiry; a row without a readable one is gone (it cannot be read)."""
+    try:
+        return float(fields.get(b"exp", b"0"))
+    except ValueError:
+        return 0.0
 
 
 class RedisStore:
@@ -66,7 +64,7 @@ class RedisStore:
     engine: StateEngine = "redis"
 
     def __init__(self, url: str, prefix: str = "searcher:", timeout_s: float = 0.5) -> None:
-        self.location = redacted(url)
+        self.location = without_password(url)
         self._prefix = prefix
         # Any: redis-py's annotations mix sync and async return types.
         self._redis: Any = aioredis.Redis.from_url(
@@ -177,7 +175,7 @@ class RedisStore:
                 expired = [
                     entry_id
                     for entry_id, fields in await self._redis.xrange(stream)
-                    if float(fields.get(b"exp", b"0")) <= now
+                    if _expiry(fields) <= now
                 ]
                 for i in range(0, len(expired), 500):
                     removed += await self._redis.xdel(stream, *expired[i : i + 500])

@@ -52,6 +52,16 @@ CHECKPOINT_EVERY = 500  # writes on the loop's connection between two checkpoint
 _BUCKET_IDLE_S = 86_400.0
 
 
+def _as_bytes(value: object) -> bytes | None:
+    """A BLOB column's value; text (another program wrote the file) as its UTF-8 bytes,
+    anything else None: a value that does not decode is a miss, never a failure."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return None
+
+
 def _prefix_range(prefix: str) -> tuple[str, str]:
     """Bounds such that ``lo <= key < hi`` holds exactly for keys starting with prefix."""
     return prefix, prefix + "\U0010ffff"
@@ -170,7 +180,7 @@ class SqliteStore:
             rows = db.execute(
                 "SELECT value FROM kv WHERE key = ? AND expires_at > ?", (key, now)
             ).fetchall()
-            return bytes(rows[0][0]) if rows else None
+            return _as_bytes(rows[0][0]) if rows else None
 
         return await self._quick(run, writes=False)
 
@@ -263,9 +273,13 @@ class SqliteStore:
                 (space, after, limit),
             ).fetchall()
             return [
-                VectorRow(str(seq), item, np.frombuffer(blob, dtype=np.float32), bytes(meta), exp)
-                for seq, item, blob, meta, exp in rows
-            ]
+                VectorRow(str(seq), str(item), np.frombuffer(vector, dtype=np.float32), meta, exp)
+                for seq, item, blob, raw_meta, exp in rows
+                if (vector := _as_bytes(blob)) is not None
+                and len(vector) % 4 == 0
+                and (meta := _as_bytes(raw_meta)) is not None
+                and isinstance(exp, int | float)
+            ]  # a row that does not decode is skipped, as a value that does not is a miss
 
         return await self._call(run)
 
