@@ -251,8 +251,18 @@ class FetchTimeout(FetchError):
 
 
 class UnsupportedContentType(FetchError):
+    """A response refused for its content type, with what did arrive: its HTTP status and
+    media type (``None`` when unlabelled), so that the page's fetch block can show them."""
+
     status = "skipped"
     skip_reason = "content_type"
+
+    def __init__(
+        self, url: str, reason: str, status_code: int | None = None, media_type: str | None = None
+    ) -> None:
+        super().__init__(url, reason)
+        self.status_code = status_code
+        self.media_type = media_type
 
 
 class FetchHTTPError(FetchError):

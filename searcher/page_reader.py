@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 
 from searcher.cache.extraction import ExtractionCache
 from searcher.contract import FetchInfo, FetchStatus, SkipReason
-from searcher.errors import FetchError, FetchHTTPError
+from searcher.errors import FetchError, FetchHTTPError, UnsupportedContentType
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
@@ -84,8 +84,7 @@ class PageReader:
         try:
             page = await self._fetcher.fetch(url, limits)
         except FetchError as exc:
-            code = exc.status_code if isinstance(exc, FetchHTTPError) else None
-            return PageOutcome(exc.status, exc.skip_reason, exc.reason, http_status=code)
+            return _not_fetched(exc)
         outcome = PageOutcome(
             "fetched",
             http_status=page.status_code,
@@ -98,6 +97,9 @@ class PageReader:
                 page.body, page.url, page.content_type, page.charset, client=client
             )
         except FetchError as exc:
+            # A PDF cut at the download limit that PDFium cannot read (most keep their
+            # cross-reference table at the end) was too large to read. One it can read
+            # is not here: its pages within the limit are partial text, marked truncated.
             if page.truncated and page.content_type == PDF_MEDIA_TYPE:
                 return replace(
                     outcome, status="skipped", skip_reason="too_large",
@@ -178,6 +180,17 @@ class PageReader:
             outcomes.append(DEADLINE_SKIP if not task.done() else _crashed(task))
         await asyncio.gather(*tasks, return_exceptions=True)
         return outcomes
+
+
+def _not_fetched(exc: FetchError) -> PageOutcome:
+    """The outcome of a fetch that failed, with what the server did say: the status of an
+    HTTP error, the status and media type of a response refused for its content type."""
+    outcome = PageOutcome(exc.status, exc.skip_reason, exc.reason)
+    if isinstance(exc, FetchHTTPError):
+        return replace(outcome, http_status=exc.status_code)
+    if isinstance(exc, UnsupportedContentType):
+        return replace(outcome, http_status=exc.status_code, content_type=exc.media_type)
+    return outcome
 
 
 def cache_entry(content_type: str, text: str) -> str:

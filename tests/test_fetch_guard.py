@@ -14,6 +14,7 @@ import pytest
 
 from searcher.errors import FetchBlocked
 from searcher.fetch.guard import (
+    INVALID_HOST_NAME,
     GuardedNetworkBackend,
     check_destination,
     guarded_transport,
@@ -221,6 +222,23 @@ async def test_unresolvable_host_is_a_connect_error() -> None:
     )
     with pytest.raises(httpcore.ConnectError):
         await backend.connect_tcp("nowhere.example", 80)
+
+
+@pytest.mark.parametrize("host", ["a..b", "a" * 64 + ".example"])
+async def test_a_name_the_resolver_cannot_encode_is_a_connect_error(host: str) -> None:
+    # The system resolver: it refuses these names before asking any DNS server.
+    inner = RecordingBackend()
+    backend = GuardedNetworkBackend(frozenset(), inner=inner)
+    with pytest.raises(httpcore.ConnectError, match=INVALID_HOST_NAME):
+        await backend.connect_tcp(host, 80)
+    assert inner.connects == []
+
+
+async def test_an_allow_listed_ip_with_a_trailing_dot_connects_to_the_ip() -> None:
+    inner = RecordingBackend()
+    backend = GuardedNetworkBackend(["127.0.0.1:8080"], inner=inner)
+    await backend.connect_tcp("127.0.0.1.", 8080)
+    assert inner.connects == [("127.0.0.1", 8080)]
 
 
 async def test_unix_sockets_are_refused() -> None:

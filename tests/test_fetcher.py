@@ -28,7 +28,7 @@ from searcher.errors import (
 )
 from searcher.fetch.extract import extract_main_text
 from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
-from searcher.fetch.guard import guarded_transport
+from searcher.fetch.guard import INVALID_HOST_NAME, guarded_transport
 from searcher.fetch.small_reads import SmallReadBackend
 from tests.testbed import TestbedServer
 
@@ -299,6 +299,46 @@ async def test_redirect_to_private_or_metadata_address_is_refused_before_connect
     with pytest.raises(FetchBlocked):
         await fetcher.fetch(redirect_to(testbed, target), LIMITS)
     assert recorder.connects == [("127.0.0.1", testbed.port)]
+
+
+BAD_HOSTS = ["http://xn--zz/", "http://a..b/", "http://.example/", f"http://{'a' * 64}.example/"]
+
+
+@pytest.mark.parametrize("url", BAD_HOSTS)
+async def test_a_host_name_that_cannot_be_resolved_is_refused_as_invalid(
+    fetcher: PageFetcher, recorder: RecordingBackend, url: str
+) -> None:
+    with pytest.raises(FetchError) as info:
+        await fetcher.fetch(url, LIMITS)
+    assert type(info.value) is FetchError and info.value.reason == INVALID_HOST_NAME
+    assert recorder.connects == []
+
+
+@pytest.mark.parametrize("target", BAD_HOSTS)
+async def test_a_redirect_to_an_invalid_host_name_is_refused_as_invalid(
+    fetcher: PageFetcher, testbed: TestbedServer, recorder: RecordingBackend, target: str
+) -> None:
+    with pytest.raises(FetchError) as info:
+        await fetcher.fetch(redirect_to(testbed, target), LIMITS)
+    assert type(info.value) is FetchError and info.value.reason == INVALID_HOST_NAME
+    assert recorder.connects == [("127.0.0.1", testbed.port)]  # only the first hop
+
+
+async def test_an_allow_listed_address_with_a_trailing_dot_is_the_same_address(
+    fetcher: PageFetcher, testbed: TestbedServer, recorder: RecordingBackend
+) -> None:
+    page = await fetcher.fetch(f"http://127.0.0.1.:{testbed.port}/text", LIMITS)
+    assert page.status_code == 200 and page.content_type == "text/plain"
+    assert recorder.connects == [("127.0.0.1", testbed.port)]
+
+
+async def test_a_refused_content_type_says_what_arrived(
+    fetcher: PageFetcher, testbed: TestbedServer
+) -> None:
+    with pytest.raises(UnsupportedContentType) as info:
+        await fetcher.fetch(testbed.url("/wrong-type"), LIMITS)
+    assert (info.value.status_code, info.value.media_type) == (200, "application/zip")
+    assert info.value.skip_reason == "content_type"
 
 
 async def test_redirect_to_another_scheme_is_refused(

@@ -11,13 +11,16 @@ import httpx
 import pytest
 
 from searcher.cache.extraction import ExtractionCache
+from searcher.fetch.extract import normalise_plain_text
 from searcher.fetch.extractor import ExtractionLimits, Extractor, extract_document
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
+from searcher.fetch.guard import INVALID_HOST_NAME
 from searcher.fetch.pdf import PAGE_BREAK
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
 from searcher.page_reader import PageReader
 from searcher.resilience import Deadline
 from tests.testbed.hostile import hostile_page
+from tests.testbed.misbehaviour import TEMPLATE_TEXT, TEXT_PAGE
 from tests.testbed.pdfs import make_pdf, page_lines
 from tests.testbed.server import TestbedServer
 
@@ -61,6 +64,72 @@ def test_a_redirected_page_is_cached_under_both_urls(make_settings, serve_search
     redirect = testbed.url(f"/redirect-to?url={target.replace('&', '%26').replace('?', '%3F')}")
     assert fetch(base, {"url": redirect}).json()["fetch"]["cached"] is False
     assert fetch(base, {"url": target}).json()["fetch"]["cached"] is True
+
+
+# --- what a failed or refused read reports -----------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["http://a..b/", "http://xn--zz/"])
+def test_a_redirect_to_an_unusable_host_name_fails_with_a_clean_reason(
+    make_settings, serve_searcher, testbed, target
+):
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url(f"/redirect-to?url={target}")}).json()
+    assert data["status"] == "failed"
+    assert data["fetch"]["error"] == INVALID_HOST_NAME  # not "internal error ... IDNAError"
+
+
+def test_a_refused_content_type_reports_the_status_and_type_that_arrived(
+    make_settings, serve_searcher, testbed
+):
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url("/wrong-type")}).json()
+    assert (data["status"], data["fetch"]["skip_reason"]) == ("skipped", "content_type")
+    assert data["fetch"]["http_status"] == 200
+    assert data["fetch"]["content_type"] == "application/zip"
+
+
+def test_a_url_with_a_trailing_newline_is_refused_like_one_with_a_trailing_space(
+    make_settings, serve_searcher, testbed
+):
+    base = serve_searcher(make_settings())
+    for tail in ("\n", " "):
+        response = fetch(base, {"url": testbed.url("/text") + tail})
+        assert response.status_code == 422, repr(tail)
+        assert response.json()["error"]["field"] == "url"
+
+
+# --- decoding: byte-order marks, charsets, markup never shown -----------------------------
+
+
+def test_a_byte_order_mark_decides_the_encoding_over_the_header(
+    make_settings, serve_searcher, testbed
+):
+    base = serve_searcher(make_settings())
+    expected = normalise_plain_text(TEXT_PAGE)
+    for kind in ("utf8-text", "utf16le-text", "utf16be-text"):
+        data = fetch(base, {"url": testbed.url(f"/bom/{kind}")}).json()
+        assert data["status"] == "fetched" and data["content"] == expected, kind
+    data = fetch(base, {"url": testbed.url("/bom/utf8-html-as-latin1")}).json()
+    assert "café, naïve, Zürich, 東京" in data["content"]
+    assert "\ufeff" not in data["content"]
+
+
+@pytest.mark.parametrize("label", ["rot13", "base64", "hex", "unicode_escape", "utf-7"])
+def test_a_charset_that_no_web_page_uses_counts_as_missing(
+    make_settings, serve_searcher, testbed, label
+):
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url(f"/charset/{label}")}).json()
+    assert data["status"] == "fetched", data["fetch"]
+    assert data["content"] == normalise_plain_text(TEXT_PAGE)  # UTF-8, the fallback
+
+
+def test_template_content_is_not_page_text(make_settings, serve_searcher, testbed):
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url("/template")}).json()
+    assert data["status"] == "fetched" and "café, naïve, Zürich" in data["content"]
+    assert TEMPLATE_TEXT not in data["content"]
 
 
 # --- pathological pages (issue 11, part 1) ---------------------------------------------
@@ -198,14 +267,41 @@ def test_unreadable_pdfs_fail_with_a_clear_reason(
     assert data["status"] == "failed" and data["fetch"]["error"].startswith(reason)
 
 
+def test_a_pdf_with_an_unreadable_page_gives_the_other_pages(
+    make_settings, serve_searcher, testbed_clean
+):
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed_clean.url("/pdf/missing-page"), "max_chars": 100_000})
+    data = data.json()
+    assert data["status"] == "fetched", data["fetch"]
+    pages = data["content"].split("\f")
+    assert len(pages) == 3 and pages[1].strip() == ""  # page 2 is empty, not lost
+    assert pages[0].split() == " ".join(page_lines(1)).split()
+    assert pages[2].split() == " ".join(page_lines(3)).split()
+
+
 def test_a_pdf_larger_than_the_download_limit_is_skipped_as_too_large(
     make_settings, serve_searcher, testbed_clean
 ):
+    # The cross-reference table is at the end: PDFium cannot open the part downloaded.
     settings = make_settings(budget={"max_download_bytes_per_page": 20_000})
     base = serve_searcher(settings)
     data = fetch(base, {"url": testbed_clean.url("/pdf/text?pages=50")}).json()
     assert data["status"] == "skipped" and data["fetch"]["skip_reason"] == "too_large"
     assert data["fetch"]["downloaded_bytes"] <= 20_000 + 16 * 1024
+
+
+def test_a_cut_pdf_that_pdfium_can_read_is_partial_text_marked_truncated(
+    make_settings, serve_searcher, testbed_clean
+):
+    # Text pages first, then 200 KB the 20 KB budget never reaches (as the README says).
+    settings = make_settings(budget={"max_download_bytes_per_page": 20_000})
+    base = serve_searcher(settings)
+    url = testbed_clean.url("/pdf/tail-padded?pages=3&pad=200000")
+    data = fetch(base, {"url": url, "max_chars": 100_000}).json()
+    assert data["status"] == "fetched" and data["fetch"]["truncated"] is True
+    assert page_lines(1)[0] in data["content"] and page_lines(3)[-1] in data["content"]
+    assert fetch(base, {"url": url}).json()["fetch"]["cached"] is False  # partial: not kept
 
 
 def test_pdfs_are_read_in_full_mode(make_settings, serve_searcher, testbed_clean):

@@ -24,6 +24,20 @@ def fail(message: str) -> None:
     raise ValueError(message)
 
 
+class TwoArgumentError(Exception):
+    """Pickles in the worker (as its class and ``args``) but cannot be re-created from them."""
+
+    def __init__(self, first: str, second: str) -> None:
+        super().__init__(first)
+        self.second = second
+
+
+def fail_unreadably(path: str) -> None:
+    """Write this worker's pid to ``path``, then raise an error that cannot come back."""
+    Path(path).write_text(str(os.getpid()))
+    raise TwoArgumentError("one", "two")
+
+
 def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -67,6 +81,26 @@ async def test_round_trip_and_errors_from_the_task(pool: WorkerPool) -> None:
         await pool.run(fail, ("bad input",), timeout_s=30)
     assert isinstance(info.value.error, ValueError) and str(info.value.error) == "bad input"
     assert await pool.run(square, (3,), timeout_s=30) == 9  # the worker survived
+
+
+async def test_a_reply_that_cannot_be_read_back_fails_the_task_and_kills_its_worker(
+    tmp_path: Path,
+) -> None:
+    pool = WorkerPool(1)
+    try:
+        pids = []
+        for attempt in range(3):
+            marker = tmp_path / f"pid-{attempt}"
+            with pytest.raises(TaskFailed) as info:
+                await pool.run(fail_unreadably, (str(marker),), timeout_s=30)
+            assert isinstance(info.value.error, TypeError)  # the unpickling's own error
+            pids.append(int(marker.read_text()))
+        for pid in pids:  # each worker was stopped, not left running or idle
+            await _wait_for(lambda pid=pid: not _alive(pid))  # type: ignore[misc]
+        assert len(set(pids)) == 3 and pool.stats().killed == 3
+        assert await pool.run(square, (4,), timeout_s=30) == 16  # a fresh worker serves
+    finally:
+        pool.close()
 
 
 async def test_a_task_over_its_time_limit_is_killed_and_its_worker_replaced(

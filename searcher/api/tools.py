@@ -42,7 +42,9 @@ async def fetch(body: FetchPageRequest, request: Request) -> FetchPageResponse:
     runtime = _runtime(request)
     max_chars = body.max_chars or runtime.settings.mcp.max_output_chars
     check_url(body.url)  # the friendliest reason first (scheme, host, syntax)
-    if re.search(HTTP_URL, body.url) is None:  # then the OpenAPI pattern, exactly
+    # Then the OpenAPI pattern, exactly: fullmatch, since the pattern's "$" also matches
+    # before a final newline.
+    if re.fullmatch(HTTP_URL, body.url) is None:
         raise InvalidRequest("url", HTTP_URL_RULE)
     client = client_identity(request.scope)  # its share of the extraction workers
     return await fetch_page(runtime.service, body.url, max_chars, body.start_char, client)

@@ -17,7 +17,8 @@ EXTRACTOR_NAME = "trafilatura"
 _VERSION = ".".join(trafilatura.__version__.split(".")[:2])
 # Keys cached text: a new trafilatura minor version or output format means new entries.
 # "r2": inline markup stripped from the markdown (older cache entries still hold it).
-EXTRACTOR_TAG = f"{EXTRACTOR_NAME}-{_VERSION}-r2-md"
+# "r3": byte-order marks and web-only charsets decide the decoding, <template> dropped.
+EXTRACTOR_TAG = f"{EXTRACTOR_NAME}-{_VERSION}-r3-md"
 
 _PLAIN_TYPES = frozenset({"text/plain"})
 _SPACES = re.compile(r"[^\S\n]+")
@@ -40,13 +41,69 @@ _ITALIC = re.compile(r"(?<![\w*\\])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*\\])\*(?![\w*]
 _CODE = re.compile(r"(?<![`\\])`([^`\n]+)`(?!`)")
 
 
-def _known_codec(charset: str | None) -> str | None:
+# A byte-order mark names the encoding and beats the Content-Type's charset, as in
+# browsers (WHATWG Encoding Standard, "BOM sniff"); the mark itself is not text.
+_BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+)
+# The encodings of the WHATWG Encoding Standard (the ones browsers decode), by Python's
+# codec name, each mapped to the codec that decodes it as a browser does (latin-1 and
+# ASCII labels mean windows-1252 there, gb2312 means GBK, ...). Any other charset
+# (rot13, base64, hex, unicode_escape, utf-7, ...) is no web page's encoding: it counts as
+# missing, and the body's bytes decide.
+_WEB_CODECS = {
+    "utf-8": "utf-8",
+    "utf-16": "utf-16-le",
+    "utf-16-le": "utf-16-le",
+    "utf-16-be": "utf-16-be",
+    "cp866": "cp866",
+    **{f"iso8859-{n}": f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)},
+    "iso8859-1": "cp1252",
+    "ascii": "cp1252",
+    "iso8859-9": "cp1254",
+    "iso8859-11": "cp874",
+    "koi8-r": "koi8-r",
+    "koi8-u": "koi8-u",
+    "mac-roman": "mac-roman",
+    "mac-cyrillic": "mac-cyrillic",
+    "cp874": "cp874",
+    **{f"cp{n}": f"cp{n}" for n in range(1250, 1259)},
+    "gbk": "gbk",
+    "gb2312": "gbk",
+    "gb18030": "gb18030",
+    "big5": "big5hkscs",
+    "big5hkscs": "big5hkscs",
+    "euc_jp": "euc_jp",
+    "iso2022_jp": "iso2022_jp",
+    "shift_jis": "cp932",
+    "cp932": "cp932",
+    "euc_kr": "cp949",
+    "cp949": "cp949",
+}
+# Removed before extraction: a <template>'s content is never shown by a browser.
+_PRUNED = "//template"
+
+
+def _web_codec(charset: str | None) -> str | None:
+    """The codec to decode a page labelled ``charset`` with; ``None`` when the label is
+    missing, unknown, or names no text encoding of the web."""
     if not charset:
         return None
     try:
-        return codecs.lookup(charset).name
+        name = codecs.lookup(charset).name
     except LookupError:
         return None
+    return _WEB_CODECS.get(name)
+
+
+def _split_bom(body: bytes) -> tuple[str | None, bytes]:
+    """The codec a leading byte-order mark names (or ``None``), and the body without it."""
+    for mark, codec in _BYTE_ORDER_MARKS:
+        if body.startswith(mark):
+            return codec, body[len(mark) :]
+    return None, body
 
 
 def normalise_plain_text(text: str) -> str:
@@ -58,11 +115,13 @@ def normalise_plain_text(text: str) -> str:
 
 def extract_main_text(body: bytes, url: str, content_type: str, charset: str | None) -> str:
     """The main text of a page as markdown (plain text for text/plain); "" if none is found."""
-    codec = _known_codec(charset)
+    bom_codec, body = _split_bom(body)
+    codec = bom_codec or _web_codec(charset)
     if content_type.lower() in _PLAIN_TYPES:
         return normalise_plain_text(body.decode(codec or "utf-8", errors="replace"))
-    # With the header's charset we decode; without, trafilatura detects it from the bytes
-    # (meta tags, then statistics). Both score the same on the benchmark.
+    # With a byte-order mark or the header's charset we decode; without, trafilatura
+    # detects it from the bytes (meta tags, then statistics). Both score the same on the
+    # benchmark.
     document: bytes | str = body.decode(codec, errors="replace") if codec else body
     # Not fast=True: trafilatura's fallback extractors (readability, jusText) rescue
     # pages its own pass cuts short. On trafilatura's evaluation pages that keeps 0.937
@@ -74,6 +133,7 @@ def extract_main_text(body: bytes, url: str, content_type: str, charset: str | N
         output_format="markdown",
         include_comments=False,
         include_tables=True,
+        prune_xpath=_PRUNED,
     )
     return strip_inline_markup(text or "").strip()
 

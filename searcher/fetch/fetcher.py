@@ -27,7 +27,7 @@ from searcher.errors import (
 )
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.body import BodyDecoder, looks_like_html, parse_content_type
-from searcher.fetch.guard import guarded_transport
+from searcher.fetch.guard import INVALID_HOST_NAME, guarded_transport
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _SCHEMES = ("http", "https")
@@ -36,6 +36,7 @@ _CONNECT_TIMEOUT_S = 5.0
 # Statuses that bot walls and CAPTCHAs come with; their body is checked for a wall.
 _WALL_STATUSES = frozenset({401, 403, 429, 503})
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,application/pdf;q=0.8,*/*;q=0.1"
+_MAX_LABEL_CHARS = 63  # DNS: a label is 1-63 octets; the resolver's IDNA codec refuses more
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,27 @@ def _require_http(url: str) -> None:
         raise FetchError(url, f"unsupported scheme {parts.scheme!r}; only http and https")
     if not parts.hostname:
         raise FetchError(url, "the URL has no host")
+    _require_valid_host(url)
+
+
+def _require_valid_host(url: str) -> None:
+    """Refuse, before any lookup, a host name that cannot be resolved at all: an empty
+    label (``a..b``), a label over 63 characters, or an ``xn--`` label that is not valid
+    punycode. httpx and the resolver would raise ``UnicodeError`` for these mid-fetch."""
+    try:
+        parsed = httpx.URL(url)
+        if not parsed.host:  # decoding the xn-- labels raises for a bad one
+            raise FetchError(url, "the URL has no host")
+    except httpx.InvalidURL as exc:
+        raise FetchError(url, f"invalid URL: {exc}") from exc
+    except UnicodeError as exc:  # idna.IDNAError is one
+        raise FetchError(url, INVALID_HOST_NAME) from exc
+    host = parsed.raw_host.decode("ascii", errors="replace")
+    if ":" in host:
+        return  # an IPv6 literal, checked by httpx already
+    labels = host.removesuffix(".").split(".")  # one trailing dot: a fully qualified name
+    if any(not 0 < len(label) <= _MAX_LABEL_CHARS for label in labels):
+        raise FetchError(url, INVALID_HOST_NAME)
 
 
 def _blocked_cause(exc: BaseException) -> FetchBlocked | None:
@@ -93,6 +115,11 @@ def _translate_errors(url: str) -> Iterator[None]:
         yield
     except FetchBlocked as exc:
         raise FetchBlocked(url, exc.reason) from exc
+    except UnicodeError as exc:
+        # A host name that cannot be encoded: httpx raises idna's error building a
+        # request, or reading a redirect's Location (it does so even for redirects it
+        # does not follow), the resolver its own; ValueErrors, not httpx errors.
+        raise FetchError(url, INVALID_HOST_NAME) from exc
     except httpx.TimeoutException as exc:
         raise FetchTimeout(url, f"network timeout: {exc or type(exc).__name__}") from exc
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -114,14 +141,18 @@ def _redirect_target(url: str, response: httpx.Response) -> str:
     return str(target)
 
 
-def _check_media_type(url: str, media_type: str | None, allowed: tuple[str, ...]) -> None:
+def _check_media_type(
+    url: str, response: httpx.Response, media_type: str | None, allowed: tuple[str, ...]
+) -> None:
     if media_type is not None and media_type not in {t.lower() for t in allowed}:
-        raise UnsupportedContentType(url, f"content type {media_type} is not allowed")
+        reason = f"content type {media_type} is not allowed"
+        raise UnsupportedContentType(url, reason, response.status_code, media_type)
 
 
-def _require_html(url: str, prefix: bytes) -> None:
+def _require_html(url: str, response: httpx.Response, prefix: bytes) -> None:
     if not looks_like_html(prefix):
-        raise UnsupportedContentType(url, "no content type, and the body does not look like HTML")
+        reason = "no content type, and the body does not look like HTML"
+        raise UnsupportedContentType(url, reason, response.status_code, None)
 
 
 @dataclass(frozen=True)
@@ -146,7 +177,7 @@ async def _read_body(
         wire += len(raw)
         body += decoder.decode(raw, max_bytes + 1 - len(body))
         if sniff and len(body) >= _SNIFF_BYTES:
-            _require_html(url, bytes(body))
+            _require_html(url, response, bytes(body))
             sniff = False
         if len(body) > max_bytes or wire >= wire_cap:
             truncated = True
@@ -155,7 +186,7 @@ async def _read_body(
         body += decoder.finish(max_bytes + 1 - len(body))
         truncated = len(body) > max_bytes
     if sniff:
-        _require_html(url, bytes(body))
+        _require_html(url, response, bytes(body))
     return _Body(bytes(body[:max_bytes]), wire, truncated)
 
 
@@ -225,7 +256,7 @@ class PageFetcher:
 
     async def _read(self, url: str, response: httpx.Response, limits: FetchLimits) -> FetchedBody:
         media_type, charset = parse_content_type(response.headers.get("content-type"))
-        _check_media_type(url, media_type, limits.allowed_content_types)
+        _check_media_type(url, response, media_type, limits.allowed_content_types)
         decoder = BodyDecoder(url, response.headers.get("content-encoding"))
         body = await _read_body(url, response, decoder, limits.max_bytes, media_type is None)
         return FetchedBody(

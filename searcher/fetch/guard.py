@@ -25,6 +25,7 @@ from searcher.fetch.small_reads import SmallReadBackend
 log = logging.getLogger(__name__)
 
 REFUSED_NOT_PUBLIC = "refused: not a public address"
+INVALID_HOST_NAME = "invalid host name"
 
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -159,7 +160,12 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         if is_allowed(host, port, self._allowed):
-            return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+            # An IP literal as the allow-list compares it: "127.0.0.1." is 127.0.0.1, which
+            # the resolver, given the dotted form, would not find.
+            target = _ip_literal(host) or host
+            return await self._inner.connect_tcp(
+                target, port, timeout, local_address, socket_options
+            )
         addresses = await self._addresses(host, port, timeout)
         check_destination(host, port, addresses, self._allowed)
         return await self._connect_vetted(addresses, port, timeout, local_address, socket_options)
@@ -175,6 +181,10 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectTimeout(f"resolving {host} timed out") from exc
         except OSError as exc:
             raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+        except UnicodeError as exc:
+            # The resolver encodes the name with IDNA first; "a..b" or an over-long label
+            # fails there, with a ValueError rather than an OSError.
+            raise httpcore.ConnectError(f"cannot resolve {host}: {INVALID_HOST_NAME}") from exc
         return list(dict.fromkeys(found))  # de-duplicated, order kept
 
     async def _connect_vetted(

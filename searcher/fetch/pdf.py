@@ -27,10 +27,12 @@ class PdfUnreadable(Exception):
 
 
 def pdf_text(body: bytes, max_pages: int) -> str:
-    """The text of the first ``max_pages`` pages, pages separated by ``PAGE_BREAK``.
+    """The text of the first ``max_pages`` pages, pages separated by ``PAGE_BREAK``. A page
+    that cannot be loaded or read (a damaged or missing object) counts as an empty page.
 
-    Raises ``PdfUnreadable`` when the file cannot be opened, or when none of its pages has
-    a text layer (a scanned document: we do not run OCR)."""
+    Raises ``PdfUnreadable`` when the file cannot be opened, when not one of its pages can
+    be read, or when none of them has a text layer (a scanned document: we do not run
+    OCR)."""
     import pypdfium2  # here: only extraction workers need it (preloaded by their server)
 
     try:
@@ -38,12 +40,27 @@ def pdf_text(body: bytes, max_pages: int) -> str:
     except pypdfium2.PdfiumError as exc:
         raise PdfUnreadable(f"cannot open the PDF: {exc}") from None
     try:
-        pages = [_page_text(document, index) for index in range(min(len(document), max_pages))]
+        count = min(len(document), max_pages)
+        pages = [_readable_page_text(document, index) for index in range(count)]
     finally:
         document.close()
+    if pages and all(page is None for page in pages):
+        raise PdfUnreadable("cannot read any page of the PDF (damaged page objects)")
     if not any(pages):
         raise PdfUnreadable("the PDF has no text layer (a scanned document?); OCR is not done")
-    return PAGE_BREAK.join(pages)
+    # An unreadable page keeps its page break, so that the pages after it keep their place.
+    return PAGE_BREAK.join(page or "" for page in pages)
+
+
+def _readable_page_text(document: pypdfium2.PdfDocument, index: int) -> str | None:
+    """The page's text, or ``None`` when PDFium cannot load or read the page: one bad page
+    (a missing object, a broken content stream) should not cost the rest of the file."""
+    import pypdfium2
+
+    try:
+        return _page_text(document, index)
+    except pypdfium2.PdfiumError:
+        return None
 
 
 def _page_text(document: pypdfium2.PdfDocument, index: int) -> str:

@@ -292,6 +292,12 @@ class WorkerPool:
         except (EOFError, OSError) as exc:
             self._stop(worker, pending, "died", client)
             raise WorkerDied("the worker process died while running the task") from exc
+        except Exception as exc:
+            # The job or its reply did not survive pickling (an exception whose constructor
+            # takes two arguments pickles in the worker but not back here): what is left in
+            # the pipe is unknown, so the worker goes rather than back to the idle list.
+            self._stop(worker, pending, "unreadable", client)
+            raise TaskFailed(exc) from exc
         worker.jobs += 1
         self._idle.append(worker)
         if status == "error":
@@ -305,6 +311,11 @@ class WorkerPool:
         if why == "killed":
             self._stats.killed += 1
             log.warning("worker pool: killed a task of client %r (over time or abandoned)", client)
+        elif why == "unreadable":
+            self._stats.killed += 1
+            log.warning(
+                "worker pool: a reply to client %r could not be read; killed its worker", client
+            )
         else:
             self._stats.died += 1
         # The thread blocked in recv() wakes with EOF once the process is gone; reap then.

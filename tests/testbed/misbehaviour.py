@@ -1,5 +1,6 @@
 """Pages that misbehave: hangs, error statuses, huge and bomb bodies, slow drips,
-redirect chains and loops, wrong or mislabelled content types."""
+redirect chains and loops, wrong or mislabelled content types, byte-order marks and odd
+charsets (``/bom/{kind}``, ``/charset/{label}``), never-shown markup (``/template``)."""
 
 from __future__ import annotations
 
@@ -243,3 +244,53 @@ async def text(req: Request) -> None:
 @router.route("/mislabelled")
 async def mislabelled(req: Request) -> None:
     await req.respond(200, MISLABELLED, "text/html")
+
+
+# ---- byte-order marks, charsets and markup that is never shown --------------------------
+
+# (content type, body) by kind: a byte-order mark that contradicts the header, or that the
+# header does not mention. Each body is TEXT_PAGE (or HTML around it) after its mark.
+BOM_PAGES = {
+    "utf8-text": ("text/plain; charset=utf-8", b"\xef\xbb\xbf" + TEXT_PAGE.encode("utf-8")),
+    "utf16le-text": ("text/plain", b"\xff\xfe" + TEXT_PAGE.encode("utf-16-le")),
+    "utf16be-text": ("text/plain; charset=utf-8", b"\xfe\xff" + TEXT_PAGE.encode("utf-16-be")),
+    "utf8-html-as-latin1": (
+        "text/html; charset=iso-8859-1",
+        b"\xef\xbb\xbf"
+        + (
+            "<!doctype html><html><head><title>BOM</title></head><body><article>"
+            + "".join(f"<p>{p}</p>" for p in TEXT_PAGE.split("\n\n"))
+            + "</article></body></html>"
+        ).encode("utf-8"),
+    ),
+}
+
+
+@router.route("/bom/{kind}")
+async def bom(req: Request) -> None:
+    page = BOM_PAGES.get(req.params["kind"])
+    if page is None:
+        await req.respond(400, b"unknown kind", TEXT)
+        return
+    content_type, body = page
+    await req.respond(200, body, content_type)
+
+
+@router.route("/charset/{label}")
+async def charset(req: Request) -> None:
+    """TEXT_PAGE in UTF-8, labelled text/plain with any charset (rot13, base64, ...)."""
+    await req.respond(200, TEXT_PAGE.encode("utf-8"), f"text/plain; charset={req.params['label']}")
+
+
+TEMPLATE_TEXT = "TEMPLATE_ONLY words that a browser never shows on the page"
+
+
+@router.route("/template")
+async def template(req: Request) -> None:
+    """An article with a <template> element: markup for scripts to clone, never rendered."""
+    paragraphs = "".join(f"<p>{p}</p>" for p in TEXT_PAGE.split("\n\n"))
+    body = (
+        "<!doctype html><html><head><title>Template</title></head><body><article>"
+        f"{paragraphs}<template><p>{TEMPLATE_TEXT}.</p></template></article></body></html>"
+    )
+    await req.respond(200, body.encode(), HTML)

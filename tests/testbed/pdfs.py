@@ -1,6 +1,8 @@
 """PDF documents written from known text at run time (no files from elsewhere), and the
 routes that serve them: ``/pdf/text?pages=N`` (N pages of known text), ``/pdf/scanned``
-(a page with a drawing and no text layer), ``/pdf/broken`` (not a PDF at all)."""
+(a page with a drawing and no text layer), ``/pdf/broken`` (not a PDF at all),
+``/pdf/missing-page`` (page 2 of 3 points at no object), ``/pdf/tail-padded?pages=N&pad=B``
+(N text pages, then B bytes of padding)."""
 
 from __future__ import annotations
 
@@ -81,3 +83,40 @@ async def scanned_pdf(req: Request) -> None:
 @router.route("/pdf/broken")
 async def broken_pdf(req: Request) -> None:
     await req.respond(200, b"%PDF-1.4\nthis is not really a PDF\n%%EOF\n", PDF)
+
+
+def pdf_with_missing_page(pages: int = 3, missing: int = 2) -> bytes:
+    """A PDF of ``pages`` pages of known text whose page tree points page ``missing``
+    (1-based) at an object that does not exist: PDFium fails to load that page only."""
+    pdf = make_pdf([page_lines(p) for p in range(1, pages + 1)])
+    page_object = f"{4 + 2 * (missing - 1)} 0 R".encode()
+    kids_start = pdf.index(b"/Kids [")
+    kids_end = pdf.index(b"]", kids_start)
+    kids = pdf[kids_start:kids_end].replace(page_object, b"99 0 R")
+    return pdf[:kids_start] + kids + pdf[kids_end:]  # same length: offsets still hold
+
+
+def tail_padded_pdf(pages: int, pad: int) -> bytes:
+    """A PDF of ``pages`` pages of known text followed by ``pad`` bytes of an unreferenced
+    stream (as an appended update would add): cut anywhere in the padding, the text
+    pages are still readable."""
+    padding = b"0" * pad
+    tail = b"99 0 obj\n<< /Length %d >>\nstream\n%s\nendstream\nendobj\n" % (pad, padding)
+    return make_pdf([page_lines(p) for p in range(1, pages + 1)]) + tail
+
+
+@router.route("/pdf/missing-page")
+async def missing_page_pdf(req: Request) -> None:
+    await req.respond(200, pdf_with_missing_page(), PDF)
+
+
+@router.route("/pdf/tail-padded")
+async def padded_pdf(req: Request) -> None:
+    try:
+        pages, pad = int(req.query.get("pages") or 3), int(req.query.get("pad") or 1_000_000)
+    except ValueError:
+        pages = pad = 0
+    if not (1 <= pages <= 200 and 0 <= pad <= 50_000_000):
+        await req.respond(400, b"pages must be 1-200, pad 0-50000000", TEXT)
+        return
+    await req.respond(200, tail_padded_pdf(pages, pad), PDF)
