@@ -338,3 +338,24 @@ def test_an_answer_of_thousands_is_read_and_ranked_in_part_and_said_so(
     assert ("search", "searxng", read) in reasons and ("rank", "fusion", ranked) in reasons
     # So many results found by several engines are not paired with positions either.
     assert any(r.startswith("engines not paired with positions") for _, _, r in reasons)
+
+
+def test_an_answer_as_python_writes_it_from_broken_engine_data_is_read(
+    make_settings, serve_searcher, testbed
+):
+    # SearXNG's json.dumps lets through a lone surrogate and NaN; its engines send URLs
+    # with no host or with line breaks. One such result must not cost the answer.
+    backends = {"order": ["searxng"], "brave": {"enabled": False},
+                "searxng": {"base_url": f"{testbed.base_url}/python-json-searxng"}}  # fmt: skip
+    # No near-duplicate removal: the two similar snippets must both come back.
+    base = serve_searcher(make_settings(backends=backends, embeddings={"provider": "none"}))
+    answer = httpx.post(f"{base}/v1/search", json={"query": "cloud gaming", "budget": {
+        "max_results": 10}}, timeout=30)  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    items = answer.json()["items"]
+    urls = [item["url"] for item in items]
+    assert len(items) == 3 and "http://[::1" not in urls
+    assert f"{testbed.base_url}/pages/two%20words/line" in urls
+    cut = next(item for item in items if item["url"].endswith("/cut"))
+    assert cut["title"] == "Cloud gaming \ufffd cut"
+    assert "\ufffd" in cut["snippet"]

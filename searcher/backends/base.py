@@ -9,6 +9,7 @@ timeouts and error translation live once, in ``HttpBackend``. A backend that is 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -210,10 +211,34 @@ def json_object(backend: str, headers: Mapping[str, str], body: bytes) -> dict[s
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        ctype = headers.get("content-type", "unknown")
-        raise BackendBadResponse(
-            backend, f"expected JSON, got {ctype!s} ({len(body)} bytes) that does not parse"
-        ) from exc
+        data = _python_json(body)
+        if data is None:
+            ctype = headers.get("content-type", "unknown")
+            raise BackendBadResponse(
+                backend, f"expected JSON, got {ctype!s} ({len(body)} bytes) that does not parse"
+            ) from exc
     if not isinstance(data, dict):
         raise BackendBadResponse(backend, f"expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def _python_json(body: bytes) -> Any | None:
+    """What Python's ``json`` reads of a body strict JSON refuses, or None. SearXNG writes
+    its answer with ``json.dumps``, which lets through what engines send: a string cut in
+    the middle of a UTF-16 pair (a lone surrogate) or a NaN score. One such result must not
+    cost the whole answer; its broken characters become U+FFFD."""
+    try:
+        return _whole_characters(json.loads(body))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _whole_characters(value: Any) -> Any:
+    if isinstance(value, str):
+        # Pairs written as two escapes join; a lone half becomes U+FFFD.
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_whole_characters(v) for v in value]
+    if isinstance(value, dict):
+        return {_whole_characters(k): _whole_characters(v) for k, v in value.items()}
+    return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 from datetime import UTC, datetime
+from urllib.parse import quote, urlsplit
 
 _TAG = re.compile(r"<[^>]{0,500}>")
 _SPACE = re.compile(r"\s+")
@@ -12,6 +13,8 @@ _SPACE = re.compile(r"\s+")
 # character, where \s is a category test): most text needs no folding, and this says so.
 OTHER_SPACES = "".join(chr(c) for c in range(0x10000) if chr(c).isspace() and c != 0x20)
 _OTHER_SPACE = re.compile("[" + re.escape(OTHER_SPACES) + "]")
+# What a browser's URL parser removes from anywhere in a URL (WHATWG URL Standard).
+_URL_DROPPED = str.maketrans("", "", "\t\n\r")
 
 
 def fold_spaces(text: str) -> str:
@@ -53,7 +56,17 @@ def iso_utc(value: object) -> str | None:
 
 
 def http_url(value: object) -> str | None:
-    """The value if it is an absolute http(s) URL, else None."""
-    if isinstance(value, str) and value.startswith(("http://", "https://")):
-        return value.strip()
-    return None
+    """The value if it is an absolute http(s) URL with a host, else None. As a browser
+    reads one, tabs and line breaks are dropped; spaces and other invisible characters are
+    percent-encoded, so that the URL stays one token wherever it is shown."""
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        return None
+    url = value.strip().translate(_URL_DROPPED)
+    if not url.isprintable() or " " in url:
+        url = "".join(c if c.isprintable() and c != " " else quote(c, safe="") for c in url)
+    try:
+        parts = urlsplit(url)
+        usable = bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:  # "http://[::1", a port that is no number: no page to point at
+        return None
+    return url if usable else None

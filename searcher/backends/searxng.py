@@ -5,6 +5,7 @@ the instance reports unresponsive again and again are left out of the engines as
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -143,7 +144,7 @@ def _hit(
         engines=(*pairs, *(e for e in engines if e not in pairs)),
         positions=tuple(pairs.values()),
         score=float(score)
-        if isinstance(score, int | float) and not isinstance(score, bool)
+        if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score)
         else None,
         published=iso_utc(raw.get("publishedDate")),
         category=raw.get("category") if isinstance(raw.get("category"), str) else None,

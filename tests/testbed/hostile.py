@@ -1,13 +1,17 @@
 """Pages that attack their reader: structures whose extraction cost grows with the square
-of their size (``/hostile/{kind}?n=``), and a page that echoes its query string into its
-text (``/reflect``), as a page would that tries to poison a cache keyed on a cleaned URL."""
+of their size (``/hostile/{kind}?n=``), a page that echoes its query string into its
+text (``/reflect``), as a page would that tries to poison a cache keyed on a cleaned URL,
+and a SearXNG answer as Python's ``json.dumps`` writes it from broken engine data
+(``/python-json-searxng/search``: a lone surrogate, NaN, which strict parsers refuse;
+URLs with no host or broken over lines)."""
 
 from __future__ import annotations
 
 import html
+import json
 from urllib.parse import unquote_plus
 
-from .asgi import HTML, TEXT, Request, Router
+from .asgi import HTML, JSON, TEXT, Request, Router
 
 router = Router()
 
@@ -57,3 +61,25 @@ async def reflect(req: Request) -> None:
         f"<p>{paragraph}</p></article></body></html>"
     )
     await req.respond(200, body.encode(), HTML)
+
+
+@router.route("/python-json-searxng/search")
+async def python_json_searxng(req: Request) -> None:
+    # What json.dumps writes: an engine cut a UTF-16 string in half (a lone surrogate,
+    # escaped) and a score came out NaN. Both are legal for Python, not for strict JSON.
+    base = f"{req.base_url}/pages"
+    results = [
+        {"url": f"{base}/cut", "title": "Cloud gaming \ud83d cut", "content": "Cloud gaming "
+         "services stream games \udc00 from servers.", "engines": ["a"], "positions": [1],
+         "score": float("nan")},
+        {"url": f"{base}/fine", "title": "Cloud gaming explained", "content": "How cloud "
+         "gaming streams games from data centres.", "engines": ["a"], "positions": [2],
+         "score": 1.0},
+        # URLs an engine got wrong: no host to point at, and one broken over lines.
+        {"url": "http://[::1", "title": "Cloud gaming broken", "content": "Cloud gaming.",
+         "engines": ["a"], "positions": [3]},
+        {"url": f"{base}/two words\n/line", "title": "Cloud gaming split", "content":
+         "Cloud gaming, split.", "engines": ["a"], "positions": [4]},
+    ]  # fmt: skip
+    body = json.dumps({"query": "cloud gaming", "results": results, "unresponsive_engines": []})
+    await req.respond(200, body.encode(), JSON)
