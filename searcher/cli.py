@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -103,9 +104,11 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
         "access_log": False,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
     }
+    _check_address(server.host, server.port)  # before start-up work, and in one line
     if workers == 1:
-        if not run_server(create_app(settings), server, **options):
-            _fail(f"could not serve on {server.host}:{server.port}", 3)
+        if not _served(lambda: run_server(create_app(settings), server, **options)):
+            # The reason (e.g. the app's start-up failed) is in uvicorn's log above.
+            _fail(f"could not serve on {server.host}:{server.port}", 2)
         return
     # Worker processes build their own app from an import string; they find the config
     # file, and the address bound, through the environment.
@@ -113,6 +116,31 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
     os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
     run_server("searcher.api.app:create_app", server, workers, **options)
+
+
+def _check_address(host: str, port: int) -> None:
+    """Exit 2 with one line when ``host:port`` cannot be listened on (the port is taken,
+    or the address is not this machine's): a server address to configure differently.
+    The socket is opened as uvicorn opens its own, and closed again at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family=family) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        _fail(f"cannot listen on {host}:{port}: {reason} (server.host/port, --host/--port)", 2)
+
+
+def _served(serve: Callable[[], bool]) -> bool:
+    """Whether ``serve`` ran the server; uvicorn exits instead (``sys.exit(3)``) when it
+    cannot bind or the app's start-up fails."""
+    try:
+        return serve()
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            raise
+        return False
 
 
 def _check_state(settings: Settings) -> None:

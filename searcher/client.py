@@ -218,11 +218,18 @@ class _Call:
 
 
 def _normalised(base_url: str) -> str:
-    parts = urlsplit(base_url)
+    """``base_url`` without its trailing slash; ``ValueError`` unless httpx can use it as
+    an http(s) base URL (a bad port would otherwise surface at the first call, as httpx's
+    or the socket's own error)."""
+    wanted = f"base_url must be an http(s) URL such as {DEFAULT_BASE_URL}"
+    try:
+        parts = urlsplit(base_url)
+        _ = parts.port  # raises for a port that is not a number in 0-65535
+        _ = httpx.URL(base_url).host  # decodes IDNA labels (``xn--`` alone does not)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ValueError(f"{wanted}: {base_url!r} ({exc})") from exc
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(
-            f"base_url must be an http(s) URL such as {DEFAULT_BASE_URL}: {base_url!r}"
-        )
+        raise ValueError(f"{wanted}: {base_url!r}")
     return base_url.rstrip("/")
 
 

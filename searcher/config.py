@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from searcher.errors import ConfigError, InvalidRequest, field_problems
+from searcher.urls import without_password
 
 # The instances that exist without configuration, one per built-in adapter, named after
 # it; today's ``backends.searxng`` / ``SEARXNG_BASE_URL`` and friends configure them.
@@ -407,6 +408,19 @@ class RouteGroup(_Section):
     patterns: list[str] = Field(default_factory=list, description="Regexes (case-insensitive).")
     engines: list[str] = Field(default_factory=list, description="SearXNG engines.")
     categories: list[str] = Field(default_factory=list, description="SearXNG categories.")
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        # Checked here, so that a bad regex is a ConfigError from every command (the
+        # router compiles them again at start-up, when it would be too late to say so).
+        from searcher.routing import pattern_problem
+
+        for pattern in patterns:
+            problem = pattern_problem(pattern)
+            if problem is not None:
+                raise ValueError(problem)  # it quotes the pattern, which says which one
+        return patterns
 
 
 def _default_groups() -> dict[str, RouteGroup]:
@@ -849,6 +863,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -880,9 +898,12 @@ def load_settings(
 
 
 def masked(settings: Settings) -> dict[str, Any]:
-    """The settings as a plain dict with secrets replaced by ``***``."""
+    """The settings as a plain dict with secrets replaced by ``***``: the secret keys'
+    values, and passwords written into URLs (``http://user:pass@host``)."""
 
     def mask(node: Any) -> Any:
+        if isinstance(node, str) and "@" in node:
+            return without_password(node)
         if isinstance(node, dict):
             return {
                 key: ("***" if key in SECRET_KEYS and value else mask(value))

@@ -21,6 +21,7 @@ Qrels = dict[str, dict[str, int]]  # query id -> document id -> relevance grade
 
 DEFAULT_METRICS: tuple[str, ...] = ("MRR", "nDCG@5", "nDCG@10", "P@5", "Recall@10")
 _ALIASES = {"MRR": "RR", "MAP": "AP"}
+CUTOFF = "cutoff"  # ir-measures' name for the k of nDCG@k
 _BEIR_HEADER = ["query-id", "corpus-id", "score"]
 
 
@@ -174,6 +175,10 @@ def _measure(name: str) -> Any:
         measure = ir_measures.parse_measure(canonical)
     except Exception:  # its parser raises several kinds; all mean "not a metric"
         raise EvalError(f"unknown metric {name!r} (e.g. {', '.join(DEFAULT_METRICS)})") from None
+    cutoff = measure.params.get(CUTOFF)
+    if cutoff is not None and cutoff < 1:
+        # ir-measures parses nDCG@0, but trec_eval asserts on it and aborts the process.
+        raise EvalError(f"unknown metric {name!r}: the cutoff after @ must be at least 1")
     if not ir_measures.pytrec_eval.supports(measure):
         raise EvalError(f"metric {name!r} is not computed by trec_eval")
     return measure

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+import httpx
+
 from searcher.contract import FetchPageResponse
 from searcher.errors import InvalidRequest
 from searcher.service import SearchService
@@ -24,6 +26,7 @@ def check_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         host = parts.hostname
+        _ = parts.port  # raises for a port that is not a number in 0-65535
     except ValueError as exc:
         raise InvalidRequest("url", f"not a valid URL: {exc}") from exc
     if parts.scheme.lower() not in SCHEMES:
@@ -31,7 +34,21 @@ def check_url(url: str) -> str:
         raise InvalidRequest("url", f"only http and https URLs can be fetched, not {shown}")
     if not host:
         raise InvalidRequest("url", "the URL has no host")
+    _check_host_name(url)
     return url
+
+
+def _check_host_name(url: str) -> None:
+    # The fetcher (httpx) decodes the host's IDNA labels before it connects; one that does
+    # not decode (``xn--``) would otherwise fail there, as an exception inside the read.
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise InvalidRequest("url", f"not a valid URL: {exc}") from exc
+    try:
+        _ = parsed.host
+    except ValueError as exc:  # idna's IDNAError is a UnicodeError
+        raise InvalidRequest("url", f"the host is not a valid name: {exc}") from exc
 
 
 def page_slice(text: str, start_char: int, max_chars: int) -> tuple[str, int | None]:

@@ -37,7 +37,7 @@ from searcher import __version__
 from searcher.api.errors import send_error
 from searcher.api.host_check import split_host
 from searcher.config import Settings
-from searcher.contract import FetchPageResponse, SearchRequest
+from searcher.contract import FetchPageRequest, FetchPageResponse, SearchRequest
 from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, describe_failures
 from searcher.fetch_page import fetch_page
 from searcher.runtime import open_service
@@ -137,18 +137,26 @@ def _fetch_text(result: FetchPageResponse) -> str:
     return result.content
 
 
+def _fetch_request(arguments: dict[str, Any]) -> FetchPageRequest:
+    # The /v1/fetch body model, so that a tool call is read exactly as that body would be:
+    # a whole-number float (50.0, which JSON Schema counts as an integer) becomes an int,
+    # and the same upper bounds apply.
+    try:
+        return FetchPageRequest.model_validate(arguments)
+    except ValidationError as exc:
+        raise InvalidRequest.from_validation(exc.errors()) from exc
+
+
 async def run_fetch_page(
     service: SearchService, arguments: dict[str, Any], max_chars: int
 ) -> CallToolResult:
     """The slice of the page's text as text, the paging and fetch facts as structured
     content (together within ``max_chars``); a page that could not be read is a tool
     error saying why."""
-    wanted = arguments.get("max_chars", max_chars)
+    request = _fetch_request(arguments)
+    wanted = request.max_chars or max_chars
     result = await fetch_page(
-        service,
-        arguments["url"],
-        max(1, min(wanted, max_chars - FETCH_ROOM)),
-        arguments.get("start_char", 0),
+        service, request.url, max(1, min(wanted, max_chars - FETCH_ROOM)), request.start_char
     )
     if result.status != "fetched":
         page = result.fetch

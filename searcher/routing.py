@@ -40,20 +40,27 @@ class CompiledRoutes:
     groups: dict[str, Route]  # every group by name, as chosen by something other than a pattern
 
 
-def _compile(group: str, index: int, pattern: str) -> re.Pattern[str]:
-    where = f"routing.groups.{group}.patterns[{index}]"
+def pattern_problem(pattern: str) -> str | None:
+    """What is wrong with a routing regex, or None (the settings validate with this)."""
     try:
         regex = re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
-        raise ConfigError(f"{where}: invalid regex {pattern!r}: {exc}") from exc
+        return f"invalid regex {pattern!r}: {exc}"
     # A pattern that matches the empty string matches every query, which silently makes
     # every later group unreachable; that is the default group's job, so say so.
     if regex.search("") is not None:
-        raise ConfigError(
-            f"{where}: regex {pattern!r} matches the empty string, so it would match every "
-            f"query; use routing.default_group for a catch-all"
+        return (
+            f"regex {pattern!r} matches the empty string, so it would match every query; "
+            "use routing.default_group for a catch-all"
         )
-    return regex
+    return None
+
+
+def _compile(group: str, index: int, pattern: str) -> re.Pattern[str]:
+    problem = pattern_problem(pattern)
+    if problem is not None:
+        raise ConfigError(f"routing.groups.{group}.patterns[{index}]: {problem}")
+    return re.compile(pattern, re.IGNORECASE)
 
 
 def compile_routes(settings: RoutingSettings) -> CompiledRoutes:

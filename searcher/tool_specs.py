@@ -15,7 +15,7 @@ from typing import Any, get_args
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from searcher.contract import MAX_QUERY_CHARS, NOT_BLANK, Preset, SearchMode, TimeRange
+from searcher.contract import MAX_INT, MAX_QUERY_CHARS, NOT_BLANK, Preset, SearchMode, TimeRange
 from searcher.errors import InvalidRequest
 
 MAX_TOOL_RESULTS = 20
@@ -140,6 +140,7 @@ def fetch_page_spec(default_max_chars: int) -> ToolSpec:
                 "start_char": {
                     "type": "integer",
                     "minimum": 0,
+                    "maximum": MAX_INT,
                     "default": 0,
                     "description": "Where in the page's text to start (for the next slice).",
                 },

@@ -61,6 +61,30 @@ def test_bad_input_and_bad_config_exit_2(config_file, tmp_path):
     assert result.exit_code == 2 and "backends.searxng.timeout_s" in result.stderr
 
 
+CONFIG_COMMANDS = [["config"], ["search", "q"], ["serve", "--port", "0"], ["mcp"],
+                   ["research", "q"], ["cache", "stats"]]  # fmt: skip
+UNCLOSED_ROUTE = "routing:\n  groups:\n    g:\n      patterns: ['(unclosed']\n"
+
+
+@pytest.mark.parametrize("command", CONFIG_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe", "is not UTF-8 text"),
+        (UNCLOSED_ROUTE.encode(), "routing.groups.g.patterns: invalid regex '(unclosed'"),
+    ],
+    ids=["not-utf8", "bad-route-regex"],
+)
+def test_every_command_refuses_a_bad_config_file_with_exit_2(tmp_path, command, content, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    result = CliRunner().invoke(main, [*command, "--config", str(bad)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    (line,) = result.stderr.splitlines()  # one line, no traceback
+    assert str(bad) in line and message in line
+
+
 def test_config_masks_secrets(config_file):
     result = run("config", "--config", config_file(), env={"BRAVE_API_KEY": "s3cret"})
     assert result.exit_code == 0
@@ -127,6 +151,24 @@ def test_serve_runs_the_http_api(config_file, matching_query, workers):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_on_a_port_in_use_exits_2_in_one_line(config_file, workers):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "searcher", "serve", "--workers", workers,
+             "--port", str(port), "--config", config_file()],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"searcher: cannot listen on 127.0.0.1:{port}: address already in use "
+        "(server.host/port, --host/--port)\n"
+    )
 
 
 def test_search_with_llm_steps_prints_the_answer(testbed, tmp_path, matching_query):

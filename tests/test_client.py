@@ -171,9 +171,17 @@ def test_a_server_that_is_not_searcher_gives_remote_error_with_status(testbed_cl
     assert sent and sent[0].headers["authorization"] == "Bearer k-123"
 
 
-def test_base_url_must_be_http():
-    with pytest.raises(ValueError, match="http"):
-        SearcherClient("localhost:8080")
+BAD_BASE_URLS = ["localhost:8080", "http://127.0.0.1:abc", "http://127.0.0.1:99999",
+                 "http://xn--/"]  # fmt: skip
+
+
+@pytest.mark.parametrize("base", BAD_BASE_URLS)
+@pytest.mark.parametrize("client_class", [SearcherClient, AsyncSearcherClient])
+def test_base_url_must_be_a_usable_http_url(client_class, base):
+    # Refused at once, as a ValueError, never as httpx's or the socket's error later.
+    with pytest.raises(ValueError, match="base_url must be an http") as caught:
+        client_class(base)
+    assert repr(base) in str(caught.value)
 
 
 # --- searcher search --remote ----------------------------------------------------------
@@ -223,8 +231,10 @@ def test_remote_bad_input_exits_2(config_path, serve_searcher):
     assert run("search", "", "--remote", base).exit_code == 2
     unknown = run("search", "q", "--remote", base, "--backend", "google")
     assert unknown.exit_code == 2 and "unknown backend 'google'" in unknown.stderr
-    bad_url = run("search", "q", "--remote", "localhost:8080")
-    assert bad_url.exit_code == 2 and "--remote" in bad_url.stderr
+    for bad in BAD_BASE_URLS:
+        bad_url = run("search", "q", "--remote", bad)
+        assert bad_url.exit_code == 2 and bad_url.stderr.startswith("searcher: --remote: ")
+        assert len(bad_url.stderr.splitlines()) == 1  # one line, no traceback
 
 
 def test_remote_unreachable_exits_1_with_the_url():

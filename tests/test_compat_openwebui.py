@@ -180,9 +180,17 @@ def test_a_configured_key_is_required(make_settings, serve_searcher, testbed, ma
             assert call.status_code == 401
             error = call.json()["error"]
             assert "API key" in error["message"] and "s3cret" not in call.text
-    # The key is checked before the body: no hint about the body's shape without it.
-    no_key_bad_body = httpx.post(f"{base}/openwebui/search", json={"count": 0})
-    assert no_key_bad_body.status_code == 401
+    # The key is checked before the body: no hint about the body's shape without it,
+    # even for a body FastAPI cannot parse (it parses before it runs any dependency).
+    json_type = {"content-type": "application/json"}
+    for path, bad_body in [
+        ("search", b'{"count": 0}'),
+        ("search", b'{"query":'),
+        ("search", b'{"query":"\xff"}'),
+        ("loader", b"[" * 5000),
+    ]:
+        no_key = httpx.post(f"{base}/openwebui/{path}", content=bad_body, headers=json_type)
+        assert no_key.status_code == 401, (path, bad_body[:20], no_key.text)
     assert open_webui_search(base, matching_query, 3, key="s3cret").status_code == 200
 
 

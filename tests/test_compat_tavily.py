@@ -11,6 +11,7 @@ from tavily import AsyncTavilyClient, TavilyClient
 from tavily.errors import BadRequestError, InvalidAPIKeyError
 
 from searcher.api.compat.tavily import (
+    UNAUTHORIZED,
     TavilyExtractBody,
     TavilySearchBody,
     extract_response,
@@ -426,6 +427,11 @@ async def test_async_client_searches_too(make_settings, serve_searcher, matching
     assert len(data["results"]) == 2 and all("/pages/" in r["url"] for r in data["results"])
 
 
+JSON_TYPE = {"content-type": "application/json"}
+# Malformed JSON, then two bodies FastAPI itself fails to parse (a bare 400 from it).
+UNREADABLE_BODIES = [b'{"query":', b'{"query":"\xff"}', b"[" * 5000]
+
+
 def test_api_key_is_checked_when_configured(
     make_settings, serve_searcher, testbed, aeb_ids, client
 ):
@@ -446,6 +452,12 @@ def test_api_key_is_checked_when_configured(
     assert in_body.status_code == 200 and in_body.json()["results"]
     extract = httpx.post(f"{base}/tavily/extract", json={"urls": "http://10.0.0.1/x"})
     assert extract.status_code == 401
+    # Even a body FastAPI cannot parse is refused for want of the key first.
+    for path in ("search", "extract"):
+        for unreadable in UNREADABLE_BODIES:
+            no_key = httpx.post(f"{base}/tavily/{path}", content=unreadable, headers=JSON_TYPE)
+            assert no_key.status_code == 401, (path, unreadable[:20], no_key.text)
+            assert no_key.json() == {"detail": {"error": UNAUTHORIZED}}
 
 
 def test_bad_bodies_get_tavilys_400_shape(make_settings, serve_searcher, client):
@@ -464,6 +476,26 @@ def test_bad_bodies_get_tavilys_400_shape(make_settings, serve_searcher, client)
     assert malformed.status_code == 400
     assert malformed.json() == {"detail": {"error": "body: malformed JSON", "field": "body"}}
     assert "Traceback" not in response.text + missing.text + malformed.text
+    # Bodies FastAPI cannot parse at all get Tavily's 400 too, not searcher's own 422.
+    for path in ("search", "extract"):
+        for unreadable, why in zip(
+            UNREADABLE_BODIES[1:], ("not valid UTF-8", "too deeply"), strict=True
+        ):
+            refused = httpx.post(f"{base}/tavily/{path}", content=unreadable, headers=JSON_TYPE)
+            assert refused.status_code == 400, refused.text
+            detail = refused.json()["detail"]
+            assert detail["field"] == "body" and why in detail["error"]
+    # A field that takes true, false or a word is named as itself, without pydantic's tag.
+    for body, field in [
+        ({"query": "q", "include_answer": "yes"}, "include_answer"),
+        ({"query": "q", "include_raw_content": 3}, "include_raw_content"),
+    ]:
+        refused = httpx.post(f"{base}/tavily/search", json=body)
+        assert refused.status_code == 400 and refused.json()["detail"]["field"] == field
+        assert refused.json()["detail"]["error"].startswith(f"{field}: must be true, false, ")
+    for urls in (5, ["http://a.example/", 5]):
+        refused = httpx.post(f"{base}/tavily/extract", json={"urls": urls})
+        assert refused.status_code == 400 and refused.json()["detail"]["field"] == "urls"
 
 
 def test_every_backend_failing_is_a_502_in_tavilys_shape(make_settings, serve_searcher, testbed):

@@ -86,6 +86,13 @@ def test_secrets_are_masked():
     assert shown["backends"]["searxng"]["api_key"] is None
 
 
+def test_passwords_in_urls_are_masked():
+    environ = {"SEARXNG_BASE_URL": "http://sx-user:sx-secret@127.0.0.1:8888"}
+    shown = masked(load_settings(environ=environ))
+    assert "sx-secret" not in repr(shown)
+    assert shown["backends"]["searxng"]["base_url"] == "http://sx-user:***@127.0.0.1:8888"
+
+
 def _leaf_keys(model, prefix=""):
     for name, field in model.model_fields.items():
         annotation = field.annotation

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,8 @@ from searcher.evaluation import (
     read_run,
     run_from_rankings,
 )
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def ranked(**queries: str) -> dict[str, dict[str, float]]:
@@ -209,3 +213,17 @@ def test_command_errors(files, tmp_path):
     other.write_text("7 0 a 1\n")
     assert_one_line_error(invoke(run, str(other)), "no query in common")
     assert_one_line_error(invoke(run, qrels, "--metrics", "bogus"), "unknown metric 'bogus'")
+
+
+@pytest.mark.parametrize("metric", ["nDCG@0", "P@0", "Recall@0", "nDCG@00", "RR(rel=2)@0"])
+def test_a_cutoff_below_one_is_refused_before_trec_eval_sees_it(files, metric):
+    # trec_eval asserts on a zero cutoff and aborts the whole process (SIGABRT), so this
+    # runs the real command in a process of its own.
+    done = subprocess.run(
+        [sys.executable, "-m", "searcher", "eval", *files, "--metrics", metric],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"searcher: unknown metric {metric!r}: the cutoff after @ must be at least 1\n"
+    )

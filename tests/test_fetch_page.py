@@ -112,6 +112,8 @@ def test_a_page_that_cannot_be_read_says_why(
         ({"url": "example.com/page"}, "url", "not a URL without a scheme"),
         ({"url": "http://"}, "url", "the URL has no host"),
         ({"url": "http://[::1/"}, "url", "not a valid URL"),
+        ({"url": "http://xn--/"}, "url", "the host is not a valid name"),  # no IDNA label
+        ({"url": "http://a.example:99999/"}, "url", "not a valid URL: Port out of range"),
         ({"url": "http://a.example/", "max_chars": 0}, "max_chars", "greater than or equal to 1"),
         ({"url": "http://a.example/", "max_chars": 200_001}, "max_chars", "less than or equal"),
         ({"url": "http://a.example/", "max_chars": "10"}, "max_chars", "valid integer"),

@@ -106,6 +106,26 @@ async def test_fetch_page_reads_a_page_in_slices(mcp_server, testbed, aeb_ids, a
     )
 
 
+async def test_fetch_page_reads_whole_number_floats_as_v1_fetch_does(
+    mcp_server, testbed, aeb_ground_truth
+):
+    # JSON Schema's "integer" includes 150.0; /v1/fetch takes it, and so must the tool.
+    url = testbed.page_url(long_page(aeb_ground_truth, 600))
+    async with Client(mcp_server()) as client:
+        whole = await client.call_tool("fetch_page", {"url": url})
+        sliced = await client.call_tool(
+            "fetch_page", {"url": url, "max_chars": 150.0, "start_char": 10.0}
+        )
+        too_far = await client.call_tool("fetch_page", {"url": url, "start_char": 2**53})
+    assert sliced.is_error is False, text_of(sliced)
+    assert sliced.structured_content["start_char"] == 10
+    assert sliced.structured_content["next_start_char"] == 160
+    assert text_of(sliced).startswith(text_of(whole)[10:160])
+    # /v1/fetch's upper bound on start_char (2**53 - 1) holds for the tool too.
+    assert too_far.is_error is True
+    assert text_of(too_far).startswith("invalid arguments: start_char: ")
+
+
 async def test_private_address_is_refused_with_a_clear_message(mcp_server, testbed):
     redirect = testbed.url(f"/redirect-to?url={PRIVATE_URL}")
     async with Client(mcp_server()) as client:
@@ -127,6 +147,7 @@ async def test_bad_arguments_are_tool_errors_naming_the_field(mcp_server):
         ("fetch_page", {"url": "file:///etc/passwd"}, "invalid arguments: url: must be an http"),
         ("fetch_page", {"url": "http://"}, "invalid arguments: url: the URL has no host"),
         ("fetch_page", {"url": "http://a.example", "start_char": -1}, "start_char"),
+        ("fetch_page", {"url": "http://xn--/"}, "invalid arguments: url: the host "),
         ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
     ]
     async with Client(mcp_server()) as client:

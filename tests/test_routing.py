@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from searcher.config import RouteGroup, RoutingSettings
+from searcher.config import RouteGroup, RoutingSettings, load_settings
 from searcher.errors import ConfigError
 from searcher.routing import Route, compile_routes, route_query, validate
 
@@ -71,25 +75,38 @@ def test_default_group_not_configured_routes_unrestricted() -> None:
     assert route_query("nothing", compile_routes(settings)) == Route("web", None, (), ())
 
 
+def _routing_file(tmp_path: Path, patterns: list[str]) -> Path:
+    path = tmp_path / "searcher.yaml"
+    groups = {"ok": {"patterns": ["fine"]}, "broken": {"patterns": patterns}}
+    path.write_text(yaml.safe_dump({"routing": {"groups": groups}}))
+    return path
+
+
 @pytest.mark.parametrize("bad", ["(unclosed", "[a-", "*star"])
-def test_invalid_regex_is_a_config_error_naming_group_and_pattern(bad: str) -> None:
-    groups = {"ok": RouteGroup(patterns=["fine"]),
-              "broken": RouteGroup(patterns=["also fine", bad])}  # fmt: skip
-    settings = RoutingSettings(groups=groups)
+def test_invalid_regex_is_a_config_error_naming_group_and_pattern(bad: str, tmp_path: Path) -> None:
+    # Refused when the settings are read, so every command fails alike (exit 2).
     with pytest.raises(ConfigError) as info:
-        compile_routes(settings)
+        load_settings(_routing_file(tmp_path, ["also fine", bad]), environ={})
     message = str(info.value)
-    assert "routing.groups.broken.patterns[1]" in message
+    assert "routing.groups.broken.patterns: invalid regex" in message
     assert repr(bad) in message
+    # The router's own check stands behind it, for settings built without validation.
+    groups = {"ok": RouteGroup(patterns=["fine"]),
+              "broken": RouteGroup.model_construct(patterns=["also fine", bad])}  # fmt: skip
+    settings = RoutingSettings(groups=groups)
+    with pytest.raises(ConfigError, match=re.escape("routing.groups.broken.patterns[1]")):
+        compile_routes(settings)
     with pytest.raises(ConfigError):
         validate(settings)
 
 
 @pytest.mark.parametrize("catch_all", ["", ".*", "x?", "^"])
-def test_pattern_matching_everything_is_a_config_error(catch_all: str) -> None:
-    settings = RoutingSettings(groups={"greedy": RouteGroup(patterns=[catch_all])})
+def test_pattern_matching_everything_is_a_config_error(catch_all: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"routing\.groups\.broken\.patterns: .*empty string"):
+        load_settings(_routing_file(tmp_path, [catch_all]), environ={})
+    greedy = RouteGroup.model_construct(patterns=[catch_all])
     with pytest.raises(ConfigError, match="empty string"):
-        compile_routes(settings)
+        compile_routes(RoutingSettings(groups={"greedy": greedy}))
 
 
 def test_validate_accepts_the_defaults() -> None:

@@ -9,11 +9,12 @@ and expects ``[{"page_content", "metadata"}]``. Both send ``Authorization: Beare
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from searcher.api.compat.common import check_bearer, json_response, runtime_of
@@ -128,14 +129,26 @@ def _log_unread(urls: Sequence[str], outcomes: Sequence[PageOutcome]) -> None:
 
 
 async def require_key(request: Request) -> None:
-    """401 unless the request carries ``compat.openwebui_api_key`` (when one is set).
-    A dependency, so that it runs before the body is validated."""
+    """401 unless the request carries ``compat.openwebui_api_key`` (when one is set)."""
     check_bearer(request, runtime_of(request).settings.compat.openwebui_api_key)
 
 
-router = APIRouter(
-    prefix="/openwebui", tags=["compat: Open WebUI"], dependencies=[Depends(require_key)]
-)
+class _KeyFirstRoute(APIRoute):
+    """Checks the key before anything else. Not a dependency: FastAPI parses the body
+    before it runs any, so a body it cannot parse would be answered (422) before the key
+    was checked, telling a caller without the key about the body's shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            await require_key(request)
+            return await handler(request)
+
+        return handle
+
+
+router = APIRouter(prefix="/openwebui", tags=["compat: Open WebUI"], route_class=_KeyFirstRoute)
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or wrong bearer key (when compat.openwebui_api_key is set)."},
     413: {"model": ErrorResponse, "description": "Body over the size limit."},

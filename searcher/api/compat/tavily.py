@@ -14,10 +14,10 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import date
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import orjson
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
@@ -27,10 +27,13 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
+from searcher.api.errors import body_parse_problem
 from searcher.api.observe import client_identity
 from searcher.contract import (
     MAX_QUERY_CHARS,
@@ -65,8 +68,11 @@ CHUNK_CHARS = 500
 CHUNK_JOINER = " [...] "
 MAX_EXTRACT_URLS = 20
 UNAUTHORIZED = "Unauthorized: missing or invalid API key."
+BODY = "body"  # the field a problem with the body as a whole is reported on
 
 TavilyRange = Literal["day", "week", "month", "year", "d", "w", "m", "y"]
+AnswerDepth = Literal["basic", "advanced"]
+RawFormat = Literal["markdown", "text"]
 _RANGES: dict[str, TimeRange] = {"day": "day", "week": "week", "month": "month", "year": "year"}
 _RANGES.update({"d": "day", "w": "week", "m": "month", "y": "year"})  # Tavily's short forms
 # Upper bound in days of each time range, for days / start_date, which Tavily also takes.
@@ -89,6 +95,10 @@ class _Body(WireSafe):
     api_key: str | None = Field(default=None, description="Or `Authorization: Bearer <key>`.")
 
 
+# The words each true-false-or-word field of the search body takes besides true and false.
+_FLAG_WORDS: dict[str, Any] = {"include_answer": AnswerDepth, "include_raw_content": RawFormat}
+
+
 class TavilySearchBody(_Body):
     """Tavily's search request."""
 
@@ -109,8 +119,8 @@ class TavilySearchBody(_Body):
     chunks_per_source: Annotated[int, Field(ge=1, le=5), WHOLE] | None = None
     include_domains: list[str] | None = None
     exclude_domains: list[str] | None = None
-    include_answer: StrictBool | Literal["basic", "advanced"] = False
-    include_raw_content: StrictBool | Literal["markdown", "text"] = False
+    include_answer: StrictBool | AnswerDepth = False
+    include_raw_content: StrictBool | RawFormat = False
     include_images: StrictBool = False
     include_image_descriptions: StrictBool = False
 
@@ -118,6 +128,16 @@ class TavilySearchBody(_Body):
     @classmethod
     def _query_not_blank(cls, value: str) -> str:
         return query_text(value)
+
+    @field_validator("include_answer", "include_raw_content", mode="before")
+    @classmethod
+    def _flag_or_word(cls, value: Any, info: ValidationInfo) -> Any:
+        # Checked whole, so that the error names the field: pydantic reports each member
+        # of the union apart, under the field's name and a tag ("include_answer.bool").
+        words = get_args(_FLAG_WORDS[info.field_name or ""])
+        if isinstance(value, bool) or value in words:
+            return value
+        raise ValueError(f"must be true, false, {' or '.join(map(repr, words))}")
 
     @field_validator("start_date", "end_date", mode="before")
     @classmethod
@@ -154,6 +174,16 @@ class TavilyExtractBody(_Body):
     timeout: Annotated[StrictFloat, Field(ge=1, le=60)] | None = Field(
         default=None, description="Accepted; searcher's fetch limits apply."
     )
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _url_or_urls(cls, value: Any) -> Any:
+        # Checked whole, so that the error names the field, not a member of the union.
+        if isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(url, str) for url in value)
+        ):
+            return value
+        raise ValueError("must be a URL or a list of URLs")
 
     @field_validator("urls")
     @classmethod
@@ -334,20 +364,29 @@ def _first_problem(errors: Sequence[Any]) -> tuple[str, str]:
     """The field and message of the first validation problem (Tavily's errors carry no
     parser detail)."""
     problems = field_problems(errors)
-    return (problems[0].field, problems[0].message) if problems else ("body", "invalid request")
+    return (problems[0].field, problems[0].message) if problems else (BODY, "invalid request")
 
 
 class _TavilyRoute(APIRoute):
-    """Answers every failure of these routes in Tavily's error shape, not searcher's."""
+    """Checks the key first, then answers every failure of these routes in Tavily's error
+    shape, not searcher's."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:
             try:
+                # Here, not as a dependency: FastAPI parses the body before it runs any,
+                # so a body it cannot parse would be answered before the key was checked.
+                await _require_key(request)
                 return await handler(request)
             except TavilyHTTPError as exc:
                 return tavily_error(exc.status, exc.message, exc.field)
+            except StarletteHTTPException as exc:
+                problem = body_parse_problem(exc)
+                if problem is None:
+                    raise
+                return tavily_error(400, f"{BODY}: {problem}", BODY)
             except (RequestValidationError, ValidationError) as exc:
                 field, message = _first_problem(exc.errors())
                 return tavily_error(400, f"{field}: {message}", field)
@@ -366,7 +405,8 @@ async def _require_key(request: Request) -> None:
         return
     body_key = None
     try:
-        # FastAPI has read and cached the body already; a bad body is refused later (400).
+        # The body is cached for FastAPI, which reads it next; a bad one is refused there
+        # (400) once the key is known to be good.
         data = orjson.loads(await request.body())
         if isinstance(data, dict) and isinstance(data.get("api_key"), str):
             body_key = data["api_key"]
@@ -376,12 +416,7 @@ async def _require_key(request: Request) -> None:
         raise TavilyHTTPError(401, UNAUTHORIZED)
 
 
-router = APIRouter(
-    prefix="/tavily",
-    tags=["tavily"],
-    route_class=_TavilyRoute,
-    dependencies=[Depends(_require_key)],
-)
+router = APIRouter(prefix="/tavily", tags=["tavily"], route_class=_TavilyRoute)
 
 
 # Tavily's own error statuses and shape (``{"detail": {"error": ...}}``), not searcher's.
