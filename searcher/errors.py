@@ -101,6 +101,10 @@ class BackendError(SearcherError):
 
     kind: FailureKind = "bad_response"
     retryable: bool = False
+    # Whether the failure says something about the backend's health (its breaker counts
+    # it); False when the request itself was at fault, e.g. a constraint the backend
+    # refused as invalid: the request failed, the backend is not unhealthy.
+    verdict: bool = True
 
     def __init__(
         self,
@@ -142,12 +146,14 @@ class BackendHTTPError(BackendError):
         reason: str | None = None,
         kind: FailureKind = "http_status",
         retry_after_s: float | None = None,
+        verdict: bool = True,
     ) -> None:
         super().__init__(backend, reason or f"HTTP {status}", kind, retry_after_s)
         self.status = status
         # 5xx can pass; a 429 passes only after its Retry-After (the breaker waits it
         # out); other 4xx mean our request or key is wrong.
         self.retryable = status >= 500 and kind == "http_status"
+        self.verdict = verdict  # see ``failures.NO_VERDICT_STATUSES``
 
 
 class BackendBadResponse(BackendError):

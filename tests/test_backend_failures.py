@@ -5,12 +5,18 @@ import aiohttp
 import httpx
 import pytest
 
-from searcher.backends.base import BackendQuery
+from searcher.backends.base import BackendAnswer, BackendQuery, Capabilities
 from searcher.backends.chain import BackendPool
-from searcher.backends.failures import classify_status, engine_failure_kind, retry_after_s
+from searcher.backends.failures import (
+    classify_status,
+    engine_failure_kind,
+    retry_after_s,
+    transport_failure,
+)
+from searcher.backends.policy import BackendPlan
 from searcher.backends.registry import build_backends
 from searcher.config import BreakerSettings
-from searcher.errors import AllBackendsFailed
+from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendConnectError
 from searcher.resilience import CircuitBreaker, Deadline
 from tests.testbed.blocked import CLOUDFLARE
 
@@ -281,3 +287,159 @@ async def test_fan_out_reports_every_failed_attempt(
     assert [a.backend for a in result.answers] == ["brave"]
     assert [(f.backend, f.kind) for f in result.failures] == [("searxng", "http_status")] * 2
     assert pool.breakers["searxng"].snapshot().consecutive_failures == 2
+
+
+# --- a client's own bad input is no verdict on the backend -------------------------------
+
+
+@pytest.mark.parametrize("behaviour", ["status/400", "status/404", "status/422"])
+async def test_a_refused_request_fails_but_gives_no_verdict(
+    make_settings, pool_for, testbed, behaviour
+):
+    settings = make_settings(
+        backends={
+            "searxng": {
+                "base_url": testbed.searxng_url(behaviour),
+                "breaker": {"failure_threshold": 2},
+            }
+        }
+    )
+    pool = await pool_for(settings)
+    for _ in range(4):
+        with pytest.raises(AllBackendsFailed) as info:
+            await pool.search_with_fallback(["searxng"], BackendQuery("q"), Deadline(10), 8.0, 1)
+        (failure,) = info.value.failures  # reported, not retried
+        assert failure.kind == "http_status" and failure.reason.startswith("HTTP 4")
+    snap = pool.breakers["searxng"].snapshot()
+    assert snap.state == "closed" and snap.consecutive_failures == 0
+
+
+def test_bad_constraints_cannot_open_a_breaker_for_everyone(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    """The audit's case: requests with a language SearXNG refuses (400) or a page Brave
+    does not serve, more than failure_threshold of them; then an ordinary request."""
+    settings = make_settings(
+        backends={
+            "order": ["searxng"],
+            "searxng": {
+                "base_url": testbed.searxng_url("strict-lang"),
+                "breaker": {"failure_threshold": 2},
+            },
+            "brave": {"breaker": {"failure_threshold": 2}},
+        }
+    )
+    base = serve_searcher(settings)
+    testbed.reset()
+    for _ in range(4):
+        bad_lang = FRESH["constraints"] | {"lang": "xx"}
+        assert post(base, {"query": matching_query, "constraints": bad_lang}).status_code == 502
+        far_page = FRESH["constraints"] | {"backend": "brave", "pageno": 11}
+        response = post(base, {"query": matching_query, "constraints": far_page})
+        assert response.status_code == 200  # page 10 asked: empty for this query, no 422
+        data = response.json()
+        assert [e["reason"] for e in data["meta"]["errors"] if e["stage"] == "search"] == [
+            "no results"
+        ]
+        (note,) = [e for e in data["meta"]["errors"] if e["stage"] == "plan"]
+        assert note["source"] == "brave" and "pageno (11)" in note["reason"]
+        assert "searched page 10" in note["reason"]
+    offsets = {e.query["offset"] for e in hits_on(testbed, "/brave")}
+    assert offsets == {"9"}  # never a page Brave refuses
+    data = post(base, FRESH | {"query": matching_query}).json()
+    assert data["meta"]["backend_used"] == "searxng"
+    health = httpx.get(base + "/v1/health").json()["backends"]
+    assert health["searxng"]["breaker"] == "closed" and health["brave"]["breaker"] == "closed"
+
+
+# --- the request's own deadline is no verdict either -------------------------------------
+
+
+async def test_a_timeout_cut_short_by_the_request_deadline_gives_no_verdict(
+    make_settings, pool_for, testbed, matching_query
+):
+    settings = make_settings(
+        backends={
+            "searxng": {
+                "base_url": testbed.searxng_url("slow/1500"),
+                "breaker": {"failure_threshold": 2},
+            }
+        }
+    )
+    pool = await pool_for(settings)
+    query = BackendQuery(matching_query)
+    for _ in range(4):  # the shortest budget: 200 ms for a backend answering in 1.5 s
+        with pytest.raises(AllBackendsFailed) as info:
+            await pool.search_with_fallback(["searxng"], query, Deadline(0.2), 8.0, 0)
+        assert [f.kind for f in info.value.failures] == ["timeout"]  # reported
+    snap = pool.breakers["searxng"].snapshot()
+    assert snap.state == "closed" and snap.consecutive_failures == 0
+    answer = await pool.call("searxng", query, Deadline(10), 8.0, 0)  # a patient request
+    assert answer.hits
+
+
+# --- what a backend sent, named ----------------------------------------------------------
+
+
+async def test_a_redirect_says_where_it_points(make_settings, pool_for, testbed):
+    settings = make_settings(
+        backends={"brave": {"base_url": testbed.brave_url("redirect"), "api_key": "test-key"}}
+    )
+    pool = await pool_for(settings)
+    with pytest.raises(AllBackendsFailed) as info:
+        await pool.search_with_fallback(["brave"], BackendQuery("q"), Deadline(10), 8.0, 0)
+    (failure,) = info.value.failures
+    assert failure.reason.startswith("HTTP 302: redirected to http://")
+    assert "/brave/res/v1/web/search" in failure.reason and "base_url" in failure.reason
+
+
+def test_a_body_that_lies_about_its_encoding_is_a_bad_answer():
+    exc = transport_failure("brave", aiohttp.ClientPayloadError("bad gzip"))
+    assert isinstance(exc, BackendBadResponse) and not exc.retryable
+    refused = transport_failure("brave", aiohttp.ClientConnectionError("refused"))
+    assert isinstance(refused, BackendConnectError) and refused.retryable
+
+
+async def test_a_lying_content_encoding_is_not_retried_as_a_connection_failure(
+    make_settings, pool_for, testbed_clean
+):
+    """Needs ``HttpBackend.search`` to translate aiohttp errors with
+    ``failures.transport_failure``."""
+    brave = {"base_url": testbed_clean.brave_url("bad-encoding"), "api_key": "test-key"}
+    pool = await pool_for(make_settings(backends={"brave": brave}))
+    with pytest.raises(AllBackendsFailed) as info:
+        await pool.search_with_fallback(["brave"], BackendQuery("q"), Deadline(10), 8.0, 2)
+    (failure,) = info.value.failures
+    assert failure.kind == "bad_response" and "malformed answer body" in failure.reason
+    assert len(hits_on(testbed_clean, "/brave")) == 1
+
+
+# --- a bug in one backend is that backend's failure --------------------------------------
+
+
+class Crashing:
+    """A plugin backend with a bug: it raises what is not a ``BackendError``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.capabilities = Capabilities()
+
+    async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
+        raise RuntimeError("plugin bug")
+
+
+@pytest.mark.parametrize("mode", ["fanout", "fallback"])
+async def test_an_unexpected_error_is_that_backends_failure_not_a_crash(
+    make_settings, testbed, matching_query, mode, caplog
+):
+    settings = make_settings()
+    async with aiohttp.ClientSession() as session:
+        backends = build_backends(settings, session)
+        backends["searxng"] = Crashing("searxng")
+        pool = BackendPool(backends, settings)
+        plan = BackendPlan(mode, ("searxng", "brave"))  # type: ignore[arg-type]
+        outcome = await pool.search(plan, BackendQuery(matching_query), Deadline(10), 8.0, 0)
+    assert outcome.backend_used == "brave"
+    (failure,) = outcome.failures
+    assert failure.kind == "bad_response" and "RuntimeError('plugin bug')" in failure.reason
+    assert any(r.exc_info and "plugin bug" in str(r.exc_info[1]) for r in caplog.records)

@@ -85,6 +85,19 @@ def test_searxng_some_unresponsive_engines_are_warnings():
     assert answer.warnings == ["engine google unresponsive: timeout"]
 
 
+def test_searxng_unresponsive_entries_without_an_engine_name_are_left_out():
+    body = json.dumps(
+        {"results": [{"url": "https://a.example/", "title": "A"}],
+         "unresponsive_engines": [[None, None], [3, "x"], ["bing", None], ["google", "timeout"],
+                                  "odd", []]}
+    ).encode()  # fmt: skip
+    answer = searxng.parse_response(200, JSON, body)
+    assert answer.warnings == [
+        "engine bing unresponsive: unresponsive",
+        "engine google unresponsive: timeout",
+    ]
+
+
 def test_searxng_zero_results_and_no_failures_is_an_empty_answer():
     assert searxng.parse_response(200, JSON, searxng_body([])).hits == []
 
@@ -106,6 +119,14 @@ def test_brave_request_maps_language_time_and_safesearch():
         "q": "q", "count": "20", "offset": "2", "search_lang": "en", "freshness": "pw",
         "safesearch": "off",
     }  # fmt: skip
+
+
+def test_brave_never_asks_for_a_page_it_does_not_serve():
+    # Brave refuses offsets above 9 (422): page 11 and later are asked as page 10.
+    for pageno, offset in [(1, "0"), (10, "9"), (11, "9"), (50, "9")]:
+        parts = brave.build_request("https://brave.local", "k", BackendQuery("q", pageno=pageno))
+        assert parts.params["offset"] == offset
+    assert brave.CAPABILITIES.max_pageno == brave.MAX_PAGENO == 10
 
 
 def test_brave_parses_results_and_strips_markup():

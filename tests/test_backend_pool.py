@@ -7,24 +7,39 @@ import pytest
 
 from searcher.backends.base import BackendQuery
 from searcher.backends.chain import BackendPool
+from searcher.backends.pacing import Pacer, instance_rates
 from searcher.backends.policy import plan_backends
 from searcher.backends.registry import build_backends
 from searcher.errors import AllBackendsFailed, InvalidRequest
 from searcher.resilience import Deadline
+from searcher.state.sqlite_store import SqliteStore
 
 
 @pytest.fixture
-async def pool_for():
-    sessions = []
+async def pool_for(tmp_path):
+    sessions, stores, pools = [], [], []
 
-    async def build(settings):
+    async def build(settings, paced=False):
         session = aiohttp.ClientSession()
         sessions.append(session)
-        return BackendPool(build_backends(settings, session), settings)
+        pacer = None
+        if paced:  # each instance's rate, in a state store of this test's own
+            stores.append(SqliteStore(tmp_path / f"pace{len(stores)}.sqlite3"))
+            pacer = Pacer(stores[-1], instance_rates(settings))
+        pools.append(BackendPool(build_backends(settings, session), settings, pacer=pacer))
+        return pools[-1]
 
     yield build
+    for pool in pools:
+        await pool.aclose()
     for session in sessions:
         await session.close()
+    for store in stores:
+        await store.aclose()
+
+
+def searxng_pages(testbed):
+    return [e.query["pageno"] for e in testbed.log if e.path.startswith("/searxng")]
 
 
 async def test_hedging_starts_the_next_backend_and_the_first_good_answer_wins(
@@ -117,6 +132,71 @@ async def test_paging_stops_when_searxng_runs_dry(
     )
     pages = [e.query["pageno"] for e in testbed_clean.log if e.path.startswith("/searxng")]
     assert pages == ["1", "2", "3", "4"] and len(answer.hits) == 21
+
+
+async def test_each_extra_page_waits_for_its_pacing_turn(
+    make_settings, pool_for, testbed_clean, matching_query
+):
+    settings = make_settings(backends={"max_pages": 5, "searxng": {"rate": "1/s"}})
+    pool = await pool_for(settings, paced=True)
+    started = time.monotonic()
+    answer = await pool.call(
+        "searxng", BackendQuery(matching_query, max_results=15), Deadline(10), 8.0, 0
+    )
+    assert searxng_pages(testbed_clean) == ["1", "2"] and len(answer.hits) == 20
+    assert time.monotonic() - started >= 0.8  # page 2 waited for the next turn
+
+
+async def test_paging_stops_when_no_turn_comes_before_the_deadline(
+    make_settings, pool_for, testbed_clean, matching_query
+):
+    settings = make_settings(backends={"max_pages": 5, "searxng": {"rate": "1/min"}})
+    pool = await pool_for(settings, paced=True)
+    answer = await pool.call(
+        "searxng", BackendQuery(matching_query, max_results=15), Deadline(5), 8.0, 0
+    )
+    assert searxng_pages(testbed_clean) == ["1"]
+    assert len(answer.hits) == 10  # what was read is kept, and the stop is said
+    (warning,) = answer.warnings
+    assert warning.startswith("page 2 not read (rate_limited): paced at 1/min")
+    assert pool.breakers["searxng"].snapshot().state == "closed"
+
+
+async def test_a_failing_extra_page_is_counted_by_the_breaker(
+    make_settings, pool_for, testbed_clean, matching_query
+):
+    settings = make_settings(
+        backends={
+            "max_pages": 5,
+            "searxng": {"base_url": testbed_clean.searxng_url("fail-after/1")},
+        }
+    )
+    pool = await pool_for(settings)
+    answer = await pool.call(
+        "searxng", BackendQuery(matching_query, max_results=15), Deadline(10), 8.0, 0
+    )
+    assert len(answer.hits) == 10 and answer.warnings == ["page 2 not read (http_status): HTTP 500"]
+    assert pool.breakers["searxng"].snapshot().failures_by_kind == {"http_status": 1}
+
+
+async def test_a_loser_still_waiting_for_its_pacing_turn_is_cancelled(
+    make_settings, pool_for, testbed, matching_query
+):
+    """SearXNG's turn is a second away when Brave, the hedge, wins: SearXNG has asked
+    nothing yet, so it is cancelled rather than calling after the request answered."""
+    settings = make_settings(backends={"hedge_delay_ms": 1, "searxng": {"rate": "1/s"}})
+    pool = await pool_for(settings, paced=True)
+    await pool.call("searxng", BackendQuery(matching_query), Deadline(10), 8.0, 0)  # its turn
+    testbed.reset()
+    result = await pool.search_with_fallback(
+        ["searxng", "brave"], BackendQuery(matching_query), Deadline(10), 8.0, 0
+    )
+    assert result.answer.backend == "brave"
+    assert result.hedged and result.hedged["cancelled"] == ["searxng"]
+    assert result.hedged["background"] == []
+    await pool.settle()  # (a loser sent to the background would call SearXNG by now)
+    assert searxng_pages(testbed) == []
+    assert pool.breakers["searxng"].snapshot().consecutive_failures == 0
 
 
 async def test_fallback_chain_reports_every_failure(make_settings, pool_for, testbed):

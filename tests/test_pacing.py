@@ -8,6 +8,13 @@ import asyncio
 import time
 
 import httpx
+import pytest
+
+from searcher.backends.pacing import Pacer
+from searcher.errors import BackendRateLimited
+from searcher.rates import Rate
+from searcher.resilience import Deadline
+from searcher.state.sqlite_store import SqliteStore
 
 FRESH = {"constraints": {"cache": "off"}}
 
@@ -66,3 +73,46 @@ def test_requests_over_the_burst_wait_their_turn(
     assert brave_hits(testbed) == 6
     # Four at once, then one every 0.25 s: the last can not have gone before 0.5 s.
     assert elapsed >= 0.5
+
+
+def test_instances_of_one_upstream_share_its_allowance(
+    make_settings, serve_searcher, testbed, matching_query
+):
+    """Two instances with the same Brave key: Brave counts their calls together, so the
+    allowance is one, whatever the instances are called."""
+    settings = make_settings(
+        backends={
+            "order": ["brave", "brave2", "searxng"],
+            "hedge": False,
+            "brave": {"api_key": "test-key", "rate": "1/min"},
+            "instances": {
+                "brave2": {
+                    "adapter": "brave", "base_url": testbed.brave_url(), "api_key": "test-key",
+                    "rate": "1/min",
+                },
+            },
+        }
+    )  # fmt: skip
+    base = serve_searcher(settings)
+    testbed.reset()
+    used = [
+        httpx.post(f"{base}/v1/search", json=FRESH | {"query": matching_query}).json()
+        for _ in range(2)
+    ]
+    assert [u["meta"]["backend_used"] for u in used] == ["brave", "searxng"]
+    assert brave_hits(testbed) == 1
+    paced = {e["source"] for e in used[1]["meta"]["errors"] if "paced at" in e["reason"]}
+    assert paced == {"brave", "brave2"}
+
+
+async def test_a_shared_allowance_goes_at_the_strictest_rate(tmp_path):
+    store = SqliteStore(tmp_path / "pace.sqlite3")
+    keys = {"a": "a@same", "b": "b@same", "c": "c@other"}
+    pacer = Pacer(store, {"a": Rate.parse("1/min"), "b": Rate.parse("100/s")}, keys)
+    try:
+        await pacer.wait_turn("a", Deadline(5))
+        with pytest.raises(BackendRateLimited, match="paced at 1/min"):
+            await pacer.wait_turn("b", Deadline(5))
+        await pacer.wait_turn("c", Deadline(5))  # another upstream, no rate: not paced
+    finally:
+        await store.aclose()

@@ -18,11 +18,10 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
-from searcher.backends.failures import challenge, http_failure
+from searcher.backends.failures import challenge, http_failure, transport_failure
 from searcher.config import InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
-    BackendConnectError,
     BackendError,
     BackendTimeout,
 )
@@ -171,7 +170,7 @@ class HttpBackend:
                     parts.method, parts.url, params=parts.params, headers=parts.headers,
                     allow_redirects=False,
                 ) as response:  # fmt: skip
-                    if response.status >= 400:
+                    if response.status >= 300:  # a redirect is not followed: say where
                         head = await response.content.read(MAX_ERROR_BYTES)
                         raise http_failure(
                             self.name, response.status, response.headers, head,
@@ -182,7 +181,7 @@ class HttpBackend:
         except TimeoutError as exc:
             raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
         except aiohttp.ClientError as exc:
-            raise BackendConnectError(self.name, f"connection failed: {exc!r}") from exc
+            raise transport_failure(self.name, exc) from exc
         wall = challenge(headers, body)
         if wall:  # a JSON API answering a CAPTCHA page with 200
             raise BackendBadResponse(self.name, f"HTTP {status}: {wall}", "blocked")

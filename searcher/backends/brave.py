@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
@@ -18,14 +19,27 @@ from searcher.backends.base import (
     RequestParts,
     json_object,
 )
+from searcher.backends.failures import http_failure
 from searcher.backends.normalise import http_url, iso_utc, plain_text
 from searcher.config import InstanceSettings
 
 NAME = "brave"
-CAPABILITIES = Capabilities(
-    paging=True, result_count=True, time_range=True, safesearch=True, language=True
-)
 MAX_COUNT = 20  # the API refuses more per call
+MAX_PAGENO = 10  # the API serves offsets 0..9 and refuses more (422)
+
+
+@dataclass(frozen=True)
+class PagedCapabilities(Capabilities):
+    """Capabilities with the last page the backend serves: a later page is not asked for
+    (the pool searches this one and says so in a plan note)."""
+
+    max_pageno: int | None = None
+
+
+CAPABILITIES = PagedCapabilities(
+    paging=True, result_count=True, time_range=True, safesearch=True, language=True,
+    max_pageno=MAX_PAGENO,
+)  # fmt: skip
 _FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 _SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}
 
@@ -42,7 +56,7 @@ def build_request(base_url: str, api_key: str, query: BackendQuery) -> RequestPa
     params = {
         "q": query.text,
         "count": str(min(MAX_COUNT, max(1, query.max_results))),
-        "offset": str(max(0, query.pageno - 1)),
+        "offset": str(max(0, min(query.pageno, MAX_PAGENO) - 1)),
     }
     if query.lang:
         params["search_lang"] = query.lang.split("-")[0].lower()
@@ -71,7 +85,10 @@ def _hit(raw: Mapping[str, Any], instance: str) -> Hit | None:
 def parse_response(
     status: int, headers: Mapping[str, str], body: bytes, instance: str = NAME
 ) -> BackendAnswer:
-    """Hits from a Brave answer; Brave leaves out ``web`` entirely when nothing matched."""
+    """Hits from a Brave answer; Brave leaves out ``web`` entirely when nothing matched.
+    A redirect is no answer: its failure names where it points."""
+    if 300 <= status < 400:
+        raise http_failure(instance, status, headers, body)
     data = json_object(instance, headers, body)
     web = data.get("web")
     raw_results = web.get("results") if isinstance(web, dict) else None

@@ -9,13 +9,19 @@ that lost the race while its first attempt was still in flight is not cancelled:
 runs on in the background, bounded by its own timeout (at most ``MAX_STRAGGLERS`` at
 once), so that a hanging backend's timeout is still counted by its breaker; a sibling
 that already failed an attempt is cancelled (its failure is on record, and a retry
-could no longer help this request).
+could no longer help this request), and so is one still waiting for its pacing turn (it
+has asked nothing: it must not call the backend after the request has answered).
+
+A failure the request itself caused gives the breaker no verdict: a status refusing the
+request as invalid (``failures.NO_VERDICT_STATUSES``), or a timeout of an attempt the
+request's deadline or short budget cut below a fair time (``_fair_timeout``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -30,6 +36,7 @@ from searcher.backends.shared_breakers import SharedBreakers
 from searcher.config import Settings
 from searcher.errors import (
     AllBackendsFailed,
+    BackendBadResponse,
     BackendError,
     BackendFailure,
     BackendNotAvailable,
@@ -49,6 +56,8 @@ MIN_LATENCY_SAMPLES = 5
 # Calls that lost a hedged race and run on until their own timeout, at most; beyond
 # this they are cancelled (no verdict) so that a hanging backend cannot pile them up.
 MAX_STRAGGLERS = 256
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
     from searcher.metrics import Metrics
@@ -82,6 +91,9 @@ class _Watch:
     failed_attempts: int = 0  # reported, whether or not the breaker counted them
     counted: bool = False  # the breaker has had a verdict from this call
     abandoned: bool = False
+    # The pacer let the call through: from now on it may reach the backend. A call still
+    # waiting for its turn has asked nothing yet, so losing a race cancels it.
+    in_flight: bool = False
 
 
 class _Failures:
@@ -138,10 +150,23 @@ def fit_query(query: BackendQuery, capabilities: Capabilities) -> tuple[BackendQ
                 continue
             shown = ", ".join(value) if isinstance(value, tuple) else value
             notes.append(f"cannot honour {constraint} ({shown}); searched without it")
+    last_page = _max_pageno(capabilities)
     if query.pageno > 1 and not capabilities.paging:
         cleared["pageno"] = 1
         notes.append(f"cannot honour constraints.pageno ({query.pageno}); searched page 1")
+    elif last_page is not None and query.pageno > last_page:
+        cleared["pageno"] = last_page
+        notes.append(
+            f"cannot honour constraints.pageno ({query.pageno}): it serves pages up to "
+            f"{last_page}; searched page {last_page}"
+        )
     return (replace(query, **cleared) if cleared else query), notes
+
+
+def _max_pageno(capabilities: Capabilities) -> int | None:
+    """The last page an instance serves (Brave: 10), when its capabilities say."""
+    last = getattr(capabilities, "max_pageno", None)
+    return last if isinstance(last, int) else None
 
 
 def _merge_pages(pages: Sequence[list[Hit]]) -> list[Hit]:
@@ -204,8 +229,23 @@ class BackendPool:
             exc: BackendError = BackendNotAvailable(name, "not enabled or not configured")
             watch.report(exc)
             raise exc
-        breaker = self.breakers[name]
         timeout_s = min(timeout_s, self._settings.backends.get(name).timeout_s)
+        query, _ = fit_query(query, backend.capabilities)
+        answer = await self._guarded(backend, query, deadline, timeout_s, retries, watch)
+        if watch.abandoned:
+            return answer  # lost a hedged race: no one waits for more pages
+        if backend.capabilities.paging and not backend.capabilities.result_count:
+            answer = await self._more_pages(backend, query, answer, deadline, timeout_s)
+        return answer
+
+    async def _guarded(
+        self, backend: Backend, query: BackendQuery, deadline: Deadline, timeout_s: float,
+        retries: int, watch: _Watch,
+    ) -> BackendAnswer:  # fmt: skip
+        """One page from ``backend`` as every call to it goes: behind its breaker, after
+        its pacing turn, its attempts judged by the breaker."""
+        name = backend.name
+        breaker = self.breakers[name]
         if self.shared is not None:
             await self.shared.sync(name, breaker)
         if not breaker.allow():
@@ -217,34 +257,35 @@ class BackendPool:
             watch.report(exc)
             self._count(name, exc.kind)
             raise exc
-        if self.pacer is not None:
-            try:
-                await self.pacer.wait_turn(name, deadline)
-            except BackendRateLimited as exc:
-                breaker.release()  # never called: no verdict on the backend
-                watch.report(exc)
-                self._count(name, exc.kind)
-                raise
-        query, _ = fit_query(query, backend.capabilities)
-        started = time.perf_counter()
         try:
+            await self._wait_turn(name, deadline, watch)
+            watch.in_flight = True
+            started = time.perf_counter()
             answer = await self._attempts(
                 backend, breaker, query, deadline, timeout_s, retries, watch
             )
         except BaseException:
             if not watch.counted:
-                breaker.release()  # ended before any verdict (deadline, hedge lost)
+                breaker.release()  # ended before any verdict (paced, deadline, hedge lost)
             raise
         breaker.record_success()
         self._count(name, "ok")
         if self.shared is not None:
             await self.shared.succeeded(name)
         self._latencies[name].append(time.perf_counter() - started)
-        if watch.abandoned:
-            return answer  # lost a hedged race: no one waits for more pages
-        if backend.capabilities.paging and not backend.capabilities.result_count:
-            answer = await self._more_pages(backend, query, answer, deadline, timeout_s)
         return answer
+
+    async def _wait_turn(self, name: str, deadline: Deadline, watch: _Watch) -> None:
+        """Wait for the instance's pacing turn; one after the deadline is refused
+        (``rate_limited``, never called: no verdict on the backend)."""
+        if self.pacer is None:
+            return
+        try:
+            await self.pacer.wait_turn(name, deadline)
+        except BackendRateLimited as exc:
+            watch.report(exc)
+            self._count(name, exc.kind)
+            raise
 
     def _count(self, name: str, outcome: str) -> None:
         if self.metrics is not None:
@@ -255,6 +296,7 @@ class BackendPool:
         timeout_s: float, retries: int, watch: _Watch,
     ) -> BackendAnswer:  # fmt: skip
         last_error: BackendError | None = None
+        fair_s = self._fair_timeout(backend.name)
         for attempt in range(retries + 1):
             attempt_timeout = deadline.cap(timeout_s)
             if attempt_timeout < MIN_ATTEMPT_S:
@@ -264,19 +306,13 @@ class BackendPool:
                 watch.report(exc)  # no verdict on the backend: the request ran out
                 raise exc
             try:
-                return await backend.search(query, attempt_timeout)
+                return await self._search(backend, query, attempt_timeout)
             except BackendError as exc:
                 last_error = exc
-                breaker.record_failure(exc.kind, exc.reason, exc.retry_after_s)
-                self._count(backend.name, exc.kind)
-                if self.shared is not None:
-                    cfg = self._settings.backends.get(backend.name).breaker
-                    await self.shared.failed(
-                        backend.name, breaker, exc.kind, cfg.failure_threshold,
-                        cfg.recovery_timeout,
-                    )  # fmt: skip
-                watch.counted = True
-                watch.report(exc)
+                # A timeout of an attempt the request gave less than a fair time (its
+                # deadline or its own short search timeout) says nothing about the backend.
+                verdict = exc.verdict and not (exc.kind == "timeout" and attempt_timeout < fair_s)
+                await self._judge(backend.name, breaker, exc, verdict, watch)
                 if (
                     not exc.retryable
                     or attempt == retries
@@ -287,13 +323,52 @@ class BackendPool:
                 await asyncio.sleep(deadline.cap(RETRY_BACKOFF_S * 2**attempt))
         raise last_error or BackendTimeout(backend.name, "no attempt was made")
 
+    def _fair_timeout(self, name: str) -> float:
+        """The time an attempt must have had for its timeout to count against the
+        backend: its own ``timeout_s``, or the configured default search timeout when
+        that is shorter. A client's shorter budget must not open a breaker for all."""
+        default_s = self._settings.budget.search_timeout_ms / 1000
+        return min(self._settings.backends.get(name).timeout_s, default_s)
+
+    async def _search(
+        self, backend: Backend, query: BackendQuery, timeout_s: float
+    ) -> BackendAnswer:
+        """``backend.search``; anything else than a ``BackendError`` it raises (a plugin's
+        bug) is a bad answer of that backend, logged with its traceback."""
+        try:
+            return await backend.search(query, timeout_s)
+        except BackendError:
+            raise
+        except Exception as exc:
+            log.exception("backend %s raised an unexpected error", backend.name)
+            raise BackendBadResponse(backend.name, f"unexpected error: {exc!r}") from exc
+
+    async def _judge(
+        self, name: str, breaker: CircuitBreaker, exc: BackendError, verdict: bool,
+        watch: _Watch,
+    ) -> None:  # fmt: skip
+        """Report a failed attempt and, when it says something about the backend
+        (``verdict``), count it on the breaker, here and for the other workers."""
+        self._count(name, exc.kind)
+        watch.report(exc)
+        if not verdict:
+            return  # the call releases the breaker: no verdict
+        breaker.record_failure(exc.kind, exc.reason, exc.retry_after_s)
+        if self.shared is not None:
+            cfg = self._settings.backends.get(name).breaker
+            await self.shared.failed(
+                name, breaker, exc.kind, cfg.failure_threshold, cfg.recovery_timeout
+            )
+        watch.counted = True
+
     async def _more_pages(
         self, backend: Backend, query: BackendQuery, first: BackendAnswer, deadline: Deadline,
         timeout_s: float,
     ) -> BackendAnswer:  # fmt: skip
         """SearXNG has no count parameter: ask for the next pages until there are enough
-        hits, a page adds nothing new, or ``max_pages`` is reached. A later page failing
-        keeps what the earlier ones gave."""
+        hits, a page adds nothing new, or ``max_pages`` is reached. Each page is a call
+        like the first (its breaker, its pacing turn); a later page failing or finding no
+        turn before the deadline keeps what the earlier ones gave, with a warning."""
         pages = [first.hits]
         hits = _merge_pages(pages)
         warnings = list(first.warnings)
@@ -308,9 +383,11 @@ class BackendPool:
                 break
             pageno += 1
             try:
-                page = await backend.search(replace(query, pageno=pageno), deadline.cap(timeout_s))
+                page = await self._guarded(
+                    backend, replace(query, pageno=pageno), deadline, timeout_s, 0, _Watch()
+                )
             except BackendError as exc:
-                warnings.append(f"page {pageno} failed ({exc.kind}): {exc.reason}")
+                warnings.append(f"page {pageno} not read ({exc.kind}): {exc.reason}")
                 break
             pages.append(page.hits)
             warnings += [w for w in page.warnings if w not in warnings]
@@ -386,6 +463,9 @@ class BackendPool:
                         answer = task.result()
                     except BackendError:
                         continue  # reported through its watch
+                    except Exception as exc:  # a bug: that backend's failure, not a 500
+                        failures.add(self._unexpected(name, exc))
+                        continue
                     if answer.hits:
                         hedged = self._settle_losers(running, tried, name) if hedged_from else None
                         return ChainResult(answer, tried, failures.close(), hedged)
@@ -412,10 +492,16 @@ class BackendPool:
     ) -> dict[str, Any]:
         """Hand the still-running losers of a hedged race to the background (their first
         attempt is in flight: let it end by its own timeout, counted by its breaker) or
-        leave them to be cancelled (an attempt already failed and is on record)."""
+        leave them to be cancelled (an attempt already failed and is on record, or none
+        is in flight yet: a call still waiting for its pacing turn must not reach the
+        backend after the request has answered)."""
         cancelled, background = [], []
         for task, (name, watch) in list(running.items()):
-            if watch.failed_attempts or len(self._stragglers) >= MAX_STRAGGLERS:
+            if (
+                watch.failed_attempts
+                or not watch.in_flight
+                or len(self._stragglers) >= MAX_STRAGGLERS
+            ):
                 cancelled.append(name)
                 continue
             watch.abandoned = True  # no retry after this attempt
@@ -466,6 +552,9 @@ class BackendPool:
         for name, result in zip(names, results, strict=True):
             if isinstance(result, BackendError):
                 continue  # reported through its watch
+            if isinstance(result, Exception):  # a bug: that backend's failure, not a 500
+                failures.add(self._unexpected(name, result))
+                continue
             if isinstance(result, BaseException):
                 raise result
             if result.hits:
@@ -473,6 +562,13 @@ class BackendPool:
             else:
                 failures.add(BackendFailure(name, "no results", "no_results"))
         return FanOutResult(answers, list(names), failures.close())
+
+    def _unexpected(self, name: str, exc: Exception) -> BackendFailure:
+        """An error that is not a ``BackendError`` (a bug, a state store gone), logged
+        with its traceback, as that backend's failure."""
+        log.error("backend %s failed unexpectedly", name, exc_info=exc)
+        self._count(name, "bad_response")
+        return BackendFailure(name, f"unexpected error: {exc!r}", "bad_response")
 
     # --- a request's search ---------------------------------------------------------------
 

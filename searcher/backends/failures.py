@@ -11,7 +11,15 @@ import email.utils
 import time
 from collections.abc import Mapping
 
-from searcher.errors import BackendHTTPError, FailureKind
+import aiohttp
+
+from searcher.errors import (
+    BackendBadResponse,
+    BackendConnectError,
+    BackendError,
+    BackendHTTPError,
+    FailureKind,
+)
 from searcher.fetch.blocked import blocked_reason
 
 # A challenge page is judged on its first bytes only (walls are short).
@@ -20,6 +28,10 @@ CHALLENGE_HEAD_BYTES = 64 * 1024
 CHALLENGE_REASONS = ("bot wall", "captcha")
 # Longest Retry-After honoured: a server asking for a day is treated as asking for this.
 MAX_RETRY_AFTER_S = 3600.0
+# Statuses that refuse our request as invalid (a page Brave does not serve, a language
+# SearXNG does not know): the client's input was at fault, not the backend, so the
+# breaker gets no verdict; a client must not be able to open it for everyone.
+NO_VERDICT_STATUSES = frozenset({400, 404, 422})
 
 
 def retry_after_s(value: str | None, now: float | None = None) -> float | None:
@@ -77,8 +89,29 @@ def http_failure(
         reason += f": {challenge(headers, body)}"
     elif hints and status in hints:
         reason += f": {hints[status]}"
+    elif 300 <= status < 400:
+        reason += f": {_redirect(headers)}"
     wait = retry_after_s(headers.get("retry-after")) if kind == "rate_limited" else None
-    return BackendHTTPError(backend, status, reason, kind, wait)
+    verdict = not (kind == "http_status" and status in NO_VERDICT_STATUSES)
+    return BackendHTTPError(backend, status, reason, kind, wait, verdict)
+
+
+def _redirect(headers: Mapping[str, str]) -> str:
+    """What a redirect says: backends are not followed (an API that moved is a base_url
+    to fix, not something to chase on every call)."""
+    location = headers.get("location")
+    if not location:
+        return "a redirect without a Location"
+    return f"redirected to {location[:200]}; point base_url there"
+
+
+def transport_failure(backend: str, exc: aiohttp.ClientError) -> BackendError:
+    """The error for an aiohttp failure while asking or reading: a body that lies about
+    its encoding or length (``ClientPayloadError``) is a bad answer, not worth a retry;
+    anything else is a connection failure."""
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return BackendBadResponse(backend, f"malformed answer body: {exc!r}")
+    return BackendConnectError(backend, f"connection failed: {exc!r}")
 
 
 # SearXNG's texts for an engine's failure (``searx/webutils.py``), lower-case, and what

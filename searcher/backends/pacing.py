@@ -2,13 +2,18 @@
 (``backends.<instance>.rate``, e.g. Brave's free tier: ``1/s``). The allowance is a token
 bucket in the state store, shared by every worker and replica; a request over it waits
 for its turn within its deadline instead of drawing a 429, and one whose deadline cannot
-cover the wait is refused at once (``rate_limited``: no verdict on the backend)."""
+cover the wait is refused at once (``rate_limited``: no verdict on the backend).
+
+The allowance belongs to the upstream, not to the instance's name: two instances of one
+SearXNG, or of one Brave API key, draw on one allowance (the upstream counts their calls
+together), at the strictest of their rates."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
 
+from searcher.backends.registry import upstream_of
 from searcher.config import Settings
 from searcher.errors import BackendRateLimited
 from searcher.rates import Rate
@@ -36,9 +41,10 @@ class Pacer:
         self, store: StateStore, rates: dict[str, Rate], keys: Mapping[str, str] | None = None
     ) -> None:
         self._store = store
-        self._rates = rates
-        # Instance name -> its key in the store: one allowance per upstream (and API key).
-        self._keys = dict(keys or {})
+        # Instance name -> its key in the store: one allowance per upstream (and API key),
+        # whatever the names of the instances that use it (``registry.upstream_key``).
+        self._keys = {name: upstream_of(key) for name, key in (keys or {}).items()}
+        self._rates = _strictest(rates, self._keys)
 
     async def wait_turn(self, name: str, deadline: Deadline) -> None:
         """Return when ``name`` may be called; raise ``BackendRateLimited`` if that would
@@ -47,8 +53,8 @@ class Pacer:
         if rate is None:
             return
         per_s = rate.count / rate.per_s
+        key = NAMESPACE + self._keys.get(name, name)
         for _ in range(MAX_TRIES):
-            key = NAMESPACE + self._keys.get(name, name)
             grant = await self._store.take(key, per_s, float(rate.count))
             if grant.allowed:
                 return
@@ -59,3 +65,16 @@ class Pacer:
                 )  # fmt: skip
             await asyncio.sleep(grant.retry_after_s)
         raise BackendRateLimited(name, f"paced at {rate}: no turn came")
+
+
+def _strictest(rates: Mapping[str, Rate], keys: Mapping[str, str]) -> dict[str, Rate]:
+    """Each instance's rate: the strictest of those of the instances sharing its
+    upstream's allowance (also for an instance that has none: the upstream has one)."""
+    by_key: dict[str, Rate] = {}
+    for name, rate in rates.items():
+        key = keys.get(name, name)
+        known = by_key.get(key)
+        if known is None or rate.count / rate.per_s < known.count / known.per_s:
+            by_key[key] = rate
+    names = set(rates) | set(keys)
+    return {name: by_key[key] for name in names if (key := keys.get(name, name)) in by_key}

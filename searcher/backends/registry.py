@@ -161,7 +161,7 @@ def build_backends(
 
 
 # What an instance's settings say about how searcher uses it, not about which upstream it is.
-_USAGE_KEYS = frozenset({"enabled", "timeout_s", "weight", "breaker", "rate"})
+_USAGE_KEYS = frozenset({"enabled", "timeout_s", "weight", "breaker", "rate", "engine_health"})
 
 
 def upstream_key(name: str, instance: InstanceSettings) -> str:
@@ -172,6 +172,13 @@ def upstream_key(name: str, instance: InstanceSettings) -> str:
     upstream = {k: v for k, v in instance.model_dump(mode="json").items() if k not in _USAGE_KEYS}
     digest = hashlib.sha256(json.dumps(upstream, sort_keys=True).encode()).hexdigest()[:16]
     return f"{name}@{digest}"
+
+
+def upstream_of(key: str) -> str:
+    """The upstream part of an ``upstream_key`` (without the instance's name): what two
+    instances of one upstream (one SearXNG, one Brave key) share, their pacing allowance;
+    the upstream's limit counts their calls together."""
+    return key.rpartition("@")[2]
 
 
 def upstream_keys(settings: Settings) -> dict[str, str]:

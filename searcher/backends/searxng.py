@@ -107,9 +107,10 @@ def unresponsive_kind(engines: Sequence[tuple[str, str]]) -> FailureKind:
 def _unresponsive(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     pairs = []
     for entry in data.get("unresponsive_engines") or []:
-        if isinstance(entry, list | tuple) and entry:
-            message = str(entry[1]) if len(entry) > 1 else "unresponsive"
-            pairs.append((str(entry[0]), message))
+        # An entry without an engine name tells nothing ("engine None unresponsive").
+        if isinstance(entry, list | tuple) and entry and isinstance(entry[0], str):
+            told = len(entry) > 1 and entry[1] is not None
+            pairs.append((entry[0], str(entry[1]) if told else "unresponsive"))
     return pairs
 
 

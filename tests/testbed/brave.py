@@ -11,6 +11,8 @@ A backend configured with base URL ``{server}/brave[/<behaviour>]`` calls
 - ``/brave/empty``           200, no ``web`` key (what Brave does when nothing matches)
 - ``/brave/flaky/{k}``       the first ``k`` requests answer 500, later ones normally
 - ``/brave/fixed/{n}``       200 at once with ``n`` canned results (n <= 20)
+- ``/brave/redirect``        302 to ``/brave`` (the API moved; backends do not follow)
+- ``/brave/bad-encoding``    200 JSON labelled ``Content-Encoding: gzip`` but not gzipped
 
 Like the real API: ``count`` is 1..20 (default 20), ``offset`` is a page offset 0..9
 (results ``offset*count`` onwards), out-of-range values get 422; descriptions carry
@@ -232,3 +234,14 @@ async def fixed(req: Request) -> None:
     base = req.base_url
     results = [web_result(base, pid, c.pages[pid].body[:200]) for pid in c.ids[:n]]
     await req.json(200, envelope(checked[0], results, False), _RATE_HEADERS)
+
+
+@router.route("/brave/redirect" + SEARCH)
+async def redirect(req: Request) -> None:
+    await req.redirect(f"{req.base_url}/brave{SEARCH}")
+
+
+@router.route("/brave/bad-encoding" + SEARCH)
+async def bad_encoding(req: Request) -> None:
+    body = b'{"type": "search", "web": {"results": []}}'
+    await req.respond(200, body, "application/json", [("content-encoding", "gzip")])

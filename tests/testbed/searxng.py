@@ -20,6 +20,7 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
 - ``/searxng/fail-on/{word}``    500 for queries containing ``word``, normal answers otherwise
 - ``/searxng/fail-after/{k}``    the first ``k`` requests answer normally, later ones 500
+- ``/searxng/strict-lang``       400 for a ``language`` other than en, de, all (as SearXNG)
 - ``/searxng/mixed``             normal results with misbehaving URLs interleaved
 - ``/searxng/delayed/{lo}/{hi}`` ten results on pages delayed lo..hi ms
 - ``/searxng/foreign-loopback``  results on localhost / 127.0.0.2 (loopback, not allow-listed)
@@ -241,6 +242,15 @@ async def fail_after(req: Request) -> None:
         await answer(req)
 
 
+@router.route("/searxng/strict-lang/search")
+async def strict_lang(req: Request) -> None:
+    """Like SearXNG, a ``language`` it does not know is a 400 (only en and de known)."""
+    if req.query.get("language", "en").split("-")[0] not in ("en", "de", "all"):
+        await req.json(400, {"error": "search error: invalid language"})
+    else:
+        await answer(req)
+
+
 @router.route("/searxng/fail-on/{word}/search")
 async def fail_on(req: Request) -> None:
     if req.params["word"].lower() in req.query.get("q", "").lower():
@@ -408,6 +418,21 @@ async def long_snippet(req: Request) -> None:
         text.append(word)
         length += len(word) + 1
     results[0]["content"] = " ".join(text)
+    await req.json(200, envelope(req.query.get("q", ""), results, []))
+
+
+@router.route("/searxng/long-url/{n:int}/{chars:int}/search")
+async def long_url(req: Request) -> None:
+    """``n`` canned results, each behind a result link ``chars`` long, as Google gives
+    them (a redirect carrying the target and tracking parameters)."""
+    results = canned_results(req.base_url, max(0, int(req.params["n"])))
+    for r in results:
+        target = r["url"].replace(":", "%3A").replace("/", "%2F")
+        link = f"https://www.google.com/url?sa=t&source=web&rct=j&url={target}&ved="
+        link += ("0ahUKEwjX" * 256)[: max(0, int(req.params["chars"]) - len(link))]
+        parts = urlsplit(link)
+        r["url"] = link
+        r["parsed_url"] = [parts.scheme, parts.netloc, parts.path, "", parts.query, ""]
     await req.json(200, envelope(req.query.get("q", ""), results, []))
 
 
