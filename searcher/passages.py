@@ -477,7 +477,10 @@ def select_across_pages(
             continue
         if not take(page, index) and scores[page][index] == 0:
             break  # the unmatched rest is page heads: keep each contiguous
-    if not used:  # the best passage alone is too long: cut it
+    matched = any(scores[p][i] > 0 for p, sel in enumerate(selections) for i in sel.kept)
+    if not used or (not matched and order and scores[order[0][0]][order[0][1]] > 0):
+        # The best passage alone is too long: cut it, rather than show only the scraps
+        # (a heading, a short line) that fitted beside it.
         page, index = order[0] if order else (0, 0)
         if not spans or not spans[page]:
             return [PageChoice("", 0, 0) for _ in texts]

@@ -71,9 +71,12 @@ _COMPACT_ECHO_CHARS = 24
 _COMPACT_QUERY_CHARS = 60
 # When the items' lines do not all fit whole, every kept item is first given room for this
 # much of its title and snippet (shortened at word boundaries); what is left is shared
-# fairly. An item that cannot get its floor is dropped, with every item after it.
+# fairly. A longer URL is cut to _MIN_URL_CHARS (its scheme, host and the head of its
+# path; the whole URL is in the response's items). An item that cannot get its floor is
+# left out, and the items after it still get theirs if they fit.
 _MIN_TITLE_CHARS = 40
 _MIN_SNIPPET_CHARS = 60
+_MIN_URL_CHARS = 100
 # Below this, a shortened snippet would be "…" and a word fragment: show none instead.
 _MIN_CUT_CHARS = 8
 # A content share smaller than this is noise; fewer, readable contents win over many scraps.
@@ -81,6 +84,12 @@ _MIN_CONTENT_CHARS = 64
 # A selector's text is rendered (indented) and checked against the share; when indentation
 # pushes it over, the selector is asked again with less room, this many times at most.
 _SELECT_TRIES = 3
+# The same for an allotter, whose choice shrinks in proportion to the overshoot each time.
+_ALLOT_TRIES = 4
+# Rendering at most multiplies a text's length by 3.5, plus 3.5 per page: a line of one
+# character and its "\n" (2) become five spaces, the character and "\n" (7). So a room of
+# 2/7 of the content budget (less 4 a page) always fits, whatever the allotter chooses.
+_SAFE_NUMERATOR, _SAFE_DENOMINATOR, _SAFE_PER_PAGE = 2, 7, 4
 # Rendered content is computed from a bounded window of the raw text; the window is only
 # trusted this far short of its end: a marker look-alike that the window cuts spans at
 # most ~230 cleaned characters (see _marker_pattern), plus line indentation.
@@ -110,10 +119,13 @@ class PackItem:
 
 # Unicode "Cf" (format: zero-width, bidi overrides, BOM, tags), frozen at Unicode 14 so the
 # output does not change with the Python version. Invisible, and able to hide a marker.
+# The zero-width joiner and non-joiner (U+200C, U+200D) are not in it: they are part of
+# how emoji sequences and Persian or Indic words are written, and the marker pattern
+# looks through them (see _JOINERS).
 _FORMAT_RANGES: tuple[tuple[int, int], ...] = (
     (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD),
     (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E),
-    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
+    (0x200B, 0x200B), (0x200E, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
     (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
     (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
     (0xE0020, 0xE007F),
@@ -162,12 +174,28 @@ _SPECIAL_ASTRAL_RE = re.compile(_table_class(sorted(c for c in _TABLE if c >= 0x
 _ASTRAL_RE = re.compile("[\\U00010000-\\U0010ffff]")
 
 
+# An emoji tag sequence (the flags of England, Scotland, Wales): a black flag, a
+# subdivision code of 2-6 tag letters or digits, a cancel tag. Too short to smuggle words
+# in, so it is kept whole; every other tag character is removed (tags can hide text).
+_EMOJI_TAG_RE = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,6}\U000e007f")
+
+
 def _translate(text: str) -> str:
-    """``text.translate(_TABLE)``, skipped (the same result) when no character is in it."""
+    """``text.translate(_TABLE)`` except inside emoji tag sequences, skipped (the same
+    result) when no character is in the table."""
     special = _SPECIAL_BMP_RE.search(text) or (
         _ASTRAL_RE.search(text) and _SPECIAL_ASTRAL_RE.search(text)
     )
-    return text.translate(_TABLE) if special else text
+    if not special:
+        return text
+    if "\U0001f3f4" not in text:
+        return text.translate(_TABLE)
+    parts, at = [], 0
+    for match in _EMOJI_TAG_RE.finditer(text):
+        parts += [text[at : match.start()].translate(_TABLE), match.group()]
+        at = match.end()
+    parts.append(text[at:].translate(_TABLE))
+    return "".join(parts)
 
 
 # Marker look-alikes, found by one compiled regex (no per-bracket Python work, so pages
@@ -178,7 +206,10 @@ def _translate(text: str) -> str:
 _BRACKETS = "[［﹇⁅⟦〚【〔〘⦋⦍⦏❲﹝"
 _SLASHES = "/\\／＼∕⁄⧸╱∖⧹﹨"
 _SEPARATORS = "_\\-.＿－﹍﹎﹏︳︴﹣"
-_COMBINING = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+# Joiners are kept in the text (see _FORMAT_RANGES) and invisible: the pattern allows
+# them wherever it allows a combining mark or whitespace.
+_JOINERS = "\u200c\u200d"
+_COMBINING = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f" + _JOINERS
 _TWINS = {
     "a": "аАΑ", "c": "сСϲϹ", "e": "еЕΕ", "k": "кКΚ", "n": "Ν",
     "o": "оОοΟ", "p": "рРρΡ", "t": "тТΤ", "x": "хХχΧ",
@@ -211,8 +242,9 @@ def _marker_pattern() -> re.Pattern[str]:
         return "".join(f"[{re.escape(variants[c])}][{_COMBINING}]{{0,4}}" for c in text)
 
     return re.compile(
-        f"[{re.escape(_BRACKETS)}]\\s{{0,64}}[{re.escape(_SLASHES)}]?\\s{{0,64}}"
-        f"{word('context')}[\\s{_SEPARATORS}]{{0,16}}{word('pack')}"
+        f"[{re.escape(_BRACKETS)}][\\s{_JOINERS}]{{0,64}}[{re.escape(_SLASHES)}]?"
+        f"[\\s{_JOINERS}]{{0,64}}{word('context')}[\\s{_SEPARATORS}{_JOINERS}]{{0,16}}"
+        f"{word('pack')}"
     )
 
 
@@ -240,12 +272,45 @@ def _neutralise(text: str, bracket: Callable[[str], str] = lambda _: "(") -> str
 # --- one-line fields ----------------------------------------------------------------------
 
 
+def _extends(ch: str) -> bool:
+    """True for a character that belongs to the one before it: a combining mark, a joiner,
+    a variation selector, a skin-tone modifier or a tag character."""
+    code = ord(ch)
+    return (
+        unicodedata.category(ch) in ("Mn", "Mc", "Me")
+        or code in (0x200C, 0x200D)
+        or 0xFE00 <= code <= 0xFE0F
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0xE0020 <= code <= 0xE007F
+    )
+
+
+def _is_regional(ch: str) -> bool:
+    """True for a regional indicator letter (two of them make a flag)."""
+    return 0x1F1E6 <= ord(ch) <= 0x1F1FF
+
+
+def _grapheme_cut(text: str, at: int) -> int:
+    """``at``, moved back if need be so that ``text[:at]`` splits no character made of
+    several code points: never before a combining mark, modifier or joiner, never after a
+    joiner, never between the two regional indicators of a flag."""
+    at = min(at, len(text))
+    while 0 < at < len(text) and (_extends(text[at]) or text[at - 1] == "\u200d"):
+        at -= 1
+    if 0 < at < len(text) and _is_regional(text[at]):
+        run = 0  # regional indicators pair up from the start of their run
+        while run < at and _is_regional(text[at - 1 - run]):
+            run += 1
+        at -= run % 2
+    return at
+
+
 def _truncate_words(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters, ellipsis included: at the last space
-    when there is one, else hard."""
+    when there is one, else hard (between whole characters, see _grapheme_cut)."""
     room = limit - len(ELLIPSIS)
     cut = text.rfind(" ", 0, room + 1)
-    head = text[:cut] if cut > 0 else text[:room]
+    head = text[:cut] if cut > 0 else text[: _grapheme_cut(text, room)]
     return head.rstrip() + ELLIPSIS
 
 
@@ -270,14 +335,51 @@ def _one_line(raw: str, cap: int) -> str:
     return _truncate_words(text, cap) if cut else text
 
 
+# Invisible characters a URL may hold: what _TABLE deletes (controls, format and tag
+# characters, lone surrogates) and the joiners. In a URL they are percent-encoded instead,
+# so the URL shown stays the same URL ("pa\u200bth" is not "path").
+_URL_HIDDEN = frozenset([*(c for c, v in _TABLE.items() if v is None), *map(ord, _JOINERS)])
+_URL_HIDDEN_RE = re.compile(_table_class(sorted(_URL_HIDDEN)))
+# The escape of a UTF-8 continuation byte: a cut just before it would split a character.
+_CONTINUATION_RE = re.compile("%[89ABab][0-9A-Fa-f]")
+
+
+def _url_escape(ch: str) -> str:
+    """``ch`` percent-encoded as UTF-8 (a lone surrogate as its own three bytes)."""
+    return quote(ch.encode("utf-8", "surrogatepass"), safe="")
+
+
+def _cut_url(url: str, limit: int) -> str:
+    """``url`` cut to at most ``limit`` characters with ``…`` (a URL has no word boundary):
+    never inside a ``%XX`` escape, between the escapes of one UTF-8 character, or inside a
+    character made of several code points. The head (scheme, host, path) is what stays."""
+    at = _grapheme_cut(url, limit - len(ELLIPSIS))
+    while at > 0:
+        escape = url.rfind("%", max(at - 2, 0), at)
+        if escape >= 0:
+            at = escape
+        elif _CONTINUATION_RE.match(url, at):
+            at -= 1  # then onto the "%" of the escape before it
+        else:
+            break
+    return url[:at] + ELLIPSIS
+
+
 def _clean_url(raw: str) -> str:
-    """A URL on one line: whitespace and marker brackets percent-encoded, so it stays a URL."""
-    text, cut, plain = _fold(raw, _MAX_URL_CHARS)
-    if not plain:
-        text = _neutralise(text, quote)
-    text = text.replace(" ", "%20")
-    if cut:  # a URL has no word boundary; say that it was cut
-        text = text[: _MAX_URL_CHARS - len(ELLIPSIS)] + ELLIPSIS
+    """A URL on one line: invisible characters and marker brackets percent-encoded, never
+    deleted; whitespace and line breaks folded to one ``%20``; then cut to
+    ``_MAX_URL_CHARS`` (escapes counted) with ``…`` if longer."""
+    window = raw[: 4 * _MAX_URL_CHARS + 64]
+    text = window
+    brackets = _marker_brackets(text) if _ANY_BRACKET_RE.search(text) else set()
+    if brackets or _URL_HIDDEN_RE.search(text):
+        text = "".join(
+            _url_escape(ch) if i in brackets or ord(ch) in _URL_HIDDEN else ch
+            for i, ch in enumerate(text)
+        )
+    text = fold_spaces(_translate(text)).strip().replace(" ", "%20")
+    if len(text) > _MAX_URL_CHARS or len(window) < len(raw):
+        text = _cut_url(text, _MAX_URL_CHARS)
     return text
 
 
@@ -321,31 +423,38 @@ def _room(text: str) -> int:
     return len(text) + 1 if text else 0
 
 
-def _shortened_heads(cleaned: Sequence[Fields], budget: int) -> list[str]:
+Heads = list[tuple[int, str]]  # (index in the items, its lines) of each item shown
+
+
+def _shortened_heads(cleaned: Sequence[Fields], budget: int) -> Heads:
     """Item lines within ``budget`` (each with its leading "\n"): every item in rank order
-    gets a floor of title and snippet while floors fit, then the rest of the budget is
-    shared fairly among them; URLs are kept whole."""
-    fields: list[tuple[str, str, str]] = []
+    gets a floor of title, snippet and URL (cut to _MIN_URL_CHARS) if it fits, one that
+    does not is left out; then the rest of the budget is shared fairly among them. Each
+    keeps its rank as its number, so ``[n]`` still names the n-th result."""
+    fields: list[tuple[int, str, str, str]] = []
     floors: list[int] = []
     left = budget
-    for number, (title, url, snippet) in enumerate(cleaned, start=1):
-        base = 1 + len(_head_text(number, "", url, ""))
+    for index, (title, whole_url, snippet) in enumerate(cleaned):
+        url = whole_url
+        if len(url) > _MIN_URL_CHARS:
+            url = _cut_url(url, _MIN_URL_CHARS)
+        base = 1 + len(_head_text(index + 1, "", url, ""))
         floor_title = _room(_shorten(title, _MIN_TITLE_CHARS))
         floor_snippet = _room(_shorten(snippet, _MIN_SNIPPET_CHARS))
         if base + floor_title > left:
-            break
+            continue  # a later, smaller item may still fit
         last = base + floor_title + floor_snippet > left
         if last:  # the last item that fits, with its title alone
             floor_snippet, snippet = 0, ""
-        fields.append((title, url, snippet))
+        fields.append((index, title, url, snippet))
         floors.append(floor_title + floor_snippet)
         left -= base + floors[-1]
         if last:
             break
-    needs = [_room(t) + _room(s) - f for (t, _, s), f in zip(fields, floors, strict=True)]
+    needs = [_room(t) + _room(s) - f for (_, t, _, s), f in zip(fields, floors, strict=True)]
     heads = []
-    for number, ((title, url, snippet), floor, extra) in enumerate(
-        zip(fields, floors, fair_shares(needs, left), strict=True), start=1
+    for (index, title, url, snippet), floor, extra in zip(
+        fields, floors, fair_shares(needs, left), strict=True
     ):
         room = floor + extra  # for title and snippet, the spaces after their colons included
         title_room = min(_room(title), max(min(_room(title), _MIN_TITLE_CHARS + 1), room // 2))
@@ -353,16 +462,16 @@ def _shortened_heads(cleaned: Sequence[Fields], budget: int) -> list[str]:
         title_room = min(_room(title), room - snippet_room)
         shown_title = _shorten(title, title_room - 1) if title_room > 1 else ""
         shown_snippet = _shorten(snippet, snippet_room - 1) if snippet_room > 1 else ""
-        heads.append(_head_text(number, shown_title, url, shown_snippet))
+        heads.append((index, _head_text(index + 1, shown_title, url, shown_snippet)))
     return heads
 
 
-def _item_heads(items: Sequence[PackItem], budget: int) -> list[str]:
+def _item_heads(items: Sequence[PackItem], budget: int) -> Heads:
     """The lines of the items shown, in rank order, together (each with its leading
     "\n") within ``budget``: whole when all fit, else shortened (see _shortened_heads)."""
     cleaned = [_clean_fields(item) for item in items]
-    heads = [_head_text(number, *fields) for number, fields in enumerate(cleaned, start=1)]
-    if sum(1 + len(head) for head in heads) > budget:
+    heads = [(i, _head_text(i + 1, *fields)) for i, fields in enumerate(cleaned)]
+    if sum(1 + len(head) for _, head in heads) > budget:
         return _shortened_heads(cleaned, budget)
     return heads
 
@@ -472,7 +581,7 @@ def _fit_content(rendered: str, complete: bool, alloc: int) -> str:
     cut = max(window.rfind(" "), window.rfind("\n"))
     head = rendered[:cut].rstrip() if cut > 0 else ""
     if not head:  # no boundary after the first indentation: one long token, cut it hard
-        head = rendered[:room].rstrip()
+        head = rendered[: _grapheme_cut(rendered, room)].rstrip()
     if not head.strip():
         return ""
     return _CONTENT_HEAD + head + ELLIPSIS + "\n"
@@ -547,33 +656,57 @@ def _content_sections(
     return sections
 
 
+def _allot_rooms(budget: int, pages: int) -> tuple[int, int]:
+    """The allotter's first room (the content budget less the ``Content:`` lines) and a
+    room in which any choice fits once rendered (see _SAFE_NUMERATOR)."""
+    room = budget - len(_CONTENT_HEAD) * pages
+    safe = (room - _SAFE_PER_PAGE * pages) * _SAFE_NUMERATOR // _SAFE_DENOMINATOR
+    return room, safe
+
+
+def _rendered_choice(chosen: Sequence[str], pages: int, budget: int) -> list[tuple[str, bool]]:
+    """Each page's chosen text rendered (see _content_prefix), "" for a page not given one."""
+    rendered = [_content_prefix(text, budget) for text in chosen[:pages]]
+    return rendered + [("", True)] * (pages - len(rendered))
+
+
 def _allotted_sections(items: Sequence[PackItem], budget: int, allot: Allotter) -> list[str]:
     """The ``Content:`` section of each item ("" for none) as ``allot`` chooses them all
-    at once, cleaned and indented like any content, together within ``budget``. When
-    indentation pushes the choice over, ``allot`` is asked again with less room; if it
-    still overshoots, each section is cut to its fair share."""
+    at once, cleaned and indented like any content, together within ``budget``.
+
+    ``allot`` cannot see the indentation, so when its choice overshoots once rendered it
+    is asked again with its room shrunk in proportion, then once with a room in which any
+    choice fits. So the pack shows the allotter's last choice exactly, and its last call
+    is what the pack holds (``meta.passages``); only an allotter that exceeds its room
+    has its choice cut to fair shares."""
     sections = [""] * len(items)
     holders = [i for i, item in enumerate(items) if item.content and item.content.strip()]
     holders = holders[: budget // _MIN_CONTENT_CHARS]
     if not holders:
         return sections
     contents = [items[i].content or "" for i in holders]
-    room = budget - len(_CONTENT_HEAD) * len(holders)
+    heads = len(_CONTENT_HEAD) * len(holders)
+    room, safe = _allot_rooms(budget, len(holders))
     rendered: list[tuple[str, bool]] = []
-    for _ in range(_SELECT_TRIES):
+    for attempt in range(_ALLOT_TRIES + 1):
+        if attempt == _ALLOT_TRIES or room <= safe:
+            room = safe  # the last try: any choice fits
         if room <= len(_INDENT):
-            break
+            allot(contents, 0)  # so the allotter's last choice is what the pack shows: none
+            return sections
         chosen = allot(contents, room)
-        rendered = [_content_prefix(text, budget) for text in chosen[: len(holders)]]
-        rendered += [("", True)] * (len(holders) - len(rendered))
+        rendered = _rendered_choice(chosen, len(holders), budget)
         total = sum(len(_CONTENT_HEAD) + len(r) for r, _ in rendered if r.strip())
         if total <= budget and all(complete for _, complete in rendered):
             for index, (text, _) in zip(holders, rendered, strict=True):
                 sections[index] = _CONTENT_HEAD + text if text.strip() else ""
             return sections
-        room -= max(total - budget, 1)  # mostly the indentation the allotter could not see
-    if not rendered:
-        return sections
+        if room == safe:
+            break
+        # Mostly the indentation the allotter could not see: what it chose, shrunk by the
+        # ratio of the overshoot (its room might leave its choice unchanged).
+        chosen_chars = sum(len(text) for text in chosen[: len(holders)])
+        room = min(room - 1, chosen_chars * (budget - heads) // max(total - heads, 1))
     needs = [len(_CONTENT_HEAD) + len(r) if r.strip() else 0 for r, _ in rendered]
     for index, (text, complete), share in zip(
         holders, rendered, fair_shares(needs, budget), strict=True
@@ -617,11 +750,13 @@ def render_context_pack(
         if 1 + len(placeholder) + 1 > budget:
             return ""
         return f"{header}\n{placeholder}\n\n{_FOOTER}"
-    budget -= sum(1 + len(head) for head in heads)
-    kept = items[: len(heads)]
+    budget -= sum(1 + len(head) for _, head in heads)
+    kept = [items[index] for index, _ in heads]
     if allot is not None:
         sections = _allotted_sections(kept, budget, allot)
     else:
         sections = _content_sections(kept, budget, select)
-    body = "".join("\n" + head + section for head, section in zip(heads, sections, strict=True))
+    body = "".join(
+        "\n" + head + section for (_, head), section in zip(heads, sections, strict=True)
+    )
     return f"{header}{body}\n{_FOOTER}"

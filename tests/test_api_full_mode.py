@@ -1,8 +1,10 @@
 """Full mode end to end: fetch, guard, extract, cache, deadline — through /v1/search."""
 
+import re
 import time
 
 import httpx
+import pytest
 
 from tests.testbed.misbehaviour import gzip_bomb
 from tests.testbed.searxng import MISBEHAVING_PATHS
@@ -241,3 +243,28 @@ def test_full_mode_ranks_passages_across_pages_and_says_what_each_gave(
     # Simple mode says nothing about passages.
     simple = post(base, {"query": matching_query}).json()
     assert simple["meta"].get("passages") is None
+
+
+@pytest.mark.parametrize(("max_chars", "at_least"), [(800, 2), (2000, 5)])
+def test_long_result_links_leave_room_for_several_results(
+    make_settings, serve_searcher, testbed, matching_query, max_chars, at_least
+):
+    # 590-character Google result links: an item's floor used to hold its whole URL, so
+    # an 800-character pack had room for no result at all and said so.
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed.searxng_url("long-url/10/590")}},
+        scoring={"min_keyword_overlap": 0},
+    )
+    base = serve_searcher(settings)
+    body = {"query": matching_query, "budget": {"max_results": 10, "max_context_chars": max_chars}}
+    data = post(base, body).json()
+    items, pack = data["items"], data["rendered_text"]
+    assert len(items) == 10 and all(len(i["url"]) == 590 for i in items)  # whole here
+    assert 0 < len(pack) <= max_chars and "no results fit" not in pack
+    assert data["meta"]["errors"] == []
+    shown = re.findall(r"^(\d+)\. Title:.*\n   URL: (.*)$", pack, re.M)
+    assert len(shown) >= at_least
+    for number, url in shown:  # each numbered by its rank: [n] is items[n - 1]
+        whole = items[int(number) - 1]["url"]
+        assert len(url) <= 100 and url.endswith("…") and whole.startswith(url[: -len("…")])
+        assert url.startswith("https://www.google.com/url?")

@@ -278,3 +278,12 @@ def test_chunks_across_pages_rank_together_with_a_floor_per_page() -> None:
     assert any("1871" in c for c in chunks[0]) and "1952" in chunks[2][0]
     for page, page_chunks in zip(pages, chunks, strict=True):
         assert all(c in page and len(c) <= 300 for c in page_chunks)
+
+
+def test_cross_page_cuts_the_best_passage_rather_than_show_a_scrap() -> None:
+    # The matching passage (1,000 characters of short lines) does not fit; a 4-character
+    # fragment beside it does. The pack used to get only that fragment.
+    page = "\n".join(f"x{i}" for i in range(3000))
+    (choice,) = select_across_pages("x1", [page], 713)
+    assert "\nx1\n" in choice.text and 600 <= len(choice.text) <= 713
+    assert (choice.passages, choice.chars) == (1, len(choice.text))
