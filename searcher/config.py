@@ -615,6 +615,16 @@ class CompatSettings(_Section):
 
 
 class ResearchSettings(_Section):
+    # A job's ceilings, as limits.* are a search's: a request's budget chooses within them
+    # (refused with 422 above one when limits.strict), a preset above one is lowered. The
+    # defaults hold the largest preset (full); a search's limits are shorter on purpose.
+    max_total_time_ms: int = Field(
+        default=180_000, ge=1000, le=900_000, description="Ceiling on a job's deadline."
+    )
+    max_tool_calls: int = Field(
+        default=60, ge=1, le=500, description="Ceiling on a job's searches and page reads."
+    )
+    max_pages: int = Field(default=15, ge=0, le=50, description="Ceiling on a job's page reads.")
     max_concurrent_jobs: int = Field(
         default=2, ge=1, le=64, description="Research jobs running at once; more get 429."
     )

@@ -4,12 +4,18 @@ input and faults. The scripted chat API stands in for the model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
 from typing import Any
 
 import httpx
 import pytest
 
+from searcher.config import Settings
+from searcher.research.jobs import KEEP_FINISHED, NAMESPACE
+from searcher.state import open_store
 from tests.testbed.chat import script
 
 QUESTION = "Google Stadia Microsoft xCloud cloud gaming"
@@ -31,11 +37,17 @@ def sse_events(lines: Any) -> list[dict[str, Any]]:
     return events
 
 
-def follow(base: str, job_id: str, headers: dict[str, str] | None = None, stop_after: int = 0):
+def follow(
+    base: str,
+    job_id: str,
+    headers: dict[str, str] | None = None,
+    stop_after: int = 0,
+    timeout: float = 60,
+):
     """The events of a job's stream; with ``stop_after``, only that many (then hang up)."""
     got = []
     with httpx.stream(
-        "GET", f"{base}/v1/research/{job_id}/events", headers=headers, timeout=60
+        "GET", f"{base}/v1/research/{job_id}/events", headers=headers, timeout=timeout
     ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -202,8 +214,8 @@ def test_with_a_model_sub_questions_and_a_cited_report(make_settings, serve_sear
     result = httpx.get(f"{base}/v1/research/{job_id}").json()["result"]
     assert result["report_method"] == "llm"
     assert "[99]" not in result["report"]  # a citation of no passage is removed
-    calls = {c["step"] for c in result["errors"]}
-    assert "research_report" not in calls  # the report step did not fall back
+    fallbacks = {e["stage"] for e in result["errors"] if e["source"] == "llm"}
+    assert "research_report" not in fallbacks  # the report step did not fall back
 
 
 def test_a_model_that_returns_nonsense_takes_the_fallbacks(make_settings, serve_searcher, testbed):
@@ -342,7 +354,13 @@ def test_a_killed_server_leaves_a_readable_interrupted_job(
     finally:
         server.send_signal(signal.SIGKILL)
         server.wait(timeout=30)
-    reader = serve_searcher(make_settings(state={"dir": str(state)}))
+    # The process died between writing its second event and the record that counts it
+    # (its searches take 3 s: the record counts the plan only).
+    reader_settings = make_settings(state={"dir": str(state)})
+    search = {"round": 1, "sub_question": QUESTION, "results": 0, "new_urls": 0}
+    lost = {"id": 2, "type": "search", "ts": "2024-01-01T00:00:00.000Z", "data": search}
+    in_store(reader_settings, put={f"event:{job_id}:2": lost})
+    reader = serve_searcher(reader_settings)
     deadline = time.monotonic() + 30
     while True:  # the dead server's heartbeat runs out after owner_ttl_s
         job = httpx.get(f"{reader}/v1/research/{job_id}").json()
@@ -352,5 +370,195 @@ def test_a_killed_server_leaves_a_readable_interrupted_job(
     assert job["status"] == "failed" and job["error"].startswith("interrupted")
     events = follow(reader, job_id)
     assert events[0]["id"] == before[0]["id"] and events[0]["event"] == "plan"
-    assert [e["event"] for e in events][-2:] == ["error", "done"]
+    assert [e["event"] for e in events] == ["plan", "search", "error", "done"]  # none lost
+    assert job["events"] == len(events)
     assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+
+
+# --- the state store under jobs: lifetimes, other processes, limits ----------------------
+
+
+def in_store(
+    settings: Settings, *, delete: tuple[str, ...] = (), put: dict[str, Any] | None = None
+):
+    """Delete keys from, or put JSON values into, the state store the servers share (as
+    an expiry, or a process dying between two writes, would leave it)."""
+
+    async def change() -> None:
+        store = await open_store(settings.state)
+        try:
+            for key in delete:
+                await store.delete(NAMESPACE + key)
+            for key, value in (put or {}).items():
+                await store.set(NAMESPACE + key, json.dumps(value).encode(), 600)
+        finally:
+            await store.aclose()
+
+    asyncio.run(change())
+
+
+def wait_for(condition: Any, timeout: float, what: str) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return found
+
+
+def test_a_finished_job_streams_whole_until_it_expires(make_settings, serve_searcher, testbed):
+    # A budget far beyond the preset's deadline: the job's lifetimes come from it, and a
+    # finished job stays readable retention_s, streaming every event all that time.
+    settings = make_settings(research={"retention_s": 1})
+    runner, other = serve_searcher(settings), serve_searcher(settings)
+    body = {"query": QUESTION, "preset": "minimal", "budget": {"max_total_time_ms": 900_000}}
+    job_id = start(runner, body)
+    events = follow(runner, job_id)
+    assert events[-1]["event"] == "done"
+
+    def expired() -> bool:
+        url = f"{other}/v1/research/{job_id}/events"
+        with httpx.stream("GET", url, timeout=10) as response:
+            if response.status_code == 404:
+                return True
+            streamed = sse_events(response.iter_lines())
+        assert [e["id"] for e in streamed] == [e["id"] for e in events]  # readable: whole
+        return False
+
+    wait_for(expired, 15, "the finished job to expire after retention_s")
+
+
+def test_a_stream_whose_events_are_gone_still_ends_with_done(make_settings, serve_searcher):
+    settings = make_settings(research={"heartbeat_s": 300})  # no keep-alive hides a hang
+    runner, other = serve_searcher(settings), serve_searcher(settings)
+    job_id = start(runner, {"query": QUESTION, "preset": "minimal"})
+    events = follow(runner, job_id)
+    last = len(events)
+    in_store(settings, delete=(f"event:{job_id}:1", f"event:{job_id}:{last}"))
+    streamed = follow(other, job_id, timeout=10)
+    # The missing event is skipped; the missing done is rebuilt from the job's record.
+    assert [e["id"] for e in streamed] == [str(n) for n in range(2, last + 1)]
+    assert streamed[-1]["event"] == "done" and streamed[-1]["data"]["data"]["status"] == "done"
+
+
+def test_a_job_whose_record_vanishes_mid_stream_ends_the_stream_cleanly(
+    make_settings, serve_searcher, testbed
+):
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("hang")}},
+        research={"heartbeat_s": 0.2},
+    )
+    runner, other = serve_searcher(settings), serve_searcher(settings)
+    job_id = start(runner, {"query": QUESTION, "preset": "minimal"})
+    got: list[str] = []
+    with httpx.stream("GET", f"{other}/v1/research/{job_id}/events", timeout=10) as response:
+        for line in response.iter_lines():  # raises if the stream breaks off
+            got.append(line)
+            if line.startswith(": keep-alive"):  # the stream polls the store: the plan is out
+                in_store(settings, delete=(f"job:{job_id}",))
+    events = sse_events(got)
+    assert [e["event"] for e in events][-2:] == ["error", "done"]
+    assert events[-2]["data"]["data"]["message"].startswith("expired")
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+    httpx.delete(f"{runner}/v1/research/{job_id}", timeout=30)
+
+
+@pytest.mark.parametrize("served_by", ["runner", "other"])
+def test_a_stream_resumed_beyond_the_last_event_still_ends_with_done(
+    make_settings, serve_searcher, testbed, served_by
+):
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("hang")}},
+        research={"heartbeat_s": 0.2},
+    )
+    runner, other = serve_searcher(settings), serve_searcher(settings)
+    job_id = start(runner, {"query": QUESTION, "preset": "minimal"})
+    follow(runner, job_id, stop_after=1)  # running: the plan is out
+    base = runner if served_by == "runner" else other
+    cancel = threading.Thread(target=httpx.delete, args=(f"{runner}/v1/research/{job_id}",))
+    got: list[str] = []
+    url = f"{base}/v1/research/{job_id}/events"
+    with httpx.stream("GET", url, headers={"Last-Event-ID": "50"}, timeout=10) as response:
+        for line in response.iter_lines():
+            got.append(line)
+            if line.startswith(": keep-alive") and not cancel.is_alive() and cancel.ident is None:
+                cancel.start()  # the stream is following: now the job ends
+    cancel.join(30)
+    events = sse_events(got)
+    assert [e["event"] for e in events] == ["error", "done"]
+    assert events[-1]["data"]["data"]["status"] == "cancelled"
+
+
+def test_a_job_cancelled_from_another_process_stops_every_search_and_adds_nothing_after_done(
+    make_settings, serve_searcher, testbed
+):
+    # One search a second (searcher's own pace for the instance): a round's searches
+    # answer one after another, so some are still to come when the DELETE lands.
+    paced = {"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url(), "rate": "1/s"}}
+    settings = make_settings(backends=paced)
+    runner, other = serve_searcher(settings), serve_searcher(settings)
+    question = "Which magazine was started first, Arthur's Magazine or First for Women?"
+    job_id = start(runner, {"query": question, "preset": "full"})
+    plan, first_search = follow(runner, job_id, stop_after=2)
+    assert len(plan["data"]["data"]["sub_questions"]) >= 3 and first_search["event"] == "search"
+    assert httpx.delete(f"{other}/v1/research/{job_id}", timeout=30).status_code == 200
+    follow(runner, job_id)  # ends with the job's done
+    # A later job's three searches wait their turns at the same pace as the one (or two)
+    # the cancel must have stopped, which asked first: once it is done, a search the
+    # cancel left running would have answered.
+    later = {"query": "Which came first, Google Stadia or Microsoft xCloud?", "preset": "balanced"}
+    later_events = follow(runner, start(runner, later))
+    assert len(later_events[0]["data"]["data"]["sub_questions"]) >= 3
+    for base in (runner, other):
+        events = follow(base, job_id, timeout=10)
+        kinds = [e["event"] for e in events]
+        assert kinds[-2:] == ["error", "done"] and kinds.count("done") == 1, kinds
+        assert events[-1]["data"]["data"]["status"] == "cancelled"
+        assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+        assert httpx.get(f"{base}/v1/research/{job_id}").json()["events"] == len(events)
+    searched = [e["data"]["data"]["sub_question"] for e in events if e["event"] == "search"]
+    assert len(searched) < len(plan["data"]["data"]["sub_questions"])  # the rest stopped
+
+
+def test_research_holds_to_the_servers_limits(make_settings, serve_searcher):
+    ceilings = {"max_total_time_ms": 5000, "max_tool_calls": 3, "max_pages": 1}
+    strict = serve_searcher(make_settings(limits={"strict": True}, research=ceilings))
+    lenient = serve_searcher(make_settings(research=ceilings))
+    over = {"max_total_time_ms": 900_000, "max_tool_calls": 500, "max_pages": 50}
+    body = {"query": QUESTION, "preset": "full", "budget": over}
+
+    refused = httpx.post(f"{strict}/v1/research", json=body, timeout=10)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["field"] == "budget.max_tool_calls"
+    # The preset's own limits above the ceilings are lowered, never refused.
+    for base, request in ((strict, {"query": QUESTION, "preset": "full"}), (lenient, body)):
+        job_id = start(base, request)
+        follow(base, job_id)
+        result = httpx.get(f"{base}/v1/research/{job_id}").json()["result"]
+        assert result["usage"]["pages_read"] <= 1 and result["usage"]["tool_calls"] <= 3
+        assert result["usage"]["elapsed_ms"] < 5000 + 1000
+        lowered = {e["source"] for e in result["errors"] if e["stage"] == "budget"}
+        prefix = "preset.full" if base == strict else "budget"
+        assert {f"{prefix}.{name}" for name in over} <= lowered
+
+
+def test_finished_jobs_leave_memory_but_stay_readable(make_settings):
+    from searcher.api.app import create_app
+    from tests.testbed.server import ThreadedServer
+
+    app = create_app(make_settings())
+    server = ThreadedServer(app, lifespan="on").start()
+    try:
+        base = server.base_url
+        body = {"query": QUESTION, "preset": "minimal", "budget": {"max_pages": 0}}
+        ids = []
+        for _ in range(KEEP_FINISHED + 3):
+            ids.append(start(base, body))
+            follow(base, ids[-1])
+        assert app.state.jobs.held() <= KEEP_FINISHED
+        for job_id in ids:  # the oldest from the state store
+            job = httpx.get(f"{base}/v1/research/{job_id}").json()
+            assert job["status"] == "done" and job["result"]["report"]
+            assert follow(base, job_id, timeout=10)[-1]["event"] == "done"
+    finally:
+        server.stop()

@@ -42,9 +42,9 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 async def _event_stream(
-    jobs: JobBook, job_id: str, after: int, heartbeat_s: float
+    jobs: JobBook, job: ResearchJob, after: int, heartbeat_s: float
 ) -> AsyncIterator[bytes]:
-    async for event in jobs.follow(job_id, after, heartbeat_s):
+    async for event in jobs.follow(job.id, after, heartbeat_s, seen=job):
         if event is None:
             yield b": keep-alive\n\n"
             continue
@@ -55,10 +55,10 @@ async def _event_stream(
 async def event_stream(request: Request, job_id: str, after: int) -> StreamingResponse:
     """A job's events after ``after`` as an SSE response (404 before it starts)."""
     jobs = _jobs(request)
-    await jobs.view(job_id)  # 404 before the stream starts, not inside it
+    job = await jobs.view(job_id)  # 404 before the stream starts, not inside it
     heartbeat = request.app.state.runtime.settings.research.heartbeat_s
     return StreamingResponse(
-        _event_stream(jobs, job_id, after, heartbeat),
+        _event_stream(jobs, job, after, heartbeat),
         media_type=SSE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Job-ID": job_id},
     )

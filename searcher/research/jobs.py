@@ -6,6 +6,12 @@ A job runs in the process that accepted it; its record and every event are also 
 to the state store (the SQLite file, or Redis), so that any worker or replica can show
 its status and stream its events, and a job whose process died (its owner stopped
 renewing its heartbeat) reads as ``failed: interrupted``, with its events so far.
+
+Lifetimes in the store: a running job's record and events live for its own deadline (the
+preset's, or the request's budget) plus ``GRACE_S`` plus ``retention_s``, renewed as it
+goes; when it ends, its record lives ``retention_s`` from then and its events a little
+longer, so a job that can be read can always be streamed whole. Finished jobs are read
+from the store; this process keeps only the last ``KEEP_FINISHED`` of them in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import logging
 import secrets
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,16 +33,15 @@ from searcher.config import ResearchSettings
 from searcher.contract import (
     EventType,
     JobStatus,
-    Preset,
     ResearchEvent,
     ResearchJob,
     ResearchRequest,
     ResearchResult,
 )
-from searcher.errors import JobNotFound, ResearchFailed, TooManyJobs
+from searcher.errors import JobNotFound, ResearchFailed, SearcherError, TooManyJobs
 from searcher.pipeline.parts import Parts
 from searcher.research.loop import Research
-from searcher.research.presets import PRESETS, resolve
+from searcher.research.presets import Bounded, resolve_within
 from searcher.state.base import StateStore, get_json, set_json
 
 log = logging.getLogger("searcher.research")
@@ -44,17 +50,43 @@ FINISHED: frozenset[JobStatus] = frozenset({"done", "failed", "cancelled"})
 GRACE_S = 5.0
 NAMESPACE = "research:"
 INTERRUPTED = "interrupted: the server running the job stopped"
+EXPIRED = "expired: the job's record is gone from the state store"
 POLL_S = 0.25  # how often a stream of another process's job looks for new events
+# A finished job's events outlive its record by this much: whoever can read the job can
+# stream all of it.
+EVENTS_OUTLIVE_S = 5.0
+# Finished jobs kept in memory (the newest); older ones are read from the state store.
+KEEP_FINISHED = 8
+ENDING: frozenset[EventType] = frozenset({"error", "done"})
+
+
+class CancelledElsewhere(SearcherError):
+    """A DELETE reached another process: the job stops at its next event."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"research job {job_id!r} was cancelled")
+        self.job_id = job_id
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+@dataclass(frozen=True)
+class _Record:
+    """A job as the state store holds it: its view, the process running it, and the
+    lifetime of its record and events while it runs."""
+
+    view: ResearchJob
+    owner: str
+    ttl_s: float
+
+
 @dataclass
 class Job:
     id: str
     request: ResearchRequest
+    bounded: Bounded  # its limits, within the server's ceilings
     status: JobStatus = "queued"
     created_utc: str = field(default_factory=_now)
     updated_utc: str = field(default_factory=_now)
@@ -103,7 +135,8 @@ class JobBook:
         self._parts = parts
         self._settings = settings
         self._store = store
-        self._jobs: dict[str, Job] = {}
+        self._jobs: dict[str, Job] = {}  # running (or about to)
+        self._finished: OrderedDict[str, Job] = OrderedDict()  # the newest, oldest first
         self.owner = uuid.uuid4().hex
         self._heart: asyncio.Task[None] | None = None
         self._closing = False
@@ -111,17 +144,28 @@ class JobBook:
     def running(self) -> int:
         return sum(1 for job in self._jobs.values() if job.status not in FINISHED)
 
+    def held(self) -> int:
+        """Jobs this process holds in memory: those running and the newest finished."""
+        return len(self._jobs) + len(self._finished)
+
     async def submit(self, request: ResearchRequest) -> Job:
-        """Start a job; ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process."""
+        """Start a job; ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
+        ``InvalidRequest`` for a budget above the server's ceilings under ``limits.strict``."""
         self._expire()
+        bounded = resolve_within(
+            request.preset,
+            request.budget,
+            self._parts.settings.research,
+            self._parts.settings.limits.strict,
+        )
         if self.running() >= self._settings.max_concurrent_jobs:
-            deadline_s = resolve(request.preset, request.budget).max_total_time_ms / 1000
+            deadline_s = bounded.limits.max_total_time_ms / 1000
             raise TooManyJobs(self._settings.max_concurrent_jobs, max(1, int(deadline_s / 4)))
         # Unknown backend names are the caller's mistake (422 now), not the job's failure.
         plan_backends(
             request.constraints.backend, None, self._parts.settings, self._parts.pool.backends
         )
-        job = Job(secrets.token_urlsafe(12), request, owner=self.owner)
+        job = Job(secrets.token_urlsafe(12), request, bounded, owner=self.owner)
         self._jobs[job.id] = job
         if self._store is not None and self._heart is None:
             await self._beat()
@@ -133,20 +177,20 @@ class JobBook:
     async def view(self, job_id: str) -> ResearchJob:
         """The job's status (``JobNotFound`` if no process knows it)."""
         self._expire()
-        job = self._jobs.get(job_id)
+        job = self._local(job_id)
         if job is not None:
             return job.view()
-        return await self._stored(job_id)
+        return (await self._stored(job_id)).view
 
     async def cancel(self, job_id: str) -> ResearchJob:
         """Stop a job (a finished one stays as it is). A job of another process is asked
         to stop through the store; it ends ``cancelled`` at its next step."""
-        job = self._jobs.get(job_id)
+        job = self._local(job_id)
         if job is None:
             seen = await self._stored(job_id)
-            if seen.status not in FINISHED and self._store is not None:
-                await self._store.set(self._key("cancel", job_id), b"1", self._ttl(seen.preset))
-            return seen
+            if seen.view.status not in FINISHED and self._store is not None:
+                await self._store.set(self._key("cancel", job_id), b"1", seen.ttl_s)
+            return seen.view
         if job.task is not None and not job.task.done():
             job.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -154,16 +198,23 @@ class JobBook:
         return job.view()
 
     async def follow(
-        self, job_id: str, after: int = 0, heartbeat_s: float | None = None
+        self,
+        job_id: str,
+        after: int = 0,
+        heartbeat_s: float | None = None,
+        seen: ResearchJob | None = None,
     ) -> AsyncIterator[ResearchEvent | None]:
         """The job's events after event ``after``, as they come, until its last one;
-        ``None`` every ``heartbeat_s`` of silence (for a keep-alive)."""
-        job = self._jobs.get(job_id)
+        ``None`` every ``heartbeat_s`` of silence (for a keep-alive). An ``after`` beyond
+        the events a running job has so far counts from its last one: the stream must
+        still end with the job's ``done``. ``seen``: the job as just read (``view``), so
+        that a job expiring right after it is still streamed whole."""
+        job = self._local(job_id)
         if job is None:
-            async for event in self._follow_stored(job_id, after, heartbeat_s):
+            async for event in self._follow_stored(job_id, after, heartbeat_s, seen):
                 yield event
             return
-        sent = max(0, after)
+        sent = min(max(0, after), len(job.events))
         while True:
             async with job.changed:
                 if sent >= len(job.events) and job.status not in FINISHED:
@@ -178,14 +229,18 @@ class JobBook:
             if not fresh:
                 yield None
 
-    async def close(self) -> None:
-        """Stop every running job: they end ``failed: interrupted`` (the server stops)."""
+    async def end_running(self) -> None:
+        """Stop every running job: each ends ``failed: interrupted`` with its ``error`` and
+        ``done`` events, so that the streams following it end too (the server stops)."""
         self._closing = True
-        for job in list(self._jobs.values()):
-            if job.task is not None and not job.task.done():
-                job.task.cancel()
         tasks = [j.task for j in self._jobs.values() if j.task is not None]
+        for task in tasks:
+            task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def close(self) -> None:
+        """End the running jobs (``end_running``), then this process's heartbeat."""
+        await self.end_running()
         if self._heart is not None:
             self._heart.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -198,9 +253,14 @@ class JobBook:
     def _key(self, kind: str, *parts: str | int) -> str:
         return NAMESPACE + ":".join([kind, *(str(p) for p in parts)])
 
-    def _ttl(self, preset: Preset) -> float:
-        limits = PRESETS[preset]
-        return limits.max_total_time_ms / 1000 + GRACE_S + self._settings.retention_s
+    def _local(self, job_id: str) -> Job | None:
+        return self._jobs.get(job_id) or self._finished.get(job_id)
+
+    def _ttl(self, job: Job) -> float:
+        """How long a running job's record and events live: its own deadline (which the
+        request's budget may raise far beyond the preset's), then ``retention_s``."""
+        deadline_s = job.bounded.limits.max_total_time_ms / 1000
+        return deadline_s + GRACE_S + self._settings.retention_s
 
     async def _beat(self) -> None:
         if self._store is not None:
@@ -212,80 +272,150 @@ class JobBook:
             await self._beat()
 
     async def _save(self, job: Job) -> None:
+        """The job's record; once it is finished, for ``retention_s`` from now."""
         if self._store is not None:
-            record = {"owner": job.owner, "view": job.view().model_dump(mode="json")}
-            await set_json(
-                self._store, self._key("job", job.id), record, self._ttl(job.request.preset)
-            )
+            await self._save_record(_Record(job.view(), job.owner, self._ttl(job)))
 
-    async def _save_event(self, job: Job, event: ResearchEvent) -> None:
+    async def _save_record(self, record: _Record) -> None:
+        assert self._store is not None
+        raw = {"owner": record.owner, "view": record.view.model_dump(mode="json"),
+               "ttl_s": record.ttl_s}  # fmt: skip
+        finished = record.view.status in FINISHED
+        ttl = self._settings.retention_s if finished else record.ttl_s
+        await set_json(self._store, self._key("job", record.view.id), raw, ttl)
+
+    async def _save_event(self, job_id: str, event: ResearchEvent, ttl_s: float) -> None:
         if self._store is not None:
-            key = self._key("event", job.id, event.id)
-            await set_json(
-                self._store, key, event.model_dump(mode="json"), self._ttl(job.request.preset)
-            )
+            key = self._key("event", job_id, event.id)
+            await set_json(self._store, key, event.model_dump(mode="json"), ttl_s)
 
-    async def _stored(self, job_id: str) -> ResearchJob:
+    def _finished_event_ttl(self) -> float:
+        return self._settings.retention_s + EVENTS_OUTLIVE_S
+
+    async def _stored_event(self, job_id: str, n: int) -> ResearchEvent | None:
+        """Event ``n`` of a job from the store (None if absent, expired or corrupt)."""
+        raw = await get_json(self._store, self._key("event", job_id, n)) if self._store else None
+        try:
+            return ResearchEvent.model_validate(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+    async def _keep_events(self, job_id: str, count: int) -> int:
+        """Give a finished job's stored events its record's lifetime (plus a little);
+        returns the id of its last stored event, which may be beyond ``count``: the
+        record is saved after the event, and a process can die between the two."""
+        ttl = self._finished_event_ttl()
+        last = 0
+        for n in range(1, count + 1):
+            event = await self._stored_event(job_id, n)
+            if event is not None:
+                await self._save_event(job_id, event, ttl)
+                last = n
+        while (event := await self._stored_event(job_id, max(last, count) + 1)) is not None:
+            await self._save_event(job_id, event, ttl)
+            last = event.id
+        return max(last, count)
+
+    async def _stored(self, job_id: str) -> _Record:
         """A job from the store; one whose owner stopped beating is ``interrupted``."""
-        record = await get_json(self._store, self._key("job", job_id)) if self._store else None
-        if not isinstance(record, dict):
+        raw = await get_json(self._store, self._key("job", job_id)) if self._store else None
+        if not isinstance(raw, dict):
             raise JobNotFound(job_id)
         try:
-            view = ResearchJob.model_validate(record["view"])
-        except (KeyError, ValueError) as exc:
+            view = ResearchJob.model_validate(raw["view"])
+            ttl_s = float(raw.get("ttl_s", self._settings.retention_s))
+        except (KeyError, TypeError, ValueError) as exc:
             raise JobNotFound(job_id) from exc
+        record = _Record(view, str(raw.get("owner")), ttl_s)
         if view.status in FINISHED or self._store is None:
-            return view
-        if await self._store.get(self._key("alive", str(record.get("owner")))) is not None:
-            return view
-        return await self._interrupt(view, str(record.get("owner")))
+            return record
+        if await self._store.get(self._key("alive", record.owner)) is not None:
+            return record
+        return await self._interrupt(record)
 
-    async def _interrupt(self, view: ResearchJob, owner: str) -> ResearchJob:
+    async def _interrupt(self, record: _Record) -> _Record:
         """Mark a job whose process died as failed; the first reader to see it writes the
         last events (a counter decides who, so they are written once)."""
         assert self._store is not None
-        ttl = self._ttl(view.preset)
+        view = record.view
         failed = view.model_copy(update={"status": "failed", "error": INTERRUPTED,
                                          "updated_utc": _now()})  # fmt: skip
-        if await self._store.incr(self._key("interrupt", view.id), 1, ttl) == 1:
+        if await self._store.incr(self._key("interrupt", view.id), 1, record.ttl_s) == 1:
+            last_id = await self._keep_events(view.id, view.events)
             last: list[tuple[EventType, dict[str, Any]]] = [
                 ("error", {"status": "failed", "message": INTERRUPTED}),
                 ("done", {"status": "failed"}),
             ]
-            for n, (kind, data) in enumerate(last, start=view.events + 1):
+            for n, (kind, data) in enumerate(last, start=last_id + 1):
                 event = ResearchEvent(id=n, type=kind, ts=_now(), data=data)
-                key = self._key("event", view.id, n)
-                await set_json(self._store, key, event.model_dump(mode="json"), ttl)
+                await self._save_event(view.id, event, self._finished_event_ttl())
+            failed = failed.model_copy(update={"events": last_id + 2})
+            await self._save_record(_Record(failed, record.owner, record.ttl_s))
+        else:
             failed = failed.model_copy(update={"events": view.events + 2})
-            record = {"owner": owner, "view": failed.model_dump(mode="json")}
-            await set_json(self._store, self._key("job", view.id), record, ttl)
-        return failed
+        return _Record(failed, record.owner, record.ttl_s)
 
     async def _follow_stored(
-        self, job_id: str, after: int, heartbeat_s: float | None
+        self, job_id: str, after: int, heartbeat_s: float | None, seen: ResearchJob | None
     ) -> AsyncIterator[ResearchEvent | None]:
-        """Another process's job: its stored events, polled until its last one."""
-        view = await self._stored(job_id)
-        sent, quiet = max(0, after), 0.0
+        """Another process's job: its stored events, polled until its last one. The
+        stream always ends cleanly: events no longer stored are skipped, and the job's
+        ``error`` and ``done`` events rebuilt from its record if they are gone too."""
+        if seen is not None and seen.id == job_id:
+            view = seen
+        else:
+            try:
+                view = (await self._stored(job_id)).view
+            except JobNotFound:
+                return  # expired just now: nothing to stream
+        sent, quiet = await self._start_after(job_id, view, after), 0.0
         while True:
-            raw = (
-                await get_json(self._store, self._key("event", job_id, sent + 1))
-                if self._store
-                else None
-            )
-            if raw is not None:
-                event = ResearchEvent.model_validate(raw)
+            event = await self._stored_event(job_id, sent + 1)
+            if event is not None:
                 sent, quiet = event.id, 0.0
                 yield event
                 continue
-            if view.status in FINISHED and sent >= view.events:
+            if view.status in FINISHED:
+                async for event in self._rest_of(job_id, view, sent):
+                    yield event
                 return
             await asyncio.sleep(POLL_S)
             quiet += POLL_S
             if heartbeat_s is not None and quiet >= heartbeat_s:
                 quiet = 0.0
                 yield None
-            view = await self._stored(job_id)
+            try:
+                view = (await self._stored(job_id)).view
+            except JobNotFound:  # its process died and nobody read it for its lifetime
+                gone = view.model_copy(update={"status": "failed", "error": EXPIRED,
+                                               "events": max(view.events, sent) + 2})  # fmt: skip
+                for event in _last_events(gone, sent):
+                    yield event
+                return
+
+    async def _start_after(self, job_id: str, view: ResearchJob, after: int) -> int:
+        """Where a stream of a stored job starts: ``after``, or for a running job, at
+        most its last event so far (so that the stream still ends with its ``done``)."""
+        sent = max(0, after)
+        if view.status in FINISHED or sent <= view.events:
+            return sent
+        last = view.events  # events are saved before the record that counts them
+        while last < sent and await self._stored_event(job_id, last + 1) is not None:
+            last += 1
+        return last
+
+    async def _rest_of(
+        self, job_id: str, view: ResearchJob, sent: int
+    ) -> AsyncIterator[ResearchEvent]:
+        """A finished job's events after ``sent`` once one is missing from the store:
+        those still stored, then its last events rebuilt if they are gone."""
+        for n in range(sent + 1, view.events + 1):
+            event = await self._stored_event(job_id, n)
+            if event is not None:
+                sent = n
+                yield event
+        for event in _last_events(view, sent):
+            yield event
 
     # --- running ----------------------------------------------------------------------
 
@@ -294,7 +424,11 @@ class JobBook:
     ) -> None:
         """Add an event; with ``final``, the job ends with it (the same step, so nobody
         sees the last event without the final status, or the status without the event)."""
+        if kind not in ENDING and await self._cancelled_elsewhere(job):
+            raise CancelledElsewhere(job.id)  # before the event: nothing runs after it
         async with job.changed:
+            if job.status in FINISHED:  # a step that outlived its job: nothing after done
+                return
             event = ResearchEvent(id=len(job.events) + 1, type=kind, ts=_now(), data=data)
             job.events.append(event)
             job.updated_utc = _now()
@@ -303,11 +437,12 @@ class JobBook:
                 job.status = final
                 job.finished_at = time.monotonic()
             job.changed.notify_all()
-        await self._save_event(job, event)
+        await self._save_event(job.id, event, self._ttl(job) + EVENTS_OUTLIVE_S)
         await self._save(job)
-        cancel = self._key("cancel", job.id)
-        if self._store and kind not in ("error", "done") and await self._store.get(cancel):
-            raise asyncio.CancelledError  # DELETE reached another process
+
+    async def _cancelled_elsewhere(self, job: Job) -> bool:
+        """Whether a DELETE reached another process (it leaves a key in the store)."""
+        return self._store is not None and bool(await self._store.get(self._key("cancel", job.id)))
 
     async def _set(self, job: Job, status: JobStatus, error: str | None = None) -> None:
         async with job.changed:
@@ -323,14 +458,16 @@ class JobBook:
         async def emit(kind: EventType, data: dict[str, Any]) -> None:
             await self._emit(job, kind, data)
 
-        limit_s = resolve(job.request.preset, job.request.budget).max_total_time_ms / 1000
+        limit_s = job.bounded.limits.max_total_time_ms / 1000
         status: JobStatus = "done"
         error = None
         try:
             async with asyncio.timeout(limit_s + GRACE_S):
-                job.result = await Research(job.request, self._parts, emit).run()
+                job.result = await Research(job.request, self._parts, emit, job.bounded).run()
         except asyncio.CancelledError:
             status, error = ("failed", INTERRUPTED) if self._closing else ("cancelled", "cancelled")
+        except CancelledElsewhere:
+            status, error = "cancelled", "cancelled"
         except ResearchFailed as exc:
             status, error = "failed", str(exc)
         except TimeoutError:
@@ -338,6 +475,13 @@ class JobBook:
         except Exception as exc:  # a bug must end the job, not leave it running for ever
             log.exception("research job %s crashed", job.id)
             status, error = "failed", f"internal error: {type(exc).__name__}"
+        try:
+            await self._end(job, status, error)
+        finally:
+            self._retire(job)
+
+    async def _end(self, job: Job, status: JobStatus, error: str | None) -> None:
+        """The job's last events; then its events get its record's lifetime."""
         if error is not None:
             await self._emit(job, "error", {"status": status, "message": error})
         done: dict[str, Any] = {"status": status}
@@ -349,11 +493,37 @@ class JobBook:
             }
         job.error = error
         await self._emit(job, "done", done, final=status)
+        for event in job.events:  # no longer the running job's lifetime: its record's
+            await self._save_event(job.id, event, self._finished_event_ttl())
+
+    def _retire(self, job: Job) -> None:
+        """Move a finished job among the newest finished; the oldest beyond
+        ``KEEP_FINISHED`` are forgotten here (the store serves them)."""
+        self._jobs.pop(job.id, None)
+        self._finished[job.id] = job
+        while len(self._finished) > KEEP_FINISHED:
+            self._finished.popitem(last=False)
 
     def _expire(self) -> None:
         """Forget finished jobs older than ``retention_s`` (the store expires its own)."""
         now = time.monotonic()
         keep = self._settings.retention_s
-        for job_id, job in list(self._jobs.items()):
+        for job_id, job in list(self._finished.items()):
             if job.finished_at is not None and now - job.finished_at > keep:
-                del self._jobs[job_id]
+                del self._finished[job_id]
+
+
+def _last_events(view: ResearchJob, sent: int) -> list[ResearchEvent]:
+    """A finished job's last events rebuilt from its record (for a stream whose stored
+    events are gone): its ``error`` when it did not succeed, then its ``done``, with the
+    ids they had, those after ``sent``."""
+    last: list[tuple[EventType, dict[str, Any]]] = [("done", {"status": view.status})]
+    if view.status != "done":
+        message = view.error or view.status
+        last.insert(0, ("error", {"status": view.status, "message": message}))
+    first = view.events - len(last) + 1
+    return [
+        ResearchEvent(id=n, type=kind, ts=view.updated_utc, data=data)
+        for n, (kind, data) in enumerate(last, start=first)
+        if n > sent
+    ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -59,7 +59,7 @@ from searcher.research.planning import (
     llm_questions,
     template_questions,
 )
-from searcher.research.presets import Limits, resolve
+from searcher.research.presets import Bounded, Limits, resolve_within
 from searcher.research.report import Section, evidence_report, llm_report, verify_citations
 from searcher.resilience import CallBudget, Deadline
 
@@ -96,17 +96,29 @@ class _State:
 class Research:
     """One research job's run: ``await Research(...).run()`` gives the result."""
 
-    def __init__(self, request: ResearchRequest, parts: Parts, emit: Emit) -> None:
+    def __init__(
+        self, request: ResearchRequest, parts: Parts, emit: Emit, bounded: Bounded | None = None
+    ) -> None:
+        """``bounded``: the job's limits if already resolved (else resolved here, within
+        the server's ``limits.*``)."""
         self.request = request
         self.parts = parts
         self.emit = emit
-        self.limits: Limits = resolve(request.preset, request.budget)
+        if bounded is None:
+            bounded = resolve_within(
+                request.preset,
+                request.budget,
+                parts.settings.research,
+                parts.settings.limits.strict,
+            )
+        self.limits: Limits = bounded.limits
         self.deadline = Deadline(self.limits.max_total_time_ms / 1000)
         self.calls = CallBudget(self.limits.max_tool_calls)
         self.llm = StepRunner(
             parts.llm, parts.settings.llm, self.deadline, self.calls, date.today()
         )
         self.state = _State()
+        self.state.errors += bounded.notes  # the limits this server lowered
         self.started = time.perf_counter()
         # One LLM call stays back for the report when there is a model to write it.
         self.reserve = 1 if parts.llm is not None else 0
@@ -326,7 +338,7 @@ class Research:
         subs = list(subs)[:allowed]
         self.state.asked += subs
         before = len(self.state.pool.passages)
-        await asyncio.gather(*(self.search_one(round_no, s) for s in subs))
+        await _all_or_none([self.search_one(round_no, s) for s in subs])
         return len(self.state.pool.passages) - before
 
     async def read_round(self, round_no: int) -> int:
@@ -485,6 +497,18 @@ class Research:
                 elapsed_ms=int((time.perf_counter() - self.started) * 1000),
             ),
         )
+
+
+async def _all_or_none(steps: Sequence[Coroutine[Any, Any, object]]) -> None:
+    """Run ``steps`` at once. The first to fail cancels the others (none may go on, and
+    emit events, after its job ended) and its exception is raised as it is, not wrapped
+    in an ``ExceptionGroup``, so the job's own handlers see it."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for step in steps:
+                group.create_task(step)
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
 
 
 def _verification(

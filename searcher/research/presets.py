@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from searcher.contract import Preset, ResearchBudget
+from searcher.config import ResearchSettings
+from searcher.contract import ErrorEntry, Preset, ResearchBudget
+from searcher.errors import InvalidRequest
+
+BUDGET_STAGE = "budget"  # as searcher.limits: the stage of a note on a lowered limit
+# The research budget fields that the server bounds (``research.<field>``).
+CEILINGS = ("max_tool_calls", "max_pages", "max_total_time_ms")
 
 
 @dataclass(frozen=True)
@@ -53,3 +59,38 @@ def resolve(preset: Preset, budget: ResearchBudget) -> Limits:
         passages_per_question=base.passages_per_question,
         max_evidence_chars=base.max_evidence_chars,
     )
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A job's limits held to the server's ceilings, and a note per limit lowered."""
+
+    limits: Limits
+    notes: tuple[ErrorEntry, ...] = ()
+
+
+def resolve_within(
+    preset: Preset, budget: ResearchBudget, ceilings: ResearchSettings, strict: bool
+) -> Bounded:
+    """``resolve`` held to the server's ceilings (``research.max_*``). A value the request
+    asked for above its ceiling is lowered with a note, or refused (``InvalidRequest``
+    naming ``budget.<field>``) when ``strict`` (``limits.strict``); a preset's own value
+    above a ceiling is always lowered with a note: the client asked for nothing over it."""
+    limits = resolve(preset, budget)
+    changes: dict[str, int] = {}
+    notes: list[ErrorEntry] = []
+    for name in CEILINGS:
+        value, limit = getattr(limits, name), getattr(ceilings, name)
+        if value <= limit:
+            continue
+        asked = getattr(budget, name) is not None
+        if asked and strict:
+            raise InvalidRequest(
+                f"budget.{name}",
+                f"{value} is above this server's limit of {limit} (research.{name})",
+            )
+        source = f"budget.{name}" if asked else f"preset.{preset}.{name}"
+        reason = f"{value} is above this server's limit (research.{name}); {limit} used"
+        notes.append(ErrorEntry(stage=BUDGET_STAGE, source=source, reason=reason))
+        changes[name] = limit
+    return Bounded(replace(limits, **changes), tuple(notes))
