@@ -369,6 +369,14 @@ def _clean_url(raw: str) -> str:
     """A URL on one line: invisible characters and marker brackets percent-encoded, never
     deleted; whitespace and line breaks folded to one ``%20``; then cut to
     ``_MAX_URL_CHARS`` (escapes counted) with ``…`` if longer."""
+    if (
+        len(raw) <= _MAX_URL_CHARS
+        and raw.isascii()
+        and raw.isprintable()
+        and " " not in raw
+        and "[" not in raw
+    ):
+        return raw  # nearly every URL: nothing below would change it
     window = raw[: 4 * _MAX_URL_CHARS + 64]
     text = window
     brackets = _marker_brackets(text) if _ANY_BRACKET_RE.search(text) else set()

@@ -15,6 +15,9 @@ OTHER_SPACES = "".join(chr(c) for c in range(0x10000) if chr(c).isspace() and c 
 _OTHER_SPACE = re.compile("[" + re.escape(OTHER_SPACES) + "]")
 # What a browser's URL parser removes from anywhere in a URL (WHATWG URL Standard).
 _URL_DROPPED = str.maketrans("", "", "\t\n\r")
+# A URL's netloc that is a host name and maybe a port (no IPv6 literal, no user info).
+_PLAIN_NETLOC = re.compile(r"[^:\[\]@]+(?::(\d{1,5}))?")
+_MAX_PORT = 65535
 
 
 def fold_spaces(text: str) -> str:
@@ -61,10 +64,17 @@ def http_url(value: object) -> str | None:
     percent-encoded, so that the URL stays one token wherever it is shown."""
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
         return None
-    url = value.strip().translate(_URL_DROPPED)
+    url = value.strip()
+    if "\t" in url or "\n" in url or "\r" in url:
+        url = url.translate(_URL_DROPPED)
     if not url.isprintable() or " " in url:
         url = "".join(c if c.isprintable() and c != " " else quote(c, safe="") for c in url)
     try:
+        netloc = urlsplit(url).netloc
+        plain = _PLAIN_NETLOC.fullmatch(netloc)
+        if plain is not None:  # a host and maybe a port: nearly every URL, read quickly
+            port = plain.group(1)
+            return url if port is None or 0 < int(port) <= _MAX_PORT else None
         parts = urlsplit(url)
         usable = bool(parts.hostname) and (parts.port is None or parts.port > 0)
     except ValueError:  # "http://[::1", a port that is no number: no page to point at
