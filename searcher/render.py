@@ -376,7 +376,11 @@ def _clean_url(raw: str) -> str:
         and " " not in raw
         and "[" not in raw
     ):
-        return raw  # nearly every URL: nothing below would change it
+        return raw  # nearly every URL: _escaped_url would not change it (tested)
+    return _escaped_url(raw)
+
+
+def _escaped_url(raw: str) -> str:
     window = raw[: 4 * _MAX_URL_CHARS + 64]
     text = window
     brackets = _marker_brackets(text) if _ANY_BRACKET_RE.search(text) else set()

@@ -934,3 +934,26 @@ def test_the_url_cap_counts_escapes_and_never_cuts_inside_one(tail: str) -> None
     got = url_of("https://a.example/" + tail)
     assert len(got) <= 2048 and got.endswith("…")
     assert re.search(r"%.?…$", got) is None
+
+
+_PLAIN_URL_CHARS = "".join(chr(c) for c in range(0x21, 0x7F))
+# What the quick path must leave to the full one (at most two of them in a URL).
+_URL_SPECIALS = (" ", "\t", "\n", "\x00", "é", "\u200b", "［", "[/context_pack", "［context_pack")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=2100),
+    st.lists(st.sampled_from(_URL_SPECIALS), max_size=2),
+    st.randoms(use_true_random=False),
+)
+def test_urls_take_the_quick_path_to_the_same_result(length, specials, rng):
+    # _clean_url returns a plain printable ASCII URL as it is: the full cleaning must give
+    # the same (a shortcut on the path of every search, so it must never differ).
+    from searcher.render import _clean_url, _escaped_url
+
+    chars = [rng.choice(_PLAIN_URL_CHARS) for _ in range(length)]
+    for special in specials:
+        chars.insert(rng.randrange(len(chars) + 1), special)
+    url = "https://" + "".join(chars)
+    assert _clean_url(url) == _escaped_url(url)
