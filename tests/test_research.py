@@ -5,13 +5,22 @@ input and faults. The scripted chat API stands in for the model."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from searcher.config import Settings
 from searcher.research.jobs import KEEP_FINISHED, NAMESPACE
@@ -306,28 +315,10 @@ def test_any_instance_sharing_the_state_shows_and_cancels_a_job(
     assert httpx.get(f"{runner}/v1/research/{job_id}").json()["status"] == "cancelled"
 
 
-def test_a_killed_server_leaves_a_readable_interrupted_job(
-    make_settings, serve_searcher, testbed, tmp_path
-):
-    import os
-    import signal
-    import socket
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    import yaml
-
-    state = tmp_path / "state"
-    config = {
-        "backends": {"order": ["searxng"], "duckduckgo": {"enabled": False},
-                     "searxng": {"base_url": testbed.searxng_url("slow/3000")}},
-        "state": {"dir": str(state)},
-        "service": {"cache": {"dir": str(tmp_path / "cache")}},
-        "embeddings": {"provider": "none"},
-        "research": {"owner_ttl_s": 1},
-    }  # fmt: skip
+@contextlib.contextmanager
+def serving_process(config: dict[str, Any], tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    """``searcher serve`` in its own process with ``config``; yields its base URL and the
+    process (killed on the way out if it is still running)."""
     path = tmp_path / "searcher.yaml"
     path.write_text(yaml.safe_dump(config))
     with socket.socket() as sock:
@@ -349,9 +340,52 @@ def test_a_killed_server_leaves_a_readable_interrupted_job(
                 pass
             assert time.monotonic() < deadline and server.poll() is None, "serve did not start"
             time.sleep(0.2)
+        yield base, server
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+
+
+def slow_server_config(testbed: Any, tmp_path: Path, search_ms: int = 3000) -> dict[str, Any]:
+    return {
+        "backends": {"order": ["searxng"], "duckduckgo": {"enabled": False},
+                     "searxng": {"base_url": testbed.searxng_url(f"slow/{search_ms}")}},
+        "state": {"dir": str(tmp_path / "state")},
+        "service": {"cache": {"dir": str(tmp_path / "cache")}},
+        "embeddings": {"provider": "none"},
+        "research": {"owner_ttl_s": 1},
+    }  # fmt: skip
+
+
+def test_stopping_the_server_ends_the_streams_of_its_running_jobs(testbed, tmp_path):
+    # The server waits for open connections before it stops; a job's stream is one, and
+    # was cut after the grace period (10 s) with no done event: this job's searches take
+    # longer than that. Its job now ends at the signal.
+    config = slow_server_config(testbed, tmp_path, search_ms=12_000)
+    with serving_process(config, tmp_path) as (base, server):
+        job_id = start(base, {"query": QUESTION, "preset": "balanced"})
+        streamed: list[Any] = []
+        reader = threading.Thread(target=lambda: streamed.extend(follow(base, job_id)))
+        reader.start()
+        wait_for(lambda: httpx.get(f"{base}/v1/research/{job_id}").json()["events"] >= 1,
+                 30, "the job's first event")  # fmt: skip
+        server.send_signal(signal.SIGTERM)
+        reader.join(timeout=60)
+        assert not reader.is_alive()
+        # uvicorn stops, then raises the signal again: the process ends by it, as asked.
+        assert server.wait(timeout=30) in (0, -signal.SIGTERM)
+    assert [e["event"] for e in streamed][-2:] == ["error", "done"]
+    assert streamed[-1]["data"]["data"]["status"] == "failed"
+
+
+def test_a_killed_server_leaves_a_readable_interrupted_job(
+    make_settings, serve_searcher, testbed, tmp_path
+):
+    state = tmp_path / "state"
+    with serving_process(slow_server_config(testbed, tmp_path), tmp_path) as (base, server):
         job_id = start(base, {"query": QUESTION, "preset": "balanced"})
         before = follow(base, job_id, stop_after=1)
-    finally:
         server.send_signal(signal.SIGKILL)
         server.wait(timeout=30)
     # The process died between writing its second event and the record that counts it

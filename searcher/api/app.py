@@ -27,6 +27,7 @@ from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import error_response, install_error_handlers
 from searcher.api.host_check import HostOriginMiddleware
 from searcher.api.observe import ObserveMiddleware, client_identity
+from searcher.api.research import end_jobs_when_stopping
 from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
 from searcher.auth.keys import KeyBook
@@ -115,10 +116,12 @@ def create_app(
         async with open_service(settings, ddgs_factory=ddgs_factory, metrics=metrics) as runtime:
             app.state.runtime = runtime
             app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
+            undo = end_jobs_when_stopping(jobs)
             try:
                 async with mcp_sessions(app):  # MCP tool calls end before the service closes
                     yield
             finally:
+                undo()
                 await jobs.close()  # research jobs end (cancelled) before the service closes
 
     app = FastAPI(

@@ -4,7 +4,11 @@ its status and result, follow its events as Server-Sent Events (resumable with
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Callable
+from types import FrameType
 from typing import Annotated, Any
 
 import orjson
@@ -22,6 +26,36 @@ _SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "No job with that id (or it expired)."}
 }
+
+
+def end_jobs_when_stopping(jobs: JobBook) -> Callable[[], None]:
+    """Make the server's stop signal (SIGTERM, SIGINT) end the running jobs at once, each
+    with its ``error`` and ``done`` events, so that the streams following them end before
+    the server waits for open connections (which it would, for the whole grace period, then
+    cut them). Chains to the handler the server installed; returns the undo. Does nothing
+    outside the main thread or when no handler is installed (a signal keeps its default)."""
+    loop = asyncio.get_running_loop()
+    previous: dict[int, Any] = {}
+
+    def stopping(signum: int, frame: FrameType | None) -> None:
+        loop.call_soon_threadsafe(lambda: loop.create_task(jobs.end_running()))
+        previous[signum](signum, frame)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            try:
+                signal.signal(signum, stopping)
+            except ValueError:  # not the main thread: an embedded server; leave it
+                continue
+            previous[signum] = handler
+
+    def undo() -> None:
+        for signum, handler in previous.items():
+            with contextlib.suppress(ValueError):
+                signal.signal(signum, handler)
+
+    return undo
 
 
 def _event_id_schema(schema: dict[str, Any]) -> None:
