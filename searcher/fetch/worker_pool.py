@@ -74,15 +74,25 @@ def _worker_main(conn: Connection, initializer: Callable[[], None] | None = None
             conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
 
 
+class _NotDelivered(Exception):
+    """The worker never read the job: it had ended while idle (before the forkserver, its
+    parent, told us, so it still looked alive). The job never ran."""
+
+
 def _round_trip(conn: Connection, sentinel: int, job: Job) -> tuple[str, Any]:
     """Send a job and wait for its reply (in a thread: both can block on a full pipe).
     Raises ``EOFError`` when the worker process ends first: its sentinel, not the pipe,
-    says so, since a copy of the pipe's far end may live on elsewhere."""
-    conn.send(job)
-    ready = wait([conn, sentinel])
-    if conn not in ready:
-        raise EOFError("the worker process ended")
-    reply: tuple[str, Any] = conn.recv()
+    says so, since a copy of the pipe's far end may live on elsewhere; ``_NotDelivered``
+    when it had ended without reading the job (a broken pipe, or a reset: a socket closed
+    with unread data in it is reset, one whose reader had read everything is not)."""
+    try:
+        conn.send(job)
+        ready = wait([conn, sentinel])
+        if conn not in ready:
+            raise EOFError("the worker process ended")
+        reply: tuple[str, Any] = conn.recv()
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        raise _NotDelivered from exc
     return reply
 
 
@@ -257,10 +267,25 @@ class WorkerPool:
     async def _run_acquired(
         self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float, client: str | None
     ) -> Any:
-        loop = asyncio.get_running_loop()
-        worker = await self._worker()
+        try:
+            return await self._run_on(await self._worker(), fn, args, timeout_s, client)
+        except _NotDelivered:
+            pass  # it died while idle; the job never ran: a fresh worker takes it
+        try:
+            return await self._run_on(await self._worker(), fn, args, timeout_s, client)
+        except _NotDelivered as exc:
+            raise WorkerDied("no worker process could take the task") from exc
+
+    async def _run_on(
+        self,
+        worker: _Worker,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        timeout_s: float,
+        client: str | None,
+    ) -> Any:
         # Time spent starting a worker does not count against the task.
-        deadline = loop.time() + max(0.0, timeout_s)
+        deadline = asyncio.get_running_loop().time() + max(0.0, timeout_s)
         self._busy.add(worker)
         try:
             return await self._call(worker, fn, args, deadline, timeout_s, client)
@@ -288,6 +313,9 @@ class WorkerPool:
             raise TaskKilled(f"still running after {timeout_s:g} s; its worker was killed") from exc
         except asyncio.CancelledError:
             self._stop(worker, pending, "killed", client)
+            raise
+        except _NotDelivered:
+            self._stop(worker, pending, "died", client)
             raise
         except (EOFError, OSError) as exc:
             self._stop(worker, pending, "died", client)
