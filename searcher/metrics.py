@@ -130,9 +130,10 @@ class Metrics:
                 self.fetches.labels(fetch.status, fetch.skip_reason or "").inc()
         for call in meta.llm:
             self.llm_calls.labels(call.step, "yes" if call.fallback_used else "no").inc()
-            if call.prompt_tokens:
+            # A counter only goes up: a negative count (none should get here) is skipped.
+            if call.prompt_tokens and call.prompt_tokens > 0:
                 self.llm_tokens.labels(call.step, "prompt").inc(call.prompt_tokens)
-            if call.completion_tokens:
+            if call.completion_tokens and call.completion_tokens > 0:
                 self.llm_tokens.labels(call.step, "completion").inc(call.completion_tokens)
 
     def backend_call(self, backend: str, engine: str | None, outcome: str) -> None:

@@ -269,6 +269,13 @@ def _neutralise(text: str, bracket: Callable[[str], str] = lambda _: "(") -> str
     return _MARKER_RE.sub(lambda m: bracket(m.group()[0]) + m.group()[1:], text)
 
 
+def neutralise_markers(text: str) -> str:
+    """``text`` with every pack-marker look-alike defused (its bracket made "("), as web
+    text is in a pack: for text that is not web text but may end up in a pack, such as an
+    LLM's answer."""
+    return _neutralise(text)
+
+
 # --- one-line fields ----------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from searcher.embeddings import Embedder
 from searcher.errors import AllBackendsFailed, BackendFailure, describe_failures
 from searcher.llm import multi_query
 from searcher.llm.crag import Evidence, Verdict, grade_evidence, heuristic_refinement
+from searcher.llm.rewrite import keep_operators
 from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate
 from searcher.resilience import CallBudget
@@ -185,7 +186,9 @@ async def corrective_search(
     target: tuple[Sequence[str] | None, Route, str]
     action: CragAction
     if verdict.grade == "AMBIGUOUS":
-        text = verdict.refined_query or heuristic_refinement(query)
+        # The model's refinement keeps the user's operators, as a rewrite does.
+        refined = verdict.refined_query and keep_operators(verdict.refined_query, query)
+        text = refined or heuristic_refinement(query)
         action, target = "refined", (None, route, "refined query")
     else:
         text, action = query, "switched"

@@ -214,3 +214,51 @@ async def test_response_format_only_for_json_steps(
     await client.complete(MESSAGES, opts(script(reply="{}"), schema=schema, schema_name="rank"))
     (body,) = testbed_clean.chat_bodies()
     assert body.get("response_format") == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "text"),
+    [
+        ("<think>\nplan: say hi\n</think>\nHello", "\nHello"),
+        ('<think>{"pick": [0]}</think>{"pick": [3]}<think>more</think>', '{"pick": [3]}'),
+        ("<Think>a</Think>b<THINK>c</THINK>", "b"),
+        ("the template opened it, so only </think>Hello", "Hello"),
+        ("Hello <think> is a tag name", "Hello <think> is a tag name"),
+    ],
+)
+async def test_reasoning_blocks_are_taken_out_of_the_text(
+    make_client: MakeClient, reply: str, text: str
+) -> None:
+    done = await make_client().complete(MESSAGES, opts(script(reply=reply)))
+    assert done.text == text
+
+
+@pytest.mark.parametrize("reply", ["<think>still thinking when cut off", "<think>a</think> "])
+async def test_a_reply_that_is_only_reasoning_is_empty(make_client: MakeClient, reply: str) -> None:
+    with pytest.raises(LlmBadReply, match="empty reply"):
+        await make_client().complete(MESSAGES, opts(script(reply=reply)))
+
+
+@pytest.mark.parametrize(
+    ("malformed", "reason"),
+    [
+        ({"message": {"role": "assistant", "content": [1, 2]}}, "not text"),
+        ({"message": {"role": "assistant", "content": {"text": "hi"}}}, "not text"),
+        ({"message": "hello"}, "has no message"),
+        ({"fields": {"choices": [None]}}, "has no message"),
+        ({"fields": {"choices": "hello"}}, "has no choices"),
+    ],
+)
+async def test_a_malformed_200_is_a_bad_reply(
+    make_client: MakeClient, malformed: dict[str, Any], reason: str
+) -> None:
+    with pytest.raises(LlmBadReply, match=reason):
+        await make_client().complete(MESSAGES, opts(script(reply="x", **malformed)))
+
+
+async def test_counts_that_are_no_whole_number_are_unknown(make_client: MakeClient) -> None:
+    usage = {"prompt_tokens": -1, "completion_tokens": 3.5, "total_tokens": "x"}
+    model = script(reply="ok", fields={"usage": usage, "model": ["m"]})
+    done = await make_client().complete(MESSAGES, opts(model))
+    assert (done.prompt_tokens, done.completion_tokens) == (None, None)
+    assert done.model == model  # the model asked for, not the reply's list

@@ -24,7 +24,7 @@ from searcher.llm.crag import (
     heuristic_refinement,
     parse_verdict,
 )
-from searcher.llm.json_reply import json_object
+from searcher.llm.json_reply import MAX_JSON_CHARS, json_object
 from searcher.llm.multi_query import (
     TEMPLATES,
     Perspective,
@@ -35,7 +35,13 @@ from searcher.llm.multi_query import (
     parse_perspectives,
     template_perspectives,
 )
-from searcher.llm.rewrite import MAX_REWRITE_CHARS, clean_rewrite, operators, rewrite_query
+from searcher.llm.rewrite import (
+    MAX_REWRITE_CHARS,
+    clean_rewrite,
+    keep_operators,
+    operators,
+    rewrite_query,
+)
 from searcher.llm.route import classify_group, parse_group
 from searcher.llm.runner import NOT_CONFIGURED, CallRecord, StepRunner
 from searcher.llm.snippet_rank import Candidate, rank_candidates
@@ -68,6 +74,25 @@ def test_json_object_reads_the_first_object(text: str, expected: dict[str, Any])
 def test_json_object_refuses_replies_without_an_object(text: str) -> None:
     with pytest.raises(LlmBadReply, match="no JSON object"):
         json_object(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"pick":' + '{"a":' * 5000, "nested too deeply"),
+        ('{"pick":' + "[" * 100_000 + "]" * 100_000 + "}", "too long"),
+        ('{"pick": [1]}' + " " * MAX_JSON_CHARS, "too long"),
+    ],
+    ids=["deep_objects", "deep_lists", "long"],
+)
+def test_json_object_refuses_replies_no_answer_of_ours_could_be(text: str, reason: str) -> None:
+    with pytest.raises(LlmBadReply, match=reason):
+        json_object(text)
+
+
+def test_json_object_refuses_deep_nesting_within_the_length_cap() -> None:
+    with pytest.raises(LlmBadReply, match="nested too deeply"):
+        json_object('{"pick":' + "[" * 20_000 + "]" * 20_000 + "}")
 
 
 # --- rewrite --------------------------------------------------------------------------
@@ -114,6 +139,50 @@ def test_json_object_refuses_replies_without_an_object(text: str) -> None:
 )
 def test_clean_rewrite(reply: str, original: str, expected: str) -> None:
     assert clean_rewrite(reply, original) == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "original", "expected"),
+    [
+        # Operators compare whole: a longer site is another site, and is dropped.
+        ("python site:example.com.evil.net", "python site:example.com", "python site:example.com"),
+        ("python -javascripts", "python -javascript", "python -javascript"),
+        # Narrowing operators the user did not type go; a quoted phrase may stay.
+        ("python tips site:evil.example -docs filetype:pdf", "python tips", "python tips"),
+        ('python "event loop"', "python event loop", 'python "event loop"'),
+        # The user's own, in any case, stay.
+        (
+            "asyncio SITE:Docs.Python.org",
+            "site:docs.python.org asyncio",
+            "asyncio SITE:Docs.Python.org",
+        ),
+    ],
+)
+def test_clean_rewrite_keeps_exactly_the_users_operators(
+    reply: str, original: str, expected: str
+) -> None:
+    assert clean_rewrite(reply, original) == expected
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "I cannot help with that.",
+        "I can't help with that request",
+        "I’m sorry, but I can’t assist.",
+        "Sorry, I don't know.",
+        "As an AI language model, I ...",
+        "site:evil.example -python",  # nothing left but operators the user did not type
+    ],
+)
+def test_clean_rewrite_refuses_refusals(reply: str) -> None:
+    with pytest.raises(LlmBadReply):
+        clean_rewrite(reply, "python asyncio")
+
+
+def test_keep_operators_puts_back_each_missing_operator_once() -> None:
+    typed = 'a site:x.org "b c" site:x.org'
+    assert keep_operators("a b c", typed) == 'a b c site:x.org "b c"'
 
 
 @pytest.mark.parametrize(
@@ -302,6 +371,10 @@ async def test_diversity_without_embedder_is_lexical_and_always_a_number() -> No
         ("No citations here.", "No citations here.", [], []),
         ("Not citations: [a], [1-3], [].", "Not citations: [a], [1-3], [].", [], []),
         ("  Padded [1].  ", "Padded [1].", [1], []),
+        # A number too long to be any item's is no citation (nor convertible past 4300
+        # digits): left as text.
+        ("Big [1234567].", "Big [1234567].", [], []),
+        ("Big [" + "1" * 4400 + "].", "Big [" + "1" * 4400 + "].", [], []),
     ],
 )
 def test_check_citations(answer: str, text: str, refs: list[int], removed: list[int]) -> None:
@@ -432,6 +505,10 @@ def test_heuristic_grade(evidence: list[tuple[float, float]], grade: str) -> Non
         ("how to configure nginx reverse proxy?", '"configure" nginx reverse proxy'),
         ("nginx", '"nginx"'),
         ("the of and", "the of and"),
+        # Operators are never quoted; they follow the words as typed.
+        ("site:example.com zzqx unmatched words", '"unmatched" zzqx words site:example.com'),
+        ('Stadia shutdown "cloud gaming" -xbox', '"shutdown" Stadia "cloud gaming" -xbox'),
+        ("the site:example.com", "the site:example.com"),
     ],
 )
 def test_heuristic_refinement(query: str, refined: str) -> None:

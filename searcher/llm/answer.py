@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from searcher.errors import LlmBadReply
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepOutcome, StepRunner
+from searcher.render import neutralise_markers
 
-# [1], [1, 2], [1][2] (each bracket read alone); [a] or [1-3] are not citations.
-_CITATION = re.compile(r"\s?\[(\d+(?:\s*,\s*\d+)*)\]")
+# [1], [1, 2], [1][2] (each bracket read alone); [a] or [1-3] are not citations, nor is a
+# number of more than six digits (no pack has that many items; a longer one would not even
+# convert to an int past 4300 digits).
+CITED = r"\[(\d{1,6}(?:\s*,\s*\d{1,6})*)\]"
+_CITATION = re.compile(r"\s?" + CITED)
 MAX_ANSWER_CHARS = 8000
 
 
@@ -44,11 +48,12 @@ def check_citations(answer: str, item_count: int) -> CheckedAnswer:
 
 
 def clean_answer(reply: str) -> str:
-    """The answer text of a reply; ``LlmBadReply`` if empty."""
+    """The answer text of a reply, pack markers neutralised (an answer may be pasted into
+    another pack); ``LlmBadReply`` if empty."""
     text = reply.strip()
     if not text:
         raise LlmBadReply("empty answer")
-    return text[:MAX_ANSWER_CHARS]
+    return neutralise_markers(text[:MAX_ANSWER_CHARS])
 
 
 async def write_answer(

@@ -9,6 +9,7 @@ pipeline makes, not the transport. Foreign errors become our ``LlmError`` family
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,8 @@ Message = dict[str, str]
 
 @dataclass(frozen=True)
 class Completion:
-    """The text of one reply and what it cost."""
+    """The text of one reply (its ``<think>`` reasoning left out) and what it cost; a
+    token count is None when the server did not report it."""
 
     text: str
     model: str
@@ -56,6 +58,63 @@ def response_format(kind: str, options: CallOptions) -> dict[str, Any] | None:
         "type": "json_schema",
         "json_schema": {"name": options.schema_name, "schema": options.schema, "strict": True},
     }
+
+
+# Reasoning models (DeepSeek-R1, Qwen3, QwQ) think aloud in <think>...</think> before the
+# answer, and many servers pass that on in the content; a step must read only the answer.
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+# A closing tag with no opening one: the chat template opened the block, not the reply.
+_THINK_UNOPENED = re.compile(r"^.*</think>", re.IGNORECASE | re.DOTALL)
+_THINK_OPEN = re.compile(r"\s*<think>", re.IGNORECASE)
+
+
+def without_reasoning(text: str) -> str:
+    """``text`` without its ``<think>`` blocks; empty if the reply never stopped thinking
+    (an unclosed leading ``<think>``: it was cut off before its answer)."""
+    text = _THINK_UNOPENED.sub("", _THINK_BLOCK.sub("", text))
+    return "" if _THINK_OPEN.match(text) else text
+
+
+def _get(obj: Any, name: str) -> Any:
+    """A field of a reply part, whether the SDK built an object or left a plain dict
+    (it leaves whatever does not fit its types as it came)."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _content_text(content: Any) -> str:
+    """The text of a message's content: a string, or the text parts of a list of OpenAI
+    content parts (other parts, an image say, left out), joined. ``LlmBadReply`` for
+    anything else."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(_get(p, "type"), str) for p in content):
+        texts = [_get(part, "text") for part in content if _get(part, "type") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+    raise LlmBadReply(f"the message content is not text but {type(content).__name__}")
+
+
+def _reply_text(reply: Any) -> str:
+    """The answer text of a 200 reply, its reasoning left out; ``LlmBadReply`` if there
+    is none (no choices, no message, content that is not text, only reasoning)."""
+    choices = _get(reply, "choices")
+    if not isinstance(choices, list) or not choices:
+        raise LlmBadReply("the reply has no choices")
+    message = _get(choices[0], "message")
+    if not isinstance(message, dict) and not hasattr(message, "content"):
+        raise LlmBadReply("the reply's first choice has no message")
+    text = without_reasoning(_content_text(_get(message, "content")))
+    if not text.strip():
+        raise LlmBadReply("empty reply")
+    return text
+
+
+def _token_count(usage: Any, name: str) -> int | None:
+    """A token count of ``usage`` if it is a whole number >= 0, else None (unknown)."""
+    value = _get(usage, name) if usage is not None and not isinstance(usage, list) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 def _status_reason(exc: openai.APIStatusError) -> str:
@@ -108,18 +167,14 @@ class LlmClient:
         except (openai.OpenAIError, ValueError) as exc:
             raise LlmBadReply(f"unreadable reply: {exc}") from exc
         latency_ms = int((time.perf_counter() - started) * 1000)
-        if not isinstance(getattr(reply, "choices", None), list) or not reply.choices:
-            raise LlmBadReply("the reply has no choices")
-        text = reply.choices[0].message.content or ""
-        if not text.strip():
-            raise LlmBadReply("empty reply")
-        usage = reply.usage
+        # The SDK does not validate a 200 body: anything may be in any field.
+        usage, model = _get(reply, "usage"), _get(reply, "model")
         return Completion(
-            text=text,
-            model=reply.model or options.model,
+            text=_reply_text(reply),
+            model=model if isinstance(model, str) and model else options.model,
             latency_ms=latency_ms,
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
+            prompt_tokens=_token_count(usage, "prompt_tokens"),
+            completion_tokens=_token_count(usage, "completion_tokens"),
         )
 
     async def aclose(self) -> None:

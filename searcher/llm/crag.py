@@ -13,6 +13,7 @@ from searcher.contract import CragGrade, GradeMethod
 from searcher.errors import LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
+from searcher.llm.rewrite import operators, without_operators
 from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate, candidate_lines
 from searcher.scoring import STOP_WORDS
@@ -66,14 +67,20 @@ def heuristic_grade(evidence: Sequence[Evidence]) -> CragGrade:
 
 
 def heuristic_refinement(query: str) -> str:
-    """A sharper query without an LLM: the query's content words, the longest quoted."""
-    words = [w for w in query.split() if w.lower().strip("?,.!;:") not in STOP_WORDS]
+    """A sharper query without an LLM: the query's content words, the longest quoted, then
+    the query's operators as typed (an operator is never quoted: ``"site:x.org"`` would
+    search for the text instead of the site)."""
+    ops = operators(query)
+    plain = without_operators(query).split()
+    words = [w for w in plain if w.lower().strip("?,.!;:") not in STOP_WORDS]
     if not words:
         return query
     longest = max(words, key=len).strip("?,.!;:\"'")
     rest = [w.strip("?,.!;:") for w in words if w.strip("?,.!;:\"'") != longest]
-    refined = " ".join([f'"{longest}"', *rest]).strip()
-    return refined if refined.lower() != query.lower() else f'"{query}"'
+    refined = " ".join([f'"{longest}"', *rest, *ops]).strip()
+    if refined.lower() == query.lower() and not ops:
+        return f'"{query}"'
+    return refined
 
 
 async def grade_evidence(

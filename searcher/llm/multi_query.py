@@ -9,6 +9,7 @@ searches fail: partial; all fail: the original query alone) belong to the servic
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from searcher.embeddings import Embedder
 from searcher.errors import EmbedderUnavailable, LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
+from searcher.llm.rewrite import keep_operators
 from searcher.llm.runner import StepRunner
 from searcher.passages import query_terms
 
@@ -114,7 +116,11 @@ async def generate(runner: StepRunner, query: str, n: int, reserve: int) -> Pers
     )
     if outcome.value is None:
         return Perspectives(template_perspectives(query, n), "templates", outcome.reason)
-    items = fill_with_templates(outcome.value, query, n)
+    # The user's operators hold for every search, as they do for the templates.
+    found = [
+        dataclasses.replace(p, query=keep_operators(p.query, query) or query) for p in outcome.value
+    ]
+    items = fill_with_templates(found, query, n)
     note = None
     if len(outcome.value) < n:
         note = f"{len(outcome.value)} of {n} perspectives from the LLM, the rest from templates"

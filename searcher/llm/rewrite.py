@@ -1,7 +1,9 @@
 """Query rewrite (``llm_query``, seed 001 section 11): one short call turns the question
 into a search query. The search operators the user typed are kept even when the model
 drops them: they are put back, because ``site:`` or a quoted phrase is an instruction,
-not a suggestion. Fallback: the original query."""
+not a suggestion. For the same reason a narrowing operator (``site:``, ``filetype:``,
+``-word``) the user did not type is taken out, and a refusal is no query. Fallback: the
+original query."""
 
 from __future__ import annotations
 
@@ -14,7 +16,14 @@ from searcher.llm.runner import StepOutcome, StepRunner
 
 # site:example.com, filetype:pdf, "quoted phrase", -excluded.
 _OPERATOR = re.compile(
-    r'(?<!\S)-?(?:site|filetype|inurl|intitle|intext|ext):\S+|"[^"]+"|(?<!\S)-[^\s"-]\S*'
+    r'(?<!\S)-?(?:site|filetype|inurl|intitle|intext|ext):\S+|"[^"]+"|(?<!\S)-[^\s"-]\S*',
+    re.IGNORECASE,
+)
+# How a model says no ("I cannot help with that.", "Sorry, ..."): never a search query.
+_REFUSAL = re.compile(
+    r"(?:sorry\b|i apologi[sz]e|as an ai\b|i(?: am|'m) (?:sorry|unable|not able)"
+    r"|i (?:cannot|can't|can not|won't|will not)\b)",
+    re.IGNORECASE,
 )
 _LABEL = re.compile(r"^(?:search\s+query|query|rewritten(?:\s+query)?)\s*:\s*", re.IGNORECASE)
 MAX_REWRITE_CHARS = 400
@@ -23,6 +32,11 @@ MAX_REWRITE_CHARS = 400
 def operators(query: str) -> list[str]:
     """The search operators in ``query``, in order."""
     return _OPERATOR.findall(query)
+
+
+def without_operators(query: str) -> str:
+    """``query``'s plain words: its operators taken out."""
+    return " ".join(_OPERATOR.sub(" ", query).split())
 
 
 def clean_rewrite(reply: str, original: str) -> str:
@@ -38,8 +52,35 @@ def clean_rewrite(reply: str, original: str) -> str:
         raise LlmBadReply("empty rewrite")
     if len(text) > MAX_REWRITE_CHARS:
         raise LlmBadReply(f"rewrite longer than {MAX_REWRITE_CHARS} characters")
-    lowered = text.lower()
-    missing = [op for op in operators(original) if op.lower() not in lowered]
+    if _REFUSAL.match(" ".join(text.replace("’", "'").split())):
+        raise LlmBadReply(f"the model refused: {text[:80]!r}")
+    text = keep_operators(text, original)
+    if not text:
+        raise LlmBadReply("empty rewrite")
+    return text
+
+
+def _narrows(operator: str) -> bool:
+    """Whether an operator restricts the results (all but a quoted phrase do)."""
+    return not operator.startswith('"')
+
+
+def keep_operators(text: str, original: str) -> str:
+    """``text`` (a query the model wrote from ``original``) with the operators of
+    ``original`` it lacks put back at the end, and the narrowing operators it added taken
+    out. Operators compare whole, case aside: ``site:example.com.evil.net`` is not
+    ``site:example.com``. Empty if nothing but added operators was left."""
+    typed = {op.lower() for op in operators(original)}
+
+    def drop_added(match: re.Match[str]) -> str:
+        op = match.group()
+        return "" if _narrows(op) and op.lower() not in typed else op
+
+    text = " ".join(_OPERATOR.sub(drop_added, text).split())
+    if not text:
+        return ""
+    present = {op.lower() for op in operators(text)}
+    missing = [op for op in dict.fromkeys(operators(original)) if op.lower() not in present]
     if missing:
         text = f"{text} {' '.join(missing)}"
     return text[:MAX_QUERY_CHARS]

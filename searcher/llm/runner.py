@@ -22,6 +22,9 @@ T = TypeVar("T")
 
 # Below this much time left, a call could not return anything useful: skip it.
 MIN_CALL_S = 0.05
+# Characters per token, for a call whose server reported no usage (a budget in tokens must
+# hold against servers that leave ``usage`` out): the usual rule of thumb for English.
+CHARS_PER_TOKEN = 4
 NOT_CONFIGURED = "no LLM configured (llm.base_url and llm.model)"
 
 # The part of the time left until the deadline that one call of a step may take: a slow
@@ -71,6 +74,13 @@ class StepRunner:
     calls: CallBudget
     today: date
     records: list[CallRecord] = field(default_factory=list)
+    # Tokens the server did not report (``usage`` missing), estimated from characters.
+    estimated_tokens: int = 0
+
+    def tokens_used(self) -> int:
+        """Prompt and completion tokens of every call: as reported, else estimated."""
+        reported = sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in self.records)
+        return reported + self.estimated_tokens
 
     def options(self, step: LlmStep) -> CallOptions:
         """The model and generation settings ``step`` runs with (timeout not yet capped)."""
@@ -122,11 +132,21 @@ class StepRunner:
             completion = await self.client.complete(messages, capped)
         except LlmError as exc:
             return self._refuse(step, str(exc), model=options.model)
+        self._estimate(messages, completion)
         try:
             value = parse(completion.text)
-        except (LlmError, ValueError) as exc:
+        except (LlmError, ValueError, RecursionError) as exc:  # a reply nested past the stack
             return self._done(step, completion, None, f"invalid reply: {exc}")
         return self._done(step, completion, value, None)
+
+    def _estimate(self, messages: list[Message], completion: Completion) -> None:
+        """Count the tokens the server did not report, as characters / ``CHARS_PER_TOKEN``
+        (rounded up) of the prompt or the reply."""
+        if completion.prompt_tokens is None:
+            chars = sum(len(m.get("content", "")) for m in messages)
+            self.estimated_tokens += -(-chars // CHARS_PER_TOKEN)
+        if completion.completion_tokens is None:
+            self.estimated_tokens += -(-len(completion.text) // CHARS_PER_TOKEN)
 
     def _refuse(self, step: LlmStep, reason: str, model: str | None = None) -> StepOutcome[T]:
         self.records.append(

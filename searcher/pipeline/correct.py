@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from searcher.llm.crag import Evidence
+from searcher.contract import CragInfo
+from searcher.llm.crag import Evidence, heuristic_grade
 from searcher.llm.snippet_rank import Candidate
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
@@ -41,21 +42,34 @@ def _alternatives(
     return None
 
 
+def _skipped(ctx: RequestContext, evidence: Sequence[Evidence]) -> None:
+    """Say that CRAG was asked for but had no call to spend: the heuristic's grade, no
+    action, and why (``meta.crag``, ``meta.llm``, ``meta.errors``)."""
+    reason = f"budget: max_tool_calls={ctx.budget.max_tool_calls} leaves no call for CRAG"
+    ctx.llm.fallback("crag", reason)
+    grade = heuristic_grade(evidence)
+    ctx.extras.crag = CragInfo(grade=grade, method="heuristic", action="skipped", reason=reason)
+
+
 async def correct(
     ctx: RequestContext, parts: Parts, plan: Plan, tagged: Tagged, ranking: Ranking
 ) -> tuple[Tagged, Ranking]:
     """The searches and ranking after corrective re-search (unchanged without ``crag``)."""
-    if not ctx.request.constraints.crag or ctx.budget.max_tool_calls < 1:
+    if not ctx.request.constraints.crag:
+        return tagged, ranking
+    ranked = ranking.results
+    evidence = [Evidence(r.components.get("keyword_overlap", 0.0), r.relevance) for r in ranked]
+    if ctx.budget.max_tool_calls < 1:
+        _skipped(ctx, evidence)
         return tagged, ranking
     with ctx.timed("crag"):
-        ranked = ranking.results
         correction = await corrective_search(
             ctx.llm,
             searcher_for(ctx, parts, plan),
             plan.query,
             plan.route,
             candidates(ranked, parts.settings.llm.steps.rank.top_k),
-            [Evidence(r.components.get("keyword_overlap", 0.0), r.relevance) for r in ranked],
+            evidence,
             lambda: _alternatives(parts, plan, tagged.merged().tried),
             ctx.calls,
         )

@@ -66,6 +66,10 @@ from searcher.resilience import CallBudget, Deadline
 Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
 # Below this much time left, another round could not finish: write the report instead.
 MIN_ROUND_S = 0.5
+ESTIMATED_TOKENS = (
+    "the LLM server reported no token usage for some calls: usage.llm_tokens counts them "
+    "as characters / 4, an estimate"
+)
 
 
 @dataclass
@@ -126,7 +130,9 @@ class Research:
     # --- budget ---------------------------------------------------------------------
 
     def tokens_used(self) -> int:
-        return sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in self.llm.records)
+        """LLM tokens so far: as the server reported them, else estimated from characters
+        (a server that leaves ``usage`` out must not slip past ``max_llm_tokens``)."""
+        return self.llm.tokens_used()
 
     def llm_allowed(self, step: LlmStep) -> bool:
         """Whether an LLM step may run: a model, and tokens left in ``max_llm_tokens``."""
@@ -449,6 +455,8 @@ class Research:
         )
         await self.emit("draft", {"method": method, "chars": len(report)})
         want = self.request.want
+        if self.llm.estimated_tokens:
+            self.state.error("llm", "usage", ESTIMATED_TOKENS)
         return ResearchResult(
             question=question,
             preset=self.request.preset,

@@ -4,20 +4,22 @@ evidence report — the best passages grouped by sub-question, with their source
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from searcher.llm.answer import check_citations
+from searcher.llm.answer import CITED, check_citations
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepRunner
+from searcher.render import neutralise_markers
 from searcher.research.evidence import Passage
 from searcher.scoring import keyword_overlap, query_keywords
 
 # A cited sentence is supported by a passage that holds this share of its keywords.
 SUPPORTED_AT = 0.3
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
-_CITES = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+_CITES = re.compile(r"\s?" + CITED)  # with the space before it, to go with it
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def evidence_report(
     if cited:
         lines += ["## Sources", ""]
         lines += [f"[{n}] {passages[n - 1].title} — {passages[n - 1].url}" for n in cited]
-    report = "\n".join(lines).strip()
+    report = neutralise_markers("\n".join(lines).strip())  # passages are web text
     return report if len(report) <= max_chars else report[: max_chars - 1].rstrip() + "…"
 
 
@@ -92,11 +94,21 @@ def verify_citations(text: str, passages: Sequence[Passage], max_claims: int) ->
         bad = [n for n in cites if not supports(sentence, passages[n - 1])]
         if len(bad) < len(cites):
             supported += 1
-        for n in bad:
-            unsupported.append(n)
-            sentence = re.sub(rf"\[{n}\]", "", sentence)
+        unsupported += bad
+        if bad:
+            sentence = _CITES.sub(functools.partial(_without, removed=set(bad)), sentence)
         out.append(sentence)
     return Verified("".join(out), claims, supported, unsupported)
+
+
+def _without(group: re.Match[str], removed: set[int]) -> str:
+    """A citation group (``[1, 2]``) rebuilt from the numbers not ``removed``; nothing, its
+    space before too, if none is left."""
+    kept = [n for n in (int(x) for x in group.group(1).split(",")) if n not in removed]
+    if not kept:
+        return ""
+    space = " " if group.group(0).startswith(" ") else ""
+    return f"{space}[{', '.join(map(str, kept))}]"
 
 
 @dataclass(frozen=True)
@@ -120,7 +132,7 @@ async def llm_report(
     checked = check_citations(outcome.value, len(passages))
     if not checked.refs:
         return Written(None, checked.removed)  # a report that cites nothing is not one
-    return Written(checked.text[:max_chars], checked.removed)
+    return Written(neutralise_markers(checked.text[:max_chars]), checked.removed)
 
 
 def _refuse() -> str:

@@ -14,6 +14,8 @@ scripts. The model is a JSON object (build it with ``script(...)``):
 - ``{"garbage": true}``             200 ``application/json`` whose body is not JSON
 - ``{"no_choices": true}``          200 with an empty ``choices`` list
 - ``"usage": false``                leave ``usage`` out
+- ``"message": <any JSON>``         that as ``choices[0].message`` (a malformed reply)
+- ``"fields": {"usage": [1, 2]}``   those top-level fields of the body replaced as given
 
 Any other model name gets OpenAI's 404 "model not found". Every request body is recorded
 (``GET /_bodies``) so tests can read the prompts, temperature and max_tokens sent.
@@ -118,6 +120,9 @@ async def chat(req: Request) -> None:
     body = completion(model, content, _tokens(request["messages"]), plan.get("usage", True))
     if plan.get("no_choices"):
         body["choices"] = []
+    if "message" in plan:
+        body["choices"][0]["message"] = plan["message"]
+    body.update(plan.get("fields", {}))
     data = json.dumps(body).encode("utf-8")
     if plan.get("trickle_ms"):
         await req.stream(200, _trickle(data, plan["trickle_ms"] / 1000), JSON, len(data))
