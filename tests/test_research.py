@@ -650,3 +650,18 @@ def test_max_llm_tokens_holds_when_the_server_reports_no_usage(
     assert any("an estimate" in r for r in reasons)
     assert "fallback: budget: max_llm_tokens=1 spent" in reasons
     assert result["report_method"] == "evidence"
+
+
+def test_checking_a_reports_citations_keeps_every_line_of_it():
+    from searcher.research.evidence import Passage
+    from searcher.research.report import verify_citations
+
+    passage = Passage("https://a.example/", "Arthur's Magazine", "Arthur's Magazine was a "
+                      "literary periodical started in 1844 in Philadelphia.", "page")  # fmt: skip
+    report = (
+        "## Answer\nArthur's Magazine started in 1844 in Philadelphia [1].\n\n"
+        "- a point with no full stop\n- penguins invented calculus [1]\n"
+    )
+    checked = verify_citations(report, [passage], max_claims=10)
+    assert checked.text == report.replace(" [1]\n", "\n")  # only the unsupported one goes
+    assert checked.unsupported == [1] and checked.supported == 1

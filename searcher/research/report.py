@@ -18,7 +18,9 @@ from searcher.scoring import keyword_overlap, query_keywords
 
 # A cited sentence is supported by a passage that holds this share of its keywords.
 SUPPORTED_AT = 0.3
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
+# A sentence, a run of line breaks or stray punctuation: the pieces put back together are
+# the text (a line without a full stop was lost, and line breaks with it).
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|(?=\n)|$)|\n+|[.!?]+")
 _CITES = re.compile(r"\s?" + CITED)  # with the space before it, to go with it
 
 
