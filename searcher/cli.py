@@ -87,7 +87,6 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     from searcher.api.http_server import run_server
 
     settings = _settings(config_path)  # read here too, so a bad config fails before binding
-    _log_access_to_stderr()
     if workers > 1 and settings.metrics.enabled:
         _share_metrics_between_workers()
     _check_state(settings)  # an unreachable Redis fails here, not in every worker
@@ -101,6 +100,7 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     # server stops anyway (an open stream or a slow client cannot hold it up).
     options: dict[str, Any] = {
         "log_level": "info",
+        "log_config": _log_config(settings.logging.access),
         "access_log": False,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
     }
@@ -163,16 +163,27 @@ def _check_state(settings: Settings) -> None:
         _fail(f"cannot use the state store (state.redis_url / state.dir / qdrant_url): {exc}", 2)
 
 
-def _log_access_to_stderr() -> None:
-    """The JSON access lines (``logging.access``) go to stderr, one per request."""
-    import logging
+def _log_config(access: bool) -> dict[str, Any]:
+    """uvicorn's logging, plus the JSON access lines (``logging.access``) on stderr, one
+    per request. uvicorn applies it once in each process it serves from (a worker starts
+    afresh, without the parent's loggers); each time, it replaces the handlers."""
+    import copy
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    access = logging.getLogger("searcher.access")
-    access.addHandler(handler)
-    access.setLevel(logging.INFO)
-    access.propagate = False
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["searcher_access"] = {"format": "%(message)s"}
+    config["handlers"]["searcher_access"] = {
+        "class": "logging.StreamHandler",
+        "formatter": "searcher_access",
+        "stream": "ext://sys.stderr",
+    }
+    config["loggers"]["searcher.access"] = {
+        "handlers": ["searcher_access"],
+        "level": "INFO" if access else "WARNING",
+        "propagate": False,
+    }
+    return config
 
 
 def _share_metrics_between_workers() -> None:

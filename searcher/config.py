@@ -199,6 +199,17 @@ class ServerSettings(_Section):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_read(cls, value: list[str] | None) -> list[str] | None:
+        # Read here, so that a malformed entry is a ConfigError, not a failure at start-up.
+        from searcher.api.host_check import split_host
+
+        for entry in value or []:
+            if entry.strip() != "*":
+                split_host(entry)  # ValueError names the entry
+        return value
+
     def served_hosts(self) -> list[str]:
         """``allowed_hosts``, or its default: the bound address and the loopback names."""
         if self.allowed_hosts is not None:

@@ -24,13 +24,14 @@ class Rate:
     def parse(cls, text: str, field: str = "rate") -> Rate:
         """``InvalidRequest`` naming ``field`` unless ``text`` is ``N/unit``."""
         match = _RATE.match(text.lower())
-        unit = match.group(2).removesuffix("s") if match else ""
-        if not match or (unit not in _UNITS and match.group(2) not in _UNITS):
+        written = match.group(2) if match else ""
+        unit = written if written in _UNITS else written.removesuffix("s")
+        if unit not in _UNITS or (unit != written and len(unit) == 1):  # "mins", not "ss"
             raise InvalidRequest(field, f"{text!r} is not a rate like 60/min, 10/s or 10000/day")
-        count = int(match.group(1))
+        count = int(match.group(1)) if match else 0
         if count < 1:
             raise InvalidRequest(field, "must allow at least 1")
-        return cls(count, _UNITS.get(match.group(2), _UNITS.get(unit, 1)))
+        return cls(count, _UNITS[unit])
 
     def __str__(self) -> str:
         unit = {1: "s", 60: "min", 3600: "hour", 86_400: "day"}.get(self.per_s, f"{self.per_s}s")

@@ -97,6 +97,30 @@ def test_quota_answers_429_until_the_window_ends(keyed):
     assert 1 <= int(refused.headers["retry-after"]) <= 86_400
 
 
+def test_a_quota_refusal_describes_the_quota_and_spends_nothing(keyed):
+    base, config = keyed
+    secret = create_key(config, "capped", "--rate", "3/min", "--quota", "2/day")
+    for _ in range(2):
+        assert httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret)).status_code == 200
+    for _ in range(2):  # refused by the quota: no rate token taken, nothing counted
+        refused = httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret))
+        assert refused.status_code == 429
+        assert refused.headers["ratelimit-limit"] == "2"
+        assert refused.headers["ratelimit-remaining"] == "0"
+        assert refused.headers["ratelimit-reset"] == refused.headers["retry-after"]
+    usage = httpx.get(f"{base}/v1/usage", headers=bearer(secret))  # over quota, still seen
+    assert usage.status_code == 200 and usage.json()["quota"]["used"] == 2
+    assert usage.headers["ratelimit-remaining"] == "0"  # the third rate token of three
+    assert httpx.get(f"{base}/v1/usage").status_code == 401  # still behind the key
+
+
+def test_a_rate_with_a_doubled_unit_is_refused(keyed):
+    _, config = keyed
+    for rate in ("1/ss", "1/hs"):
+        assert cli("keys", "create", "x", "--rate", rate, "--config", config).exit_code == 2
+    assert cli("keys", "create", "x", "--rate", "2/mins", "--config", config).exit_code == 0
+
+
 def test_usage_reports_the_callers_key(keyed):
     base, config = keyed
     secret = create_key(config, "counted", "--quota", "100/day")
@@ -105,7 +129,7 @@ def test_usage_reports_the_callers_key(keyed):
     report = httpx.get(f"{base}/v1/usage", headers=bearer(secret)).json()
     assert report["key"]["name"] == "counted" and "sk-" not in json.dumps(report)
     assert report["requests_today"] == 4  # three calls and this one
-    assert report["quota"]["limit"] == 100 and report["quota"]["used"] == 4
+    assert report["quota"]["limit"] == 100 and report["quota"]["used"] == 3  # not this one
     rows = json.loads(cli("usage", "--json", "--config", config).stdout)
     assert {r["name"]: r["requests_today"] for r in rows}["counted"] == 4
 

@@ -114,3 +114,12 @@ def test_readme_documents_every_variable_and_key():
         documented = f"`{key}`" in readme or f"`{generic}`" in readme
         assert documented or key in {"server.host", "server.port"}, key
     assert "`server.host`, `server.port`" in readme
+
+
+def test_a_malformed_allowed_host_is_a_config_error_naming_it():
+    with pytest.raises(ConfigError, match=r"server\.allowed_hosts.*\[::1\]evil\.com"):
+        load_settings(environ={"SEARCHER_ALLOWED_HOSTS": "ok.example,[::1]evil.com"})
+    hosts = "a.example:*,*.b.example,*"
+    assert load_settings(environ={"SEARCHER_ALLOWED_HOSTS": hosts}).server.allowed_hosts == [
+        "a.example:*", "*.b.example", "*"
+    ]  # fmt: skip

@@ -2,6 +2,7 @@
 rules: the pure decisions, then over HTTP against searcher's app on 127.0.0.1."""
 
 import json
+import socket
 
 import httpx
 import pytest
@@ -31,6 +32,13 @@ def test_split_host(value, expected):
     assert split_host(value) == expected
 
 
+@pytest.mark.parametrize("value", ["[::1]evil.com", "[::1", "[::1]:80x", "localhost:abc"])
+def test_malformed_hosts_are_refused(value):
+    with pytest.raises(ValueError):
+        split_host(value)
+    assert not host_allowed(value, DEFAULT)
+
+
 @pytest.mark.parametrize(
     "host", ["127.0.0.1:8080", "localhost", "LOCALHOST:1", "[::1]:9", "127.0.0.1"]
 )
@@ -41,7 +49,16 @@ def test_default_hosts_are_the_bound_address_and_loopback_names_on_any_port(host
 
 @pytest.mark.parametrize(
     "host",
-    ["attacker.example", "attacker.example:8080", "127.0.0.1.nip.io", "localhost.evil", "", None],
+    [
+        "attacker.example",
+        "attacker.example:8080",
+        "127.0.0.1.nip.io",
+        "localhost.evil",
+        "localhost..",
+        "[::1]evil.com",
+        "",
+        None,
+    ],
 )
 def test_other_hosts_are_refused(host):
     assert not host_allowed(host, DEFAULT)
@@ -206,3 +223,18 @@ async def test_the_mcp_sdk_check_agrees_with_ours(host, origin, status):
         request, is_post=True
     )
     assert (refused.status_code if refused else None) == status
+
+
+def test_two_host_headers_get_400(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    port = int(base.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(
+            b"GET /v1/tools/openai HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: attacker.example\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["type"] == "bad_request"

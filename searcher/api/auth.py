@@ -4,8 +4,11 @@ A request must carry ``Authorization: Bearer <key>`` of an active key; each key 
 token bucket (``rate``, shared through the state store, so across workers and replicas)
 and a fixed-window quota. Refusals are JSON: 401 for a missing, unknown or revoked key, 429
 with ``Retry-After`` over a limit. Answers carry ``RateLimit-Limit``, ``-Remaining`` and
-``-Reset``. Keys are looked up once per ``CACHE_S`` per process; if the state store is
-down, keys seen before keep working and unknown ones get 503 (never let anyone in).
+``-Reset`` of the rate; a refusal for the quota, of the quota. The quota is checked before
+a rate token is taken, and refused requests count against neither; ``/v1/usage`` does
+not count against the quota, so that a key over it can still see its usage. Keys are
+looked up once per ``CACHE_S`` per process; if the state store is down, keys seen before
+keep working and unknown ones get 503 (never let anyone in).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from searcher.state.failsoft import FailSoftStore
 
 CACHE_S = 5.0
 USAGE_KEEP_S = 8 * 86_400  # a week of daily usage counters, and a day of slack
+USAGE_PATH = "/v1/usage"  # outside the quota: a key over it can still see its usage
 Clock = Callable[[], float]
 
 
@@ -75,7 +79,8 @@ class AuthMiddleware:
                                "unknown or revoked API key")  # fmt: skip
             return
         scope.setdefault("state", {})["key_id"] = key.id
-        refused, extra = await self._limits(store, key)
+        quota = None if scope.get("path") == USAGE_PATH else key.quota
+        refused, extra = await self._limits(store, key, quota)
         if refused is not None:
             message, retry = refused
             await self._refuse(scope, receive, send, 429, "rate_limited", message, retry, extra)
@@ -106,28 +111,28 @@ class AuthMiddleware:
         return key, True
 
     async def _limits(
-        self, store: FailSoftStore, key: ApiKey
+        self, store: FailSoftStore, key: ApiKey, quota: Rate | None
     ) -> tuple[tuple[str, int] | None, list[tuple[bytes, bytes]]]:
-        """(refusal message and Retry-After, or None; the RateLimit headers)."""
+        """(refusal message and Retry-After, or None; the RateLimit headers). The quota
+        is checked first, and counts the request only once the rate lets it through."""
+        counter = ""
+        if quota is not None:
+            window, left_s = quota_window(quota, self.clock())
+            counter = f"auth:quota:{key.id}:{window}"
+            if await store.incr(counter, 0, quota.per_s + 60) >= quota.count:
+                return _quota_refusal(quota, left_s)
         rate = key.rate or self.default_rate
         headers: list[tuple[bytes, bytes]] = []
         if rate is not None:
             grant = await store.take(f"auth:rate:{key.id}", rate.count / rate.per_s, rate.count)
             reset = math.ceil((rate.count - grant.remaining) * rate.per_s / rate.count)
-            headers = [
-                (b"ratelimit-limit", str(rate.count).encode()),
-                (b"ratelimit-remaining", str(max(0, math.floor(grant.remaining))).encode()),
-                (b"ratelimit-reset", str(max(0, reset)).encode()),
-            ]
+            headers = _limit_headers(rate.count, math.floor(grant.remaining), reset)
             if not grant.allowed:
                 retry = max(1, math.ceil(grant.retry_after_s))
                 return (f"rate limit {rate} exceeded", retry), headers
-        quota = key.quota
-        if quota is not None:
-            window, left_s = quota_window(quota, self.clock())
-            used = await store.incr(f"auth:quota:{key.id}:{window}", 1, quota.per_s + 60)
-            if used > quota.count:
-                return (f"quota {quota} used up", max(1, math.ceil(left_s))), headers
+        if quota is not None and await store.incr(counter, 1, quota.per_s + 60) > quota.count:
+            await store.incr(counter, -1, quota.per_s + 60)  # another request took the last
+            return _quota_refusal(quota, left_s)
         return None, headers
 
     async def _refuse(
@@ -142,6 +147,20 @@ class AuthMiddleware:
         for name, value in headers or []:
             response.headers[name.decode()] = value.decode()
         await response(scope, receive, send)
+
+
+def _limit_headers(limit: int, remaining: int, reset_s: int) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"ratelimit-limit", str(limit).encode()),
+        (b"ratelimit-remaining", str(max(0, remaining)).encode()),
+        (b"ratelimit-reset", str(max(0, reset_s)).encode()),
+    ]
+
+
+def _quota_refusal(quota: Rate, left_s: float) -> tuple[tuple[str, int], list[tuple[bytes, bytes]]]:
+    """The 429 for a used-up quota: its headers describe the quota, not the rate."""
+    retry = max(1, math.ceil(left_s))
+    return (f"quota {quota} used up", retry), _limit_headers(quota.count, 0, retry)
 
 
 def usage_counter(key: ApiKey, now: float) -> str:

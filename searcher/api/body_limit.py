@@ -1,4 +1,7 @@
-"""Refuse request bodies over a size limit with 413, before they are parsed."""
+"""Refuse request bodies over a size limit with 413, before they are parsed.
+
+The 413 closes the connection (``connection: close``): the rest of the body is never read,
+where a kept-alive connection would go on reading and discarding it."""
 
 from __future__ import annotations
 
@@ -64,6 +67,7 @@ class BodyLimitMiddleware:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
                 ],
             }
         )

@@ -24,16 +24,25 @@ _SHOWN = 100  # characters of a refused header value quoted back
 
 def split_host(value: str) -> tuple[str, str | None]:
     """``host[:port]`` as (lowercased name, port or None); IPv6 names keep their
-    brackets, and a bare IPv6 address (``::1``) gets them."""
+    brackets, and a bare IPv6 address (``::1``) gets them. The port is digits (or ``*``
+    in ``server.allowed_hosts``); one trailing dot of a name is dropped. ``ValueError``
+    for anything else (``[::1]evil.com``, ``[::1``, ``name:abc``)."""
     value = value.strip().lower()
     if value.startswith("["):
-        name, _, rest = value.partition("]")
-        port = rest[1:] if rest.startswith(":") else None
-        return name + "]", port or None
+        name, closed, rest = value.partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ValueError(f"malformed host {value!r}")
+        return name + "]", _port(rest[1:], value)
     if value.count(":") > 1:  # a bare IPv6 address has no port
         return f"[{value}]", None
-    name, sep, port = value.partition(":")
-    return name.rstrip("."), (port or None) if sep else None
+    name, _, port = value.partition(":")
+    return name.removesuffix("."), _port(port, value)
+
+
+def _port(port: str, value: str) -> str | None:
+    if port and not (port.isdecimal() and port.isascii()) and port != "*":
+        raise ValueError(f"malformed port in host {value!r}")
+    return port or None
 
 
 def host_allowed(host: str | None, allowed: Sequence[str]) -> bool:
@@ -41,11 +50,17 @@ def host_allowed(host: str | None, allowed: Sequence[str]) -> bool:
     ``name:port``, ``*.domain`` (its subdomains), ``*`` (anything)."""
     if not host:
         return False
-    name, port = split_host(host)
+    try:
+        name, port = split_host(host)
+    except ValueError:
+        return False
     for entry in allowed:
         if entry.strip() == "*":
             return True
-        want_name, want_port = split_host(entry)
+        try:
+            want_name, want_port = split_host(entry)
+        except ValueError:
+            continue  # a malformed entry matches nothing
         if want_port not in (None, "*") and want_port != port:
             continue
         if want_name.startswith("*."):
@@ -56,8 +71,11 @@ def host_allowed(host: str | None, allowed: Sequence[str]) -> bool:
     return False
 
 
-def _origin_key(scheme: str, netloc: str) -> str:
-    name, port = split_host(netloc)
+def _origin_key(scheme: str, netloc: str) -> str | None:
+    try:
+        name, port = split_host(netloc)
+    except ValueError:
+        return None
     if port is None or port == _DEFAULT_PORTS.get(scheme):
         return f"{scheme}://{name}"
     return f"{scheme}://{name}:{port}"
@@ -74,7 +92,8 @@ def origin_allowed(origin: str | None, host: str | None, cors_origins: Sequence[
     parts = urlsplit(origin.strip().lower())
     if parts.scheme not in _DEFAULT_PORTS or not parts.netloc or not host:
         return False  # "null", file:, extensions...: never this server's own pages
-    return _origin_key(parts.scheme, parts.netloc) == _origin_key(parts.scheme, host)
+    own = _origin_key(parts.scheme, host)
+    return own is not None and _origin_key(parts.scheme, parts.netloc) == own
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -84,9 +103,14 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _host_count(scope: Scope) -> int:
+    return sum(1 for key, _ in scope.get("headers", []) if key == b"host")
+
+
 class HostOriginMiddleware:
-    """Pure ASGI middleware: 421 for a Host not served here, 403 for a state-changing
-    request from a foreign Origin. Outermost, so nothing else runs for them."""
+    """Pure ASGI middleware: 421 for a Host not served here (400 for more than one Host
+    header, RFC 9112), 403 for a state-changing request from a foreign Origin. Outermost,
+    so nothing else runs for them."""
 
     def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str], cors_origins: Sequence[str]):
         self.app = app
@@ -96,6 +120,9 @@ class HostOriginMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if _host_count(scope) > 1:  # which one names the server is anybody's guess
+            await send_error(send, 400, "bad_request", "more than one Host header")
             return
         host = _header(scope, b"host")
         if not host_allowed(host, self.allowed_hosts):

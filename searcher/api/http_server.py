@@ -24,15 +24,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import time
 from asyncio import TimerHandle
 from dataclasses import dataclass
 from typing import Any
 
+import httptools
 import orjson
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors import Multiprocess
 
+from searcher.api.observe import SERVER_ANSWER, log_refusal
 from searcher.config import ServerSettings
 
 log = logging.getLogger("searcher.server")
@@ -45,6 +48,7 @@ HEAD_END = b"\r\n\r\n"
 # extraction workers.
 SPARE_FDS = 512
 WORKER_HEALTHCHECK_S = 60
+_LOGGED_PATH = 200  # bytes of a refused request's path in its access line
 
 
 @dataclass(frozen=True)
@@ -78,17 +82,35 @@ def _response(status: int, phrase: str, type_: str, message: str) -> bytes:
     return head.encode("ascii") + body
 
 
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop the parser at a refused head."""
+
+
 class BoundedHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a header size cap and header/body read timeouts."""
+    """uvicorn's httptools protocol with a header size cap, header/body read timeouts and
+    JSON answers (each with an access line) for what it refuses itself."""
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
         self.bounds = config.bounds if isinstance(config, BoundedConfig) else RequestBounds()
+        # ``server.max_connections`` is applied per connection (connection_made). uvicorn's
+        # own check, per request, counts this connection among the open ones: with the
+        # same number it would let only N-1 connections be served.
+        self.max_connections = self.limit_concurrency
+        if self.limit_concurrency is not None:
+            self.limit_concurrency += 1
         self._awaiting_head = True  # no on_headers_complete yet for the current request
         self._head_bytes = 0
+        self._head_started = 0.0  # when the current request's first byte came (monotonic)
         self._tail = b""  # the last bytes seen, for a head end split across reads
+        # A read fed past a head end may hold a body and, after it, the next pipelined
+        # request's head; that head is counted through the parser's callbacks instead.
+        self._in_body = False
+        self._counted_by_parser = False
         self._read_timer: TimerHandle | None = None
         self._discarding = False
+        self._pending: bytes | None = None  # a refusal waiting for the response on its way
+        self.url = b""  # uvicorn's, set per request; read by a refusal before any request
 
     # --- timers --------------------------------------------------------------------
 
@@ -105,51 +127,131 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._read_timer = None
         if self.transport.is_closing():
             return
-        idle = self.cycle is None or self.cycle.response_complete
-        if reading == "headers" and self._head_bytes and idle:
-            self.transport.write(
-                _response(408, "Request Timeout", "timeout", "request headers took too long")
-            )
-        # A body that stalls: the app is reading it; closing tells it the client is gone.
-        self.transport.close()
+        if reading == "body":
+            # The app is reading the body: it learns that the client is gone, and the
+            # client gets a 408 unless the app's answer has started.
+            self._answer_in_app(408, "Request Timeout", "timeout",
+                                "request body took too long (server.body_timeout_s)")  # fmt: skip
+            self.transport.close()
+        elif self._head_bytes:
+            self._refuse(408, "Request Timeout", "timeout",
+                         "request headers took too long (server.header_timeout_s)")  # fmt: skip
+        else:  # a connection that never sent anything just closes
+            self.transport.close()
 
     # --- connection and parser events ----------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        limit = self.limit_concurrency
-        if limit is not None and len(self.connections) >= limit:
+        limit = self.max_connections
+        if limit is not None and len(self.connections) > limit:  # this one is counted
             # uvicorn would answer 503 once the headers are in, holding the connection (and
-            # its file descriptor) until then; beyond the limit, answer at once.
+            # its file descriptor) until then; beyond the limit, answer at once. While it
+            # lingers, a refused connection does not count against the others.
+            self.connections.discard(self)
             message = f"over {limit} connections (server.max_connections); try again later"
             self._refuse(503, "Service Unavailable", "overloaded", message)
             return
-        self._arm(self.bounds.header_timeout_s, "headers")
+        self._start_head()  # the first request's headers are timed from the connection
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._discarding:
-            return
-        if self._awaiting_head:
+        # Each head goes to the parser apart from what follows it, so that every request's
+        # head in a read is counted, pipelined ones included.
+        while data and not self._discarding and not self.transport.is_closing():
+            if not self._awaiting_head:
+                self._feed_past_head(data)
+                return
             if self._read_timer is None:  # the first byte of a request on a kept connection
-                self._arm(self.bounds.header_timeout_s, "headers")
+                self._start_head()
             seen = self._tail + data
             end = seen.find(HEAD_END)
             head = len(data) if end < 0 else end + len(HEAD_END) - len(self._tail)
-            if self._head_bytes + head > self.bounds.max_header_bytes:
-                limit = self.bounds.max_header_bytes
-                message = f"request line and headers over {limit} bytes (server.max_header_bytes)"
-                self._refuse(431, "Request Header Fields Too Large", "headers_too_large", message)
+            self._head_bytes += head
+            if self._head_bytes > self.bounds.max_header_bytes:
+                self._head_too_large()
                 return
-            self._head_bytes += len(data)
-            self._tail = seen[-(len(HEAD_END) - 1) :]
-        super().data_received(data)
+            self._tail = seen[-(len(HEAD_END) - 1) :] if end < 0 else b""
+            self._feed(data[:head])
+            data = data[head:]
+
+    def _feed_past_head(self, data: bytes) -> None:
+        self._in_body = True
+        try:
+            self._feed(data)
+        finally:
+            self._in_body = False
+        if self._counted_by_parser and self._awaiting_head and not self._discarding:
+            # The next request's head began in this read and goes on in the next one: its
+            # unfinished line is not in a callback yet. From here on, bytes are counted.
+            self._counted_by_parser = False
+            self._head_bytes += len(data) - (data.rfind(b"\n") + 1)
+            self._tail = data[-(len(HEAD_END) - 1) :]
+            if self._head_bytes > self.bounds.max_header_bytes:
+                self._head_too_large()
+
+    def _feed(self, data: bytes) -> None:
+        """uvicorn's ``data_received``, with a JSON 400 for what the parser refuses."""
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError as exc:
+            if not self._discarding:  # else stopped by _HeadTooLarge: already answered
+                self.send_400_response(str(exc) or type(exc).__name__)
+
+    def send_400_response(self, msg: str) -> None:
+        message = f"invalid HTTP request: {msg}"
+        # A bad body (a chunk size, say) belongs to the request the app has.
+        if self._awaiting_head or not self._answer_in_app(400, "Bad Request", "bad_request",
+                                                          message):  # fmt: skip
+            self._refuse(400, "Bad Request", "bad_request", message)
+            return
+        self._discarding = True
+        self._linger()
+
+    def _start_head(self) -> None:
+        self._head_started = time.monotonic()
+        self._arm(self.bounds.header_timeout_s, "headers")
+
+    def _count_by_parser(self, size: int) -> None:
+        if not self._counted_by_parser:
+            return
+        self._head_bytes += size
+        if self._head_bytes > self.bounds.max_header_bytes:
+            self._head_too_large()
+            raise _HeadTooLarge  # the parser stops: this request never reaches the app
+
+    def _head_too_large(self) -> None:
+        limit = self.bounds.max_header_bytes
+        message = f"request line and headers over {limit} bytes (server.max_header_bytes)"
+        self._refuse(431, "Request Header Fields Too Large", "headers_too_large", message)
+
+    def on_message_begin(self) -> None:
+        if self._in_body:  # a pipelined request's head, after a body in the same read
+            self._counted_by_parser = True
+            self._head_bytes = 0
+            self._start_head()
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._count_by_parser(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_by_parser(len(name) + len(value) + 4)  # ": " and CRLF
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._awaiting_head = False
+        self._counted_by_parser = False
         self._head_bytes = 0
         self._tail = b""
         self._arm(self.bounds.body_timeout_s, "body")
@@ -160,16 +262,56 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._awaiting_head = True
         super().on_message_complete()
 
+    # --- answers of the server's own ------------------------------------------------
+
     def _refuse(self, status: int, phrase: str, type_: str, message: str) -> None:
-        """Answer ``status`` and close; what the client still sends is discarded for a
-        moment, so that it reads the answer rather than a connection reset."""
+        """Answer ``status`` to a request the app never got, log it and close. A response
+        on its way goes out first; what the client sends meanwhile is discarded."""
         self._discarding = True
         self._disarm()
+        method = path = None
+        if self._head_bytes and self.url:
+            path = self.url.partition(b"?")[0][:_LOGGED_PATH].decode("latin-1")
+        if not self._awaiting_head and self.scope is not None:
+            method, path = self.scope.get("method"), self.scope.get("path")
+        started = self._head_started if self._head_bytes else time.monotonic()
+        log_refusal(self.client, method, path, status, time.monotonic() - started)
+        self._pending = _response(status, phrase, type_, message)
         if self.cycle is None or self.cycle.response_complete:
-            self.transport.write(_response(status, phrase, type_, message))
-            if self.transport.can_write_eof():
-                self.transport.write_eof()
+            self._send_pending()
+
+    def _send_pending(self) -> None:
+        if self._pending is not None:
+            self.transport.write(self._pending)
+            self._pending = None
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close once the client has had a moment to read the answer: closing at once,
+        with its bytes still coming, would reset the connection under its reader."""
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
         self.loop.call_later(LINGER_S, self.transport.close)
+
+    def on_response_complete(self) -> None:
+        if not self._discarding or self.pipeline:  # requests before a refused one go first
+            super().on_response_complete()
+        elif self._pending is not None:
+            self.server_state.total_requests += 1
+            self._send_pending()
+
+    def _answer_in_app(self, status: int, phrase: str, type_: str, message: str) -> bool:
+        """Answer, in the server's name, the request the app is working on, unless the
+        app's own answer has started; that one then goes nowhere, and the request's access
+        line shows this answer. Whether it was answered."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_started or self.pipeline:
+            return False
+        self.transport.write(_response(status, phrase, type_, message))
+        cycle.disconnected = True  # the app's answer goes nowhere ...
+        cycle.message_event.set()  # ... and a read of the body returns at once
+        cycle.scope.setdefault("extensions", {})[SERVER_ANSWER] = {"status": status}
+        return True
 
 
 def raise_fd_limit(connections: int) -> int:

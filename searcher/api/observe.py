@@ -1,6 +1,9 @@
 """Per HTTP request: a request id, latency per route in the metrics, one JSON log line.
 
-A pure ASGI middleware. The request id is the client's ``X-Request-ID`` when it is a short
+A pure ASGI middleware. A request still running when the server stops (its grace period
+over) gets a JSON 503 ``shutting_down``, not uvicorn's plain-text 500. What the HTTP server
+refuses before the app sees it (``searcher.api.http_server``) is logged here too, with the
+route ``protocol``. The request id is the client's ``X-Request-ID`` when it is a short
 token, else a new one; it is echoed in the response. Routes add what only they know (the
 backends used, the cache kind, the query) to ``request.state.log``; the query text is
 logged only when ``logging.queries`` is on.
@@ -8,6 +11,7 @@ logged only when ``logging.queries`` is on.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -18,12 +22,17 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from searcher.api.errors import send_error
 from searcher.metrics import Metrics
 
 log = logging.getLogger("searcher.access")
 REQUEST_ID_HEADER = b"x-request-id"
 _TOKEN = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 QUERY_FIELD = "query"
+PROTOCOL_ROUTE = "protocol"
+# The scope extension the HTTP server sets (``{"status": 408}``) when it answered a request
+# the app was working on (a body that stalled): the app's own answer never went out.
+SERVER_ANSWER = "searcher.server_answer"
 
 
 def request_id(scope: Scope) -> str:
@@ -72,8 +81,11 @@ class ObserveMiddleware:
         recorded = False
 
         def record() -> None:
-            nonlocal recorded
+            nonlocal recorded, status
             recorded = True
+            answered = scope.get("extensions", {}).get(SERVER_ANSWER)
+            if answered:
+                status = answered["status"]
             seconds = time.perf_counter() - started
             route = route_of(scope)
             if self.metrics is not None:
@@ -81,9 +93,12 @@ class ObserveMiddleware:
             if self.access_log and log.isEnabledFor(logging.INFO):
                 log.info(self._line(scope, state, rid, route, status, seconds))
 
+        started_response = False
+
         async def send_observed(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started_response
             if message["type"] == "http.response.start":
+                started_response = True
                 status = message["status"]
                 headers = list(message.get("headers", ()))
                 headers.append((REQUEST_ID_HEADER, rid.encode("ascii")))
@@ -94,6 +109,15 @@ class ObserveMiddleware:
 
         try:
             await self.app(scope, receive, send_observed)
+        except asyncio.CancelledError:
+            # The server stops and its grace period is over. An answer that has started
+            # can only be cut short; one that has not is a clean 503, and the task ends
+            # here rather than with uvicorn's plain-text 500 and a traceback.
+            if started_response:
+                raise
+            await send_error(send_observed, 503, "shutting_down",
+                             "the server is shutting down; retry the request",
+                             headers={"connection": "close"})  # fmt: skip
         finally:
             if not recorded:
                 record()
@@ -106,16 +130,40 @@ class ObserveMiddleware:
         if not self.log_queries:
             extra.pop(QUERY_FIELD, None)
         client = scope.get("client")
-        entry = {
-            "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "request_id": rid,
-            "key_id": state.get("key_id"),
-            "client": client[0] if client else None,
-            "method": scope["method"],
-            "route": route,
-            "path": scope.get("path"),
-            "status": status,
-            "latency_ms": round(seconds * 1000, 2),
-            **extra,
-        }
-        return orjson.dumps(entry).decode()
+        return _access_line(
+            rid, state.get("key_id"), client[0] if client else None, scope["method"], route,
+            scope.get("path"), status, seconds, extra,
+        )  # fmt: skip
+
+
+def log_refusal(
+    client: tuple[str, int] | None, method: str | None, path: str | None, status: int,
+    seconds: float,
+) -> None:  # fmt: skip
+    """The access line of a request the HTTP server answered itself, before the app saw
+    it: unparsable (400), headers too large (431) or too slow (408), too many connections
+    (503). Method and path are null where they were never read."""
+    if log.isEnabledFor(logging.INFO):
+        client_ip = client[0] if client else None
+        line = _access_line(uuid.uuid4().hex, None, client_ip, method, PROTOCOL_ROUTE, path,
+                            status, seconds, {})  # fmt: skip
+        log.info(line)
+
+
+def _access_line(
+    rid: str, key_id: str | None, client: str | None, method: str | None, route: str,
+    path: str | None, status: int, seconds: float, extra: dict[str, Any],
+) -> str:  # fmt: skip
+    entry = {
+        "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "request_id": rid,
+        "key_id": key_id,
+        "client": client,
+        "method": method,
+        "route": route,
+        "path": path,
+        "status": status,
+        "latency_ms": round(seconds * 1000, 2),
+        **extra,
+    }
+    return orjson.dumps(entry).decode()
