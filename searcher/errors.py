@@ -367,6 +367,11 @@ class StateUnavailable(SearcherError):
     this stops ``searcher serve``; while serving, the caches treat it as a miss."""
 
 
+class StateEntryUnusable(StateUnavailable):
+    """One entry cannot be used (another program stored a value of another type under our
+    key): a miss for that entry, while the store itself is fine."""
+
+
 # --- API keys --------------------------------------------------------------------------
 
 

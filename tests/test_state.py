@@ -333,3 +333,18 @@ async def test_redis_prune_drops_vector_rows_whose_expiry_cannot_be_read(redis_u
     await raw.aclose()
     await store.clear()
     await store.aclose()
+
+
+async def test_redis_a_key_of_another_type_is_a_miss_not_an_outage(redis_url: str) -> None:
+    # Another program wrote a list under one of our keys: that entry is a miss, the store
+    # stays up (no cooldown: other keys are read at once) and health says it is fine.
+    store = FailSoftStore(RedisStore(redis_url, prefix="t-type:", timeout_s=10), cooldown_s=60)
+    raw = aioredis.from_url(redis_url)
+    await raw.rpush("t-type:k", "x")
+    await store.set("other", b"v", 60)
+    assert await store.get("k") is None
+    assert await store.get("other") == b"v"
+    assert store.health().ok
+    await raw.delete("t-type:k", "t-type:other")
+    await raw.aclose()
+    await store.aclose()

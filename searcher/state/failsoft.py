@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from searcher.errors import StateUnavailable
+from searcher.errors import StateEntryUnusable, StateUnavailable
 from searcher.state.base import StateHealth, StateStats, StateStore, TokenGrant, VectorRow
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,9 @@ class FailSoftStore:
             return default
         try:
             result = await op()
+        except StateEntryUnusable:
+            self._failed()
+            return default  # that entry only: the store is up, no cooldown
         except StateUnavailable as exc:
             self._failed()
             if self.last_error is None:

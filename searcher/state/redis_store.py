@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
-from searcher.errors import StateUnavailable
+from searcher.errors import StateEntryUnusable, StateUnavailable
 from searcher.state.base import StateEngine, StateStats, TokenGrant, VectorRow
 from searcher.urls import without_password
 
@@ -78,6 +78,10 @@ class RedisStore:
     async def _call(self, op: Awaitable[T]) -> T:
         try:
             return await op
+        except ResponseError as exc:
+            if str(exc).startswith("WRONGTYPE"):
+                raise StateEntryUnusable(f"Redis at {self.location}: {exc}") from exc
+            raise StateUnavailable(f"Redis at {self.location}: ResponseError: {exc}") from exc
         except (RedisError, OSError, TimeoutError) as exc:
             raise StateUnavailable(
                 f"Redis at {self.location}: {type(exc).__name__}: {exc}"
