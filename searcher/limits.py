@@ -22,17 +22,20 @@ BUDGET_STAGE = "budget"
 _TIMEOUT_CEILING = "max_total_time_ms"
 
 
-def _over(field: str, value: int, ceiling: str, limit: int, limits: LimitsSettings) -> ErrorEntry:
-    """The note for a value above its ceiling; raises instead when ``limits.strict``."""
-    if limits.strict:
-        raise InvalidRequest(
-            field, f"{value} is above this server's limit of {limit} (limits.{ceiling})"
-        )
+def over_ceiling(field: str, value: int, setting: str, limit: int, strict: bool) -> ErrorEntry:
+    """The note for ``field``'s ``value`` above ``limit`` (the setting ``setting``, e.g.
+    ``limits.max_results``); raises ``InvalidRequest`` on ``field`` instead when ``strict``."""
+    if strict:
+        raise InvalidRequest(field, f"{value} is above this server's limit of {limit} ({setting})")
     return ErrorEntry(
         stage=BUDGET_STAGE,
         source=field,
-        reason=f"{value} is above this server's limit (limits.{ceiling}); {limit} used",
+        reason=f"{value} is above this server's limit ({setting}); {limit} used",
     )
+
+
+def _over(field: str, value: int, ceiling: str, limit: int, limits: LimitsSettings) -> ErrorEntry:
+    return over_ceiling(field, value, f"limits.{ceiling}", limit, limits.strict)
 
 
 def clamp_budget(budget: Budget, limits: LimitsSettings) -> tuple[Budget, list[ErrorEntry]]:

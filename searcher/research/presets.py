@@ -6,9 +6,8 @@ from dataclasses import dataclass, replace
 
 from searcher.config import ResearchSettings
 from searcher.contract import ErrorEntry, Preset, ResearchBudget
-from searcher.errors import InvalidRequest
+from searcher.limits import over_ceiling
 
-BUDGET_STAGE = "budget"  # as searcher.limits: the stage of a note on a lowered limit
 # The research budget fields that the server bounds (``research.<field>``).
 CEILINGS = ("max_tool_calls", "max_pages", "max_total_time_ms")
 
@@ -83,14 +82,10 @@ def resolve_within(
         value, limit = getattr(limits, name), getattr(ceilings, name)
         if value <= limit:
             continue
-        asked = getattr(budget, name) is not None
-        if asked and strict:
-            raise InvalidRequest(
-                f"budget.{name}",
-                f"{value} is above this server's limit of {limit} (research.{name})",
-            )
-        source = f"budget.{name}" if asked else f"preset.{preset}.{name}"
-        reason = f"{value} is above this server's limit (research.{name}); {limit} used"
-        notes.append(ErrorEntry(stage=BUDGET_STAGE, source=source, reason=reason))
+        if getattr(budget, name) is not None:  # asked for: refused when strict
+            notes.append(over_ceiling(f"budget.{name}", value, f"research.{name}", limit, strict))
+        else:
+            source = f"preset.{preset}.{name}"
+            notes.append(over_ceiling(source, value, f"research.{name}", limit, strict=False))
         changes[name] = limit
     return Bounded(replace(limits, **changes), tuple(notes))
