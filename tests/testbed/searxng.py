@@ -329,26 +329,35 @@ _QUERY_MARK = "@@query@@"
 
 
 def canned_results(base: str, n: int) -> list[dict[str, Any]]:
-    """``n`` results made from the corpus pages in order, the same on every call."""
+    """``n`` results made from the corpus pages in order, the same on every call, merged
+    as a real SearXNG merges: each engine ranks its own results 1, 2, 3, ...; a result's
+    ``engines`` is a set (here in a fixed order of its own) and its ``positions`` follow
+    the order in which the engines answered, so the two lists are not aligned; ``score``
+    is SearXNG's (hits x the sum of 1/position) and the results come best first."""
     c = corpus().load()
     results = []
+    ranks: dict[str, int] = {}  # how many results each engine has ranked so far
     for i in range(n):
         pid = c.ids[i % len(c.ids)]
         page = c.pages[pid]
         url = f"{base}/pages/{pid}" + (f"?v={i // len(c.ids)}" if i >= len(c.ids) else "")
         body = " ".join(page.body.split())[:200]
-        results.append(
-            _result(
-                url,
-                page.title,
-                body,
-                page.engines,
-                i + 1,
-                round(1.0 / (i + 1), 4),
-                page.published,
-            )
-        )
-    return results
+        engines = page.engines
+        for engine in engines:
+            ranks[engine] = ranks.get(engine, 0) + 1
+        positions = [ranks[e] for e in sorted(engines, key=_ANSWERED.index)]
+        raw = _result(url, page.title, body, engines, 0, 0.0, page.published)
+        raw["engines"] = sorted(engines, key=_SET_ORDER.index)
+        raw["positions"] = positions
+        raw["score"] = round(len(positions) * sum(1.0 / p for p in positions), 4)
+        results.append(raw)
+    return sorted(results, key=lambda r: -r["score"])
+
+
+# The order the canned engines' answers arrive in, and the order a set of their names
+# comes out of SearXNG's JSON: two different orders, as on a real instance.
+_ANSWERED = ("google", "duckduckgo", "brave", "bing", "startpage", "qwant")
+_SET_ORDER = ("qwant", "bing", "startpage", "brave", "google", "duckduckgo")
 
 
 def fixed_tail(base: str, n: int, query_in_snippets: bool = False) -> bytes:
