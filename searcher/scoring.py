@@ -52,15 +52,17 @@ class DomainLists:
         the most specific listed domain decides, so ``health.harvard.edu`` can be
         "health" while ``harvard.edu`` is "academic". Walking the host's suffixes is a
         few dict look-ups, not a scan of the lists."""
-        labels = host.lower().rstrip(".").split(".")
-        for start in range(len(labels)):
-            suffix = ".".join(labels[start:])
+        suffix = host.lower().rstrip(".")
+        while True:
             if suffix in self.premium:
                 return "premium", self.trusted.get(suffix)
             category = self.trusted.get(suffix)
             if category is not None:
                 return "trusted", category
-        return None, None
+            dot = suffix.find(".")
+            if dot < 0:
+                return None, None
+            suffix = suffix[dot + 1 :]  # the host less its first label
 
 
 _DATA_DIR = ("data", "domains")
