@@ -26,7 +26,7 @@ import numpy as np
 
 from searcher.embeddings import Embedder
 from searcher.errors import EmbedderUnavailable
-from searcher.scoring import query_keywords, stem, stem_prefixes
+from searcher.scoring import query_keywords, shortest_prefixes, stem, stem_prefixes
 
 T = TypeVar("T")
 
@@ -67,8 +67,8 @@ def entity_words(lowered: str) -> list[str]:
 class _Text:
     """What the BM25 and entity scores read of one text, from one scan of it: its entity
     words and the runs of letters and digits they split into, each kept as one string
-    (space-separated, space-padded), where ``_word_finder`` finds the few words that may
-    stem to the query's words and `` word `` tests a word as a set would."""
+    (space-separated, space-padded), where a search for `` prefix`` finds the few words
+    that may stem to the query's words and `` word `` tests a word as a set would."""
 
     __slots__ = ("length", "tokens", "words")
 
@@ -86,20 +86,29 @@ class _Text:
 
 
 @functools.lru_cache(maxsize=1024)
-def _word_finder(stems: frozenset[str]) -> re.Pattern[str]:
-    """Finds each word of a ``_Text`` string that may stem to one of ``stems``
-    (``stem_prefixes``), once. The leading space anchors a match at a word's start and
-    keeps the scan a fast search for a literal."""
-    prefixes = stem_prefixes(stems)
-    if not prefixes:
-        return re.compile(r"(?!)")  # matches nothing
-    return re.compile(f" ((?:{'|'.join(map(re.escape, prefixes))})\\S*)")
+def _word_starts(stems: frozenset[str]) -> tuple[str, ...]:
+    # A space and a prefix (``stem_prefixes``) start a word that may stem to one of
+    # ``stems``; as no prefix starts another, no word starts with two of them.
+    return tuple(" " + prefix for prefix in shortest_prefixes(stem_prefixes(stems)))
+
+
+def _words_stemming_to(stems: frozenset[str], text: str) -> list[str]:
+    """Each word of a ``_Text`` string that may stem to one of ``stems``, once: found by
+    its start, a literal (no pattern to compile for a new query)."""
+    words = []
+    for start in _word_starts(stems):
+        at = text.find(start)
+        while at >= 0:
+            end = text.find(" ", at + 1)  # the strings end with a space
+            words.append(text[at + 1 : end])
+            at = text.find(start, end)
+    return words
 
 
 def _stem_counts(words: str, stems: frozenset[str]) -> dict[str, int]:
     """How many words of a ``_Text`` string stem to each of ``stems`` (those it has)."""
     counts: dict[str, int] = {}
-    for word in _word_finder(stems).findall(words):
+    for word in _words_stemming_to(stems, words):
         if (found := stem(word)) in stems:
             counts[found] = counts.get(found, 0) + 1
     return counts
@@ -163,7 +172,7 @@ def _named(wanted: frozenset[str], as_words: list[tuple[str, str]], tokens: str)
     (a word that stems to it)."""
     named = {w for w, padded in as_words if padded in tokens}
     if len(named) < len(wanted):
-        named.update(s for s in map(stem, _word_finder(wanted).findall(tokens)) if s in wanted)
+        named.update(s for s in map(stem, _words_stemming_to(wanted, tokens)) if s in wanted)
     return named
 
 

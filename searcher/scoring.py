@@ -201,32 +201,35 @@ def stem_prefixes(stems: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({s[:-1] or s for s in stems if s}, key=lambda p: (-len(p), p)))
 
 
-# Up to this many prefixes, one scan of a text per prefix: the re engine searches for a
-# literal several times faster than for an alternation (which it tests at every character),
-# enough to pay for the extra scans (20 results, 2 prefixes: 60 -> 27 us; equal at about 6).
-_SCAN_PER_PREFIX_UP_TO = 4
+@functools.lru_cache(maxsize=1024)
+def _prefix_pattern(stems: tuple[str, ...]) -> re.Pattern[str]:
+    prefixes = stem_prefixes(stems)
+    if not prefixes:
+        return re.compile(r"(?!)")  # matches nothing
+    # No look-behind for the word's start: with one, the re engine tries every position;
+    # without, it skips to the prefixes' first letters (2x faster on snippets).
+    return re.compile(f"(?:{'|'.join(map(re.escape, prefixes))})[^\\W_]*")
 
 
-def _shortest_prefixes(prefixes: Iterable[str]) -> list[str]:
+def shortest_prefixes(prefixes: Iterable[str]) -> tuple[str, ...]:
     """``prefixes`` less those that start with another one (whose words it finds), sorted:
-    no word starts with two of them, so one scan per prefix finds each word once."""
+    no word starts with two of them, so a search for each finds each word once."""
     kept: list[str] = []
     for prefix in sorted(prefixes):  # a prefix sorts right before the words it starts
         if not kept or not prefix.startswith(kept[-1]):
             kept.append(prefix)
-    return kept
+    return tuple(kept)
 
 
 @functools.lru_cache(maxsize=1024)
-def _prefix_patterns(stems: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    """What ``words_stemming_to`` scans a text with: one pattern per prefix, or one for
-    them all when there are many."""
-    escaped = [re.escape(p) for p in _shortest_prefixes(stem_prefixes(stems))]
-    if len(escaped) > _SCAN_PER_PREFIX_UP_TO:
-        escaped = ["|".join(escaped)]
-    # No look-behind for the word's start: with one, the re engine tries every position;
-    # without, it skips to the prefixes (2x faster on snippets).
-    return tuple(re.compile(f"(?:{e})[^\\W_]*") for e in escaped)
+def _searched_prefixes(stems: tuple[str, ...]) -> tuple[str, ...]:
+    return shortest_prefixes(stem_prefixes(stems))
+
+
+# Up to this many prefixes, a text is searched for each (``str.find``: fast, and no pattern
+# to compile for a new query); with more, one scan with a regex of them all is faster.
+_SEARCH_PER_PREFIX_UP_TO = 4
+_REST_OF_WORD = re.compile(r"[^\W_]*")
 
 
 def words_stemming_to(stems: tuple[str, ...], text: str) -> list[str]:
@@ -235,12 +238,27 @@ def words_stemming_to(stems: tuple[str, ...], text: str) -> list[str]:
     not every word of a text, finds the same stems."""
     # A prefix found inside a word is not a word; it cannot hide one either, as a match
     # never crosses the non-letter before the next word.
-    return [
-        m.group()
-        for pattern in _prefix_patterns(stems)
-        for m in pattern.finditer(text)
-        if not m.start() or not text[m.start() - 1].isalnum()
-    ]
+    prefixes = _searched_prefixes(stems)
+    if len(prefixes) > _SEARCH_PER_PREFIX_UP_TO:
+        return [
+            m.group()
+            for m in _prefix_pattern(stems).finditer(text)
+            if not m.start() or not text[m.start() - 1].isalnum()
+        ]
+    return [word for prefix in prefixes for word in _words_starting(prefix, text)]
+
+
+def _words_starting(prefix: str, text: str) -> list[str]:
+    """The words of ``text`` that start with ``prefix`` (of letters and digits), in order."""
+    words = []
+    at = text.find(prefix)
+    while at >= 0:
+        rest = _REST_OF_WORD.match(text, at + len(prefix))
+        end = rest.end() if rest else len(text)  # it always matches, if only ""
+        if not at or not text[at - 1].isalnum():
+            words.append(text[at:end])
+        at = text.find(prefix, end)  # the rest of the word holds no word
+    return words
 
 
 def _is_keyword(part: str) -> bool:
