@@ -433,6 +433,54 @@ class Item(BaseModel):
         default=None, description="The passages most relevant to the query (chunks_per_source)."
     )
 
+    def to_wire(self) -> dict[str, Any]:
+        """``self.model_dump(mode="json")``, built by hand: items are most of a response, and
+        this is about twice as fast as pydantic's serializer. Every field is plain JSON data
+        already (validated str, int, float, bool, None), so it is copied as it is
+        (tests/test_api_contract.py holds the two equal, key order included)."""
+        score, fetch, chunks = self.score, self.fetch, self.chunks
+        components = score.components
+        return {
+            "id": self.id,
+            "type": self.type,
+            "title": self.title,
+            "url": self.url,
+            "retrieved_utc": self.retrieved_utc,
+            "engine": self.engine,
+            "engines": list(self.engines),
+            "snippet": self.snippet,
+            "published_utc": self.published_utc,
+            "category": self.category,
+            "score": {
+                "rank": score.rank,
+                "relevance": score.relevance,
+                "method": score.method,
+                "components": None if components is None else dict(components),
+            },
+            "provenance": [
+                {
+                    "backend": source.backend,
+                    "engine": source.engine,
+                    "rank": source.rank,
+                    "perspective": source.perspective,
+                }
+                for source in self.provenance
+            ],
+            "fetch": {
+                "status": fetch.status,
+                "skip_reason": fetch.skip_reason,
+                "error": fetch.error,
+                "http_status": fetch.http_status,
+                "content_type": fetch.content_type,
+                "downloaded_bytes": fetch.downloaded_bytes,
+                "truncated": fetch.truncated,
+                "extracted_chars": fetch.extracted_chars,
+                "cached": fetch.cached,
+            },
+            "content": self.content,
+            "chunks": None if chunks is None else list(chunks),
+        }
+
 
 class LlmCall(BaseModel):
     """One LLM step of the request, whether it called the model or took its fallback."""
@@ -591,15 +639,25 @@ class SearchResponse(BaseModel):
 
     def to_wire(self, want: Want) -> dict[str, Any]:
         """The JSON-ready dict, leaving out the parts the request did not want."""
-        data = self.model_dump(mode="json", by_alias=True)
-        if not want.items:
-            data.pop("items", None)
+        # ``model_dump(mode="json", by_alias=True)``, but the items through Item.to_wire
+        # (the faster way), put back in their place among the fields.
+        data = self.model_dump(mode="json", by_alias=True, exclude=_ITEMS)
+        if want.items:
+            after = {name: data.pop(name) for name in _AFTER_ITEMS}
+            data["items"] = None if self.items is None else [i.to_wire() for i in self.items]
+            data.update(after)
         if not want.rendered_text:
             data.pop("rendered_text", None)
         if not want.answer:
             data.pop("answer", None)
             data.pop("answer_citations", None)
         return data
+
+
+_ITEMS = {"items"}
+# The response's fields after ``items``, in order (none of them has an alias).
+_FIELDS = list(SearchResponse.model_fields)
+_AFTER_ITEMS = tuple(_FIELDS[_FIELDS.index("items") + 1 :])
 
 
 class ErrorBody(BaseModel):

@@ -113,12 +113,14 @@ def ranked_lists(
     for index, hit in enumerate(answer.hits):
         for engine, position in _engine_positions(hit, fallback=index + 1):
             per_engine.setdefault(engine, []).append((position, index, hit))
+    # A hit is in an engine's list once, so (position, index) differ and decide the sort:
+    # hits are never compared.
     return [
         RankedList(
             answer.backend,
             engine,
             backend_weight * (engine_weights.get(engine, 1.0) if engine else 1.0),
-            tuple(hit for _, _, hit in sorted(entries, key=lambda e: (e[0], e[1]))),
+            tuple([hit for _, _, hit in sorted(entries)]),
         )
         for engine, entries in sorted(per_engine.items(), key=lambda item: item[0] or "")
     ]
@@ -266,24 +268,18 @@ def searxng_style(lists: Sequence[RankedList]) -> list[FusedHit]:
 
 
 def _fused(lists: Sequence[RankedList], score: Scorer) -> list[FusedHit]:
-    fused = [
-        FusedHit(
-            hit=representative([a.hit for a in group]),
-            key=key,
-            score=score(group),
-            sources=_sorted_sources(group),
-        )
-        for key, group in _group_by_page(lists).items()
-        if any(a.scored for a in group)
-    ]
+    fused = []
+    for key, group in _group_by_page(lists).items():
+        if len(group) == 1:  # a page one list found (many are): its hit and source as they are
+            (only,) = group
+            if only.scored:
+                fused.append(FusedHit(only.hit, key, score(group), (only.source,)))
+        elif any(a.scored for a in group):
+            hit = representative([a.hit for a in group])
+            sources = tuple(sorted((a.source for a in group), key=Source.sort_key))
+            fused.append(FusedHit(hit, key, score(group), sources))
     fused.sort(key=lambda f: (-f.score, f.key))
     return fused
-
-
-def _sorted_sources(group: Sequence[_Appearance]) -> tuple[Source, ...]:
-    if len(group) == 1:
-        return (group[0].source,)
-    return tuple(sorted((a.source for a in group), key=Source.sort_key))
 
 
 def _group_by_page(lists: Iterable[RankedList]) -> dict[str, list[_Appearance]]:

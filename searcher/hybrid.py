@@ -16,9 +16,9 @@ counts. Measured on a real SearXNG (``bench/ranking_searxng.py``); ``share`` is
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from searcher.embeddings import Embedder
 from searcher.errors import EmbedderUnavailable
-from searcher.scoring import query_keywords, stem, stem_prefixes
+from searcher.scoring import query_keywords, shortest_prefixes, stem, stem_prefixes
 
 T = TypeVar("T")
 
@@ -65,30 +65,53 @@ def entity_words(lowered: str) -> list[str]:
 
 
 class _Text:
-    """What the BM25 and entity scores read of one text, from one scan of it."""
+    """What the BM25 and entity scores read of one text, from one scan of it: its entity
+    words and the runs of letters and digits they split into, each kept as one string
+    (space-separated, space-padded), where a search for `` prefix`` finds the few words
+    that may stem to the query's words and `` word `` tests a word as a set would."""
 
-    __slots__ = ("length", "token_set", "tokens", "word_set", "words")
+    __slots__ = ("length", "tokens", "words")
 
     def __init__(self, text: str) -> None:
         # Lower-cased entity words; split at hyphens and underscores, they give the runs of
         # letters and digits, of which those of two or more (``_WORD``) are the BM25 terms.
-        self.tokens: list[str] = entity_words(text.lower())
-        self.token_set = set(self.tokens)
-        joined = " ".join(self.tokens)
+        words = entity_words(text.lower())
+        joined = " ".join(words)
+        self.tokens = f" {joined} "
         if "-" in joined or "_" in joined:
-            self.words: list[str] = joined.replace("-", " ").replace("_", " ").split()
-            self.word_set = set(self.words)
-        else:  # most texts: the tokens are the words
-            self.words, self.word_set = self.tokens, self.token_set
-        self.length = len(self.words) - list(map(len, self.words)).count(1)
+            words = joined.replace("-", " ").replace("_", " ").split()
+            joined = " ".join(words)
+        self.words = f" {joined} "
+        self.length = len(words) - list(map(len, words)).count(1)
 
 
-def _stems_wanted(vocabulary: set[str], wanted: frozenset[str]) -> dict[str, str]:
-    """The words of ``vocabulary`` that stem to one of ``wanted``, with their stems; only
-    the words that can (``stem_prefixes``) are stemmed, each once for the whole pool."""
-    prefixes = stem_prefixes(wanted)
-    found = {w: stem(w) for w in vocabulary if w.startswith(prefixes)}
-    return {w: s for w, s in found.items() if s in wanted}
+@functools.lru_cache(maxsize=1024)
+def _word_starts(stems: frozenset[str]) -> tuple[str, ...]:
+    # A space and a prefix (``stem_prefixes``) start a word that may stem to one of
+    # ``stems``; as no prefix starts another, no word starts with two of them.
+    return tuple(" " + prefix for prefix in shortest_prefixes(stem_prefixes(stems)))
+
+
+def _words_stemming_to(stems: frozenset[str], text: str) -> list[str]:
+    """Each word of a ``_Text`` string that may stem to one of ``stems``, once: found by
+    its start, a literal (no pattern to compile for a new query)."""
+    words = []
+    for start in _word_starts(stems):
+        at = text.find(start)
+        while at >= 0:
+            end = text.find(" ", at + 1)  # the strings end with a space
+            words.append(text[at + 1 : end])
+            at = text.find(start, end)
+    return words
+
+
+def _stem_counts(words: str, stems: frozenset[str]) -> dict[str, int]:
+    """How many words of a ``_Text`` string stem to each of ``stems`` (those it has)."""
+    counts: dict[str, int] = {}
+    for word in _words_stemming_to(stems, words):
+        if (found := stem(word)) in stems:
+            counts[found] = counts.get(found, 0) + 1
+    return counts
 
 
 def pool_bm25(query: str, texts: Sequence[str]) -> list[float]:
@@ -102,13 +125,8 @@ def _pool_bm25(query: str, texts: Sequence[_Text]) -> list[float]:
     query_stems = tuple(dict.fromkeys(stem(w) for w in _WORD.findall(query.lower())))
     if not texts or not query_stems:
         return [0.0] * len(texts)
-    stem_of = _stems_wanted(set().union(*(t.word_set for t in texts)), frozenset(query_stems))
-    counts: list[Counter[str]] = []
-    for t in texts:
-        count: Counter[str] = Counter()
-        for w in stem_of.keys() & t.word_set:
-            count[stem_of[w]] += t.words.count(w)
-        counts.append(count)
+    wanted = frozenset(query_stems)
+    counts = [_stem_counts(t.words, wanted) for t in texts]
     present = [w for w in query_stems if any(w in c for c in counts)]
     if not present:
         return [0.0] * len(texts)
@@ -145,14 +163,17 @@ def _entity_overlap(query: str, texts: Sequence[_Text]) -> list[float]:
     wanted = frozenset(entities(query) or query_keywords(query))
     if not wanted:
         return [0.0] * len(texts)
-    # Names as written first; the rest may be there in another form.
-    missing = [t.token_set for t in texts if not wanted <= t.token_set]
-    stem_of = _stems_wanted(set().union(*missing), wanted) if missing else {}
-    return [
-        len(wanted & (t.token_set | {stem_of[w] for w in stem_of.keys() & t.token_set}))
-        / len(wanted)
-        for t in texts
-    ]
+    as_words = [(w, f" {w} ") for w in wanted]
+    return [len(_named(wanted, as_words, t.tokens)) / len(wanted) for t in texts]
+
+
+def _named(wanted: frozenset[str], as_words: list[tuple[str, str]], tokens: str) -> set[str]:
+    """Which of ``wanted`` a ``_Text``'s ``tokens`` name: as written, else in another form
+    (a word that stems to it)."""
+    named = {w for w, padded in as_words if padded in tokens}
+    if len(named) < len(wanted):
+        named.update(s for s in map(stem, _words_stemming_to(wanted, tokens)) if s in wanted)
+    return named
 
 
 def hybrid_scores(query: str, texts: Sequence[str], cosines: Sequence[float] | None) -> list[float]:

@@ -416,6 +416,17 @@ def _head_text(number: int, title: str, url: str, snippet: str) -> str:
     )
 
 
+# What _head_text adds around the fields: "N. ", the labels with their colons, the
+# indentation and the line ends (see _head_chars).
+_HEAD_FRAME_CHARS = len(". Title:\n   URL:\n   Snippet:\n")
+
+
+def _head_chars(number: int, title: str, url: str, snippet: str) -> int:
+    """``len(_head_text(number, title, url, snippet))``, without building the text: the
+    budget check of every item's whole lines, most of which are not kept."""
+    return len(str(number)) + _HEAD_FRAME_CHARS + _room(title) + _room(url) + _room(snippet)
+
+
 Fields = tuple[str, str, str]  # an item's title, URL and snippet, cleaned
 
 
@@ -457,7 +468,7 @@ def _shortened_heads(cleaned: Sequence[Fields], budget: int) -> Heads:
         url = whole_url
         if len(url) > _MIN_URL_CHARS:
             url = _cut_url(url, _MIN_URL_CHARS)
-        base = 1 + len(_head_text(index + 1, "", url, ""))
+        base = 1 + _head_chars(index + 1, "", url, "")
         floor_title = _room(_shorten(title, _MIN_TITLE_CHARS))
         floor_snippet = _room(_shorten(snippet, _MIN_SNIPPET_CHARS))
         if base + floor_title > left:
@@ -489,10 +500,9 @@ def _item_heads(items: Sequence[PackItem], budget: int) -> Heads:
     """The lines of the items shown, in rank order, together (each with its leading
     "\n") within ``budget``: whole when all fit, else shortened (see _shortened_heads)."""
     cleaned = [_clean_fields(item) for item in items]
-    heads = [(i, _head_text(i + 1, *fields)) for i, fields in enumerate(cleaned)]
-    if sum(1 + len(head) for _, head in heads) > budget:
+    if sum(1 + _head_chars(i + 1, *fields) for i, fields in enumerate(cleaned)) > budget:
         return _shortened_heads(cleaned, budget)
-    return heads
+    return [(i, _head_text(i + 1, *fields)) for i, fields in enumerate(cleaned)]
 
 
 # --- the request echo ---------------------------------------------------------------------

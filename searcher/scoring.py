@@ -52,15 +52,17 @@ class DomainLists:
         the most specific listed domain decides, so ``health.harvard.edu`` can be
         "health" while ``harvard.edu`` is "academic". Walking the host's suffixes is a
         few dict look-ups, not a scan of the lists."""
-        labels = host.lower().rstrip(".").split(".")
-        for start in range(len(labels)):
-            suffix = ".".join(labels[start:])
+        suffix = host.lower().rstrip(".")
+        while True:
             if suffix in self.premium:
                 return "premium", self.trusted.get(suffix)
             category = self.trusted.get(suffix)
             if category is not None:
                 return "trusted", category
-        return None, None
+            dot = suffix.find(".")
+            if dot < 0:
+                return None, None
+            suffix = suffix[dot + 1 :]  # the host less its first label
 
 
 _DATA_DIR = ("data", "domains")
@@ -209,17 +211,54 @@ def _prefix_pattern(stems: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(f"(?:{'|'.join(map(re.escape, prefixes))})[^\\W_]*")
 
 
+def shortest_prefixes(prefixes: Iterable[str]) -> tuple[str, ...]:
+    """``prefixes`` less those that start with another one (whose words it finds), sorted:
+    no word starts with two of them, so a search for each finds each word once."""
+    kept: list[str] = []
+    for prefix in sorted(prefixes):  # a prefix sorts right before the words it starts
+        if not kept or not prefix.startswith(kept[-1]):
+            kept.append(prefix)
+    return tuple(kept)
+
+
+@functools.lru_cache(maxsize=1024)
+def _searched_prefixes(stems: tuple[str, ...]) -> tuple[str, ...]:
+    return shortest_prefixes(stem_prefixes(stems))
+
+
+# Up to this many prefixes, a text is searched for each (``str.find``: fast, and no pattern
+# to compile for a new query); with more, one scan with a regex of them all is faster.
+_SEARCH_PER_PREFIX_UP_TO = 4
+_REST_OF_WORD = re.compile(r"[^\W_]*")
+
+
 def words_stemming_to(stems: tuple[str, ...], text: str) -> list[str]:
     """The words (runs of letters and digits) of lower-case ``text`` that may stem to one
-    of ``stems`` (``stem_prefixes``): stemming only these words, not every word of a text,
-    finds the same stems."""
+    of ``stems`` (words too; ``stem_prefixes``), in some order: stemming only these words,
+    not every word of a text, finds the same stems."""
     # A prefix found inside a word is not a word; it cannot hide one either, as a match
     # never crosses the non-letter before the next word.
-    return [
-        m.group()
-        for m in _prefix_pattern(stems).finditer(text)
-        if not m.start() or not text[m.start() - 1].isalnum()
-    ]
+    prefixes = _searched_prefixes(stems)
+    if len(prefixes) > _SEARCH_PER_PREFIX_UP_TO:
+        return [
+            m.group()
+            for m in _prefix_pattern(stems).finditer(text)
+            if not m.start() or not text[m.start() - 1].isalnum()
+        ]
+    return [word for prefix in prefixes for word in _words_starting(prefix, text)]
+
+
+def _words_starting(prefix: str, text: str) -> list[str]:
+    """The words of ``text`` that start with ``prefix`` (of letters and digits), in order."""
+    words = []
+    at = text.find(prefix)
+    while at >= 0:
+        rest = _REST_OF_WORD.match(text, at + len(prefix))
+        end = rest.end() if rest else len(text)  # it always matches, if only ""
+        if not at or not text[at - 1].isalnum():
+            words.append(text[at:end])
+        at = text.find(prefix, end)  # the rest of the word holds no word
+    return words
 
 
 def _is_keyword(part: str) -> bool:

@@ -4,6 +4,11 @@ import json
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from searcher.contract import Item, Want
+from tests.responses import search_response
 
 
 @pytest.fixture
@@ -132,3 +137,75 @@ def test_openapi_document_and_docs(base):
     assert {"200", "422", "502"} <= set(search["responses"])
     docs = httpx.get(f"{base}/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
+
+
+# --- the wire form of items (Item.to_wire, built by hand for speed) -------------------------
+
+_TEXT = st.text(max_size=12)
+_MAYBE_TEXT = st.none() | _TEXT
+_SCORE = st.fixed_dictionaries(
+    {"rank": st.integers(1, 50), "relevance": st.floats(0, 1), "method": _TEXT},
+    optional={
+        "components": st.none()
+        | st.dictionaries(_TEXT, st.floats() | st.integers(-5, 5), max_size=3)
+    },
+)
+_FETCH = st.fixed_dictionaries(
+    {},
+    optional={
+        "status": st.sampled_from(["skipped", "fetched", "failed"]),
+        "skip_reason": st.none() | st.sampled_from(["budget", "timeout", "blocked"]),
+        "error": _MAYBE_TEXT,
+        "http_status": st.none() | st.integers(100, 599),
+        "content_type": _MAYBE_TEXT,
+        "downloaded_bytes": st.integers(0, 10**9),
+        "truncated": st.booleans(),
+        "extracted_chars": st.integers(0, 10**6),
+        "cached": st.booleans(),
+    },
+)
+_PROVENANCE = st.fixed_dictionaries(
+    {"backend": _TEXT, "rank": st.integers(1, 50)},
+    optional={"engine": _MAYBE_TEXT, "perspective": _MAYBE_TEXT},
+)
+_ITEM = st.fixed_dictionaries(
+    {
+        "id": _TEXT,
+        "title": _TEXT,
+        "url": _TEXT,
+        "retrieved_utc": _TEXT,
+        "engine": _TEXT,
+        "snippet": _TEXT,
+        "score": _SCORE,
+    },
+    optional={
+        "engines": st.lists(_TEXT, max_size=3),
+        "published_utc": _MAYBE_TEXT,
+        "category": _MAYBE_TEXT,
+        "provenance": st.lists(_PROVENANCE, max_size=3),
+        "fetch": _FETCH,
+        "content": _MAYBE_TEXT,
+        "chunks": st.none() | st.lists(_TEXT, max_size=3),
+    },
+).map(Item.model_validate)
+
+
+@given(_ITEM)
+def test_an_items_wire_form_is_its_json_dump(item):
+    # repr: the same keys in the same order, the same values of the same types (nan too).
+    assert repr(item.to_wire()) == repr(item.model_dump(mode="json"))
+
+
+@given(st.lists(_ITEM, max_size=3) | st.none(), st.booleans(), st.booleans(), st.booleans())
+def test_the_wire_form_is_the_json_dump_less_what_was_not_wanted(items, with_items, pack, answer):
+    want = Want(items=with_items, rendered_text=pack, answer=answer)
+    response = search_response(items or [], answer="a [1]").model_copy(
+        update={"items": items, "rendered_text": "pack"}
+    )
+    expected = response.model_dump(mode="json", by_alias=True)
+    for key, kept in [("items", want.items), ("rendered_text", want.rendered_text)]:
+        if not kept:
+            expected.pop(key)
+    if not want.answer:
+        expected.pop("answer"), expected.pop("answer_citations")
+    assert repr(response.to_wire(want)) == repr(expected)

@@ -1,17 +1,18 @@
 """The backend pool against the testbed: hedging, fan-out, auto-paging, policy."""
 
 import time
+from typing import Any
 
 import aiohttp
 import pytest
 
-from searcher.backends.base import BackendQuery
+from searcher.backends.base import BackendAnswer, BackendQuery, Capabilities, Hit
 from searcher.backends.chain import BackendPool
 from searcher.backends.pacing import Pacer, instance_rates
 from searcher.backends.policy import plan_backends
 from searcher.backends.registry import build_backends
-from searcher.errors import AllBackendsFailed, InvalidRequest
-from searcher.resilience import Deadline
+from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendTimeout, InvalidRequest
+from searcher.resilience import CircuitBreaker, Deadline
 from searcher.state.sqlite_store import SqliteStore
 
 
@@ -237,3 +238,75 @@ def test_policy(make_settings):
     assert (fallback.mode, fallback.names) == ("fallback", ("searxng", "brave"))
     with pytest.raises(InvalidRequest):
         plan_backends(["brave", "bing"], None, settings, usable)
+
+
+class Scripted:
+    """A backend that answers as told: hits, no hits, a backend failure or a plugin bug."""
+
+    def __init__(self, name: str, behaviour: str) -> None:
+        self.name = name
+        self.capabilities = Capabilities(result_count=True)
+        self.behaviour = behaviour
+
+    async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
+        if self.behaviour == "timeout":
+            raise BackendTimeout(self.name, "timed out")
+        if self.behaviour == "bad":
+            raise BackendBadResponse(self.name, "garbled")
+        if self.behaviour == "bug":
+            raise RuntimeError("plugin bug")
+        hits = [Hit("https://a.example/", "A", "a", self.name)] if self.behaviour == "hits" else []
+        return BackendAnswer(self.name, hits)
+
+
+class GoneStore:
+    """Shared breakers whose state store fails: an error that is no ``BackendError``."""
+
+    async def sync(self, name: str, breaker: CircuitBreaker) -> None:
+        raise RuntimeError("state store gone")
+
+
+async def _chain_outcome(pool, chain, deadline_s):
+    try:
+        result = await chain(deadline_s)
+    except AllBackendsFailed as exc:
+        outcome: object = ("failed", exc.failures)
+    else:
+        outcome = (result.answer, result.tried, result.failures, result.hedged)
+    snapshot = pool.breakers["searxng"].snapshot()
+    return outcome, snapshot.state, snapshot.consecutive_failures
+
+
+@pytest.mark.parametrize("behaviour", ["hits", "empty", "timeout", "bad", "bug", "absent", "store"])
+@pytest.mark.parametrize("retries", [0, 1])
+@pytest.mark.parametrize("deadline_s", [10.0, 0.0])
+async def test_a_chain_of_one_instance_ends_as_the_race_does(
+    make_settings, behaviour, retries, deadline_s
+):
+    """A chain of one name is awaited in place (``_only``), not raced: same outcome,
+    same failures, same breaker state as the race over that one name."""
+    settings = make_settings(backends={"searxng": {"breaker": {"failure_threshold": 2}}})
+    outcomes = []
+    for path in ("_only", "_race"):
+        backends = {} if behaviour == "absent" else {"searxng": Scripted("searxng", behaviour)}
+        shared: Any = GoneStore() if behaviour == "store" else None
+        pool = BackendPool(backends, settings, shared=shared)
+        pool.breakers.setdefault("searxng", CircuitBreaker(settings.backends.searxng.breaker))
+        query = BackendQuery("q")
+        if path == "_only":
+
+            async def chain(budget_s, pool=pool, query=query):
+                return await pool._only("searxng", query, Deadline(budget_s), 5.0, retries)
+        else:
+
+            async def chain(budget_s, pool=pool, query=query):
+                return await pool._race(["searxng"], query, Deadline(budget_s), 5.0, retries)
+
+        outcomes.append(await _chain_outcome(pool, chain, deadline_s))
+    assert outcomes[0] == outcomes[1]
+    if behaviour == "hits" and deadline_s:  # the public entry takes the in-place path
+        pool = BackendPool({"searxng": Scripted("searxng", "hits")}, settings)
+        result = await pool.search_with_fallback(
+            ["searxng"], BackendQuery("q"), Deadline(10), 5.0, 0
+        )
+        assert result.tried == ["searxng"] and result.answer.hits

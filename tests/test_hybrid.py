@@ -126,7 +126,9 @@ def _reference_entities(query: str, texts: list[str]) -> list[float]:
 WORD = st.builds(
     "".join,
     st.tuples(
-        st.sampled_from(["stud", "rout", "gam", "run", "Co-op", "x_y", "Éclat", "a", "6es7"]),
+        st.sampled_from(
+            ["stud", "rout", "gam", "run", "Co-op", "x_y", "Éclat", "a", "6es7", "trout", "outrun"]
+        ),
         st.sampled_from(["", "y", "ies", "ied", "ing", "ed", "es", "s", "e", "-1"]),
     ),
 )
@@ -191,3 +193,12 @@ def test_a_hostile_run_of_hyphens_is_read_in_one_pass() -> None:
     # time took quadratic time (16,000 hyphens: 0.3 s; this many: about 20 minutes).
     text = " " + "-" * 1_000_000 + "x _y " + "_-" * 500_000
     assert entity_words(text) == ["x", "y"]
+
+
+@given(WORDS, st.lists(SNIPPET | WORDS, min_size=1, max_size=6))
+@settings(max_examples=300)
+def test_scores_equal_stemming_every_word_of_messy_text(query: str, texts: list[str]) -> None:
+    # Words are found in a space-joined string of a text's words: punctuation, other
+    # scripts and odd spaces must not make it find more words, or fewer, than the regex.
+    assert pool_bm25(query, texts) == pytest.approx(_reference_bm25(query, texts))
+    assert entity_overlap(query, texts) == pytest.approx(_reference_entities(query, texts))

@@ -23,6 +23,8 @@ from searcher.render import (
     PACK_OPEN,
     RULES,
     PackItem,
+    _head_chars,
+    _head_text,
     fair_shares,
     render_context_pack,
 )
@@ -776,6 +778,14 @@ def test_shortened_fields_are_prefixes_of_the_whole_ones(
         )
         for text, full in ((small[0], big[0]), (small[2], big[2])):
             assert text == full or text == "" or full.startswith(text[: -len("…")])
+
+
+@given(st.integers(1, 10_000), st.text(max_size=5), st.text(max_size=5), st.text(max_size=5))
+def test_head_chars_is_the_length_of_the_head_text(
+    number: int, title: str, url: str, snippet: str
+) -> None:
+    # The budget check counts the items' lines without building them.
+    assert _head_chars(number, title, url, snippet) == len(_head_text(number, title, url, snippet))
 
 
 # --- long URLs: a floor with a shortened URL; an item that does not fit is skipped ----------

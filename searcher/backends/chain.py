@@ -424,6 +424,16 @@ class BackendPool:
         than its hedging delay, the next one starts too; the first good answer wins. A
         backend with zero hits is passed over but not held against it; if all were empty,
         the first empty answer is returned. Losers: see the module docstring."""
+        if len(names) == 1:
+            return await self._only(names[0], query, deadline, timeout_s, retries)
+        return await self._race(names, query, deadline, timeout_s, retries)
+
+    async def _race(
+        self, names: Sequence[str], query: BackendQuery, deadline: Deadline, timeout_s: float,
+        retries: int,
+    ) -> ChainResult:  # fmt: skip
+        """``search_with_fallback``'s chain: each call a task, the next one started when
+        the newest is slower than its hedging delay or has failed."""
         tried: list[str] = []
         failures = _Failures()
         empties: list[BackendAnswer] = []
@@ -483,6 +493,29 @@ class BackendPool:
         if empties:
             return ChainResult(empties[0], tried, failures.close())
         raise AllBackendsFailed(failures.close())
+
+    async def _only(
+        self, name: str, query: BackendQuery, deadline: Deadline, timeout_s: float, retries: int
+    ) -> ChainResult:
+        """``search_with_fallback`` over one instance: there is no race to run, so the call
+        is awaited in place, without the task and the wait a race needs (a simple search
+        pays for them on every request). The outcome is ``_race``'s for one name."""
+        failures = _Failures()
+        if deadline.remaining() < MIN_ATTEMPT_S:
+            failures.add(BackendFailure(name, "not tried: request deadline reached", "timeout"))
+            raise AllBackendsFailed(failures.close())
+        answer = None
+        try:
+            answer = await self.call(name, query, deadline, timeout_s, retries, failures.watch())
+        except BackendError:
+            pass  # reported through its watch
+        except Exception as exc:  # a bug: that backend's failure, not a 500
+            failures.add(self._unexpected(name, exc))
+        if answer is None:
+            raise AllBackendsFailed(failures.close())
+        if not answer.hits:
+            failures.add(BackendFailure(name, "no results", "no_results"))
+        return ChainResult(answer, [name], failures.close())
 
     def _settle_losers(
         self,

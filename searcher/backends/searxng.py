@@ -68,6 +68,10 @@ MAX_RESULTS_PER_ANSWER = 1000
 # /config is small; waiting longer for it than this is not worth it on a search's path.
 CONFIG_TIMEOUT_S = 2.0
 CONFIG_RETRY_S = 60.0  # after /config failed, ask again no sooner than this
+# JSON arrays and numbers as the decoder gives them. Tuples, not ``list | tuple``: a union
+# written in a call is built anew on every call, and these checks run per result.
+_ARRAY = (list, tuple)
+_NUMBER = (int, float)
 
 
 class SearxngSettings(InstanceSettings):
@@ -119,14 +123,16 @@ def _engines(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[int, ...]]:
     each (a real result is found by a few)."""
     engines = raw.get("engines") or ([raw["engine"]] if raw.get("engine") else [])
     positions = raw.get("positions") or []
-    if not isinstance(engines, list | tuple) or not isinstance(positions, list | tuple):
+    if not isinstance(engines, _ARRAY) or not isinstance(positions, _ARRAY):
         return (), ()
     return (
-        tuple(str(e) for e in engines[:MAX_ENGINES_PER_RESULT] if isinstance(e, str)),
+        tuple([str(e) for e in engines[:MAX_ENGINES_PER_RESULT] if isinstance(e, str)]),
         tuple(
-            p
-            for p in positions[:MAX_ENGINES_PER_RESULT]
-            if isinstance(p, int) and not isinstance(p, bool)
+            [
+                p
+                for p in positions[:MAX_ENGINES_PER_RESULT]
+                if isinstance(p, int) and not isinstance(p, bool)
+            ]
         ),
     )
 
@@ -137,18 +143,19 @@ def _hit(
     """A result whose engines are paired with their positions (``pairs``, from
     ``engine_positions.align``); engines with no position left come last."""
     score = raw.get("score")
+    category = raw.get("category")
     return Hit(
         url=url,
         title=plain_text(raw.get("title")) or url,
         snippet=plain_text(raw.get("content")),
         backend=instance,
-        engines=(*pairs, *(e for e in engines if e not in pairs)),
+        engines=(*pairs, *[e for e in engines if e not in pairs]),
         positions=tuple(pairs.values()),
         score=float(score)
-        if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score)
+        if isinstance(score, _NUMBER) and not isinstance(score, bool) and math.isfinite(score)
         else None,
         published=iso_utc(raw.get("publishedDate")),
-        category=raw.get("category") if isinstance(raw.get("category"), str) else None,
+        category=category if isinstance(category, str) else None,
     )
 
 
