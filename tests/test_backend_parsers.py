@@ -1,10 +1,14 @@
 """The pure halves of each backend: request building and response parsing."""
 
 import json
+import re
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from searcher.backends import brave, duckduckgo, searxng
+from searcher.backends import brave, duckduckgo, normalise, searxng
 from searcher.backends.base import BackendQuery
 from searcher.errors import BackendBadResponse, EnginesUnresponsive
 
@@ -194,3 +198,57 @@ def test_searxng_engines_are_read_as_a_list_and_bounded():
     hits = searxng.parse_response(200, {}, json.dumps(body).encode()).hits
     assert len(hits[0].engines) == 64 and set(hits[0].engines) == set(many[:64])
     assert hits[1].engines == () and hits[1].positions == ()
+
+
+# --- normalise's shortcuts against the plain formulas ------------------------------------
+
+_SPACES_AND_MORE = st.text(
+    alphabet=st.sampled_from(
+        list("ab .-<>&;") + [c for c in normalise.OTHER_SPACES[:40]] + ["\u3000", "\u2028"]
+        + ["\x00", "\x07", "\u200b", "\u00ad", "é", "’", "\U0001f600"]
+    )
+) | st.text()  # fmt: skip
+
+
+@given(_SPACES_AND_MORE)
+def test_fold_spaces_is_the_plain_substitution(text):
+    # The printable test stands for "no whitespace but the plain space".
+    assert normalise.fold_spaces(text) == re.sub(r"\s+", " ", text)
+
+
+def _plain_iso_utc(value: str) -> str | None:
+    """iso_utc as first written: parse, convert to UTC, spell every field out."""
+    text = value.strip()
+    text = text[:-1] + "+00:00" if text.endswith("Z") else text
+    try:
+        m = datetime.fromisoformat(text)
+        m = m.astimezone(UTC) if m.tzinfo is not None else m
+    except (ValueError, OverflowError):
+        return None
+    return f"{m.year}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}Z"
+
+
+_OFFSETS = st.none() | st.builds(
+    timezone, st.timedeltas(min_value=timedelta(hours=-23, minutes=-59),
+                            max_value=timedelta(hours=23, minutes=59))
+)  # fmt: skip
+
+
+@given(
+    st.datetimes(timezones=_OFFSETS),
+    st.sampled_from(["T", " "]),
+    st.sampled_from(["auto", "seconds", "milliseconds", "microseconds"]),
+    st.sampled_from(["", "Z"]),
+)
+def test_iso_utc_is_the_plain_formula(moment, sep, timespec, zulu):
+    text = moment.isoformat(sep, timespec)
+    if zulu and moment.tzinfo is None:
+        text += zulu
+    assert normalise.iso_utc(text) == _plain_iso_utc(text)
+
+
+@pytest.mark.parametrize(
+    "value", ["0999-01-02T03:04:05", "0001-01-01T00:30:00+00:30", "0001-01-01T00:00:00+01:00"]
+)
+def test_iso_utc_years_before_1000_are_unpadded(value):
+    assert normalise.iso_utc(value) == _plain_iso_utc(value)
