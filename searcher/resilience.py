@@ -97,6 +97,11 @@ class CircuitBreaker:
             self._trial_successes = 0
         return self._state
 
+    @property
+    def consecutive_failures(self) -> int:
+        """Failures since the last success (``snapshot``'s count, without the snapshot)."""
+        return self._failures
+
     def allow(self) -> bool:
         """Whether a call may go ahead now; a half-open breaker admits a bounded few."""
         state = self.state

@@ -46,7 +46,7 @@ class SharedBreakers:
         now = self._clock()
         if breaker.state == "open":
             return
-        healthy = breaker.snapshot().consecutive_failures == 0 and name not in self._counting
+        healthy = breaker.consecutive_failures == 0 and name not in self._counting
         if healthy and now - self._checked.get(name, 0.0) < self._sync_s:
             return
         self._checked[name] = now
