@@ -78,7 +78,13 @@ def _keeper_of(
     """For each hit, the index of the hit it merges into (itself when kept). Two texts
     that state different numbers are never merged: static embeddings barely see digits,
     so "iPhone 14 review" and "iPhone 15 review" would otherwise be one page."""
-    close = (similarity >= threshold).tolist()  # plain lists: fast to index in the loop
+    close_pairs = similarity >= threshold
+    # A hit is only ever compared with earlier ones, so the diagonal is never read; without
+    # it, "nothing is close to anything else" (the usual page) is one array test.
+    np.fill_diagonal(close_pairs, False)
+    if not close_pairs.any():
+        return list(range(len(close_pairs)))
+    close = close_pairs.tolist()  # plain lists: fast to index in the loop
     keeper: list[int] = []
     kept: list[int] = []
     for j in range(len(close)):
@@ -90,6 +96,8 @@ def _keeper_of(
 
 
 def _merge_groups(fused: list[FusedHit], keeper: list[int]) -> list[FusedHit]:
+    if keeper == list(range(len(fused))):  # every hit kept as it is: nothing to merge
+        return fused
     groups: dict[int, list[FusedHit]] = {}
     for index, target in enumerate(keeper):
         groups.setdefault(target, []).append(fused[index])

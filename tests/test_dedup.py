@@ -363,3 +363,41 @@ def test_any_failure_of_the_static_embedder_is_embedder_unavailable(static):
     # EmbedderUnavailable and leave the vectors out; anything else ended the request.
     with pytest.raises(EmbedderUnavailable, match="TypeError"):
         asyncio.run(static.embed([None]))  # type: ignore[list-item]
+
+
+def _plain_keeper_of(similarity, threshold, numbers):
+    """_keeper_of without its shortcut for pages where nothing is alike."""
+    close = (similarity >= threshold).tolist()
+    keeper, kept = [], []
+    for j in range(len(close)):
+        target = next((i for i in kept if close[i][j] and numbers(i) == numbers(j)), j)
+        if target == j:
+            kept.append(j)
+        keeper.append(target)
+    return keeper
+
+
+@given(
+    st.integers(2, 12).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.sampled_from([0.0, 0.5, 0.9, 1.0]), min_size=n, max_size=n),
+                     min_size=n, max_size=n),
+            st.lists(st.integers(0, 1), min_size=n, max_size=n),
+        )
+    ),
+    st.sampled_from([0.5, 0.9, 1.0]),
+)  # fmt: skip
+def test_keeper_of_is_the_plain_loop(case, threshold):
+    from searcher.dedup import _keeper_of, _merge_groups
+
+    rows, number_of = case
+    similarity = np.array(rows)
+
+    def numbers(i):
+        return frozenset({str(number_of[i])})
+
+    keeper = _keeper_of(similarity.copy(), threshold, numbers)
+    assert keeper == _plain_keeper_of(similarity, threshold, numbers)
+    if keeper == list(range(len(rows))):
+        hits = results(*[(f"t{i}", "s") for i in range(len(rows))])
+        assert _merge_groups(hits, keeper) == hits
