@@ -3,6 +3,7 @@
 import json
 import re
 from datetime import UTC, datetime, timedelta, timezone
+from urllib.parse import quote, urlsplit
 
 import pytest
 from hypothesis import given
@@ -252,3 +253,37 @@ def test_iso_utc_is_the_plain_formula(moment, sep, timespec, zulu):
 )
 def test_iso_utc_years_before_1000_are_unpadded(value):
     assert normalise.iso_utc(value) == _plain_iso_utc(value)
+
+
+def _plain_http_url(value: str) -> str | None:
+    """http_url as first written: every URL's netloc read through urlsplit."""
+    if not value.startswith(("http://", "https://")):
+        return None
+    url = value.strip().translate(str.maketrans("", "", "\t\n\r"))
+    url = "".join(c if c.isprintable() and c != " " else quote(c, safe="") for c in url)
+    try:
+        parts = urlsplit(url)
+        plain = re.fullmatch(r"[^:\[\]@]+(?::(\d{1,5}))?", parts.netloc)
+        if plain is not None:
+            return url if plain[1] is None or 0 < int(plain[1]) <= 65535 else None
+        usable = bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:
+        return None
+    return url if usable else None
+
+
+_HOST_PIECES = st.sampled_from(
+    ["a", "b.c", "-", "é", "u@", "\u2100", "\uff0f", "\ufe13", "x:y@", "[::1]", "[", "]", "\\", " ",
+     "\t", "%20", "\u200b"]
+)  # fmt: skip
+_PORTS = st.sampled_from(["", ":", ":0", ":80", ":65535", ":65536", ":123456", ":١٢", ":8a"])
+_TAILS = st.sampled_from(["", "/", "/p?q#f", "?q", "#f", ":", "@x", "/é \u2100", "\n"])
+
+
+@given(
+    st.sampled_from(["http://", "https://"]), st.lists(_HOST_PIECES, max_size=4), _PORTS,
+    _TAILS,
+)  # fmt: skip
+def test_http_url_is_the_plain_urlsplit_reading(scheme, host, port, tail):
+    url = scheme + "".join(host) + port + tail
+    assert normalise.http_url(url) == _plain_http_url(url)

@@ -17,6 +17,9 @@ _OTHER_SPACE = re.compile("[" + re.escape(OTHER_SPACES) + "]")
 _URL_DROPPED = str.maketrans("", "", "\t\n\r")
 # A URL's netloc that is a host name and maybe a port (no IPv6 literal, no user info).
 _PLAIN_NETLOC = re.compile(r"[^:\[\]@]+(?::(\d{1,5}))?")
+# An http(s) URL whose netloc (what follows "//", up to / ? or #, as urlsplit reads it)
+# is a host name and maybe a port; its host and its port.
+_PLAIN_HTTP_NETLOC = re.compile(r"https?://([^:/?#\[\]@]+)(?::([0-9]{1,5}))?(?:[/?#]|\Z)")
 _MAX_PORT = 65535
 
 
@@ -75,14 +78,22 @@ def http_url(value: object) -> str | None:
         url = url.translate(_URL_DROPPED)
     if not url.isprintable() or " " in url:
         url = "".join(c if c.isprintable() and c != " " else quote(c, safe="") for c in url)
+    # A plain ASCII host and maybe a port: nearly every URL, read without urlsplit, whose
+    # cache real traffic (new URLs every search) rarely hits. urlsplit takes such a netloc
+    # as it is; any other goes through it, for its checks (brackets, non-ASCII hosts).
+    plain = _PLAIN_HTTP_NETLOC.match(url)
+    if plain is not None and plain[1].isascii():
+        return url if _usable_port(plain[2]) else None
     try:
-        netloc = urlsplit(url).netloc
-        plain = _PLAIN_NETLOC.fullmatch(netloc)
-        if plain is not None:  # a host and maybe a port: nearly every URL, read quickly
-            port = plain.group(1)
-            return url if port is None or 0 < int(port) <= _MAX_PORT else None
+        plain = _PLAIN_NETLOC.fullmatch(urlsplit(url).netloc)
+        if plain is not None:
+            return url if _usable_port(plain.group(1)) else None
         parts = urlsplit(url)
         usable = bool(parts.hostname) and (parts.port is None or parts.port > 0)
     except ValueError:  # "http://[::1", a port that is no number: no page to point at
         return None
     return url if usable else None
+
+
+def _usable_port(port: str | None) -> bool:
+    return port is None or 0 < int(port) <= _MAX_PORT
