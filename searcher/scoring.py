@@ -229,6 +229,10 @@ def _searched_prefixes(stems: tuple[str, ...]) -> tuple[str, ...]:
 # Up to this many prefixes, a text is searched for each (``str.find``: fast, and no pattern
 # to compile for a new query); with more, one scan with a regex of them all is faster.
 _SEARCH_PER_PREFIX_UP_TO = 4
+# A text longer than this (titles and snippets are a few hundred characters) is scanned
+# with the regex too: each word found costs less Python there, which halves the time of a
+# hostile snippet of megabytes full of words that start with a prefix.
+_SEARCH_PER_PREFIX_CHARS_UP_TO = 20_000
 _REST_OF_WORD = re.compile(r"[^\W_]*")
 
 
@@ -236,16 +240,21 @@ def words_stemming_to(stems: tuple[str, ...], text: str) -> list[str]:
     """The words (runs of letters and digits) of lower-case ``text`` that may stem to one
     of ``stems`` (words too; ``stem_prefixes``), in some order: stemming only these words,
     not every word of a text, finds the same stems."""
+    prefixes = _searched_prefixes(stems)
+    if len(prefixes) > _SEARCH_PER_PREFIX_UP_TO or len(text) > _SEARCH_PER_PREFIX_CHARS_UP_TO:
+        return _words_matching(stems, text)
+    return [word for prefix in prefixes for word in _words_starting(prefix, text)]
+
+
+def _words_matching(stems: tuple[str, ...], text: str) -> list[str]:
+    """``words_stemming_to`` in one scan of a regex of all the prefixes."""
     # A prefix found inside a word is not a word; it cannot hide one either, as a match
     # never crosses the non-letter before the next word.
-    prefixes = _searched_prefixes(stems)
-    if len(prefixes) > _SEARCH_PER_PREFIX_UP_TO:
-        return [
-            m.group()
-            for m in _prefix_pattern(stems).finditer(text)
-            if not m.start() or not text[m.start() - 1].isalnum()
-        ]
-    return [word for prefix in prefixes for word in _words_starting(prefix, text)]
+    return [
+        m.group()
+        for m in _prefix_pattern(stems).finditer(text)
+        if not m.start() or not text[m.start() - 1].isalnum()
+    ]
 
 
 def _words_starting(prefix: str, text: str) -> list[str]:
