@@ -47,41 +47,46 @@ _COMMON_PUNCTUATION = "\u2019\u2018\u201c\u201d\u2013\u2014\u2026\xa0\xab\xbb\xb
 
 
 def entity_words(lowered: str) -> list[str]:
-    """The entity words (``_ENTITY_WORD``) of lower-case text, in some order: a byte
-    translation and a split (several times faster than the regex) when what is left of
-    the text is ASCII, the regex otherwise."""
+    """The entity words (``_ENTITY_WORD``) of lower-case text, in order."""
+    return spaced_entity_words(lowered).split()
+
+
+def spaced_entity_words(lowered: str) -> str:
+    """The entity words of lower-case text in one string, in order, between spaces (one
+    or more; one at each end): a byte translation (several times faster than the regex)
+    when what is left of the text is ASCII, the regex otherwise."""
     if not lowered.isascii():
         for mark in _COMMON_PUNCTUATION:
             if mark in lowered:
                 lowered = lowered.replace(mark, " ")
         if not lowered.isascii():  # letters of other scripts: the regex knows them
-            return _ENTITY_WORD.findall(lowered)
-    spaced = " " + lowered.encode().translate(_ENTITY_BYTES).decode()
+            return f" {' '.join(_ENTITY_WORD.findall(lowered))} "
+    spaced = f" {lowered.encode().translate(_ENTITY_BYTES).decode()} "
     # A word starts at a letter or digit: hyphens and underscores before one are not in it.
     # (One pass over the text: removing them a layer at a time is quadratic in a run.)
     if " -" in spaced or " _" in spaced:
         spaced = _MARKS_AFTER_SPACE.sub(" ", spaced)
-    return spaced.split()
+    return spaced
 
 
 class _Text:
     """What the BM25 and entity scores read of one text, from one scan of it: its entity
     words and the runs of letters and digits they split into, each kept as one string
-    (space-separated, space-padded), where a search for `` prefix`` finds the few words
-    that may stem to the query's words and `` word `` tests a word as a set would."""
+    (words between spaces, a space at each end), where a search for `` prefix`` finds the
+    few words that may stem to the query's words and `` word `` tests a word as a set
+    would. (Runs of spaces are left: splitting and joining again costs more than they do.)"""
 
     __slots__ = ("length", "tokens", "words")
 
     def __init__(self, text: str) -> None:
         # Lower-cased entity words; split at hyphens and underscores, they give the runs of
         # letters and digits, of which those of two or more (``_WORD``) are the BM25 terms.
-        words = entity_words(text.lower())
-        joined = " ".join(words)
-        self.tokens = f" {joined} "
-        if "-" in joined or "_" in joined:
-            words = joined.replace("-", " ").replace("_", " ").split()
-            joined = " ".join(words)
-        self.words = f" {joined} "
+        self.tokens = tokens = spaced_entity_words(text.lower())
+        if "-" in tokens or "_" in tokens:
+            self.words = tokens.replace("-", " ").replace("_", " ")
+        else:
+            self.words = tokens
+        words = self.words.split()
         self.length = len(words) - list(map(len, words)).count(1)
 
 
