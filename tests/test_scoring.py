@@ -119,6 +119,27 @@ def test_tier_agrees_with_domain_matches(labels: list[str]) -> None:
     assert (lists.tier(host)[0] is not None) == listed
 
 
+# One DomainLists for every example: a host's tier then often comes from its memory.
+SHARED_LISTS = DomainLists(frozenset({"example.org"}), {"example.org": "x", "co": "y"})
+
+
+@given(st.lists(st.sampled_from(["a", "B", "co", "example", "org", "www", ""]), max_size=5))
+def test_a_remembered_tier_is_the_tier(labels: list[str]) -> None:
+    host = ".".join(labels)
+    fresh = DomainLists(SHARED_LISTS.premium, SHARED_LISTS.trusted)  # nothing remembered
+    for _ in range(2):
+        assert SHARED_LISTS.tier(host) == fresh.tier(host)
+
+
+def test_the_tier_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scoring, "_TIER_CACHE_SIZE", 10)
+    lists = DomainLists(frozenset({"example.org"}), {"co": "y"})
+    for i in range(25):
+        assert lists.tier(f"h{i}.example.org") == ("premium", None)
+        assert len(lists._tiers) <= 10
+    assert lists.tier("a.co") == ("trusted", "y")
+
+
 def test_config_extends_the_lists() -> None:
     config = ScoringSettings(
         premium_domains=["WWW.Intranet.Example", "github.com"],
