@@ -127,12 +127,29 @@ def pool_bm25(query: str, texts: Sequence[str]) -> list[float]:
 
 
 def _pool_bm25(query: str, texts: Sequence[_Text]) -> list[float]:
-    query_stems = tuple(dict.fromkeys(stem(w) for w in _WORD.findall(query.lower())))
-    if not texts or not query_stems:
+    terms = _query_terms(query)
+    return _bm25(terms, texts, _term_counts(terms, texts))
+
+
+def _query_terms(query: str) -> tuple[str, ...]:
+    """The query's BM25 terms: its ``_WORD`` runs, stemmed, in first-seen order."""
+    return tuple(dict.fromkeys(stem(w) for w in _WORD.findall(query.lower())))
+
+
+def _term_counts(terms: tuple[str, ...], texts: Sequence[_Text]) -> list[dict[str, int]]:
+    """For each text, how many of its words stem to each of ``terms`` (those it has)."""
+    if not terms:
+        return [{} for _ in texts]
+    wanted = frozenset(terms)
+    return [_stem_counts(t.words, wanted) for t in texts]
+
+
+def _bm25(
+    terms: tuple[str, ...], texts: Sequence[_Text], counts: Sequence[dict[str, int]]
+) -> list[float]:
+    if not texts or not terms:
         return [0.0] * len(texts)
-    wanted = frozenset(query_stems)
-    counts = [_stem_counts(t.words, wanted) for t in texts]
-    present = [w for w in query_stems if any(w in c for c in counts)]
+    present = [w for w in terms if any(w in c for c in counts)]
     if not present:
         return [0.0] * len(texts)
     n = len(texts)
@@ -164,12 +181,36 @@ def entity_overlap(query: str, texts: Sequence[str]) -> list[float]:
     return _entity_overlap(query, [_Text(t) for t in texts])
 
 
-def _entity_overlap(query: str, texts: Sequence[_Text]) -> list[float]:
+def _entity_overlap(
+    query: str,
+    texts: Sequence[_Text],
+    terms: tuple[str, ...] = (),
+    counts: Sequence[dict[str, int]] | None = None,
+) -> list[float]:
+    """``entity_overlap``; ``counts`` (``_term_counts`` of the query's ``terms``), when
+    given, answer for the texts they can (``_counts_name``) instead of a second search."""
     wanted = frozenset(entities(query) or query_keywords(query))
     if not wanted:
         return [0.0] * len(texts)
     as_words = [(w, f" {w} ") for w in wanted]
-    return [len(_named(wanted, as_words, t.tokens)) / len(wanted) for t in texts]
+    if counts is None or not _counts_name(wanted, terms):
+        return [len(_named(wanted, as_words, t.tokens)) / len(wanted) for t in texts]
+    return [
+        # Entity words without hyphens or underscores are the text's BM25 words.
+        sum(1 for w in wanted if w in c) / len(wanted)
+        if t.words == t.tokens
+        else len(_named(wanted, as_words, t.tokens)) / len(wanted)
+        for t, c in zip(texts, counts, strict=True)
+    ]
+
+
+def _counts_name(wanted: frozenset[str], terms: tuple[str, ...]) -> bool:
+    """Whether a text's BM25 counts say which of ``wanted`` it names, for a text whose
+    BM25 words are its entity words: they do when every wanted word is a BM25 term (its
+    forms were counted) and stems to itself (the word written as it was counted too;
+    "phasing" gives the keyword "phas", which the word "phas" names but stems to "pha").
+    A query without entities wants its keywords, which nearly always are such terms."""
+    return wanted.issubset(terms) and all(stem(w) == w for w in wanted)
 
 
 def _named(wanted: frozenset[str], as_words: list[tuple[str, str]], tokens: str) -> set[str]:
@@ -184,7 +225,10 @@ def _named(wanted: frozenset[str], as_words: list[tuple[str, str]], tokens: str)
 def hybrid_scores(query: str, texts: Sequence[str], cosines: Sequence[float] | None) -> list[float]:
     """Seed 004's mix for each text; without cosines the other two keep their ratio."""
     read = [_Text(t) for t in texts]
-    bm25, entity = _pool_bm25(query, read), _entity_overlap(query, read)
+    terms = _query_terms(query)
+    counts = _term_counts(terms, read)
+    bm25 = _bm25(terms, read, counts)
+    entity = _entity_overlap(query, read, terms, counts)
     if cosines is None:
         scale = 1.0 / (BM25_WEIGHT + ENTITY_WEIGHT)
         pairs = zip(bm25, entity, strict=True)
