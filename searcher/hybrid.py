@@ -42,6 +42,10 @@ _ENTITY_BYTES = bytes(
     c if c >= 0x80 or chr(c).isalnum() or chr(c) in "-_" else 0x20 for c in range(256)
 )
 _MARKS_AFTER_SPACE = re.compile(r" [-_]+")
+# A character beyond ASCII that cannot be in a word. Those that can (letters and digits of
+# any script) keep their bytes (>= 0x80) through the byte translation, so it splits such
+# text as the regex does.
+_OTHER_NON_WORD = re.compile(r"[^\x00-\x7f\w]")
 # Punctuation that keeps most snippets from being ASCII ("it’s", “quoted”, a – dash).
 _COMMON_PUNCTUATION = "\u2019\u2018\u201c\u201d\u2013\u2014\u2026\xa0\xab\xbb\xb7\u2022"
 
@@ -54,12 +58,13 @@ def entity_words(lowered: str) -> list[str]:
 def spaced_entity_words(lowered: str) -> str:
     """The entity words of lower-case text in one string, in order, between spaces (one
     or more; one at each end): a byte translation (several times faster than the regex)
-    when what is left of the text is ASCII, the regex otherwise."""
+    unless the text has characters beyond ASCII that are not letters or digits (other
+    than common punctuation), the regex then."""
     if not lowered.isascii():
         for mark in _COMMON_PUNCTUATION:
             if mark in lowered:
                 lowered = lowered.replace(mark, " ")
-        if not lowered.isascii():  # letters of other scripts: the regex knows them
+        if not lowered.isascii() and _OTHER_NON_WORD.search(lowered):  # e.g. "£"
             return f" {' '.join(_ENTITY_WORD.findall(lowered))} "
     spaced = f" {lowered.encode().translate(_ENTITY_BYTES).decode()} "
     # A word starts at a letter or digit: hyphens and underscores before one are not in it.
