@@ -42,46 +42,56 @@ _ENTITY_BYTES = bytes(
     c if c >= 0x80 or chr(c).isalnum() or chr(c) in "-_" else 0x20 for c in range(256)
 )
 _MARKS_AFTER_SPACE = re.compile(r" [-_]+")
+# A character beyond ASCII that cannot be in a word. Those that can (letters and digits of
+# any script) keep their bytes (>= 0x80) through the byte translation, so it splits such
+# text as the regex does.
+_OTHER_NON_WORD = re.compile(r"[^\x00-\x7f\w]")
 # Punctuation that keeps most snippets from being ASCII ("it’s", “quoted”, a – dash).
 _COMMON_PUNCTUATION = "\u2019\u2018\u201c\u201d\u2013\u2014\u2026\xa0\xab\xbb\xb7\u2022"
 
 
 def entity_words(lowered: str) -> list[str]:
-    """The entity words (``_ENTITY_WORD``) of lower-case text, in some order: a byte
-    translation and a split (several times faster than the regex) when what is left of
-    the text is ASCII, the regex otherwise."""
+    """The entity words (``_ENTITY_WORD``) of lower-case text, in order."""
+    return spaced_entity_words(lowered).split()
+
+
+def spaced_entity_words(lowered: str) -> str:
+    """The entity words of lower-case text in one string, in order, between spaces (one
+    or more; one at each end): a byte translation (several times faster than the regex)
+    unless the text has characters beyond ASCII that are not letters or digits (other
+    than common punctuation), the regex then."""
     if not lowered.isascii():
         for mark in _COMMON_PUNCTUATION:
             if mark in lowered:
                 lowered = lowered.replace(mark, " ")
-        if not lowered.isascii():  # letters of other scripts: the regex knows them
-            return _ENTITY_WORD.findall(lowered)
-    spaced = " " + lowered.encode().translate(_ENTITY_BYTES).decode()
+        if not lowered.isascii() and _OTHER_NON_WORD.search(lowered):  # e.g. "£"
+            return f" {' '.join(_ENTITY_WORD.findall(lowered))} "
+    spaced = f" {lowered.encode().translate(_ENTITY_BYTES).decode()} "
     # A word starts at a letter or digit: hyphens and underscores before one are not in it.
     # (One pass over the text: removing them a layer at a time is quadratic in a run.)
     if " -" in spaced or " _" in spaced:
         spaced = _MARKS_AFTER_SPACE.sub(" ", spaced)
-    return spaced.split()
+    return spaced
 
 
 class _Text:
     """What the BM25 and entity scores read of one text, from one scan of it: its entity
     words and the runs of letters and digits they split into, each kept as one string
-    (space-separated, space-padded), where a search for `` prefix`` finds the few words
-    that may stem to the query's words and `` word `` tests a word as a set would."""
+    (words between spaces, a space at each end), where a search for `` prefix`` finds the
+    few words that may stem to the query's words and `` word `` tests a word as a set
+    would. (Runs of spaces are left: splitting and joining again costs more than they do.)"""
 
     __slots__ = ("length", "tokens", "words")
 
     def __init__(self, text: str) -> None:
         # Lower-cased entity words; split at hyphens and underscores, they give the runs of
         # letters and digits, of which those of two or more (``_WORD``) are the BM25 terms.
-        words = entity_words(text.lower())
-        joined = " ".join(words)
-        self.tokens = f" {joined} "
-        if "-" in joined or "_" in joined:
-            words = joined.replace("-", " ").replace("_", " ").split()
-            joined = " ".join(words)
-        self.words = f" {joined} "
+        self.tokens = tokens = spaced_entity_words(text.lower())
+        if "-" in tokens or "_" in tokens:
+            self.words = tokens.replace("-", " ").replace("_", " ")
+        else:
+            self.words = tokens
+        words = self.words.split()
         self.length = len(words) - list(map(len, words)).count(1)
 
 
@@ -122,12 +132,29 @@ def pool_bm25(query: str, texts: Sequence[str]) -> list[float]:
 
 
 def _pool_bm25(query: str, texts: Sequence[_Text]) -> list[float]:
-    query_stems = tuple(dict.fromkeys(stem(w) for w in _WORD.findall(query.lower())))
-    if not texts or not query_stems:
+    terms = _query_terms(query)
+    return _bm25(terms, texts, _term_counts(terms, texts))
+
+
+def _query_terms(query: str) -> tuple[str, ...]:
+    """The query's BM25 terms: its ``_WORD`` runs, stemmed, in first-seen order."""
+    return tuple(dict.fromkeys(stem(w) for w in _WORD.findall(query.lower())))
+
+
+def _term_counts(terms: tuple[str, ...], texts: Sequence[_Text]) -> list[dict[str, int]]:
+    """For each text, how many of its words stem to each of ``terms`` (those it has)."""
+    if not terms:
+        return [{} for _ in texts]
+    wanted = frozenset(terms)
+    return [_stem_counts(t.words, wanted) for t in texts]
+
+
+def _bm25(
+    terms: tuple[str, ...], texts: Sequence[_Text], counts: Sequence[dict[str, int]]
+) -> list[float]:
+    if not texts or not terms:
         return [0.0] * len(texts)
-    wanted = frozenset(query_stems)
-    counts = [_stem_counts(t.words, wanted) for t in texts]
-    present = [w for w in query_stems if any(w in c for c in counts)]
+    present = [w for w in terms if any(w in c for c in counts)]
     if not present:
         return [0.0] * len(texts)
     n = len(texts)
@@ -159,12 +186,36 @@ def entity_overlap(query: str, texts: Sequence[str]) -> list[float]:
     return _entity_overlap(query, [_Text(t) for t in texts])
 
 
-def _entity_overlap(query: str, texts: Sequence[_Text]) -> list[float]:
+def _entity_overlap(
+    query: str,
+    texts: Sequence[_Text],
+    terms: tuple[str, ...] = (),
+    counts: Sequence[dict[str, int]] | None = None,
+) -> list[float]:
+    """``entity_overlap``; ``counts`` (``_term_counts`` of the query's ``terms``), when
+    given, answer for the texts they can (``_counts_name``) instead of a second search."""
     wanted = frozenset(entities(query) or query_keywords(query))
     if not wanted:
         return [0.0] * len(texts)
     as_words = [(w, f" {w} ") for w in wanted]
-    return [len(_named(wanted, as_words, t.tokens)) / len(wanted) for t in texts]
+    if counts is None or not _counts_name(wanted, terms):
+        return [len(_named(wanted, as_words, t.tokens)) / len(wanted) for t in texts]
+    return [
+        # Entity words without hyphens or underscores are the text's BM25 words.
+        sum(1 for w in wanted if w in c) / len(wanted)
+        if t.words == t.tokens
+        else len(_named(wanted, as_words, t.tokens)) / len(wanted)
+        for t, c in zip(texts, counts, strict=True)
+    ]
+
+
+def _counts_name(wanted: frozenset[str], terms: tuple[str, ...]) -> bool:
+    """Whether a text's BM25 counts say which of ``wanted`` it names, for a text whose
+    BM25 words are its entity words: they do when every wanted word is a BM25 term (its
+    forms were counted) and stems to itself (the word written as it was counted too;
+    "phasing" gives the keyword "phas", which the word "phas" names but stems to "pha").
+    A query without entities wants its keywords, which nearly always are such terms."""
+    return wanted.issubset(terms) and all(stem(w) == w for w in wanted)
 
 
 def _named(wanted: frozenset[str], as_words: list[tuple[str, str]], tokens: str) -> set[str]:
@@ -179,7 +230,10 @@ def _named(wanted: frozenset[str], as_words: list[tuple[str, str]], tokens: str)
 def hybrid_scores(query: str, texts: Sequence[str], cosines: Sequence[float] | None) -> list[float]:
     """Seed 004's mix for each text; without cosines the other two keep their ratio."""
     read = [_Text(t) for t in texts]
-    bm25, entity = _pool_bm25(query, read), _entity_overlap(query, read)
+    terms = _query_terms(query)
+    counts = _term_counts(terms, read)
+    bm25 = _bm25(terms, read, counts)
+    entity = _entity_overlap(query, read, terms, counts)
     if cosines is None:
         scale = 1.0 / (BM25_WEIGHT + ENTITY_WEIGHT)
         pairs = zip(bm25, entity, strict=True)

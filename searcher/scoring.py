@@ -19,7 +19,7 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
 from urllib.parse import unquote
@@ -37,6 +37,11 @@ BASE_CEILING = 0.9
 Tier = tuple[str | None, str | None]
 
 
+# Hosts whose tier a ``DomainLists`` remembers: results come from a few thousand sites at
+# most in a while, and one look-up beats walking a host's suffixes (~1 us) per result.
+_TIER_CACHE_SIZE = 4096
+
+
 @dataclass(frozen=True)
 class DomainLists:
     """Curated sites. ``trusted`` maps every listed domain to its category — premium
@@ -44,14 +49,25 @@ class DomainLists:
 
     premium: frozenset[str]
     trusted: Mapping[str, str]
+    _tiers: dict[str, Tier] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def tier(self, host: str) -> Tier:
         """``("premium"|"trusted"|None, category|None)`` for a host.
 
         A host matches a listed domain and its subdomains (as ``urls.domain_matches``);
         the most specific listed domain decides, so ``health.harvard.edu`` can be
-        "health" while ``harvard.edu`` is "academic". Walking the host's suffixes is a
-        few dict look-ups, not a scan of the lists."""
+        "health" while ``harvard.edu`` is "academic". Remembered per host (the lists do
+        not change)."""
+        found = self._tiers.get(host)
+        if found is None:
+            found = self._walk(host)
+            if len(self._tiers) >= _TIER_CACHE_SIZE:
+                self._tiers.clear()  # rare, and cheaper than tracking recency
+            self._tiers[host] = found
+        return found
+
+    def _walk(self, host: str) -> Tier:
+        # Walking the host's suffixes is a few dict look-ups, not a scan of the lists.
         suffix = host.lower().rstrip(".")
         while True:
             if suffix in self.premium:
@@ -229,6 +245,10 @@ def _searched_prefixes(stems: tuple[str, ...]) -> tuple[str, ...]:
 # Up to this many prefixes, a text is searched for each (``str.find``: fast, and no pattern
 # to compile for a new query); with more, one scan with a regex of them all is faster.
 _SEARCH_PER_PREFIX_UP_TO = 4
+# A text longer than this (titles and snippets are a few hundred characters) is scanned
+# with the regex too: each word found costs less Python there, which halves the time of a
+# hostile snippet of megabytes full of words that start with a prefix.
+_SEARCH_PER_PREFIX_CHARS_UP_TO = 20_000
 _REST_OF_WORD = re.compile(r"[^\W_]*")
 
 
@@ -236,16 +256,21 @@ def words_stemming_to(stems: tuple[str, ...], text: str) -> list[str]:
     """The words (runs of letters and digits) of lower-case ``text`` that may stem to one
     of ``stems`` (words too; ``stem_prefixes``), in some order: stemming only these words,
     not every word of a text, finds the same stems."""
+    prefixes = _searched_prefixes(stems)
+    if len(prefixes) > _SEARCH_PER_PREFIX_UP_TO or len(text) > _SEARCH_PER_PREFIX_CHARS_UP_TO:
+        return _words_matching(stems, text)
+    return [word for prefix in prefixes for word in _words_starting(prefix, text)]
+
+
+def _words_matching(stems: tuple[str, ...], text: str) -> list[str]:
+    """``words_stemming_to`` in one scan of a regex of all the prefixes."""
     # A prefix found inside a word is not a word; it cannot hide one either, as a match
     # never crosses the non-letter before the next word.
-    prefixes = _searched_prefixes(stems)
-    if len(prefixes) > _SEARCH_PER_PREFIX_UP_TO:
-        return [
-            m.group()
-            for m in _prefix_pattern(stems).finditer(text)
-            if not m.start() or not text[m.start() - 1].isalnum()
-        ]
-    return [word for prefix in prefixes for word in _words_starting(prefix, text)]
+    return [
+        m.group()
+        for m in _prefix_pattern(stems).finditer(text)
+        if not m.start() or not text[m.start() - 1].isalnum()
+    ]
 
 
 def _words_starting(prefix: str, text: str) -> list[str]:

@@ -4,7 +4,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from searcher.errors import EmbedderUnavailable
@@ -127,7 +127,20 @@ WORD = st.builds(
     "".join,
     st.tuples(
         st.sampled_from(
-            ["stud", "rout", "gam", "run", "Co-op", "x_y", "Éclat", "a", "6es7", "trout", "outrun"]
+            [
+                "stud",
+                "rout",
+                "gam",
+                "run",
+                "Co-op",
+                "x_y",
+                "Éclat",
+                "a",
+                "6es7",
+                "trout",
+                "outrun",
+                "phas",
+            ]
         ),
         st.sampled_from(["", "y", "ies", "ied", "ing", "ed", "es", "s", "e", "-1"]),
     ),
@@ -202,3 +215,20 @@ def test_scores_equal_stemming_every_word_of_messy_text(query: str, texts: list[
     # scripts and odd spaces must not make it find more words, or fewer, than the regex.
     assert pool_bm25(query, texts) == pytest.approx(_reference_bm25(query, texts))
     assert entity_overlap(query, texts) == pytest.approx(_reference_entities(query, texts))
+
+
+@given(WORDS.map(str.lower), st.lists(SNIPPET | WORDS, min_size=1, max_size=6))
+@example("phasing", ["phas"])  # the keyword "phas" is named, and stems to "pha"
+@example("5", ["5"])  # the entity "5" is no BM25 term (too short)
+@settings(max_examples=500)
+def test_the_mix_reads_the_entity_overlap_off_bm25_counts_only_where_they_agree(
+    query: str, texts: list[str]
+) -> None:
+    # A query without entities wants its keywords, whose forms BM25 has just counted:
+    # hybrid_scores takes the overlap from those counts where they say the same (no
+    # hyphen or underscore in the text; wanted words that are BM25 terms and stem to
+    # themselves, which "phas" from "phasing" does not).
+    bm25, entity = pool_bm25(query, texts), entity_overlap(query, texts)
+    scale = 1.0 / (0.4 + 0.2)  # without cosines, as hybrid_scores mixes them
+    plain = [scale * (0.4 * b + 0.2 * e) for b, e in zip(bm25, entity, strict=True)]
+    assert hybrid_scores(query, texts, None) == plain
