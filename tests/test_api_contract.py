@@ -196,6 +196,30 @@ def test_an_items_wire_form_is_its_json_dump(item):
     assert repr(item.to_wire()) == repr(item.model_dump(mode="json"))
 
 
+@given(_ITEM, _ITEM, st.sampled_from(["copy", "assign"]))
+def test_an_items_wire_form_follows_its_changes(item, other, how):
+    # to_wire copies the models' __dict__: its order and values must stay the fields' own
+    # when an item is changed after validation (model_copy, attribute assignment).
+    changes = {name: getattr(other, name) for name in ("title", "score", "fetch", "chunks")}
+    if how == "copy":
+        item = item.model_copy(update=changes)
+    else:
+        for name, value in changes.items():
+            setattr(item, name, value)
+    assert repr(item.to_wire()) == repr(item.model_dump(mode="json"))
+
+
+@given(_ITEM)
+def test_an_items_wire_form_shares_nothing_mutable_with_it(item):
+    before = item.model_dump(mode="json")
+    wire = item.to_wire()
+    nested = [wire["engines"], wire["chunks"], wire["score"]["components"]]
+    for value in [*nested, wire["score"], wire["fetch"], *wire["provenance"], wire]:
+        if value is not None:
+            value.clear()
+    assert item.model_dump(mode="json") == before
+
+
 @given(st.lists(_ITEM, max_size=3) | st.none(), st.booleans(), st.booleans(), st.booleans())
 def test_the_wire_form_is_the_json_dump_less_what_was_not_wanted(items, with_items, pack, answer):
     want = Want(items=with_items, rendered_text=pack, answer=answer)
