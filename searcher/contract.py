@@ -401,6 +401,9 @@ class Provenance(BaseModel):
 
 
 class FetchInfo(BaseModel):
+    # Frozen: one instance stands for every item whose page was not read (assemble.py).
+    model_config = ConfigDict(frozen=True)
+
     status: FetchStatus = "skipped"
     skip_reason: SkipReason | None = None
     error: str | None = Field(default=None, description="Why the fetch failed or was skipped.")
