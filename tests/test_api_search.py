@@ -1,10 +1,18 @@
 """POST /v1/search end to end: searcher's app under uvicorn, the testbed behind it."""
 
+import asyncio
+import json
 import re
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request, Response
+from fastapi.routing import APIRoute
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from searcher.api.app import SearchFastPath, _valid_search
+from searcher.contract import SearchRequest
 from tests.ddgs_fake import FakeDDGS
 
 
@@ -359,3 +367,161 @@ def test_an_answer_as_python_writes_it_from_broken_engine_data_is_read(
     cut = next(item for item in items if item["url"].endswith("/cut"))
     assert cut["title"] == "Cloud gaming \ufffd cut"
     assert "\ufffd" in cut["snippet"]
+
+
+# --- POST /v1/search's fast path (searcher/api/app.py SearchFastPath) ---------------------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_NAMES = {
+    "budget": ["max_results", "max_context_chars", "max_fetch_pages", "max_total_time_ms"],
+    "want": ["items", "rendered_text", "answer"],
+    "constraints": ["search_mode", "backend", "language", "pick_ids", "time_range"],
+}
+_BODY = (
+    st.fixed_dictionaries(
+        {
+            "query": st.text(max_size=12)
+            | st.fixed_dictionaries({"text": st.text(max_size=12)})
+            | _JSON
+        },
+        optional={
+            **{
+                part: st.dictionaries(
+                    st.sampled_from(names),
+                    _JSON | st.integers(0, 50) | st.sampled_from(["simple", "full", "day", "auto"]),
+                    max_size=3,
+                )
+                | _JSON
+                for part, names in _NAMES.items()
+            },
+            "bogus": _JSON,
+        },
+    )
+    | _JSON
+)
+
+
+def _fastapi_body_field():
+    """The body field FastAPI builds for the route's signature: how it validates a body."""
+    app = FastAPI()
+
+    @app.post("/v1/search")
+    async def search(body: SearchRequest, request: Request) -> None: ...
+
+    return next(r for r in app.router.routes if isinstance(r, APIRoute)).body_field
+
+
+_FIELD = _fastapi_body_field()
+_JSON_SCOPE = {"type": "http", "headers": [(b"content-type", b"application/json")]}
+
+
+@settings(max_examples=400)  # about one body in twenty is valid
+@given(_BODY)
+def test_the_fast_path_takes_only_what_fastapi_takes_and_as_fastapi_takes_it(value):
+    body = json.dumps(value).encode()
+    ours = _valid_search(_JSON_SCOPE, body)
+    theirs, errors = _FIELD.validate(json.loads(body), {}, loc=("body",))
+    if ours is None:
+        return  # FastAPI's handler answers it
+    assert not errors
+    assert ours == theirs
+    # The echo of the request is its fields set (model_dump(exclude_unset=True)).
+    assert repr(ours.model_dump(exclude_unset=True)) == repr(theirs.model_dump(exclude_unset=True))
+
+
+def test_the_fast_path_takes_a_plain_valid_body():
+    assert _valid_search(_JSON_SCOPE, b'{"query": "bm25"}') is not None
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        (b"application/json", b""),
+        (b"application/json", b'{"query": "x"'),
+        (b"application/json", b"[" * 100_000),
+        (b"application/json", b'{"query": ""}'),
+        (b"application/json; charset=utf-8", b'{"query": "x"}'),
+        (b"text/plain", b'{"query": "x"}'),
+        (None, b'{"query": "x"}'),
+    ],
+)
+def test_the_fast_path_leaves_everything_else_to_fastapi(content_type, body):
+    headers = [] if content_type is None else [(b"content-type", content_type)]
+    assert _valid_search({"type": "http", "headers": headers}, body) is None
+
+
+def _run_fast_path(messages, headers=((b"content-type", b"application/json"),)):
+    """What the handler and the endpoint saw when ``messages`` came in."""
+    seen: dict = {"handler": None, "endpoint": None}
+
+    async def handler(scope, receive, send):
+        got = []
+        while True:
+            try:
+                message = await receive()
+            except RuntimeError as exc:
+                got.append(exc)
+                break
+            got.append(message)
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        seen["handler"] = got
+
+    async def endpoint(body, request):
+        seen["endpoint"] = body
+        return Response(b"ok")
+
+    queue = list(messages)
+
+    async def receive():
+        item = queue.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    async def send(message):
+        pass
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/search", "headers": list(headers)}
+    asyncio.run(SearchFastPath(handler, endpoint)(scope, receive, send))
+    return seen
+
+
+def _part(body: bytes, more: bool) -> dict:
+    return {"type": "http.request", "body": body, "more_body": more}
+
+
+def test_a_valid_body_in_parts_goes_to_the_endpoint():
+    seen = _run_fast_path([_part(b'{"query"', True), _part(b': "bm25"}', False)])
+    assert seen["handler"] is None and seen["endpoint"].query_text == "bm25"
+
+
+@pytest.mark.parametrize(
+    ("messages", "headers"),
+    [
+        (
+            [_part(b'{"query"', True), _part(b": 5}", False)],
+            [(b"content-type", b"application/json")],
+        ),
+        ([_part(b'{"query": "x"}', False)], [(b"content-type", b"text/plain")]),
+        (
+            [_part(b'{"query"', True), {"type": "http.disconnect"}],
+            [(b"content-type", b"application/json")],
+        ),
+    ],
+)
+def test_anything_else_reaches_fastapis_handler_as_it_came(messages, headers):
+    seen = _run_fast_path(messages, headers)
+    assert seen["endpoint"] is None and seen["handler"] == messages
+
+
+def test_a_failed_read_fails_again_in_fastapis_handler():
+    error = RuntimeError("body over the limit")
+    seen = _run_fast_path([_part(b'{"query"', True), error])
+    assert seen["endpoint"] is None and seen["handler"] == [_part(b'{"query"', True), error]
