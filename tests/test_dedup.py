@@ -192,6 +192,18 @@ def test_static_vectors_equal_model2vec_encode(static):
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
 
+def test_static_vectors_equal_model2vec_encode_around_the_int16_sum_limit(static):
+    # Texts of up to static._int16_tokens tokens are summed in int16. "1690" is one token
+    # whose vector holds the table's largest value (127): 259 of them overflow int16, so
+    # a limit one too high turns that text's vector around.
+    limit = static._int16_tokens
+    assert limit == 258
+    texts = [" ".join(["1690"] * n) for n in (1, limit - 1, limit, limit + 1, 300, 600)]
+    texts += [f"{n} tokens " + " ".join(["cloud gaming"] * (n // 2)) for n in (256, 262)]
+    ours = static.encode(texts)
+    np.testing.assert_allclose(ours, normalise_rows(static.model.encode(texts)), atol=1e-5)
+
+
 def test_remembered_vectors_are_the_computed_ones_across_a_full_memory():
     # A fresh embedder, so that what it remembers is this test's alone.
     embedder = StaticEmbedder.load(str(STATIC_MODEL))
