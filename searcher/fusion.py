@@ -275,7 +275,15 @@ def _fused(lists: Sequence[RankedList], score: Scorer) -> list[FusedHit]:
             if only.scored:
                 fused.append(FusedHit(only.hit, key, score(group), (only.source,)))
         elif any(a.scored for a in group):
-            hit = representative([a.hit for a in group])
+            hit = group[0].hit
+            if any(a.hit is not hit for a in group):
+                # Different hits: which stands for the page, and how sources that sort
+                # alike are ordered, go by rank (then by every field), never by list order.
+                group = sorted(group, key=_order)
+                hit = representative([a.hit for a in group])
+            # One hit in every list (a SearXNG page split into its engines' lists): no
+            # sort by ``_order``. Sources sorting alike keep list order, as that sort
+            # (equal on them) would have kept it; scores (fsum, sorted prod) ignore order.
             sources = tuple(sorted((a.source for a in group), key=Source.sort_key))
             fused.append(FusedHit(hit, key, score(group), sources))
     fused.sort(key=lambda f: (-f.score, f.key))
@@ -283,8 +291,8 @@ def _fused(lists: Sequence[RankedList], score: Scorer) -> list[FusedHit]:
 
 
 def _group_by_page(lists: Iterable[RankedList]) -> dict[str, list[_Appearance]]:
-    """Appearances by normalised URL, best-ranked first. A page listed twice in one list
-    (two spellings of its URL) counts once there, at its better rank."""
+    """Appearances by normalised URL, in the order of ``lists``. A page listed twice in
+    one list (two spellings of its URL) counts once there, at its better rank."""
     groups: dict[str, dict[int, _Appearance]] = {}
     for list_index, lst in enumerate(lists):
         for rank, hit in enumerate(lst.hits, start=1):
@@ -292,10 +300,7 @@ def _group_by_page(lists: Iterable[RankedList]) -> dict[str, list[_Appearance]]:
             if list_index not in seen:
                 source = Source(lst.backend, lst.engine, rank, lst.perspective)
                 seen[list_index] = _Appearance(hit, source, lst.weight, lst.scored)
-    return {
-        key: sorted(by_list.values(), key=_order) if len(by_list) > 1 else list(by_list.values())
-        for key, by_list in groups.items()
-    }
+    return {key: list(by_list.values()) for key, by_list in groups.items()}
 
 
 def representative(hits: Sequence[Hit]) -> Hit:

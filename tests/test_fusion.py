@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from searcher.backends import searxng
@@ -16,12 +16,15 @@ from searcher.fusion import (
     FusedHit,
     RankedList,
     Source,
+    _group_by_page,
+    _order,
     answer_list,
     engine_agreement,
     engine_count,
     fuse,
     fuse_answers,
     ranked_lists,
+    representative,
     searxng_style,
 )
 from searcher.urls import normalise_url
@@ -360,3 +363,50 @@ def test_an_answer_too_large_to_pair_keeps_single_engine_positions_and_says_so()
     body = json.dumps({"results": [alone, *shared[:250]]}).encode()
     answer = searxng.parse_response(200, {}, body)
     assert answer.hits[1].positions and not answer.warnings
+
+
+def _fuse_plain(lists: list[RankedList], k: int) -> list[FusedHit]:
+    """``fuse`` without its shortcut: every page's appearances sorted best-ranked first."""
+    fused = []
+    for key, group in _group_by_page(lists).items():
+        group = sorted(group, key=_order)
+        if any(a.scored for a in group):
+            page = representative([a.hit for a in group])
+            sources = tuple(sorted((a.source for a in group), key=Source.sort_key))
+            score = math.fsum(a.weight / (k + a.source.rank) for a in group if a.scored)
+            fused.append(FusedHit(page, key, score, sources))
+    fused.sort(key=lambda f: (-f.score, f.key))
+    return fused
+
+
+_pages = st.lists(
+    st.builds(
+        hit,
+        st.sampled_from(["https://a.example/x", "https://www.a.example/x/", "https://b.example/"]),
+        st.sampled_from(["", "T1", "T2"]),
+        st.sampled_from(["", "s1", "s2"]),
+        engines=st.sampled_from([(), ("bing",), ("bing", "google")]),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=400)
+@given(st.data(), _pages)
+def test_fuse_orders_a_page_s_appearances_only_when_its_hits_differ(data, pages):
+    # Lists share hit objects, as a SearXNG page split into its engines' lists does, or
+    # hold different hits of one page: the shortcut (no sort for one shared hit) and the
+    # sort for different hits must both give the plain result, ties of sources included.
+    lists = [
+        RankedList(
+            data.draw(st.sampled_from(["searxng", "brave"])),
+            data.draw(st.sampled_from([None, "", "bing"])),
+            data.draw(st.sampled_from([0.5, 1.0])),
+            tuple(data.draw(st.lists(st.sampled_from(pages), max_size=4))),
+            data.draw(st.sampled_from([None, "", "p"])),
+            data.draw(st.sampled_from([True, True, False])),
+        )
+        for _ in range(data.draw(st.integers(1, 5)))
+    ]
+    assert fuse(lists, k=1) == _fuse_plain(lists, k=1)
