@@ -270,20 +270,17 @@ def searxng_style(lists: Sequence[RankedList]) -> list[FusedHit]:
 def _fused(lists: Sequence[RankedList], score: Scorer) -> list[FusedHit]:
     fused = []
     for key, group in _group_by_page(lists).items():
-        if len(group) == 1:  # a page one list found (many are): its hit and source as they are
-            (only,) = group
-            if only.scored:
-                fused.append(FusedHit(only.hit, key, score(group), (only.source,)))
-        elif any(a.scored for a in group):
+        if any(a.scored for a in group):
             hit = group[0].hit
             if any(a.hit is not hit for a in group):
                 # Different hits: which stands for the page, and how sources that sort
                 # alike are ordered, go by rank (then by every field), never by list order.
                 group = sorted(group, key=_order)
                 hit = representative([a.hit for a in group])
-            # One hit in every list (a SearXNG page split into its engines' lists): no
-            # sort by ``_order``. Sources sorting alike keep list order, as that sort
-            # (equal on them) would have kept it; scores (fsum, sorted prod) ignore order.
+            # One hit in every list (a page one list found, or a SearXNG page split into
+            # its engines' lists): no sort by ``_order``. Sources sorting alike keep list
+            # order, as that sort (equal on them) would have kept it; scores (fsum, sorted
+            # prod) ignore order.
             sources = tuple(sorted((a.source for a in group), key=Source.sort_key))
             fused.append(FusedHit(hit, key, score(group), sources))
     fused.sort(key=lambda f: (-f.score, f.key))
