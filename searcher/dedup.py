@@ -2,7 +2,9 @@
 shows up once, at the best rank any copy had.
 
 Fusion has already merged spellings of one URL; this step compares what the results
-say (title + snippet) by embedding cosine, and merges only at or above the threshold.
+say (title + snippet) by embedding cosine, and merges only at or above the threshold,
+and only texts that state the same numbers and share most of their words (a reprint does;
+another page on the same subject does not).
 """
 
 from __future__ import annotations
@@ -22,10 +24,36 @@ from searcher.fusion import FusedHit, Source, representative
 # cost when a backend sends long snippets.
 _MAX_TEXT_CHARS = 600
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[^\W_]+")
+# A reprint repeats the words of what it copies: at least this share of the shorter text's
+# distinct words (a site's name in the title or a snippet cut shorter barely move it).
+# Distinct pages on one subject come as close in a static embedding and share far fewer:
+# two reports under one title, a paper and its follow-up (bench/ranking_searxng.py: on
+# Cranfield nearly every query merged such a pair at cosine 0.88-0.90, words shared 0.3-0.6).
+MIN_SHARED_WORDS = 0.7
 
 
 def _numbers(text: str) -> frozenset[str]:
     return frozenset(_NUMBER.findall(text))
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def _may_be_one_page(texts: Sequence[str]) -> Callable[[int, int], bool]:
+    """Whether two close texts (by index) may be one page: the same numbers, and most of
+    the shorter one's words. Each text is read only once it is in a close pair."""
+    numbers = functools.cache(lambda i: _numbers(texts[i]))
+    words = functools.cache(lambda i: _words(texts[i]))
+
+    def one_page(i: int, j: int) -> bool:
+        if numbers(i) != numbers(j):
+            return False
+        shorter = min(len(words(i)), len(words(j)))
+        return len(words(i) & words(j)) >= MIN_SHARED_WORDS * shorter
+
+    return one_page
 
 
 def dedup_text(fused: FusedHit) -> str:
@@ -68,16 +96,17 @@ async def drop_near_duplicates(
             f"{vectors.shape} for {len(kept)} texts"
         ]
     vectors = normalise_rows(vectors)  # cheap, and cosines stay cosines whatever the embedder
-    numbers = functools.cache(lambda i: _numbers(texts[i]))  # read only for close pairs
-    return _merge_groups(kept, _keeper_of(vectors @ vectors.T, threshold, numbers)), []
+    keeper = _keeper_of(vectors @ vectors.T, threshold, _may_be_one_page(texts))
+    return _merge_groups(kept, keeper), []
 
 
 def _keeper_of(
-    similarity: np.ndarray, threshold: float, numbers: Callable[[int], frozenset[str]]
+    similarity: np.ndarray, threshold: float, one_page: Callable[[int, int], bool]
 ) -> list[int]:
-    """For each hit, the index of the hit it merges into (itself when kept). Two texts
-    that state different numbers are never merged: static embeddings barely see digits,
-    so "iPhone 14 review" and "iPhone 15 review" would otherwise be one page."""
+    """For each hit, the index of the hit it merges into (itself when kept): the first
+    kept hit at ``threshold`` or closer that ``one_page`` allows. Embeddings alone are not
+    enough: static ones barely see digits ("iPhone 14 review" and "iPhone 15 review"), and
+    put pages on one subject as close as copies of one page."""
     close_pairs = similarity >= threshold
     # A hit is only ever compared with earlier ones, so the diagonal is never read; without
     # it, "nothing is close to anything else" (the usual page) is one array test.
@@ -88,7 +117,7 @@ def _keeper_of(
     keeper: list[int] = []
     kept: list[int] = []
     for j in range(len(close)):
-        target = next((i for i in kept if close[i][j] and numbers(i) == numbers(j)), j)
+        target = next((i for i in kept if close[i][j] and one_page(i, j)), j)
         if target == j:
             kept.append(j)
         keeper.append(target)
