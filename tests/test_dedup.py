@@ -445,3 +445,22 @@ def test_keeper_of_is_the_plain_loop(case, threshold):
     if keeper == list(range(len(rows))):
         hits = results(*[(f"t{i}", "s") for i in range(len(rows))])
         assert _merge_groups(hits, keeper) == hits
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["cloud", "Cloud", "gaming", "2024", "v1.2", "a", "été", "-"]),
+                 max_size=8).map(" ".join),
+        min_size=2, max_size=6,
+    )
+)  # fmt: skip
+def test_one_page_compares_words_as_sets_would(texts):
+    # The words are compared as bits of an int; the rule is stated on sets.
+    from searcher.dedup import _WORD, MIN_SHARED_WORDS, _may_be_one_page, _numbers
+
+    one_page = _may_be_one_page(texts)
+    for i in range(len(texts)):
+        for j in range(len(texts)):
+            a, b = (frozenset(_WORD.findall(texts[k].lower())) for k in (i, j))
+            shares = len(a & b) >= MIN_SHARED_WORDS * min(len(a), len(b))
+            assert one_page(i, j) == (_numbers(texts[i]) == _numbers(texts[j]) and shares)
