@@ -498,3 +498,20 @@ def test_a_long_text_is_read_in_one_scan(monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(text) > _SEARCH_PER_PREFIX_CHARS_UP_TO
     found = words_stemming_to(("cloud", "gam"), text)
     assert sorted(found) == sorted(["gaming", "clouds"] * 1_000)
+
+
+def test_keyword_overlap_reads_a_bounded_start_of_each_field():
+    # A backend may send megabytes of title, snippet or URL; the overlap reads the first
+    # MAX_RESULT_FIELD_CHARS of each, as the hybrid stage and a reranker do.
+    from searcher.scoring import MAX_RESULT_FIELD_CHARS
+
+    filler = "x" * (MAX_RESULT_FIELD_CHARS - 40)
+    within = f"{filler} gaming"  # within the bound, even behind "https://a.example/"
+    beyond = f"{filler} {'y' * 40} gaming"
+    for make in (
+        lambda text: hit("https://a.example/", title=text),
+        lambda text: hit("https://a.example/", snippet=text),
+        lambda text: hit(f"https://a.example/{text.replace(' ', '-')}"),
+    ):
+        assert score_one((make(within), 1.0, 1), "gaming").components["keyword_overlap"] == 1.0
+        assert score_one((make(beyond), 1.0, 1), "gaming").components["keyword_overlap"] == 0.0
