@@ -24,6 +24,7 @@ from searcher.errors import (
     AllBackendsFailed,
     ConfigError,
     InvalidRequest,
+    RemoteError,
     SearcherError,
     describe_failures,
 )
@@ -76,7 +77,7 @@ def main() -> None:
     type=click.IntRange(1, 64),
     default=1,
     show_default=True,
-    help="Worker processes. Each keeps its own circuit breakers and counters.",
+    help="Worker processes. They share one state (caches, breakers, keys, rate limits).",
 )
 @config_option
 def serve(host: str | None, port: int | None, workers: int, config_path: str | None) -> None:
@@ -219,11 +220,11 @@ async def _search_in_process(settings: Settings, request: SearchRequest) -> dict
         return response.to_wire(request.want)
 
 
-async def _search_remote(url: str, request: SearchRequest) -> dict[str, Any]:
+async def _search_remote(url: str, api_key: str | None, request: SearchRequest) -> dict[str, Any]:
     from searcher.client import AsyncSearcherClient
 
     try:
-        client = AsyncSearcherClient(url)
+        client = AsyncSearcherClient(url, api_key=api_key)
     except ValueError as exc:
         raise InvalidRequest("--remote", str(exc)) from exc
     async with client:
@@ -245,6 +246,12 @@ async def _search_remote(url: str, request: SearchRequest) -> dict[str, Any]:
     help="Search through the searcher API at URL instead of in-process (default: "
     "$SEARCHER_REMOTE); --config is then not read.",
 )
+@click.option(
+    "--api-key",
+    envvar="SEARCHER_API_KEY",
+    default=None,
+    help="With --remote: the key a server with auth.enabled asks for (default: $SEARCHER_API_KEY).",
+)
 @click.option("--rewrite", is_flag=True, help="LLM query rewrite first.")
 @click.option("--multi-query", type=int, default=None, metavar="N", help="Search N perspectives.")
 @click.option("--crag", is_flag=True, help="Grade the evidence; re-search when it is weak.")
@@ -260,6 +267,7 @@ def search(
     max_chars: int | None,
     as_json: bool,
     remote: str | None,
+    api_key: str | None,
     rewrite: bool,
     multi_query: int | None,
     crag: bool,
@@ -293,7 +301,7 @@ def search(
     except ValidationError as exc:
         _fail(f"invalid {InvalidRequest.from_validation(exc.errors())}", 2)
     if remote:
-        run = functools.partial(_search_remote, remote, request)
+        run = functools.partial(_search_remote, remote, api_key, request)
     else:
         run = functools.partial(_search_in_process, _settings(config_path), request)
     try:
@@ -303,6 +311,9 @@ def search(
     except AllBackendsFailed as exc:
         listed = describe_failures(exc.failures, separator="\n  ")
         _fail(f"all search backends failed:\n  {listed}", 1)
+    except RemoteError as exc:
+        hint = " (give one with --api-key or $SEARCHER_API_KEY)" if exc.status == 401 else ""
+        _fail(f"{exc}{hint}", 1)
     except SearcherError as exc:
         _fail(str(exc), 1)
     if as_json:
@@ -408,7 +419,7 @@ def research(
 @main.command("mcp")
 @config_option
 def mcp_stdio(config_path: str | None) -> None:
-    """Serve the MCP tools web_search and fetch_page on stdin/stdout."""
+    """Serve the MCP tools web_search, fetch_page and deep_research on stdin/stdout."""
     from searcher.mcp_server import serve_stdio
 
     settings = _settings(config_path)

@@ -286,7 +286,8 @@ _CACHE_CLEAR = _Call("POST", "/v1/cache/clear")
 class SearcherClient:
     """Blocking client of a running searcher; one connection pool for all calls.
 
-    ``api_key`` is sent as ``Authorization: Bearer …`` (for a proxy in front of searcher).
+    ``api_key`` is sent as ``Authorization: Bearer …``: a key of a searcher with
+    ``auth.enabled``, or of a proxy in front of it.
     """
 
     def __init__(
@@ -416,7 +417,8 @@ class SearcherClient:
 class AsyncSearcherClient:
     """Asyncio client of a running searcher; one connection pool for all calls.
 
-    ``api_key`` is sent as ``Authorization: Bearer …`` (for a proxy in front of searcher).
+    ``api_key`` is sent as ``Authorization: Bearer …``: a key of a searcher with
+    ``auth.enabled``, or of a proxy in front of it.
     """
 
     def __init__(

@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -332,6 +333,18 @@ class BackendsSettings(_Section):
     duckduckgo: BackendSettings = Field(default_factory=lambda: _default_backends()["duckduckgo"])
     brave: BackendSettings = Field(default_factory=lambda: _default_backends()["brave"])
     _resolved: dict[str, InstanceSettings] = PrivateAttr(default_factory=dict)
+
+    @field_validator(*LEGACY_INSTANCES, mode="before")
+    @classmethod
+    def _adapter_defaults(cls, value: Any, info: ValidationInfo) -> Any:
+        # A section given in part keeps its adapter's own defaults for the rest
+        # (DuckDuckGo's 10 s timeout, Brave's API root), as the instance it builds does:
+        # else `searcher config` would print the general ones, and a config saved from
+        # that printout would change them.
+        if isinstance(value, Mapping) and info.field_name is not None:
+            adapter = _default_backends()[info.field_name]
+            return {**adapter.model_dump(exclude_defaults=True), **value}
+        return value
 
     @model_validator(mode="after")
     def _resolve_instances(self) -> BackendsSettings:

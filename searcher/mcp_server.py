@@ -1,4 +1,4 @@
-"""The MCP server: ``web_search`` and ``fetch_page`` as MCP tools, over stdio
+"""The MCP server: ``web_search``, ``fetch_page`` and ``deep_research`` as MCP tools, over stdio
 (``searcher mcp``) or streamable HTTP (mounted at ``/mcp`` by the HTTP app).
 
 Built on the official SDK's low-level ``Server`` so that the tools' input schemas are the

@@ -164,3 +164,18 @@ def test_a_rate_limit_holds_across_two_workers_sharing_redis(
         for base in (first, second, first, second, first, second)
     ]
     assert answers == [200, 200, 200, 200, 429, 429]
+
+
+def test_search_remote_sends_the_key(keyed, matching_query):
+    base, config = keyed
+    refused = cli("search", matching_query, "--remote", base)
+    assert refused.exit_code == 1 and "401" in refused.stderr, refused.output
+    assert "--api-key" in refused.stderr
+    assert "Traceback" not in refused.output
+    secret = create_key(config, "cli")
+    by_option = cli("search", matching_query, "--remote", base, "--api-key", secret)
+    assert by_option.exit_code == 0 and "Title:" in by_option.stdout, by_option.output
+    by_env = CliRunner().invoke(
+        main, ["search", matching_query, "--remote", base], env={"SEARCHER_API_KEY": secret}
+    )
+    assert by_env.exit_code == 0 and "Title:" in by_env.stdout, by_env.output

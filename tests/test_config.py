@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import BaseModel
 
 from searcher.config import ENV_VARS, Settings, load_settings, masked
@@ -84,6 +85,24 @@ def test_secrets_are_masked():
     assert shown["backends"]["brave"]["api_key"] == "***"
     assert "secret-key" not in repr(shown)
     assert shown["backends"]["searxng"]["api_key"] is None
+
+
+def test_a_section_given_in_part_prints_its_adapters_defaults(tmp_path):
+    # `searcher config` must print what runs: a config saved from it changes nothing.
+    path = tmp_path / "searcher.yaml"
+    path.write_text("backends:\n  duckduckgo: {enabled: true}\n  brave: {api_key: k}\n")
+    for settings in (
+        load_settings(path, environ={}),
+        load_settings(environ={"ENABLE_DUCKDUCKGO": "1", "BRAVE_API_KEY": "k"}),
+    ):
+        shown = masked(settings)["backends"]
+        assert shown["duckduckgo"]["timeout_s"] == settings.backends.get("duckduckgo").timeout_s
+        assert shown["duckduckgo"]["timeout_s"] == 10.0
+        assert shown["brave"]["base_url"] == "https://api.search.brave.com"
+        assert settings.backends.get("brave").base_url == "https://api.search.brave.com"
+    saved = tmp_path / "saved.yaml"
+    saved.write_text(yaml.safe_dump({"backends": {"duckduckgo": shown["duckduckgo"]}}))
+    assert load_settings(saved, environ={}).backends.get("duckduckgo").timeout_s == 10.0
 
 
 def test_passwords_in_urls_are_masked():
