@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from searcher.cache.results import ResultCache, cache_policy, serve_cached
 from searcher.config import Settings
 from searcher.contract import Budget, SearchRequest, SearchResponse
-from searcher.limits import extract_chars_within_limit, pages_within_limit
+from searcher.limits import clamp_budget, extract_chars_within_limit, pages_within_limit
 from searcher.page_reader import PageOutcome, Progress
 from searcher.pipeline.answer import answer
 from searcher.pipeline.assemble import make_items, render_pack
@@ -48,8 +48,14 @@ class SearchService:
         may (``meta.cache`` says so). Raises ``AllBackendsFailed`` when no backend answered
         and no stale answer may stand in, ``InvalidRequest`` for a request the contract
         cannot express."""
+        # Before the cache: a request over a ceiling is refused when limits.strict, cached
+        # answer or not, and a cached answer carries this request's notes.
+        _, lowered = clamp_budget(request.budget, self.settings.limits)
         response = await serve_cached(
-            self.results, request, lambda: self.search_uncached(request, progress, client)
+            self.results,
+            request,
+            lambda: self.search_uncached(request, progress, client),
+            lowered,
         )
         metrics, cache = self.parts.metrics, response.meta.cache
         if metrics and self.results and cache and cache_policy(request) == "use":

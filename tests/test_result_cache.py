@@ -350,3 +350,29 @@ def test_an_answer_made_under_other_server_limits_is_not_served(
     refused = post(strict, body)
     assert refused.status_code == 422
     assert "budget.max_results" in refused.text
+
+
+def test_a_cached_answer_carries_the_budget_notes_of_the_request_it_answers(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    # The time fields are not in the key: one answer serves requests that differ in them,
+    # and each must read what limits.* did to its own budget.
+    base = serve_searcher(make_settings(limits={"max_total_time_ms": 30_000}))
+    over = post(base, {"query": matching_query, "budget": {"max_total_time_ms": 3_600_000}})
+    assert [e["source"] for e in over.json()["meta"]["errors"]] == ["budget.max_total_time_ms"]
+    within = post(base, {"query": matching_query, "budget": {"max_total_time_ms": 20_000}})
+    assert within.json()["meta"]["cache"]["hit"] is True
+    assert within.json()["meta"]["errors"] == []
+    retries = post(base, {"query": matching_query, "budget": {"max_search_retries": 100}})
+    assert retries.json()["meta"]["cache"]["hit"] is True
+    assert [e["source"] for e in retries.json()["meta"]["errors"]] == ["budget.max_search_retries"]
+
+
+def test_a_request_over_a_ceiling_is_refused_when_strict_even_when_cached(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    base = serve_searcher(make_settings(limits={"max_total_time_ms": 30_000, "strict": True}))
+    assert post(base, {"query": matching_query}).status_code == 200
+    refused = post(base, {"query": matching_query, "budget": {"max_total_time_ms": 3_600_000}})
+    assert refused.status_code == 422
+    assert refused.json()["error"]["field"] == "budget.max_total_time_ms"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -35,6 +35,7 @@ from searcher.contract import (
     SearchResponse,
 )
 from searcher.errors import AllBackendsFailed
+from searcher.limits import BUDGET_STAGE
 from searcher.state.base import StateStore, decode_json, encode_json
 
 log = logging.getLogger(__name__)
@@ -263,16 +264,22 @@ class ResultCache:
 
 
 def _served(
-    cached: CachedResponse, request: SearchRequest, started: float, notes: list[ErrorEntry]
+    cached: CachedResponse,
+    request: SearchRequest,
+    started: float,
+    budget_notes: Sequence[ErrorEntry],
+    notes: list[ErrorEntry],
 ) -> SearchResponse:
-    """The cached answer as this request's response: its own echo, timing and meta.cache."""
+    """The cached answer as this request's response: its own echo, timing, budget notes
+    and meta.cache."""
     response = cached.response
+    kept = [e for e in response.meta.errors if e.stage != BUDGET_STAGE]
     elapsed = int((time.perf_counter() - started) * 1000)
     meta = response.meta.model_copy(
         update={
             "cache": CacheInfo(hit=True, kind=cached.kind, age_s=round(cached.age_s, 3)),
             "timing_ms": {"cache": elapsed, "total": elapsed},
-            "errors": response.meta.errors + notes,
+            "errors": [*budget_notes, *kept, *notes],
         }
     )
     return response.model_copy(
@@ -284,15 +291,18 @@ async def serve_cached(
     cache: ResultCache | None,
     request: SearchRequest,
     compute: Callable[[], Awaitable[SearchResponse]],
+    budget_notes: Sequence[ErrorEntry] = (),
 ) -> SearchResponse:
     """Answer ``request`` from ``cache`` when it may, else ``compute`` it and store a
-    complete answer; when every backend fails, a stale answer if there is one."""
+    complete answer; when every backend fails, a stale answer if there is one.
+    ``budget_notes`` (what ``limits.*`` lowered in this request's budget) stand in a cached
+    answer for those of the request that stored it: the time fields are not in the key."""
     started = time.perf_counter()
     policy = cache_policy(request) if cache is not None else "off"
     if cache is not None and policy == "use":
         cached = await cache.lookup(request)
         if cached is not None:
-            return _served(cached, request, started, [])
+            return _served(cached, request, started, budget_notes, [])
     try:
         response = await compute()
     except AllBackendsFailed as exc:
@@ -300,9 +310,8 @@ async def serve_cached(
         if stale is None:
             raise
         reason = f"every backend failed ({exc}); served a cached answer {stale.age_s:.0f} s old"
-        return _served(
-            stale, request, started, [ErrorEntry(stage="cache", source="stale", reason=reason)]
-        )
+        note = ErrorEntry(stage="cache", source="stale", reason=reason)
+        return _served(stale, request, started, budget_notes, [note])
     response.meta.cache = CacheInfo(hit=False)
     if cache is not None and policy != "off":
         await cache.store(request, response, is_complete(response))
