@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import platformdirs
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -32,6 +34,24 @@ from searcher.urls import without_password
 # The instances that exist without configuration, one per built-in adapter, named after
 # it; today's ``backends.searxng`` / ``SEARXNG_BASE_URL`` and friends configure them.
 LEGACY_INSTANCES: tuple[str, ...] = ("searxng", "duckduckgo", "brave")
+
+
+def _http_url(value: str) -> str:
+    # Checked at load time: a typo here would otherwise fail every call, with the HTTP
+    # client's own words. Empty is unset (SEARXNG_BASE_URL= in an environment file).
+    if not value:
+        return value
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
 SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key", "redis_url"})
 
 
@@ -53,7 +73,7 @@ class BackendSettings(_Section):
     model_config = ConfigDict(extra="allow")
 
     enabled: bool = True
-    base_url: str | None = None
+    base_url: HttpUrl | None = None
     api_key: str | None = None
     timeout_s: float = Field(default=8.0, gt=0)
     weight: float = Field(default=1.0, ge=0)
@@ -417,7 +437,7 @@ class EmbeddingSettings(_Section):
         default="minishlab/potion-base-8M",
         description="model2vec: hub name or local path; openai: the model name.",
     )
-    base_url: str | None = Field(default=None, description="OpenAI-compatible /v1 base URL.")
+    base_url: HttpUrl | None = Field(default=None, description="OpenAI-compatible /v1 base URL.")
     api_key: str | None = None
     timeout_s: float = Field(default=5.0, gt=0)
     load_timeout_s: float = Field(
@@ -514,7 +534,7 @@ class RerankSettings(_Section):
 
     enabled: bool = Field(default=False, description="Rerank every search (per request: "
                           "constraints.rerank).")  # fmt: skip
-    base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8080")
+    base_url: HttpUrl | None = Field(default=None, description="e.g. http://127.0.0.1:8080")
     path: str = Field(
         default="/rerank", pattern=r"^/", description="llama.cpp --reranking: /v1/rerank."
     )
@@ -599,7 +619,7 @@ class LlmStepsSettings(_Section):
 class LlmSettings(_Section):
     """One OpenAI-compatible chat-completions endpoint for every LLM step."""
 
-    base_url: str | None = Field(
+    base_url: HttpUrl | None = Field(
         default=None, description="e.g. http://localhost:11434/v1; unset = no LLM (fallbacks)."
     )
     api_key: str | None = None

@@ -58,6 +58,16 @@ def test_yaml_then_environment_wins(tmp_path):
         ("backends: {order: [google]}\n", "backends.order"),
         ("- just\n- a list\n", "mapping"),
         ("key: [unclosed\n", "not valid YAML"),
+        # A backend or model address that is not http(s) fails at load, not on every call.
+        ("backends: {brave: {base_url: 'ftp://x'}}\n", "backends.brave.base_url: must be an http"),
+        ("backends: {searxng: {base_url: 'localhost:8888'}}\n", "searxng.base_url: must be"),
+        (
+            "backends: {instances: {sx: {adapter: searxng, base_url: 'not a url'}}}\n",
+            "backends.instances.sx.base_url: must be an http",
+        ),
+        ("llm: {base_url: 'http://h:99999/v1'}\n", "llm.base_url: not a URL"),
+        ("rerank: {base_url: 'file:///etc'}\n", "rerank.base_url: must be"),
+        ("embeddings: {base_url: 'http://'}\n", "embeddings.base_url: must be"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, text, message):
@@ -77,6 +87,7 @@ def test_missing_file_and_bad_env_value_are_errors(tmp_path):
 def test_every_documented_variable_maps_to_a_real_setting():
     for var in ENV_VARS:
         value = "1" if var.startswith(("ENABLE_", "SEARCHER_PORT")) else "x"
+        value = "http://127.0.0.1:1" if var.endswith("_BASE_URL") else value
         load_settings(environ={var: value})
 
 

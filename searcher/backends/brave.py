@@ -21,7 +21,7 @@ from searcher.backends.base import (
 )
 from searcher.backends.failures import http_failure
 from searcher.backends.normalise import http_url, iso_utc, plain_text
-from searcher.config import InstanceSettings
+from searcher.config import HttpUrl, InstanceSettings
 
 NAME = "brave"
 MAX_COUNT = 20  # the API refuses more per call
@@ -47,7 +47,7 @@ _SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}
 class BraveSettings(InstanceSettings):
     """A Brave Search API account (``adapter: brave``)."""
 
-    base_url: str = Field(default="https://api.search.brave.com", description="API root.")
+    base_url: HttpUrl = Field(default="https://api.search.brave.com", description="API root.")
     api_key: str | None = Field(default=None, description="X-Subscription-Token.")
 
 

@@ -94,7 +94,9 @@ def _validated(where: str, raw: Mapping[str, Any], registry: Registry) -> Instan
         return spec.config_model.model_validate(dict(raw))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{where}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            f"{where}.{'.'.join(str(p) for p in err['loc'])}: "
+            + str(err["msg"]).removeprefix("Value error, ")
+            for err in exc.errors()
         )
         raise ValueError(problems) from None
 

@@ -41,7 +41,7 @@ from searcher.backends.engine_positions import (
 )
 from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
-from searcher.config import InstanceSettings
+from searcher.config import HttpUrl, InstanceSettings
 from searcher.errors import EnginesUnresponsive, FailureKind
 
 NAME = "searxng"
@@ -77,7 +77,7 @@ _NUMBER = (int, float)
 class SearxngSettings(InstanceSettings):
     """A SearXNG instance (``adapter: searxng``)."""
 
-    base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8888")
+    base_url: HttpUrl | None = Field(default=None, description="e.g. http://127.0.0.1:8888")
     engine_health: EngineHealthSettings = Field(default_factory=EngineHealthSettings)
 
 
