@@ -12,6 +12,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -24,6 +25,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from typing_extensions import TypeAliasType
+
+from searcher.urls import DOMAIN_ENTRY, domain_of
 
 MAX_QUERY_CHARS = 2000
 SCHEMA: Literal["ucp-1"] = "ucp-1"
@@ -71,6 +74,11 @@ def _whole_number(value: Any) -> Any:
 
 # A request's integer: a whole JSON number (5 or 5.0), never "5" or true.
 WHOLE = BeforeValidator(_whole_number)  # last in Annotated, so the schema keeps the limits
+# A domain filter entry: a URL, ``host:port`` or ``*.example.com`` is read as its host, so
+# that it matches as the user meant instead of silently never matching.
+Domain = Annotated[
+    str, AfterValidator(domain_of), Field(json_schema_extra={"pattern": f"^{DOMAIN_ENTRY}$"})
+]
 WholeInt = Annotated[int, WHOLE]
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_INT), WHOLE]
 # A free-form JSON value (context_hint): what wire_problem lets through, said as a schema.
@@ -237,11 +245,15 @@ class Constraints(_Strict):
         description="Passages (<= 500 chars each) most relevant to the query per result; "
         "implies fetching the pages, also in simple mode.",
     )
-    include_domains: list[str] | None = Field(
-        default=None, description="Keep only results on these domains (or their subdomains)."
+    include_domains: list[Domain] | None = Field(
+        default=None,
+        description="Keep only results on these domains (or their subdomains); a URL or "
+        "host:port counts as its host.",
     )
-    exclude_domains: list[str] | None = Field(
-        default=None, description="Drop results on these domains (or their subdomains)."
+    exclude_domains: list[Domain] | None = Field(
+        default=None,
+        description="Drop results on these domains (or their subdomains); a URL or "
+        "host:port counts as its host.",
     )
     rewrite: bool = Field(
         default=False,

@@ -126,6 +126,29 @@ def without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=user + netloc))
 
 
+# A domain filter entry: a host name, optionally ``*.`` before it, a scheme before it, a
+# port or a path after it, spaces around it. Written so that Python's ``re`` and JSON
+# Schema's (ECMA 262) regexes read it alike: the API schema states it, and the server
+# must accept exactly what the schema does.
+_HOST_CHAR = r"(?:[A-Za-z0-9_.-]|[^\x00-\x7F])"
+DOMAIN_ENTRY = (
+    r" *(?:\*\.)?(?:[A-Za-z][A-Za-z0-9+.-]*://)?"
+    rf"({_HOST_CHAR}*(?:[A-Za-z0-9_]|[^\x00-\x7F]){_HOST_CHAR}*)"
+    r"(?::[0-9]+)?(?:[/?#].*)? *"
+)
+_DOMAIN_ENTRY = re.compile(DOMAIN_ENTRY)
+
+
+def domain_of(entry: str) -> str:
+    """The domain a filter entry names, as hosts are compared (``host_of``): the entry, or
+    the host of a URL or of ``host:port``, lower-cased, without ``*.`` or the dots around
+    it. Raises ``ValueError`` for an entry that names no host (``DOMAIN_ENTRY``)."""
+    found = _DOMAIN_ENTRY.fullmatch(entry)
+    if found is None:
+        raise ValueError(f"{entry!r} is not a domain (e.g. example.com)")
+    return found.group(1).lower().strip(".")
+
+
 def domain_matches(host: str, domain: str) -> bool:
     """Whether ``host`` is ``domain`` or one of its subdomains."""
     domain = domain.lower().strip().lstrip(".")

@@ -160,6 +160,29 @@ def test_include_and_exclude_domains(make_settings, serve_searcher, matching_que
     assert kept.json()["items"]
 
 
+@pytest.mark.parametrize(
+    "spelling", ["http://127.0.0.1", "127.0.0.1.", "127.0.0.1:8080", "*.127.0.0.1"]
+)
+def test_a_domain_written_as_a_url_or_host_port_filters_as_its_host(
+    make_settings, serve_searcher, matching_query, spelling
+):
+    # Such an entry used to match no host: an exclude was silently ignored.
+    base = serve_searcher(make_settings())
+    dropped = post(base, {"query": matching_query, "constraints": {"exclude_domains": [spelling]}})
+    assert dropped.status_code == 200 and dropped.json()["items"] == []
+    assert dropped.json()["request"]["constraints"]["exclude_domains"] == ["127.0.0.1"]
+    kept = post(base, {"query": matching_query, "constraints": {"include_domains": [spelling]}})
+    assert kept.json()["items"]
+
+
+def test_an_entry_that_names_no_domain_is_422_naming_it(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    bad = post(base, {"query": "q", "constraints": {"include_domains": ["ok.example", "a b"]}})
+    assert bad.status_code == 422
+    assert bad.json()["error"]["field"] == "constraints.include_domains.1"
+    assert "not a domain" in bad.json()["error"]["message"]
+
+
 # --- fallback, retries, breakers ------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from searcher.urls import item_id, normalise_url
+from searcher.urls import domain_of, item_id, normalise_url
 
 # --- strategies ----------------------------------------------------------------------------
 
@@ -195,3 +195,26 @@ def test_documented_variants_merge(data, scheme, host, segs, query):
 def test_same_page_examples(a, b):
     assert normalise_url(a) == normalise_url(b)
     assert item_id(a) == item_id(b)
+
+
+@pytest.mark.parametrize(
+    ("entry", "domain"),
+    [
+        ("example.com", "example.com"),
+        ("https://Example.com/docs?x=1", "example.com"),
+        ("127.0.0.1:8080", "127.0.0.1"),
+        ("*.example.com", "example.com"),
+        (" .example.com. ", "example.com"),
+        ("bücher.de", "bücher.de"),
+    ],
+)
+def test_a_domain_filter_entry_is_read_as_its_host(entry, domain):
+    assert domain_of(entry) == domain
+
+
+@pytest.mark.parametrize(
+    "entry", ["", " ", "a b", "http://", "/path", "...", "x:", "example.com\n"]
+)
+def test_an_entry_without_a_host_is_refused(entry):
+    with pytest.raises(ValueError, match="is not a domain"):
+        domain_of(entry)

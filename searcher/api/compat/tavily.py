@@ -39,6 +39,7 @@ from searcher.contract import (
     MAX_QUERY_CHARS,
     NOT_BLANK,
     WHOLE,
+    Domain,
     ErrorResponse,
     Item,
     Preset,
@@ -117,8 +118,8 @@ class TavilySearchBody(_Body):
     end_date: date | None = Field(default=None, description="Accepted; not applied.")
     max_results: Annotated[int, Field(ge=0, le=100), WHOLE] | None = None
     chunks_per_source: Annotated[int, Field(ge=1, le=5), WHOLE] | None = None
-    include_domains: list[str] | None = None
-    exclude_domains: list[str] | None = None
+    include_domains: list[Domain] | None = None
+    exclude_domains: list[Domain] | None = None
     include_answer: StrictBool | AnswerDepth = False
     include_raw_content: StrictBool | RawFormat = False
     include_images: StrictBool = False
