@@ -175,6 +175,22 @@ def test_a_domain_written_as_a_url_or_host_port_filters_as_its_host(
     assert kept.json()["items"]
 
 
+def test_a_number_too_long_to_read_is_a_422_in_our_words(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    digits = b"1" * 4301
+    for path, body in [
+        ("/v1/search", b'{"query": "q", "budget": {"max_results": ' + digits + b"}}"),
+        ("/v1/fetch", b'{"url": "http://127.0.0.1/", "max_chars": ' + digits + b"}"),
+    ]:
+        refused = httpx.post(
+            f"{base}{path}", content=body, headers={"content-type": "application/json"}
+        )
+        assert refused.status_code == 422, (path, refused.text)
+        error = refused.json()["error"]
+        assert error["field"] == "body" and "too long to read" in error["message"]
+        assert "ValueError" not in refused.text
+
+
 def test_an_entry_that_names_no_domain_is_422_naming_it(make_settings, serve_searcher):
     base = serve_searcher(make_settings())
     bad = post(base, {"query": "q", "constraints": {"include_domains": ["ok.example", "a b"]}})

@@ -429,7 +429,12 @@ async def test_async_client_searches_too(make_settings, serve_searcher, matching
 
 JSON_TYPE = {"content-type": "application/json"}
 # Malformed JSON, then two bodies FastAPI itself fails to parse (a bare 400 from it).
-UNREADABLE_BODIES = [b'{"query":', b'{"query":"\xff"}', b"[" * 5000]
+UNREADABLE_BODIES = [
+    b'{"query":',
+    b'{"query":"\xff"}',
+    b"[" * 5000,
+    b'{"query":"q","max_results":' + b"1" * 4301 + b"}",
+]
 
 
 def test_api_key_is_checked_when_configured(
@@ -479,7 +484,7 @@ def test_bad_bodies_get_tavilys_400_shape(make_settings, serve_searcher, client)
     # Bodies FastAPI cannot parse at all get Tavily's 400 too, not searcher's own 422.
     for path in ("search", "extract"):
         for unreadable, why in zip(
-            UNREADABLE_BODIES[1:], ("not valid UTF-8", "too deeply"), strict=True
+            UNREADABLE_BODIES[1:], ("not valid UTF-8", "too deeply", "too long"), strict=True
         ):
             refused = httpx.post(f"{base}/tavily/{path}", content=unreadable, headers=JSON_TYPE)
             assert refused.status_code == 400, refused.text

@@ -65,7 +65,10 @@ def body_parse_problem(exc: StarletteHTTPException) -> str | None:
         return "not valid UTF-8"
     if isinstance(cause, RecursionError):
         return "JSON nested too deeply"
-    return f"not readable as JSON ({type(cause).__name__ if cause else 'unknown'})"
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        # Python refuses to read an integer of over 4,300 digits (sys.int_info).
+        return "a number too long to read (over 4,300 digits)"
+    return "not readable as JSON"
 
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
