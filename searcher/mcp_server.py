@@ -16,12 +16,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
+import orjson
+import pydantic_core
 from fastapi import FastAPI
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
+    INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
@@ -322,7 +325,9 @@ def mount_mcp(app: FastAPI, settings: Settings) -> None:
     app.state.mcp_sessions = manager
     # No exchange may outlive the longest request the server allows.
     max_exchange_s = settings.limits.max_total_time_ms / 1000 + EXCHANGE_GRACE_S
-    endpoint = McpEndpoint(StreamableHTTPASGIApp(manager), max_exchange_s)
+    endpoint = McpEndpoint(
+        StreamableHTTPASGIApp(manager), max_exchange_s, settings.server.max_body_bytes
+    )
     app.router.routes.append(Route("/mcp", endpoint=endpoint, include_in_schema=False))
 
 
@@ -344,18 +349,139 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
 
 
+# --- the shape of a posted message ------------------------------------------------------
+
+NOT_A_MESSAGE = 'not a JSON-RPC 2.0 request: needs jsonrpc "2.0" and a method'
+
+
+def _is_int(value: Any) -> bool:
+    # bool is an int in Python, but true/false is no number in JSON.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_id(value: Any) -> bool:
+    # JSON-RPC 2.0 ids are strings or numbers; MCP narrows the numbers to integers.
+    return isinstance(value, str) or _is_int(value)
+
+
+def _request_problem(message: dict[str, Any]) -> str | None:
+    # A request or, without an id, a notification.
+    if "id" in message and not _is_id(message["id"]):
+        return "id must be a string or an integer (or absent, for a notification)"
+    if not isinstance(message["method"], str):
+        return "method must be a string"
+    if message.get("params") is not None and not isinstance(message["params"], dict):
+        return "params must be an object"
+    return None
+
+
+def _response_problem(message: dict[str, Any]) -> str | None:
+    if "id" not in message:
+        return "a response needs an id"
+    if "result" in message:
+        if not _is_id(message["id"]):
+            return "id must be a string or an integer"
+        return None if isinstance(message["result"], dict) else "result must be an object"
+    # An error about a message whose id could not be read has a null id (JSON-RPC §5).
+    if message["id"] is not None and not _is_id(message["id"]):
+        return "id must be a string, an integer or null"
+    error = message["error"]
+    if not (
+        isinstance(error, dict)
+        and _is_int(error.get("code"))
+        and isinstance(error.get("message"), str)
+    ):
+        return "error must be an object with an integer code and a string message"
+    return None
+
+
+def message_problem(decoded: Any) -> str | None:
+    """Why a decoded ``/mcp`` body is no JSON-RPC 2.0 message the MCP SDK reads as sent,
+    in one line; None if it is one. The SDK would take a request with a malformed id for a
+    notification (202, never answered) and explain other shapes with pydantic's dump."""
+    if isinstance(decoded, list):
+        # MCP 2025-06-18 dropped JSON-RPC batching, and the SDK takes none.
+        return "batches are not supported: send one JSON-RPC message per request"
+    if not isinstance(decoded, dict):
+        return "not a JSON-RPC 2.0 message: the body must be a JSON object"
+    if decoded.get("jsonrpc") != "2.0":
+        return NOT_A_MESSAGE
+    answer = [key for key in ("result", "error") if key in decoded]
+    if "method" in decoded:
+        # Which one a message with both is depends on the SDK's union; JSON-RPC has none.
+        return "a request has no result or error" if answer else _request_problem(decoded)
+    if len(answer) == 2:
+        return "a response has a result or an error, not both"
+    return _response_problem(decoded) if answer else NOT_A_MESSAGE
+
+
+async def send_invalid_request(send: Send, reason: str) -> None:
+    """A JSON-RPC Invalid Request error with a null id (the id could not be determined),
+    with the status and headers the SDK gives its own."""
+    body = orjson.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": reason}}
+    )
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ReadBody:
+    """The receive messages of a request's body, read up to ``max_bytes``, to be replayed."""
+
+    def __init__(self, messages: list[Message], complete: bool) -> None:
+        self.messages = messages
+        self.complete = complete  # the whole body was read, within the bound
+
+    @property
+    def body(self) -> bytes:
+        """The body's bytes read so far."""
+        return b"".join(m.get("body", b"") for m in self.messages if m["type"] == "http.request")
+
+    def replay(self, receive: Receive) -> Receive:
+        """``receive`` that gives the messages read first, unchanged, then the rest."""
+        pending = list(self.messages)
+
+        async def replayed() -> Message:
+            return pending.pop(0) if pending else await receive()
+
+        return replayed
+
+
+async def read_body(receive: Receive, max_bytes: int) -> ReadBody:
+    """Read the body's messages until its end, a disconnect, or past ``max_bytes`` (the
+    app's BodyLimitMiddleware already cuts a body there; this bound does not rely on it)."""
+    messages: list[Message] = []
+    size = 0
+    while size <= max_bytes:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return ReadBody(messages, complete=False)
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return ReadBody(messages, complete=size <= max_bytes)
+    return ReadBody(messages, complete=False)
+
+
 class McpEndpoint:
-    """``/mcp`` as the app serves it: POST only, each exchange bounded in time.
+    """``/mcp`` as the app serves it: POST only, each message checked, each exchange
+    bounded in time.
 
     In stateless mode every tool call is one POST answered on its own response (a short
     event stream); a GET would only open a standalone stream that nothing ever writes to
     and that never ends (2,000 of them held 170 MB), so GET and DELETE get 405, as the MCP
-    spec allows. An exchange
-    still running after ``max_exchange_s`` is cancelled and its response ended."""
+    spec allows. A body that is JSON but no well-formed JSON-RPC message gets an Invalid
+    Request error here (``message_problem``); anything else goes to the SDK unchanged. An
+    exchange still running after ``max_exchange_s`` is cancelled and its response ended."""
 
-    def __init__(self, app: ASGIApp, max_exchange_s: float) -> None:
+    def __init__(self, app: ASGIApp, max_exchange_s: float, max_body_bytes: int) -> None:
         self.app = app
         self.max_exchange_s = max_exchange_s
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -378,7 +504,7 @@ class McpEndpoint:
             await send(message)
 
         with anyio.move_on_after(self.max_exchange_s) as bounded:
-            await self.app(scope, receive, tracked)
+            await self._exchange(scope, receive, tracked)
         if not bounded.cancelled_caught or ended:
             return
         log.warning("MCP exchange ended after %.0f s", self.max_exchange_s)
@@ -386,6 +512,26 @@ class McpEndpoint:
             await send_error(send, 504, "timeout", "the MCP exchange took too long")
         else:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
+        read = await read_body(receive, self.max_body_bytes)
+        problem = self._problem(read)
+        if problem is not None:
+            await send_invalid_request(send, problem)
+            return
+        await self.app(scope, read.replay(receive), send)
+
+    @staticmethod
+    def _problem(read: ReadBody) -> str | None:
+        # A body cut short, too large or not JSON is the SDK's to answer (413, parse
+        # error); it parses with pydantic_core too, so both read the same message.
+        if not read.complete:
+            return None
+        try:
+            decoded = pydantic_core.from_json(read.body)
+        except ValueError:
+            return None
+        return message_problem(decoded)
 
 
 @contextlib.asynccontextmanager

@@ -265,3 +265,60 @@ async def test_deep_research_reports_with_sources_and_progress(mcp_server, testb
     assert [done for done, _ in progress] == list(range(1, len(progress) + 1))
     assert progress[0][1].startswith("plan:") and progress[-1][1].startswith("draft:")
     assert bad.is_error and "preset" in text_of(bad)
+
+
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+CALL = {"method": "tools/call", "params": {"name": "web_search", "arguments": {"query": "x"}}}
+
+
+def post_mcp(base: str, message: object) -> httpx.Response:
+    return httpx.post(f"{base}/mcp", content=json.dumps(message), headers=MCP_HEADERS, timeout=30)
+
+
+def invalid_request_message(response: httpx.Response) -> str:
+    """The message of a JSON-RPC Invalid Request error, answered as the SDK answers its own."""
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None  # the id could not be determined
+    assert body["error"]["code"] == -32600
+    return body["error"]["message"]
+
+
+def test_a_request_id_that_is_not_a_string_or_an_integer_is_an_invalid_request(
+    make_settings, serve_searcher
+):
+    # Such a message used to be taken for a notification: 202 and no answer, ever.
+    base = serve_searcher(make_settings())
+    for bad_id in [1.5, None, True, [1], {"a": 1}]:
+        message = invalid_request_message(post_mcp(base, {"jsonrpc": "2.0", "id": bad_id, **CALL}))
+        assert "id" in message and "\n" not in message
+    # A string or integer id is a request, no id a notification; both as before.
+    listed = post_mcp(base, {"jsonrpc": "2.0", "id": "a", "method": "tools/list"})
+    assert listed.status_code == 200 and '"id":"a"' in listed.text and '"tools"' in listed.text
+    notified = post_mcp(base, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert notified.status_code == 202
+
+
+def test_a_malformed_message_gets_a_one_line_reason_without_internals(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings())
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    cases = [
+        ({"foo": 1}, 'needs jsonrpc "2.0" and a method'),
+        ([request, {**request, "id": 2}], "batches are not supported"),
+        ([], "batches are not supported"),
+        ("tools/list", "must be a JSON object"),
+        ({**request, "jsonrpc": "1.0"}, 'needs jsonrpc "2.0"'),
+        ({**request, "method": 5}, "method must be a string"),
+        ({**request, "params": [1]}, "params must be an object"),
+        ({"jsonrpc": "2.0", "id": 1, "result": 5}, "result must be an object"),
+        ({"jsonrpc": "2.0", "result": {}}, "needs an id"),
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": "x"}}, "error must be an object"),
+    ]
+    for body, expected in cases:
+        message = invalid_request_message(post_mcp(base, body))
+        assert expected in message, (body, message)
+        assert "\n" not in message and len(message) < 200
+        assert "pydantic" not in message and "input_value" not in message
