@@ -124,6 +124,14 @@ def test_health_lists_every_backend(make_settings, serve_searcher):
     assert brave["enabled"] and not brave["configured"] and "BRAVE_API_KEY" in brave["note"]
 
 
+def test_health_and_metrics_answer_head_as_probes_send_it(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    for path in ("/v1/health", "/metrics"):
+        head = httpx.head(f"{base}{path}")
+        assert head.status_code == 200 and head.content == b"", path
+        assert head.headers["content-type"] == httpx.get(f"{base}{path}").headers["content-type"]
+
+
 def test_no_usable_backend_is_a_clear_error(make_settings, serve_searcher):
     settings = make_settings(backends={"searxng": {"enabled": False}, "brave": {"enabled": False}})
     response = httpx.post(f"{serve_searcher(settings)}/v1/search", json={"query": "q"})

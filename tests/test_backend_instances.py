@@ -72,6 +72,12 @@ def test_two_searxng_instances_as_a_fan_out(make_settings, serve_searcher, testb
     assert unknown.status_code == 422
     error = unknown.json()["error"]
     assert error["field"] == "constraints.backend" and "sx-attic" in error["message"]
+    message = error["message"].removeprefix("constraints.backend: ")
+    assert error["errors"] == [{"field": "constraints.backend", "message": message}]
+    # "auto" is a name of its own, not an instance to list with others.
+    auto = post(base, {"query": "q", "constraints": {"backend": ["auto", "sx-lab"]}}).json()
+    assert auto["error"]["message"].startswith('constraints.backend: "auto" stands alone')
+    assert "sx-home, sx-lab" in auto["error"]["message"]
 
 
 def test_old_configuration_becomes_instances_of_those_names(testbed):

@@ -273,7 +273,20 @@ def create_app(
     mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
     _name_the_instances(app, list(settings.backends.names))
     _answer_valid_searches_directly(app)
+    _answer_probes_with_head(app)
     return app
+
+
+def _answer_probes_with_head(app: FastAPI) -> None:
+    """HEAD on the routes load balancers and uptime checks probe (they send HEAD), as a GET
+    without its body (the server sends none for HEAD); left out of the OpenAPI document,
+    where a second operation of one function would repeat its id."""
+    for route in list(app.router.routes):
+        if isinstance(route, APIRoute) and route.path in ("/v1/health", "/metrics"):
+            app.add_api_route(
+                route.path, route.endpoint, methods=["HEAD"], include_in_schema=False,
+                response_class=route.response_class,
+            )  # fmt: skip
 
 
 def _answer_valid_searches_directly(app: FastAPI) -> None:

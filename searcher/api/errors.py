@@ -94,7 +94,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidRequest)
     async def _on_invalid(_: Request, exc: InvalidRequest) -> JSONResponse:
-        return error_response(422, "invalid_request", str(exc), field=exc.field)
+        return error_response(
+            422, "invalid_request", str(exc), field=exc.field,
+            errors=[{"field": exc.field, "message": exc.message}],
+        )  # fmt: skip
 
     @app.exception_handler(AllBackendsFailed)
     async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:

@@ -26,6 +26,11 @@ class BackendPlan:
 
 def _check_names(names: list[str], known: Collection[str]) -> None:
     for name in names:
+        if name == "auto":  # a list's entry: "auto" alone was planned before this check
+            raise InvalidRequest(
+                "constraints.backend",
+                f'"auto" stands alone, not in a list (instances: {", ".join(known)})',
+            )
         if name not in known:
             listed = ", ".join((*known, "auto"))
             raise InvalidRequest(
