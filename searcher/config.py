@@ -133,6 +133,9 @@ class FetchSettings(_Section):
     max_page_depth: int = Field(
         default=2_000, ge=1, description="Deepest nesting of container elements allowed."
     )
+    max_page_depth_sum: int = Field(
+        default=5_000_000, ge=1, description="Every element's depth, summed, at most."
+    )
     max_element_attributes: int = Field(
         default=1_000, ge=1, description="Attributes one element may have."
     )
@@ -946,7 +949,11 @@ def load_settings(
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
-        problems = "; ".join(f"{p.field}: {p.text}" for p in field_problems(exc.errors()))
+        problems = "; ".join(
+            # A rule over several keys has no field of its own (field_problems says "body").
+            p.text if p.field == "body" else f"{p.field}: {p.text}"
+            for p in field_problems(exc.errors())
+        )
         source = f" (file {config_path})" if config_path else ""
         raise ConfigError(f"invalid configuration{source}: {problems}") from exc
 

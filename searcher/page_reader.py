@@ -79,8 +79,9 @@ class PageReader:
         # in tracking parameters can be two different pages (one that echoes its query
         # string would otherwise poison the clean URL's entry).
         entry = await self._cache.get(self._extractor.name, url)
-        if entry is not None and "\n" in entry:
-            return self._cached(entry, limits, max_chars)
+        hit = None if entry is None else usable_entry(entry, max_chars)
+        if hit is not None:
+            return self._cached(hit, limits, max_chars)
         try:
             page = await self._fetcher.fetch(url, limits)
         except FetchError as exc:
@@ -92,10 +93,16 @@ class PageReader:
             downloaded_bytes=page.downloaded_bytes,
             truncated=page.truncated,
         )
+        # The text is cut at the server's ceiling, never at this request's max_chars, so
+        # that the cached entry serves later requests for more. ``max_chars`` is already
+        # within the ceiling: it exceeds the extractor's cut only when the extractor was
+        # built with a lower one than the server's.
+        cut_at = max(max_chars, self._extractor.limits.max_chars)
         try:
             text = await self._extractor.extract(
-                page.body, page.url, page.content_type, page.charset, client=client
-            )
+                page.body, page.url, page.content_type, page.charset,
+                client=client, max_chars=cut_at,
+            )  # fmt: skip
         except FetchError as exc:
             # A PDF cut at the download limit that PDFium cannot read (most keep their
             # cross-reference table at the end) was too large to read. One it can read
@@ -119,7 +126,7 @@ class PageReader:
                 )  # fmt: skip
             return replace(outcome, status="failed", error="no main text found on the page")
         if not page.truncated:  # a truncated page's text is partial: never cache it
-            entry = cache_entry(page.content_type, text)
+            entry = cache_entry(page.content_type, text, cut=len(text) >= cut_at)
             # Under the URL requested and, after redirects, the URL finally read: both
             # name exactly what was fetched.
             for key_url in dict.fromkeys((url, page.url)):
@@ -128,8 +135,8 @@ class PageReader:
         return replace(outcome, extracted_chars=len(content), content=content)
 
     @staticmethod
-    def _cached(entry: str, limits: FetchLimits, max_chars: int) -> PageOutcome:
-        content_type, text = entry.split("\n", 1)
+    def _cached(hit: CachedText, limits: FetchLimits, max_chars: int) -> PageOutcome:
+        content_type, text = hit.content_type, hit.text
         if content_type not in limits.allowed_content_types:
             return PageOutcome(
                 "skipped", "content_type", f"content type {content_type} is not allowed",
@@ -193,10 +200,36 @@ def _not_fetched(exc: FetchError) -> PageOutcome:
     return outcome
 
 
-def cache_entry(content_type: str, text: str) -> str:
+# After the media type on an entry's first line: the text stops at the extraction's cut,
+# the page has more.
+_CUT_MARK = " cut"
+
+
+@dataclass(frozen=True)
+class CachedText:
+    """A page's extracted text as the extraction cache holds it."""
+
+    content_type: str
+    text: str
+
+
+def cache_entry(content_type: str, text: str, cut: bool = False) -> str:
     """What the extraction cache holds for a page: its media type on the first line (so a
-    hit can honour ``allowed_content_types``), then the extracted text."""
-    return f"{content_type}\n{text}"
+    hit can honour ``allowed_content_types``), marked when the text was cut at the
+    extraction's limit, then the extracted text."""
+    return f"{content_type}{_CUT_MARK if cut else ''}\n{text}"
+
+
+def usable_entry(entry: str, max_chars: int) -> CachedText | None:
+    """The cached text of ``entry`` if it can serve a read of ``max_chars`` characters:
+    ``None`` for a malformed entry, and for a cut text shorter than that (only the page
+    has the rest)."""
+    if "\n" not in entry:
+        return None
+    header, text = entry.split("\n", 1)
+    if header.endswith(_CUT_MARK) and len(text) < max_chars:
+        return None
+    return CachedText(header.removesuffix(_CUT_MARK), text)
 
 
 def _crashed(task: asyncio.Task[PageOutcome]) -> PageOutcome:

@@ -132,7 +132,11 @@ async def open_service(
         connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
     )
     fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
-    extractor = build_extractor(settings.fetch, in_thread=extract_in_process)
+    extractor = build_extractor(
+        settings.fetch,
+        in_thread=extract_in_process,
+        max_chars=settings.limits.max_extract_chars_per_page,
+    )
     cache_cfg = settings.service.cache
     cache = ExtractionCache(
         settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,

@@ -77,6 +77,14 @@ def test_bad_config_is_a_clear_error(tmp_path, text, message):
         load_settings(path, environ={})
 
 
+def test_a_rule_over_two_keys_is_said_without_a_field_label(tmp_path):
+    path = tmp_path / "limits.yaml"
+    path.write_text("limits: {max_results: 1}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(path, environ={})
+    assert str(refused.value).endswith(": budget.max_results=5 is above limits.max_results=1")
+
+
 def test_missing_file_and_bad_env_value_are_errors(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         load_settings(tmp_path / "nope.yaml", environ={})

@@ -93,6 +93,29 @@ def test_inline_markup_does_not_leak_into_content(inner: bytes, kept: str) -> No
     assert text.startswith("# Notes")  # block structure (headings) is kept
 
 
+@pytest.mark.parametrize(
+    ("inner", "kept"),
+    [
+        (b"The pre<i>mid</i>post word", "The premidpost word"),
+        (b"a word<em>emph</em> here", "a wordemph here"),
+        (b"<em>emph</em>word and <b><i>bi</i></b>x", "emphword and bix"),
+        (b"<b>b</b><i>i</i>, <code>a</code><code>b</code>.", "bi, ab."),
+        (b"<i>a*b</i> and <b>bold <code>c</code> end</b>", "a*b and bold c end"),
+    ],
+)
+def test_inline_markup_inside_words_does_not_leak(inner: bytes, kept: str) -> None:
+    text = extract_main_text(_article(inner), "", "text/html", "utf-8")
+    assert kept in text
+
+
+def test_code_keeps_its_own_stars_and_backslashes() -> None:
+    code = b"def f(*args, **kwargs):\n    return a*b*c  # a\\.b"
+    html = _article(b"see <code>x*y*z</code> then</p><pre><code>" + code + b"</code></pre><p>end")
+    text = extract_main_text(html, "", "text/html", "utf-8")
+    assert "see x*y*z then" in text
+    assert "def f(*args, **kwargs):\n    return a*b*c  # a\\.b" in text
+
+
 def test_literal_stars_and_underscores_survive_markup_stripping() -> None:
     html = _article(b"2 * 3 * 4 is 24, *not* a__b; a_b_c and &lt;u&gt; stay")
     text = extract_main_text(html, "", "text/html", "utf-8")
@@ -165,8 +188,9 @@ def test_extractor_name_keys_the_version_and_format() -> None:
     assert Extractor(in_thread=True).name == EXTRACTOR_TAG
     assert EXTRACTOR_TAG.startswith(EXTRACTOR_NAME + "-")
     assert EXTRACTOR_TAG.endswith("-md")
-    # r3: BOMs and web charsets decide the decoding, <template> dropped; older entries differ
-    assert "-r3-" in EXTRACTOR_TAG
+    # r4: markup inside words stripped, code as written, <time> text and deep elements
+    # kept; older entries differ
+    assert "-r4-" in EXTRACTOR_TAG
 
 
 async def test_extractor_in_a_thread() -> None:

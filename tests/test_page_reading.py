@@ -132,6 +132,25 @@ def test_template_content_is_not_page_text(make_settings, serve_searcher, testbe
     assert TEMPLATE_TEXT not in data["content"]
 
 
+def test_a_date_in_a_time_element_stays_in_the_text(make_settings, serve_searcher, testbed):
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url("/shaped/dated")}).json()
+    assert data["status"] == "fetched", data["fetch"]
+    assert "The vote was held on 5 March 2024 in Geneva, and" in data["content"]
+
+
+@pytest.mark.parametrize("depth", [300, 1_900])
+def test_text_nested_deeper_than_libxml2_keeps_by_default_is_read(
+    make_settings, serve_searcher, testbed, depth
+):
+    # libxml2 drops what lies deeper than 255 elements unless told otherwise; the pre-scan
+    # lets containers nest 2,000 deep.
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url(f"/shaped/deep?n={depth}")}).json()
+    assert data["status"] == "fetched", data["fetch"]
+    assert "Three clubs asked for more time" in data["content"]
+
+
 # --- pathological pages (issue 11, part 1) ---------------------------------------------
 
 
@@ -142,6 +161,7 @@ def test_template_content_is_not_page_text(make_settings, serve_searcher, testbe
         ("attributes", 150_000, "an element with more than 1,000 attributes"),
         ("paragraphs", 150_000, "more than 50,000 elements"),
         ("nesting", 5_000, "elements nested more than 2,000 deep"),
+        ("chains", 2_000, "elements nested deeper than 5,000,000 levels in all"),
     ],
 )
 def test_the_pre_scan_names_what_makes_a_page_too_complex(kind, n, problem) -> None:
@@ -159,13 +179,14 @@ def test_real_pages_pass_the_pre_scan(aeb_ids, testbed) -> None:
         assert complexity_problem(corpus().html(pid), ComplexityLimits()) is None, pid
 
 
-@pytest.mark.parametrize("kind", ["row", "attributes", "paragraphs", "nesting"])
+@pytest.mark.parametrize("kind", ["row", "attributes", "paragraphs", "nesting", "chains"])
 def test_pathological_pages_fail_as_page_too_complex(
     make_settings, serve_searcher, testbed_clean, kind
 ):
     base = serve_searcher(make_settings())
     # Sizes that fit the default 2 MB download budget, so the whole page is scanned.
-    n = {"row": 150_000, "attributes": 100_000, "paragraphs": 60_000, "nesting": 5_000}[kind]
+    n = {"row": 150_000, "attributes": 100_000, "paragraphs": 60_000, "nesting": 5_000,
+         "chains": 2_000}[kind]  # fmt: skip
     data = fetch(base, {"url": testbed_clean.url(f"/hostile/{kind}?n={n}")}).json()
     assert data["status"] == "failed"
     assert data["fetch"]["error"] == "page too complex"
@@ -329,6 +350,51 @@ def test_pdfs_are_read_by_tavily_extract(make_settings, serve_searcher, testbed_
     ).json()  # fmt: skip
     assert extracted["failed_results"] == []
     assert page_lines(2)[0] in extracted["results"][0]["raw_content"]
+
+
+@pytest.mark.parametrize("ceiling", [None, 400_000])
+def test_a_dense_pdf_is_cut_at_the_ceiling_before_it_is_cached(
+    make_settings, serve_searcher, testbed_clean, tmp_path: Path, ceiling
+):
+    # A few kilobytes drawing 1.8 million characters (three pages of 600,000).
+    limits = {} if ceiling is None else {"max_extract_chars_per_page": ceiling}
+    base = serve_searcher(make_settings(limits=limits))
+    url = testbed_clean.url("/pdf/dense?pages=3&lines=600&chars=1000")
+    data = fetch(base, {"url": url, "max_chars": 10}).json()
+    assert data["status"] == "fetched" and data["fetch"]["extracted_chars"] == 300_000
+    entries = list((tmp_path / "cache").rglob("*.txt"))
+    assert len(entries) == 1
+    # The server's ceiling (limits.max_extract_chars_per_page), plus the header line.
+    assert entries[0].stat().st_size <= (ceiling or 1_000_000) + 100
+    again = fetch(base, {"url": url, "max_chars": 10, "start_char": 299_990}).json()
+    assert again["fetch"]["cached"] is True and again["total_chars"] == 300_000
+
+
+async def test_a_cached_text_cut_at_the_limit_serves_only_reads_it_covers(
+    testbed: TestbedServer, tmp_path: Path
+) -> None:
+    extractor = Extractor(in_thread=True, limits=ExtractionLimits(max_chars=50_000))
+    fetcher = PageFetcher([f"127.0.0.1:{testbed.port}"], "searcher-test")
+    reader = PageReader(fetcher, extractor, ExtractionCache(tmp_path, ttl_s=60))
+    limits = FetchLimits(60, 5_000_000, HTML_AND_PDF, 5)
+    url = testbed.url("/pdf/dense?pages=2&lines=100&chars=1000")  # 200,000 characters
+    try:
+        first = await reader.read(url, limits, 10)  # cut at 50,000, not at 10
+        assert not first.cached and first.extracted_chars == 10
+        within = await reader.read(url, limits, 50_000)
+        assert within.cached and within.extracted_chars == 50_000
+        # More than the cached text holds: the page has it, the cache does not.
+        beyond = await reader.read(url, limits, 60_000)
+        assert not beyond.cached and beyond.extracted_chars == 60_000
+    finally:
+        extractor.close()
+        await fetcher.aclose()
+
+
+def test_a_page_text_is_cut_in_the_worker() -> None:
+    page = ("<html><body><article>" + "<p>Plain words in a paragraph.</p>" * 50).encode()
+    text = extract_document(page, "", "text/html", "utf-8", ExtractionLimits(max_chars=100))
+    assert len(text) == 100
 
 
 # --- the page cache's size cap (issue 11, part 6) --------------------------------------

@@ -12,13 +12,18 @@ import codecs
 import re
 
 import trafilatura
+from lxml.etree import LxmlError, strip_tags
+from lxml.html import HtmlElement, HTMLParser, fromstring
+from trafilatura.utils import decode_file, is_dubious_html, load_html, repair_faulty_html
 
 EXTRACTOR_NAME = "trafilatura"
 _VERSION = ".".join(trafilatura.__version__.split(".")[:2])
 # Keys cached text: a new trafilatura minor version or output format means new entries.
 # "r2": inline markup stripped from the markdown (older cache entries still hold it).
 # "r3": byte-order marks and web-only charsets decide the decoding, <template> dropped.
-EXTRACTOR_TAG = f"{EXTRACTOR_NAME}-{_VERSION}-r3-md"
+# "r4": markup inside words stripped, code kept as written, <time> text and deep elements
+# kept.
+EXTRACTOR_TAG = f"{EXTRACTOR_NAME}-{_VERSION}-r4-md"
 
 _PLAIN_TYPES = frozenset({"text/plain"})
 _SPACES = re.compile(r"[^\S\n]+")
@@ -35,10 +40,16 @@ _INLINE_TAGS = re.compile(
     r"(?<!\\)</?(?:u|ins|del|s|strike|sub|sup|mark|small|big|em|strong|b|i|tt|kbd|abbr|span)\s*>",
     re.IGNORECASE,
 )
-# Markers are matched before the escapes go: the page's own "*" or "_" are escaped ("\*").
+# Markers are matched before the escapes go: the page's own "*" or "_" are escaped ("\*"),
+# so an unescaped marker is markup even inside a word ("pre*mid*post", "a*b*").
 _STRONG = re.compile(r"(?<!\\)(\*\*|__|~~)(?=\S)(.+?)(?<=[^\s\\])\1")
-_ITALIC = re.compile(r"(?<![\w*\\])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*\\])\*(?![\w*])")
-_CODE = re.compile(r"(?<![`\\])`([^`\n]+)`(?!`)")
+_ITALIC = re.compile(r"(?<!\\)\*(?=[^\s*])((?:\\.|[^*\\\n])+?)(?<=[^\s\\])\*")
+# Code, whose text trafilatura does not escape ("x*y*z", "**kwargs", "a\.b" are the
+# page's own): fenced blocks are kept as they are, inline spans lose their backticks.
+_CODE = re.compile(r"^```[^\n]*\n.*?^```|(?<!\\)`([^`\n]+)`", re.MULTILINE | re.DOTALL)
+# Stands for the code while the rest is stripped; lxml text, and so trafilatura's output,
+# never holds a NUL.
+_CODE_SLOT = re.compile("\x00([0-9]+)\x00")
 
 
 # A byte-order mark names the encoding and beats the Content-Type's charset, as in
@@ -84,6 +95,21 @@ _WEB_CODECS = {
 }
 # Removed before extraction: a <template>'s content is never shown by a browser.
 _PRUNED = "//template"
+# Unwrapped before extraction, their text kept: trafilatura's cleaning drops <time>
+# elements whole, and with them dates in running text ("held on 5 March 2024 in ...").
+_UNWRAPPED = ("time",)
+# trafilatura's own parser settings plus huge_tree: without it libxml2 drops everything
+# nested deeper than 255 elements, while the pre-scan lets containers nest 2,000 deep
+# (libxml2 then keeps 2,048). The limits huge_tree lifts guard against large input, and
+# the body is already cut at the download limit.
+_PARSER = HTMLParser(
+    collect_ids=False,
+    default_doctype=False,
+    encoding="utf-8",
+    remove_comments=True,
+    remove_pis=True,
+    huge_tree=True,
+)
 
 
 def _web_codec(charset: str | None) -> str | None:
@@ -127,8 +153,12 @@ def extract_main_text(body: bytes, url: str, content_type: str, charset: str | N
     # pages its own pass cuts short. On trafilatura's evaluation pages that keeps 0.937
     # of the must-keep snippets instead of 0.924 (a direct default call: 0.941) for about
     # a third more time per page; see bench/extraction.py.
+    tree = _page_tree(document)
+    if tree is None:
+        return ""
+    strip_tags(tree, *_UNWRAPPED)
     text = trafilatura.extract(
-        document,
+        tree,
         url=url or None,
         output_format="markdown",
         include_comments=False,
@@ -136,6 +166,33 @@ def extract_main_text(body: bytes, url: str, content_type: str, charset: str | N
         prune_xpath=_PRUNED,
     )
     return strip_inline_markup(text or "").strip()
+
+
+def _page_tree(document: bytes | str) -> HtmlElement | None:
+    """The page's tree as trafilatura's ``load_html`` builds it (same decoding, repairs and
+    not-HTML check), but parsed with ``_PARSER``; ``None`` when it is not HTML."""
+    html = decode_file(document)
+    beginning = html[:50].lower()
+    html = repair_faulty_html(html, beginning)
+    try:
+        tree = _parse(html)
+        if tree is None or len(tree) < 1:
+            tree = _parse(html.encode("utf-8", "surrogatepass"))
+    except ValueError:  # "Unicode strings with encoding declaration are not supported"
+        tree = _parse(html.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return load_html(document)  # whatever trafilatura's own loader makes of it
+    if is_dubious_html(beginning) and len(tree) < 2:
+        return None
+    return tree
+
+
+def _parse(html: bytes | str) -> HtmlElement | None:
+    try:
+        tree: HtmlElement = fromstring(html, parser=_PARSER)
+    except LxmlError:  # an empty document, a fragment lxml cannot make a tree of
+        return None
+    return tree
 
 
 _WARM_UP_PAGE = (
@@ -155,8 +212,15 @@ def warm_up() -> None:
 def strip_inline_markup(markdown: str) -> str:
     """trafilatura's markdown without backslash escapes and inline markup (HTML tags such
     as ``<u>``, bold, struck, italic and code markers); block structure is kept."""
-    text = _INLINE_TAGS.sub("", markdown)
+    code: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        code.append(match.group(0) if match.group(1) is None else match.group(1))
+        return f"\x00{len(code) - 1}\x00"
+
+    text = _CODE.sub(set_aside, markdown)
+    text = _INLINE_TAGS.sub("", text)
     text = _STRONG.sub(r"\2", text)
     text = _ITALIC.sub(r"\1", text)
-    text = _CODE.sub(r"\1", text)
-    return _MD_ESCAPE.sub(r"\1", text)
+    text = _MD_ESCAPE.sub(r"\1", text)
+    return _CODE_SLOT.sub(lambda match: code[int(match.group(1))], text)

@@ -12,9 +12,9 @@ import asyncio
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from searcher.config import FetchSettings
+from searcher.config import FetchSettings, LimitsSettings
 from searcher.errors import (
     ExtractionError,
     ExtractionInterrupted,
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 _MARKUP_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 # Imported once by the fork server, so that a worker replacing a killed one starts at once.
 _PRELOAD = ("searcher.fetch.extractor", "pypdfium2")
+# The server's default ceiling on a page's extracted text (limits.max_extract_chars_per_page).
+DEFAULT_MAX_CHARS: int = LimitsSettings.model_fields["max_extract_chars_per_page"].default
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ class ExtractionLimits:
     timeout_s: float = 10.0  # wall time in a worker; past it the worker is killed
     complexity: ComplexityLimits = field(default_factory=ComplexityLimits)
     pdf_max_pages: int = 200
+    # Text kept per page: cut in the worker, so that no more crosses the pipe or is cached
+    # (a 10 KB PDF can hold 20 million characters; an HTML page's text is at least
+    # bounded by its download size).
+    max_chars: int = DEFAULT_MAX_CHARS
 
 
 class _TooComplex(Exception):
@@ -49,15 +55,16 @@ class _TooComplex(Exception):
 def extract_document(
     body: bytes, url: str, content_type: str, charset: str | None, limits: ExtractionLimits
 ) -> str:
-    """The main text of a fetched body: PDF text, or a pre-scanned page's main text."""
+    """The main text of a fetched body, at most ``limits.max_chars`` characters of it: PDF
+    text, or a pre-scanned page's main text."""
     media = content_type.lower()
     if media == PDF_MEDIA_TYPE:
-        return pdf_text(body, limits.pdf_max_pages)
+        return pdf_text(body, limits.pdf_max_pages, limits.max_chars)
     if media in _MARKUP_TYPES:
         problem = complexity_problem(body, limits.complexity)
         if problem is not None:
             raise _TooComplex(problem)
-    return extract_main_text(body, url, content_type, charset)
+    return extract_main_text(body, url, content_type, charset)[: limits.max_chars]
 
 
 class Extractor:
@@ -117,10 +124,13 @@ class Extractor:
         charset: str | None,
         *,
         client: str | None = None,
+        max_chars: int | None = None,
     ) -> str:
-        """The body's main text; raises ``ExtractionError`` (``PageTooComplex``,
+        """The body's main text, cut at ``max_chars`` characters (default:
+        ``limits.max_chars``); raises ``ExtractionError`` (``PageTooComplex``,
         ``ExtractionTimeout``) when there is none to give."""
-        args = (body, url, content_type, charset, self.limits)
+        limits = self.limits if max_chars is None else replace(self.limits, max_chars=max_chars)
+        args = (body, url, content_type, charset, limits)
         try:
             if self._in_thread:
                 if self._thread is None:
@@ -156,18 +166,23 @@ class Extractor:
             thread.shutdown(wait=False, cancel_futures=True)
 
 
-def build_extractor(settings: FetchSettings, *, in_thread: bool = False) -> Extractor:
-    """The extractor the configuration describes."""
+def build_extractor(
+    settings: FetchSettings, *, in_thread: bool = False, max_chars: int = DEFAULT_MAX_CHARS
+) -> Extractor:
+    """The extractor the configuration describes; ``max_chars`` is the server's ceiling on
+    a page's text (``limits.max_extract_chars_per_page``)."""
     workers = settings.extract_workers or os.cpu_count() or 1
     limits = ExtractionLimits(
         timeout_s=settings.extract_timeout_s,
         complexity=ComplexityLimits(
             max_elements=settings.max_page_elements,
             max_depth=settings.max_page_depth,
+            max_depth_sum=settings.max_page_depth_sum,
             max_attributes=settings.max_element_attributes,
             max_row_cells=settings.max_table_row_cells,
         ),
         pdf_max_pages=settings.pdf_max_pages,
+        max_chars=max_chars,
     )
     share = max(1, int(workers * settings.extract_client_share))
     return Extractor(workers, in_thread=in_thread, limits=limits, client_share=share)

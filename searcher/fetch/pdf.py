@@ -26,9 +26,10 @@ class PdfUnreadable(Exception):
     """The PDF cannot be opened (damaged, truncated, encrypted) or has no text to give."""
 
 
-def pdf_text(body: bytes, max_pages: int) -> str:
-    """The text of the first ``max_pages`` pages, pages separated by ``PAGE_BREAK``. A page
-    that cannot be loaded or read (a damaged or missing object) counts as an empty page.
+def pdf_text(body: bytes, max_pages: int, max_chars: int | None = None) -> str:
+    """The text of the first ``max_pages`` pages, pages separated by ``PAGE_BREAK``, cut at
+    ``max_chars`` characters (``None``: not cut). A page that cannot be loaded or read (a
+    damaged or missing object) counts as an empty page.
 
     Raises ``PdfUnreadable`` when the file cannot be opened, when not one of its pages can
     be read, or when none of them has a text layer (a scanned document: we do not run
@@ -40,8 +41,7 @@ def pdf_text(body: bytes, max_pages: int) -> str:
     except pypdfium2.PdfiumError as exc:
         raise PdfUnreadable(f"cannot open the PDF: {exc}") from None
     try:
-        count = min(len(document), max_pages)
-        pages = [_readable_page_text(document, index) for index in range(count)]
+        pages = _pages_text(document, min(len(document), max_pages), max_chars)
     finally:
         document.close()
     if pages and all(page is None for page in pages):
@@ -49,7 +49,24 @@ def pdf_text(body: bytes, max_pages: int) -> str:
     if not any(pages):
         raise PdfUnreadable("the PDF has no text layer (a scanned document?); OCR is not done")
     # An unreadable page keeps its page break, so that the pages after it keep their place.
-    return PAGE_BREAK.join(page or "" for page in pages)
+    return PAGE_BREAK.join(page or "" for page in pages)[:max_chars]
+
+
+def _pages_text(
+    document: pypdfium2.PdfDocument, count: int, max_chars: int | None
+) -> list[str | None]:
+    """The text of the first ``count`` pages (``None`` for an unreadable one), stopping
+    after the page that brings the total to ``max_chars``: a few kilobytes of compressed
+    content stream can draw millions of characters on every page."""
+    pages: list[str | None] = []
+    total = 0
+    for index in range(count):
+        if max_chars is not None and total >= max_chars:
+            break
+        page = _readable_page_text(document, index)
+        pages.append(page)
+        total += len(page or "") + len(PAGE_BREAK)
+    return pages
 
 
 def _readable_page_text(document: pypdfium2.PdfDocument, index: int) -> str | None:

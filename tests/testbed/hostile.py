@@ -29,6 +29,8 @@ def hostile_page(kind: str, n: int) -> bytes | None:
         body = b"<p>word word word</p>" * n
     elif kind == "nesting":  # n nested divs
         body = b"<div>" * n + b"deep text" + b"</div>" * n
+    elif kind == "chains":  # 20 chains of n nested divs (2,000: about 27 s of trafilatura)
+        body = (b"<div>" * n + b"<p>deep text</p>" + b"</div>" * n) * 20
     else:
         return None
     return _HEAD + body + _TAIL

@@ -1,4 +1,6 @@
-"""Real pages: ``/pages/{id}`` serves an AEB page, ``/slow/{ms}/pages/{id}`` the same late."""
+"""Real pages: ``/pages/{id}`` serves an AEB page, ``/slow/{ms}/pages/{id}`` the same late.
+Made pages with one trait each: ``/shaped/dated`` (a date in a ``<time>`` mid-sentence),
+``/shaped/deep?n=N`` (the article's paragraphs under N nested ``<div>``)."""
 
 from __future__ import annotations
 
@@ -45,3 +47,38 @@ async def slow_page(req: Request) -> None:
         return
     if await req.pause(ms / 1000):
         await serve_page(req, req.params["id"])
+
+
+SHAPED_PARAGRAPHS = (
+    "The committee met in the spring to settle the rules for the coming season of games.",
+    "The vote was held on <time datetime='2024-03-05'>5 March 2024</time> in Geneva, and "
+    "the rest of the delegates signed the agreement the same afternoon.",
+    "Three clubs asked for more time, and the committee gave them until the summer break.",
+)
+
+
+def _shaped_page(paragraphs: str, depth: int = 0) -> bytes:
+    body = "<div>" * depth + paragraphs + "</div>" * depth
+    head = "<!doctype html><html><head><title>Shaped</title></head>"
+    return f"{head}<body>{body}</body></html>".encode()
+
+
+@router.route("/shaped/dated")
+async def dated(req: Request) -> None:
+    """Three paragraphs, the middle one with a date in a <time> element."""
+    paragraphs = "".join(f"<p>{p}</p>" for p in SHAPED_PARAGRAPHS)
+    await req.respond(200, _shaped_page(f"<article>{paragraphs}</article>"), HTML)
+
+
+@router.route("/shaped/deep")
+async def deep(req: Request) -> None:
+    """Three paragraphs nested ``n`` <div> deep."""
+    try:
+        depth = int(req.query.get("n") or 300)
+    except ValueError:
+        depth = -1
+    if not 0 <= depth <= 100_000:
+        await req.respond(400, b"n must be 0-100000", TEXT)
+        return
+    paragraphs = "".join(f"<p>{p}</p>" for p in SHAPED_PARAGRAPHS)
+    await req.respond(200, _shaped_page(paragraphs, depth), HTML)

@@ -2,9 +2,12 @@
 routes that serve them: ``/pdf/text?pages=N`` (N pages of known text), ``/pdf/scanned``
 (a page with a drawing and no text layer), ``/pdf/broken`` (not a PDF at all),
 ``/pdf/missing-page`` (page 2 of 3 points at no object), ``/pdf/tail-padded?pages=N&pad=B``
-(N text pages, then B bytes of padding)."""
+(N text pages, then B bytes of padding), ``/pdf/dense?pages=N&lines=L&chars=C`` (a few
+kilobytes: N pages drawing one compressed stream of L lines of C characters)."""
 
 from __future__ import annotations
+
+import zlib
 
 from .asgi import TEXT, Request, Router
 
@@ -40,6 +43,11 @@ def make_pdf(pages: list[list[str]], *, drawing_only: bool = False) -> bytes:
             "/Resources << /Font << /F1 3 0 R >> >> >>".encode()
         )
         objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
+    return _serialised(objects)
+
+
+def _serialised(objects: list[bytes]) -> bytes:
+    """A PDF file of ``objects`` (numbered from 1; the first is the catalog)."""
     out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -53,6 +61,28 @@ def make_pdf(pages: list[list[str]], *, drawing_only: bool = False) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def dense_pdf(pages: int, lines: int, chars: int) -> bytes:
+    """A small PDF whose ``pages`` pages all draw one FlateDecode content stream of
+    ``lines`` lines of ``chars`` characters: kilobytes that hold pages * lines * chars
+    characters of text."""
+    line = ("dense " * (chars // 6 + 1))[:chars]
+    # Type small enough that every line fits on the page: PDFium reads only what is on it.
+    ops = ["BT", "/F1 0.02 Tf", "0.03 TL", "10 830 Td", *[f"({line}) Tj T*"] * lines, "ET"]
+    stream = zlib.compress("\n".join(ops).encode("latin-1"), 9)
+    kids = " ".join(f"{5 + i} 0 R" for i in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream),
+    ]
+    objects += [
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 3 0 R >> >> >>"
+    ] * pages
+    return _serialised(objects)
 
 
 def page_lines(page: int, lines: int = 40) -> list[str]:
@@ -73,6 +103,18 @@ async def text_pdf(req: Request) -> None:
         await req.respond(400, b"pages must be 1-2000", TEXT)
         return
     await req.respond(200, make_pdf([page_lines(p) for p in range(1, pages + 1)]), PDF)
+
+
+@router.route("/pdf/dense")
+async def dense(req: Request) -> None:
+    try:
+        pages, lines, chars = (int(req.query.get(k) or 1) for k in ("pages", "lines", "chars"))
+    except ValueError:
+        pages = lines = chars = 0
+    if not (1 <= pages <= 50 and 1 <= lines <= 5000 and 1 <= chars <= 5000):
+        await req.respond(400, b"pages must be 1-50, lines and chars 1-5000", TEXT)
+        return
+    await req.respond(200, dense_pdf(pages, lines, chars), PDF)
 
 
 @router.route("/pdf/scanned")
