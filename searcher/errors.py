@@ -71,6 +71,9 @@ def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
             message = "unknown field"
         elif kind == "missing" and field == "body":
             message = "a JSON object body is required"
+        elif kind in ("model_attributes_type", "dict_type") and field == "body":
+            # Also what FastAPI says of a JSON body sent as text/plain: it reads no other.
+            message = "must be a JSON object, sent with content-type: application/json"
         problems.append(FieldProblem(field, message, detail))
     return problems
 

@@ -191,6 +191,22 @@ def test_a_number_too_long_to_read_is_a_422_in_our_words(make_settings, serve_se
         assert "ValueError" not in refused.text
 
 
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [("text/plain", b'{"query": "q"}'), (None, b'{"query": "q"}'), ("application/json", b'"q"')],
+)
+def test_a_body_that_is_no_json_object_is_told_how_to_send_one(
+    make_settings, serve_searcher, content_type, body
+):
+    headers = {"content-type": content_type} if content_type else {}
+    base = serve_searcher(make_settings())
+    refused = httpx.post(f"{base}/v1/search", content=body, headers=headers)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["message"] == (
+        "body: must be a JSON object, sent with content-type: application/json"
+    )
+
+
 def test_an_entry_that_names_no_domain_is_422_naming_it(make_settings, serve_searcher):
     base = serve_searcher(make_settings())
     bad = post(base, {"query": "q", "constraints": {"include_domains": ["ok.example", "a b"]}})
