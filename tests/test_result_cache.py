@@ -10,12 +10,13 @@ import pytest
 
 from searcher.cache.results import (
     ResultCache,
+    answer_fingerprint,
     canonical_request,
     fresh_seconds,
     is_complete,
     request_key,
 )
-from searcher.config import ResultCacheSettings
+from searcher.config import ResultCacheSettings, Settings
 from searcher.contract import SearchRequest
 from searcher.state import SqliteStore
 from tests.conftest import serve_until_it_exits
@@ -376,3 +377,35 @@ def test_a_request_over_a_ceiling_is_refused_when_strict_even_when_cached(
     refused = post(base, {"query": matching_query, "budget": {"max_total_time_ms": 3_600_000}})
     assert refused.status_code == 422
     assert refused.json()["error"]["field"] == "budget.max_total_time_ms"
+
+
+async def test_a_stale_answer_is_no_older_than_the_request_accepts(tmp_path):
+    now = [1000.0]
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    settings = ResultCacheSettings(ttl_s=10, stale_if_error_s=100)
+    cache = ResultCache(store, settings, "f", clock=lambda: now[0])
+    await cache.store(_request(), search_response([]), complete=True)
+    now[0] = 1050.0  # 40 s past its fresh time, within the stale window
+    assert await cache.lookup(_request()) is None
+    assert await cache.lookup_stale(_request()) is not None
+    within = SearchRequest.model_validate({"query": "q", "budget": {"max_age_s": 60}})
+    assert await cache.lookup_stale(within) is not None
+    too_old = SearchRequest.model_validate({"query": "q", "budget": {"max_age_s": 30}})
+    assert await cache.lookup_stale(too_old) is None
+    await store.aclose()
+
+
+def test_the_fingerprint_follows_what_shapes_an_answer_and_only_that():
+    base = answer_fingerprint(Settings())
+
+    def changed(**sections: Any) -> bool:
+        return answer_fingerprint(Settings.model_validate(sections)) != base
+
+    # Which pages may be read, and how much of them, changes full-mode answers.
+    assert changed(fetch={"max_page_elements": 5})
+    assert changed(fetch={"allowed_hosts": ["127.0.0.1:1"]})
+    assert changed(fetch={"pdf_max_pages": 3})
+    assert changed(limits={"max_results": 30})
+    # Capacity, timeouts and secrets do not.
+    assert not changed(fetch={"extract_workers": 7, "max_concurrency": 2})
+    assert not changed(backends={"brave": {"api_key": "other"}})

@@ -49,6 +49,8 @@ _TIME_FIELDS = ("max_total_time_ms", "per_request_timeout_ms", "max_search_retri
 _TIMING_DEFAULTS = {
     "max_total_time_ms", "search_timeout_ms", "fetch_timeout_ms", "max_search_retries"
 }  # fmt: skip
+# How pages are read, not what reading them gives.
+_FETCH_CAPACITY = {"max_concurrency", "extract_workers", "extract_timeout_s", "extract_client_share"}
 
 CachePolicy = Literal["use", "refresh", "off"]
 
@@ -117,6 +119,8 @@ def answer_fingerprint(settings: Settings) -> str:
         "scoring": settings.scoring.model_dump(mode="json"),
         "rerank": settings.rerank.model_dump(mode="json", exclude={"api_key", "timeout_s"}),
         "budget": settings.budget.model_dump(mode="json", exclude=_TIMING_DEFAULTS),
+        # Which pages may be read and how (hosts, user agent, complexity and PDF limits).
+        "fetch": settings.fetch.model_dump(mode="json", exclude=_FETCH_CAPACITY),
         # The ceilings lower what a request asked: an answer made under others differs.
         "limits": settings.limits.model_dump(mode="json"),
         "embeddings": [settings.embeddings.provider, settings.embeddings.model],
@@ -239,6 +243,9 @@ class ResultCache:
             return None
         response, age, fresh = entry
         if age > fresh + self.settings.stale_if_error_s:
+            return None
+        oldest = request.budget.max_age_s
+        if oldest is not None and age > oldest:  # the oldest answer this request accepts
             return None
         return CachedResponse(response, "stale", age)
 
