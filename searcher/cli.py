@@ -460,7 +460,9 @@ def cache_stats(config_path: str | None) -> None:
 
     settings = _settings(config_path)
     store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
-    state = _state_call(settings, lambda s: s.stats())
+    from searcher.cache.results import NAMESPACE
+
+    state = _state_call(settings, lambda s: s.stats(NAMESPACE))
     stats = {
         "dir": str(settings.cache_dir()),
         **store.stats(),

@@ -113,6 +113,18 @@ async def test_clear_by_prefix_leaves_the_rest(store: StateStore) -> None:
     assert stats.entries == 1
 
 
+async def test_stats_count_only_what_starts_with_the_prefix(store: StateStore) -> None:
+    await store.set("results:a", b"1", 60)
+    await store.set("auth:key:a", b"2", 60)
+    await store.set("auth:keys", b"3", 60)
+    await store.incr("auth:quota:a", ttl_s=60)
+    await store.add_vector("results:sem", "a", np.ones(2, dtype=np.float32), b"", 60)
+    await store.add_vector("other", "b", np.ones(2, dtype=np.float32), b"", 60)
+    results = await store.stats("results:")
+    assert (results.entries, results.counters, results.vectors) == (1, 0, 1)
+    assert (await store.stats("auth:")).entries >= 2
+
+
 async def test_ping_answers(store: StateStore) -> None:
     await store.ping()
 

@@ -50,7 +50,12 @@ _TIMING_DEFAULTS = {
     "max_total_time_ms", "search_timeout_ms", "fetch_timeout_ms", "max_search_retries"
 }  # fmt: skip
 # How pages are read, not what reading them gives.
-_FETCH_CAPACITY = {"max_concurrency", "extract_workers", "extract_timeout_s", "extract_client_share"}
+_FETCH_CAPACITY = {
+    "max_concurrency",
+    "extract_workers",
+    "extract_timeout_s",
+    "extract_client_share",
+}
 
 CachePolicy = Literal["use", "refresh", "off"]
 

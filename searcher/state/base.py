@@ -108,7 +108,9 @@ class StateStore(Protocol):
         """Remove expired entries now; the number removed."""
         ...
 
-    async def stats(self) -> StateStats: ...
+    async def stats(self, prefix: str = "") -> StateStats:
+        """Live entries, counters and vectors (of spaces) whose keys start with ``prefix``."""
+        ...
 
     async def ping(self) -> None:
         """Raise ``StateUnavailable`` unless the store answers."""

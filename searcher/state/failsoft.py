@@ -118,8 +118,8 @@ class FailSoftStore:
     async def prune(self) -> int:
         return await self.inner.prune()
 
-    async def stats(self) -> StateStats:
-        return await self.inner.stats()
+    async def stats(self, prefix: str = "") -> StateStats:
+        return await self.inner.stats(prefix)
 
     async def ping(self) -> None:
         await self.inner.ping()

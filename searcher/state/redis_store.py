@@ -187,15 +187,15 @@ class RedisStore:
 
         return await self._call(run())
 
-    async def stats(self) -> StateStats:
+    async def stats(self, prefix: str = "") -> StateStats:
         async def run() -> StateStats:
-            keys = await self._keys(self._k("*"))
+            keys = await self._keys(self._k(prefix) + "*")
             vec_prefix = self._k(_VEC).encode()
-            streams = [k for k in keys if k.startswith(vec_prefix)]
+            entries = sum(1 for k in keys if not k.startswith(vec_prefix))
             vectors = 0
-            for stream in streams:
+            for stream in await self._keys(self._k(_VEC + prefix) + "*"):
                 vectors += await self._redis.xlen(stream)
-            return StateStats(self.engine, self.location, len(keys) - len(streams), 0, vectors)
+            return StateStats(self.engine, self.location, entries, 0, vectors)
 
         return await self._call(run())
 

@@ -314,18 +314,19 @@ class SqliteStore:
 
         return await self._call(run)
 
-    async def stats(self) -> StateStats:
+    async def stats(self, prefix: str = "") -> StateStats:
         now = self._clock()
+        lo, hi = _prefix_range(prefix)
 
         def run(db: sqlite3.Connection) -> tuple[int, int, int]:
-            def count(sql: str) -> int:
-                return int(db.execute(sql, (now,)).fetchone()[0])
+            def count(table: str, column: str) -> int:
+                sql = (
+                    f"SELECT count(*) FROM {table}"
+                    f" WHERE expires_at > ? AND {column} >= ? AND {column} < ?"
+                )
+                return int(db.execute(sql, (now, lo, hi)).fetchone()[0])
 
-            return (
-                count("SELECT count(*) FROM kv WHERE expires_at > ?"),
-                count("SELECT count(*) FROM counters WHERE expires_at > ?"),
-                count("SELECT count(*) FROM vectors WHERE expires_at > ?"),
-            )
+            return count("kv", "key"), count("counters", "key"), count("vectors", "space")
 
         entries, counters, vectors = await self._call(run)
         return StateStats(self.engine, self.location, entries, counters, vectors)
