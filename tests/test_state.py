@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import redis.asyncio as aioredis
 
+from searcher.auth.keys import KeyBook, hash_secret
 from searcher.config import StateSettings
 from searcher.errors import StateUnavailable
 from searcher.state import (
@@ -360,3 +361,24 @@ async def test_redis_a_key_of_another_type_is_a_miss_not_an_outage(redis_url: st
     await raw.delete("t-type:k", "t-type:other")
     await raw.aclose()
     await store.aclose()
+
+
+async def test_keys_created_at_once_are_all_listed_and_revocable(store: StateStore) -> None:
+    book = KeyBook(store)
+    created = await asyncio.gather(*(book.create(f"agent-{i}") for i in range(8)))
+    assert sorted(k.name for k in await book.list()) == sorted(k.name for k, _ in created)
+    for key, secret in created:
+        assert (await book.revoke(key.name)).revoked
+        assert (await book.lookup(secret)).revoked
+
+
+async def test_keys_of_the_old_single_index_still_count(store: StateStore) -> None:
+    # A state store written before slots holds the hashes in one list.
+    book = KeyBook(store)
+    old, secret = await book.create("old")
+    await store.clear("auth:slot:")
+    await store.clear("auth:created")
+    await set_json(store, "auth:index", [hash_secret(secret)], 3600)
+    await book.create("new")
+    assert [k.name for k in await book.list()] == ["old", "new"]
+    assert (await book.revoke("old")).id == old.id

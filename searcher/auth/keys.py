@@ -16,7 +16,11 @@ from searcher.state.base import StateStore, get_json, set_json
 
 PREFIX = "sk-searcher-"
 NAMESPACE = "auth:"
+# Keys created before slots: one list, rewritten per key (two creates at once lost one).
 _INDEX = NAMESPACE + "index"
+# How many keys were ever created; each takes the next number (an atomic increment) and
+# writes its hash into that slot alone, so creates at once lose none.
+_CREATED = NAMESPACE + "created"
 FOREVER_S = 100 * 365 * 86_400.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -63,6 +67,10 @@ def _key(data: Any) -> ApiKey | None:
         return None
 
 
+def _slot(number: int) -> str:
+    return f"{NAMESPACE}slot:{number}"
+
+
 class KeyBook:
     """Create, list, revoke and look up keys in a state store."""
 
@@ -71,7 +79,14 @@ class KeyBook:
 
     async def _hashes(self) -> list[str]:
         index = await get_json(self._store, _INDEX)
-        return [h for h in index if isinstance(h, str)] if isinstance(index, list) else []
+        hashes = [h for h in index if isinstance(h, str)] if isinstance(index, list) else []
+        created = await self._store.incr(_CREATED, 0, FOREVER_S)  # reads the count
+        for number in range(1, created + 1):
+            # A slot taken but not yet written (its create is still running) is skipped.
+            digest = await get_json(self._store, _slot(number))
+            if isinstance(digest, str):
+                hashes.append(digest)
+        return hashes
 
     async def create(
         self, name: str, rate: Rate | None = None, quota: Rate | None = None
@@ -86,7 +101,8 @@ class KeyBook:
         created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         key = ApiKey(digest[:12], name, rate, quota, created)
         await set_json(self._store, NAMESPACE + "key:" + digest, _record(key), FOREVER_S)
-        await set_json(self._store, _INDEX, [*await self._hashes(), digest], FOREVER_S)
+        number = await self._store.incr(_CREATED, 1, FOREVER_S)
+        await set_json(self._store, _slot(number), digest, FOREVER_S)
         return key, secret
 
     async def list(self) -> list[ApiKey]:
