@@ -12,7 +12,9 @@ on the held-out split, side by side in one run:
 - exact: the normalised text is equal (what the exact cache does; no threshold)
 - jaccard: word-set Jaccard >= t (the strongest simple lexical baseline)
 - cosine: embedding cosine >= t (``../shared/models/minilm-static-256``)
-- cosine+anchors: cosine >= t and the same numbers, dates and proper nouns (what ships)
+- cosine+anchors: cosine >= t and the same numbers, dates and proper nouns
+- cosine+question: cosine >= t, the same anchors, the same negations and the shared words
+  in the same order (``same_question``: what ships)
 
 Then the lookup time of ``SemanticCache.find`` (embed + scan + anchors) with 10,000 and
 100,000 cached queries, and the time a fresh worker takes to mirror them from SQLite.
@@ -34,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from searcher.cache.semantic import SPACE, SemanticCache, same_anchors
+from searcher.cache.semantic import SPACE, SemanticCache, same_anchors, same_question
+from searcher.config import SemanticCacheSettings
 from searcher.embeddings import StaticEmbedder
 from searcher.state import SqliteStore
 
@@ -59,6 +62,10 @@ def same_anchors_of(pair: dict) -> bool:
     return same_anchors(pair["text_a"], pair["text_b"])
 
 
+def same_question_of(pair: dict) -> bool:
+    return same_question(pair["text_a"], pair["text_b"])
+
+
 def rates(hit: np.ndarray, label: np.ndarray) -> tuple[float, float]:
     """(hit rate on duplicates, false-hit rate on non-duplicates)."""
     return float(hit[label == 1].mean()), float(hit[label == 0].mean())
@@ -80,6 +87,7 @@ def quality(pairs: list[dict], embedder: StaticEmbedder) -> None:
     b = embedder.encode([p["text_b"] for p in pairs])
     cosine = (a * b).sum(axis=1)
     same_anchors = np.array([same_anchors_of(p) for p in pairs])
+    asks_the_same = np.array([same_question_of(p) for p in pairs])
     exact = np.array([normalised(p["text_a"]) == normalised(p["text_b"]) for p in pairs])
     lexical = np.array([jaccard(p["text_a"], p["text_b"]) for p in pairs])
     ones = np.ones(len(pairs), dtype=bool)
@@ -90,10 +98,11 @@ def quality(pairs: list[dict], embedder: StaticEmbedder) -> None:
           f"{1 - same_anchors[label == 0].mean():.1%} of non-duplicates\n")  # fmt: skip
 
     print("Per threshold, dev split: hit rate on duplicates / false-hit rate on non-duplicates")
-    print(f"{'t':>6} {'cosine':>17} {'cosine+anchors':>17} {'jaccard':>17}")
+    print(f"{'t':>6} {'cosine':>17} {'cosine+anchors':>17} {'cosine+question':>17} {'jaccard':>17}")
     for t in THRESHOLDS[::4]:
         cells = []
-        for score, gate in ((cosine, ones), (cosine, same_anchors), (lexical, ones)):
+        gates = ((cosine, ones), (cosine, same_anchors), (cosine, asks_the_same), (lexical, ones))
+        for score, gate in gates:
             hit, false = rates(((score >= t) & gate)[dev], label[dev])
             cells.append(f"{hit:7.1%} / {false:6.2%}")
         print(f"{t:6.3f} " + " ".join(f"{c:>17}" for c in cells))
@@ -104,7 +113,7 @@ def quality(pairs: list[dict], embedder: StaticEmbedder) -> None:
     print(f"{'exact':<16} {'-':>9} {hit:9.1%} {false:11.2%}")
     for name, score, gate in (
         ("jaccard", lexical, ones), ("cosine", cosine, ones),
-        ("cosine+anchors", cosine, same_anchors),
+        ("cosine+anchors", cosine, same_anchors), ("cosine+question", cosine, asks_the_same),
     ):  # fmt: skip
         t = choose(score[dev], gate[dev], label[dev])
         if t is None:
@@ -112,6 +121,9 @@ def quality(pairs: list[dict], embedder: StaticEmbedder) -> None:
             continue
         hit, false = rates(((score >= t) & gate)[test], label[test])
         print(f"{name:<16} {t:9.3f} {hit:9.1%} {false:11.2%}")
+    shipped = SemanticCacheSettings().threshold
+    hit, false = rates(((cosine >= shipped) & asks_the_same)[test], label[test])
+    print(f"{'shipped':<16} {shipped:9.3f} {hit:9.1%} {false:11.2%}  (cosine+question)")
 
 
 async def lookup_times(pairs: list[dict], embedder: StaticEmbedder, sizes: list[int]) -> None:

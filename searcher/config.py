@@ -775,11 +775,11 @@ def _default_intent_ttls() -> dict[str, int]:
 class SemanticCacheSettings(_Section):
     enabled: bool = Field(
         default=False,
-        description="Serve a cached answer to a query close in meaning "
-        "(same numbers, dates and proper nouns).",
+        description="Serve a cached answer to a query close in meaning (same numbers, "
+        "dates and proper nouns, same negations, shared words in the same order).",
     )
     threshold: float = Field(
-        default=0.97,
+        default=0.965,
         gt=0,
         le=1,
         description="Cosine at or above which queries match "

@@ -1,4 +1,4 @@
-"""The semantic result cache: close queries with the same anchors share an answer."""
+"""The semantic result cache: close queries that ask the same (anchors, negations, direction) share an answer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import httpx
 import numpy as np
 import pytest
 
-from searcher.cache.semantic import SPACE, SemanticCache, VectorIndex, anchors, same_anchors
+from searcher.cache.semantic import (
+    SPACE,
+    SemanticCache,
+    VectorIndex,
+    anchors,
+    same_anchors,
+    same_question,
+)
 from searcher.embeddings import StaticEmbedder
 from searcher.state import RedisStore, SqliteStore, StateStore
 from tests.conftest import STATIC_MODEL
@@ -41,6 +48,36 @@ def test_anchors_are_numbers_dates_and_proper_nouns():
     assert same_anchors("capital of France", "capital of france")  # case is no anchor
     assert not same_anchors("population of France in 2019", "population of France in 2020")
     assert not same_anchors("capital of France", "capital of Spain")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("convert celsius to fahrenheit", "convert fahrenheit to celsius"),
+        ("flights from London to Paris", "flights from Paris to London"),
+        ("is rust faster than go", "is go faster than rust"),
+        (
+            "what foods should i eat during pregnancy",
+            "what foods should i not eat during pregnancy",
+        ),
+        ("medications safe with alcohol", "medications that aren't safe with alcohol"),
+    ],
+)
+def test_a_question_turned_around_is_another_question(a, b):
+    # A static embedding is a bag of words: these pairs have cosine 0.985-1.0.
+    assert same_anchors(a, b) and not same_question(a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Games on Google Stadia and Apple Arcade", "google stadia and apple arcade games"),
+        ("how to get to the airport", "how to get to airport"),
+        ("why can't I sleep", "why cannot I sleep"),
+    ],
+)
+def test_words_moved_or_respelt_ask_the_same(a, b):
+    assert same_question(a, b)
 
 
 async def test_a_close_query_finds_the_cached_key_in_its_scope(store, embedder):
@@ -108,6 +145,14 @@ def test_over_http_a_close_query_is_a_semantic_hit(make_settings, serve_searcher
     other = {"query": "google stadia, microsoft xcloud and apple arcade games",
              "budget": {"max_results": 2}}  # fmt: skip
     assert post(base, other).json()["meta"]["cache"]["hit"] is False
+    # Words moved: the same question. A relation turned around: another one.
+    moved = post(base, {"query": "Games on Microsoft xCloud, Google Stadia and Apple Arcade"})
+    assert moved.json()["meta"]["cache"]["kind"] == "semantic"
+    there = {"query": "switch from Google Stadia to Microsoft xCloud"}
+    post(base, there)
+    assert post(base, there).json()["meta"]["cache"]["kind"] == "exact"  # it is stored
+    back = post(base, {"query": "switch from Microsoft xCloud to Google Stadia"})
+    assert back.json()["meta"]["cache"]["hit"] is False
 
 
 def test_semantic_matching_is_off_by_default(make_settings, serve_searcher, testbed_clean):

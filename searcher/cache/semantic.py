@@ -1,8 +1,11 @@
 """The semantic result cache: a new query close in meaning to a cached one gets its answer.
 
-Close means both: the cosine of their embeddings reaches the threshold, and they share
-the same *anchors* — numbers, dates and proper nouns — because "population of France in
-2019" and "... in 2020" embed almost alike and must not answer each other. Vectors live in
+Close means all of: the cosine of their embeddings reaches the threshold; they share the
+same *anchors* — numbers, dates and proper nouns — because "population of France in 2019"
+and "... in 2020" embed almost alike and must not answer each other; they negate alike
+("foods to eat" is not "foods not to eat"); and the words that direct a relation point
+the same way ("London to Paris" is not "Paris to London"): a static embedding is a bag of
+words, blind to both. Vectors live in
 the state store (shared by workers and replicas); each process mirrors them in memory
 and scans them with one matrix product, catching up on rows added since its last look.
 """
@@ -64,6 +67,48 @@ def same_anchors(a: str, b: str) -> bool:
     """Each query's anchors appear in the other, whatever their case ("France" matches
     "france": agents often write in lower case, which hides proper nouns)."""
     return anchors(a) <= words(b) and anchors(b) <= words(a)
+
+
+# Words that turn a question around; "n't" counts as "not".
+_NEGATIONS = frozenset({"not", "no", "never", "without", "nor", "none", "cannot", "neither"})
+
+
+def _negations(text: str) -> frozenset[str]:
+    found = set()
+    for match in _WORD.finditer(text):
+        word = match.group().casefold().replace("’", "'")
+        if word in _NEGATIONS or word.endswith("n't"):
+            found.add("not" if word.endswith("n't") or word == "cannot" else word)
+    return frozenset(found)
+
+
+# Words whose next word says which way a relation goes: "from London to Paris", "celsius
+# to fahrenheit", "better than", "before". Other moves keep the question ("games on
+# Stadia" asks what "Stadia games" does).
+_DIRECTING = frozenset(
+    {"to", "from", "into", "than", "vs", "versus", "before", "after", "over", "under", "against"}
+)
+_ARTICLES = frozenset({"the", "a", "an"})
+
+
+def _directions(text: str) -> dict[str, list[str]]:
+    """For each directing word of ``text``: the word after each of its occurrences."""
+    found: dict[str, list[str]] = {}
+    tokens = [m.group().casefold() for m in _WORD.finditer(text)]
+    for at, word in enumerate(tokens):
+        if word in _DIRECTING:
+            rest = [w for w in tokens[at + 1 : at + 3] if w not in _ARTICLES]
+            found.setdefault(word, []).append(rest[0] if rest else "")
+    return found
+
+
+def same_question(a: str, b: str) -> bool:
+    """Whether two close queries may answer each other: the same anchors, the same
+    negations, and the same word after each directing word both use."""
+    if not same_anchors(a, b) or _negations(a) != _negations(b):
+        return False
+    left, right = _directions(a), _directions(b)
+    return all(left[word] == right[word] for word in left.keys() & right.keys())
 
 
 def _scope_id(scope: str) -> int:
@@ -248,7 +293,7 @@ class SemanticCache:
         if not self._syncing.locked():  # else a full sync is running: use what is there
             await self.sync(batches=1)
         for match in self.index.nearest(vector, scope, self.threshold, self._clock()):
-            if same_anchors(query, match.query):
+            if same_question(query, match.query):
                 return match.item_id
         return None
 

@@ -1,6 +1,6 @@
 """The semantic result cache with its vectors in Qdrant (``state.qdrant_url``).
 
-The same rule as ``semantic.py`` (cosine at or above the threshold, the same anchors), but
+The same rule as ``semantic.py`` (cosine at or above the threshold, ``same_question``), but
 the vectors live in a Qdrant collection that searches them itself, so no process mirrors
 them in memory: for caches that outgrow an in-process scan, and shared by every replica
 that points at the same Qdrant server. ``qdrant_url`` is a server (``http://host:6333``),
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from searcher.cache.semantic import query_vector, same_anchors
+from searcher.cache.semantic import query_vector, same_question
 from searcher.embeddings import Embedder
 from searcher.errors import StateUnavailable
 
@@ -104,7 +104,7 @@ class QdrantSemanticCache:
         await self.client.close()
 
     async def find(self, query: str, scope: str) -> str | None:
-        """The key of the cached answer to the closest query with the same anchors."""
+        """The key of the cached answer to the closest query asking the same (``same_question``)."""
         vector = await self._embed(query)
         if vector is None or not await self._ready(len(vector), create=False):
             return None
@@ -123,7 +123,7 @@ class QdrantSemanticCache:
             return None
         for point in found.points:  # best first
             payload = point.payload or {}
-            if same_anchors(query, str(payload.get("query", ""))):
+            if same_question(query, str(payload.get("query", ""))):
                 return str(payload.get("key")) if payload.get("key") else None
         return None
 
