@@ -1,4 +1,4 @@
-"""The semantic result cache: close queries that ask the same (anchors, negations, direction) share an answer."""
+"""The semantic result cache: close queries that ask the same share an answer."""
 
 from __future__ import annotations
 
