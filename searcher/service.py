@@ -50,12 +50,14 @@ class SearchService:
         cannot express."""
         # Before the cache: a request over a ceiling is refused when limits.strict, cached
         # answer or not, and a cached answer carries this request's notes.
-        _, lowered = clamp_budget(request.budget, self.settings.limits)
+        asked, lowered = clamp_budget(request.budget, self.settings.limits)
+        time_budget_ms = effective_budget(asked, self.settings.budget).max_total_time_ms
         response = await serve_cached(
             self.results,
             request,
             lambda: self.search_uncached(request, progress, client),
             lowered,
+            time_budget_ms / 1000,
         )
         metrics, cache = self.parts.metrics, response.meta.cache
         if metrics and self.results and cache and cache_policy(request) == "use":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from searcher.cache.results import (
     fresh_seconds,
     is_complete,
     request_key,
+    serve_cached,
 )
 from searcher.config import ResultCacheSettings, Settings
 from searcher.contract import SearchRequest
@@ -409,3 +411,81 @@ def test_the_fingerprint_follows_what_shapes_an_answer_and_only_that():
     # Capacity, timeouts and secrets do not.
     assert not changed(fetch={"extract_workers": 7, "max_concurrency": 2})
     assert not changed(backends={"brave": {"api_key": "other"}})
+
+
+async def _at_once(base: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(timeout=30.0) as client:
+        return list(
+            await asyncio.gather(*(client.post(f"{base}/v1/search", json=b) for b in bodies))
+        )
+
+
+def test_identical_requests_at_once_cost_one_backend_search(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    slow = {"order": ["searxng"], "searxng": {"base_url": testbed_clean.searxng_url("slow/400")}}
+    base = serve_searcher(make_settings(backends=slow))
+    body = {"query": matching_query, "budget": {"max_results": 4}}
+    answers = asyncio.run(_at_once(base, [body] * 6))
+    assert [a.status_code for a in answers] == [200] * 6
+    assert backend_calls(testbed_clean) == 1
+    caches = sorted((a.json()["meta"]["cache"]["hit"] for a in answers), key=int)
+    assert caches == [False] + [True] * 5  # one computed, five waited for it
+    assert len({repr(a.json()["items"]) for a in answers}) == 1
+    # One whose deadline ends before the running one's does not wait for it.
+    other = {"query": "google stadia games", "budget": {"max_results": 4}}
+    hurried = {**other, "budget": {"max_results": 4, "max_total_time_ms": 3000}}
+    first, second = asyncio.run(
+        _second_once_the_first_searches(base, testbed_clean, other, hurried)
+    )
+    assert first.status_code == second.status_code == 200
+    assert second.json()["meta"]["cache"]["hit"] is False
+    assert backend_calls(testbed_clean) == 3
+
+
+async def _second_once_the_first_searches(
+    base: str, testbed: Any, first: dict[str, Any], second: dict[str, Any]
+) -> tuple[httpx.Response, httpx.Response]:
+    async with httpx.AsyncClient(timeout=30.0) as client:
+        calls = backend_calls(testbed)
+        running = asyncio.create_task(client.post(f"{base}/v1/search", json=first))
+        async with asyncio.timeout(10):
+            while backend_calls(testbed) == calls:  # the first is at the backend
+                await asyncio.sleep(0.005)
+        then = await client.post(f"{base}/v1/search", json=second)
+        return await running, then
+
+
+async def test_a_request_waiting_for_a_cancelled_one_computes_its_own(tmp_path):
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    cache = ResultCache(store, ResultCacheSettings(), "f")
+    started, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck() -> Any:
+        started.set()
+        await never.wait()
+
+    async def quick() -> Any:
+        return search_response([])
+
+    looked_up = asyncio.Event()
+    lookup = cache.lookup
+
+    async def lookup_and_say(request: SearchRequest) -> Any:
+        found = await lookup(request)
+        looked_up.set()  # the caller goes on at once to wait for the leader
+        return found
+
+    leader = asyncio.create_task(serve_cached(cache, _request(), stuck, (), 60.0))
+    await started.wait()
+    cache.lookup = lookup_and_say  # type: ignore[method-assign]
+    follower = asyncio.create_task(serve_cached(cache, _request(), quick, (), 60.0))
+    await looked_up.wait()
+    assert len(cache.computing) == 1  # the leader's, which the follower now waits for
+    leader.cancel()
+    answer = await asyncio.wait_for(follower, 5)
+    assert answer.meta.cache.hit is False  # computed, not shared
+    assert cache.computing == {}
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    await store.aclose()

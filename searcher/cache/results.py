@@ -14,6 +14,7 @@ back) are never stored. ``serve_cached`` is the one call site's wrapper.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -75,6 +76,14 @@ class CachedResponse:
     response: SearchResponse
     kind: CacheKind
     age_s: float
+
+
+@dataclass(frozen=True)
+class _Computing:
+    """A request being computed in this process, which identical requests may wait for."""
+
+    answer: asyncio.Future[SearchResponse]
+    ends_by: float  # time.monotonic() when its deadline is over
 
 
 def canonical_request(request: SearchRequest, with_query: bool = True) -> dict[str, Any]:
@@ -206,6 +215,8 @@ class ResultCache:
         self.fingerprint = fingerprint
         self.semantic = semantic
         self._clock = clock
+        # request key -> its computation in this process (identical requests at once).
+        self.computing: dict[str, _Computing] = {}
 
     async def _entry(self, key: str) -> tuple[SearchResponse, float, float] | None:
         """(response, age, fresh seconds) of the entry at ``key``; None if absent or
@@ -280,7 +291,7 @@ def _served(
     request: SearchRequest,
     started: float,
     budget_notes: Sequence[ErrorEntry],
-    notes: list[ErrorEntry],
+    notes: Sequence[ErrorEntry] = (),
 ) -> SearchResponse:
     """The cached answer as this request's response: its own echo, timing, budget notes
     and meta.cache."""
@@ -304,17 +315,72 @@ async def serve_cached(
     request: SearchRequest,
     compute: Callable[[], Awaitable[SearchResponse]],
     budget_notes: Sequence[ErrorEntry] = (),
+    time_budget_s: float = 0.0,
 ) -> SearchResponse:
     """Answer ``request`` from ``cache`` when it may, else ``compute`` it and store a
     complete answer; when every backend fails, a stale answer if there is one.
     ``budget_notes`` (what ``limits.*`` lowered in this request's budget) stand in a cached
-    answer for those of the request that stored it: the time fields are not in the key."""
+    answer for those of the request that stored it: the time fields are not in the key.
+    An identical request being computed in this process, whose deadline ends before
+    ``time_budget_s`` (this request's) does, is waited for instead of computed again."""
     started = time.perf_counter()
     policy = cache_policy(request) if cache is not None else "off"
-    if cache is not None and policy == "use":
-        cached = await cache.lookup(request)
-        if cached is not None:
-            return _served(cached, request, started, budget_notes, [])
+    if cache is None or policy != "use":
+        return await _computed(cache, request, compute, policy, started, budget_notes)
+    cached = await cache.lookup(request)
+    if cached is not None:
+        return _served(cached, request, started, budget_notes, [])
+    key = request_key(request, cache.fingerprint)
+    ends_by = time.monotonic() + time_budget_s
+    other = cache.computing.get(key)
+    if other is not None and other.ends_by <= ends_by:
+        try:
+            # Shielded: this request giving up must not cancel the other's computation.
+            answer = await asyncio.shield(other.answer)
+        except asyncio.CancelledError:
+            if not other.answer.cancelled():
+                raise  # this request was cancelled
+            # The other was (its client left): compute after all.
+        else:
+            return _served(_shared(answer), request, started, budget_notes)
+    if key in cache.computing:  # one that may outlast this request's deadline
+        return await _computed(cache, request, compute, policy, started, budget_notes)
+    mine = _Computing(asyncio.get_running_loop().create_future(), ends_by)
+    cache.computing[key] = mine
+    try:
+        response = await _computed(cache, request, compute, policy, started, budget_notes)
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError):
+            mine.answer.cancel()
+        else:
+            mine.answer.set_exception(exc)
+            mine.answer.exception()  # retrieved: nobody may be waiting for it
+        raise
+    else:
+        mine.answer.set_result(response)
+        return response
+    finally:
+        del cache.computing[key]
+
+
+def _shared(answer: SearchResponse) -> CachedResponse:
+    """Another request's answer, computed while this one waited: an exact match of age 0,
+    or the stale answer that stood in for it."""
+    info = answer.meta.cache
+    if info is not None and info.hit and info.kind is not None:
+        return CachedResponse(answer, info.kind, info.age_s or 0.0)
+    return CachedResponse(answer, "exact", 0.0)
+
+
+async def _computed(
+    cache: ResultCache | None,
+    request: SearchRequest,
+    compute: Callable[[], Awaitable[SearchResponse]],
+    policy: CachePolicy,
+    started: float,
+    budget_notes: Sequence[ErrorEntry],
+) -> SearchResponse:
+    """``compute``'s answer, stored when complete; a stale one if every backend failed."""
     try:
         response = await compute()
     except AllBackendsFailed as exc:
