@@ -23,7 +23,9 @@ import pytest
 import yaml
 
 from searcher.config import Settings
-from searcher.research.jobs import KEEP_FINISHED, NAMESPACE
+from searcher.contract import ResearchRequest
+from searcher.research.jobs import KEEP_FINISHED, NAMESPACE, JobBook
+from searcher.runtime import open_service
 from searcher.state import open_store
 from tests.testbed.chat import script
 
@@ -665,3 +667,21 @@ def test_checking_a_reports_citations_keeps_every_line_of_it():
     checked = verify_citations(report, [passage], max_claims=10)
     assert checked.text == report.replace(" [1]\n", "\n")  # only the unsupported one goes
     assert checked.unsupported == [1] and checked.supported == 1
+
+
+async def test_a_job_cancelled_before_its_task_began_still_ends(make_settings):
+    # A DELETE right after the POST can cancel the job's task before its first step: the
+    # job must still end (its done event, its record, its slot), not stay queued for ever.
+    settings = make_settings(research={"max_concurrent_jobs": 1})
+    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+        jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
+        request = ResearchRequest.model_validate({"query": QUESTION, "preset": "minimal"})
+        job = await jobs.submit(request)
+        view = await jobs.cancel(job.id)  # before the task has run at all
+        assert view.status == "cancelled"
+        events = [e async for e in jobs.follow(job.id) if e is not None]
+        assert [e.type for e in events] == ["error", "done"]
+        assert jobs.running() == 0  # its slot is free: another job may start
+        again = await jobs.submit(request)
+        await jobs.cancel(again.id)
+        await jobs.close()

@@ -195,6 +195,8 @@ class JobBook:
             job.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await job.task
+        if job.status not in FINISHED:  # cancelled before its task began: it ends here
+            await self._finish(job, "cancelled", "cancelled")
         return job.view()
 
     async def follow(
@@ -237,6 +239,9 @@ class JobBook:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for job in list(self._jobs.values()):
+            if job.status not in FINISHED:  # stopped before its task began
+                await self._finish(job, "failed", INTERRUPTED)
 
     async def close(self) -> None:
         """End the running jobs (``end_running``), then this process's heartbeat."""
@@ -453,8 +458,6 @@ class JobBook:
         await self._save(job)
 
     async def _run(self, job: Job) -> None:
-        await self._set(job, "running")
-
         async def emit(kind: EventType, data: dict[str, Any]) -> None:
             await self._emit(job, kind, data)
 
@@ -462,6 +465,7 @@ class JobBook:
         status: JobStatus = "done"
         error = None
         try:
+            await self._set(job, "running")
             async with asyncio.timeout(limit_s + GRACE_S):
                 job.result = await Research(job.request, self._parts, emit, job.bounded).run()
         except asyncio.CancelledError:
@@ -475,10 +479,20 @@ class JobBook:
         except Exception as exc:  # a bug must end the job, not leave it running for ever
             log.exception("research job %s crashed", job.id)
             status, error = "failed", f"internal error: {type(exc).__name__}"
+        await self._finish(job, status, error)
+
+    async def _finish(self, job: Job, status: JobStatus, error: str | None) -> None:
+        """End the job (``_end``) and retire it. The ending runs to its end whatever
+        cancels the caller meanwhile: a DELETE landing during its writes left the job
+        ``running`` for ever, its stream open and its slot taken."""
+        ending = asyncio.ensure_future(self._end(job, status, error))
         try:
-            await self._end(job, status, error)
+            while not ending.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(ending)
         finally:
             self._retire(job)
+        ending.result()  # its own failure (the store's), if any
 
     async def _end(self, job: Job, status: JobStatus, error: str | None) -> None:
         """The job's last events; then its events get its record's lifetime."""
