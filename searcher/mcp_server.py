@@ -9,6 +9,7 @@ failure is a tool error with a one-line reason, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -41,8 +42,16 @@ from searcher.api.errors import send_error
 from searcher.api.host_check import split_host
 from searcher.config import Settings
 from searcher.contract import FetchPageRequest, FetchPageResponse, SearchRequest
-from searcher.errors import AllBackendsFailed, InvalidRequest, SearcherError, describe_failures
+from searcher.errors import (
+    AllBackendsFailed,
+    InvalidRequest,
+    ResearchFailed,
+    SearcherError,
+    TooManyJobs,
+    describe_failures,
+)
 from searcher.fetch_page import fetch_page
+from searcher.research.jobs import FINISHED, JobBook
 from searcher.runtime import open_service
 from searcher.service import SearchService
 from searcher.tool_specs import ToolSpec, mcp_tool_specs, search_body
@@ -181,32 +190,37 @@ Progress = Callable[[float, str], Awaitable[None]]
 
 
 async def run_deep_research(
-    service: SearchService, arguments: dict[str, Any], max_chars: int, progress: Progress
+    service: SearchService,
+    jobs: JobBook,
+    arguments: dict[str, Any],
+    max_chars: int,
+    progress: Progress,
 ) -> CallToolResult:
     """The research report as text (within ``max_chars`` with its sources), confidence,
     verification and sources as structured content; every event of the job is a progress
-    notification."""
+    notification. The job is one of ``jobs``: it counts against
+    ``research.max_concurrent_jobs`` and shows at ``/v1/research/{id}``."""
     from searcher.contract import ResearchRequest
-    from searcher.research.loop import Research
-    from searcher.research.presets import resolve
 
-    # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
-    longest = max(1000, service.settings.limits.max_total_time_ms)
     preset = arguments.get("preset", "balanced")
     try:
         request = ResearchRequest.model_validate({"query": arguments["query"], "preset": preset})
-        if resolve(request.preset, request.budget).max_total_time_ms > longest:
-            request.budget.max_total_time_ms = longest
     except ValidationError as exc:
         raise InvalidRequest.from_validation(exc.errors()) from exc
-    count = 0
-
-    async def emit(kind: str, data: dict[str, Any]) -> None:
-        nonlocal count
-        count += 1
-        await progress(count, f"{kind}: {json.dumps(data, ensure_ascii=False)[:300]}")
-
-    result = await Research(request, service.parts, emit).run()
+    # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
+    longest = max(1000, service.settings.limits.max_total_time_ms)
+    job = await jobs.submit(request, max_time_ms=longest)
+    try:
+        async for event in jobs.follow(job.id):
+            if event is not None:
+                data = json.dumps(event.data, ensure_ascii=False)[:300]
+                await progress(event.id, f"{event.type}: {data}")
+    finally:
+        if job.status not in FINISHED:  # the exchange ended first (client gone, time)
+            await asyncio.shield(jobs.cancel(job.id))
+    result = job.result
+    if result is None:
+        raise ResearchFailed(job.error or job.status)
     sources = [{"n": p.n, "url": p.url, "title": p.title} for p in result.evidence or []]
     listed = "\n".join(f"[{s['n']}] {s['title']} — {s['url']}" for s in sources)
     text = cap_text(result.report or "", max(1000, max_chars - len(listed) - 200), "")
@@ -231,6 +245,7 @@ async def _no_progress(done: float, message: str) -> None:
 async def call_tool(
     spec: ToolSpec,
     service: SearchService,
+    jobs: JobBook,
     arguments: dict[str, Any],
     max_chars: int,
     progress: Progress = _no_progress,
@@ -242,13 +257,15 @@ async def call_tool(
         if spec.name == "web_search":
             return await run_web_search(service, arguments, max_chars)
         if spec.name == "deep_research":
-            return await run_deep_research(service, arguments, max_chars, progress)
+            return await run_deep_research(service, jobs, arguments, max_chars, progress)
         return await run_fetch_page(service, arguments, max_chars)
     except InvalidRequest as exc:
         return _error(f"invalid arguments: {exc}")
     except AllBackendsFailed as exc:
         failed = describe_failures(exc.failures)
         return _error(f"web search failed: every backend failed ({failed or 'none enabled'})")
+    except TooManyJobs as exc:
+        return _error(f"{spec.name}: {exc} (in about {exc.retry_after_s} s)")
     except SearcherError as exc:
         log.warning("tool %s failed: %s", spec.name, exc)
         return _error(f"{spec.name} failed: {exc}")
@@ -257,7 +274,9 @@ async def call_tool(
         return _error(f"{spec.name} failed: internal error; see the server log")
 
 
-def build_server(get_service: ServiceGetter, settings: Settings) -> Server[Any]:
+def build_server(
+    get_service: ServiceGetter, get_jobs: Callable[[], JobBook], settings: Settings
+) -> Server[Any]:
     """The MCP server; ``get_service`` yields the running ``SearchService`` at call time."""
     max_chars = settings.mcp.max_output_chars
     specs = {spec.name: spec for spec in mcp_tool_specs(max_chars)}
@@ -282,7 +301,8 @@ def build_server(get_service: ServiceGetter, settings: Settings) -> Server[Any]:
             # A no-op unless the client asked for progress (a progressToken).
             await ctx.session.report_progress(done, None, message)
 
-        return await call_tool(spec, get_service(), params.arguments or {}, max_chars, progress)
+        service, jobs = get_service(), get_jobs()
+        return await call_tool(spec, service, jobs, params.arguments or {}, max_chars, progress)
 
     return Server(
         "searcher",
@@ -299,9 +319,14 @@ def build_server(get_service: ServiceGetter, settings: Settings) -> Server[Any]:
 async def serve_stdio(settings: Settings) -> None:
     """Serve MCP on stdin/stdout until the client closes them."""
     async with open_service(settings) as runtime:
-        server = build_server(lambda: runtime.service, settings)
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
+        server = build_server(lambda: runtime.service, lambda: jobs, settings)
+        try:
+            async with stdio_server() as (read_stream, write_stream):
+                options = server.create_initialization_options()
+                await server.run(read_stream, write_stream, options)
+        finally:
+            await jobs.close()
 
 
 def mount_mcp(app: FastAPI, settings: Settings) -> None:
@@ -309,7 +334,7 @@ def mount_mcp(app: FastAPI, settings: Settings) -> None:
     the service of ``app.state.runtime``. ``mcp_sessions(app)`` must run in the lifespan."""
     if not settings.mcp.http:
         return
-    server = build_server(lambda: app.state.runtime.service, settings)
+    server = build_server(lambda: app.state.runtime.service, lambda: app.state.jobs, settings)
     # Stateless: the tools need no session, and any worker process of `searcher serve
     # --workers N` can answer any request. Answers stream (SSE) to clients that accept it,
     # so that deep_research's progress notifications reach them (a JSON-only client gets

@@ -263,8 +263,34 @@ async def test_deep_research_reports_with_sources_and_progress(mcp_server, testb
     assert result.structured_content["verification_status"]
     # Every event of the job arrived as a progress notification, in order.
     assert [done for done, _ in progress] == list(range(1, len(progress) + 1))
-    assert progress[0][1].startswith("plan:") and progress[-1][1].startswith("draft:")
+    assert progress[0][1].startswith("plan:") and progress[-1][1].startswith("done:")
+    assert any(message.startswith("draft:") for _, message in progress)
     assert bad.is_error and "preset" in text_of(bad)
+
+
+async def test_deep_research_keeps_within_a_strict_servers_deadline(mcp_server):
+    # The tool takes no budget: the exchange's deadline lowers the job's, never refuses it.
+    server = mcp_server(limits={"strict": True}, research={"max_total_time_ms": 5000})
+    arguments = {"query": "Google Stadia Microsoft xCloud cloud gaming", "preset": "balanced"}
+    async with Client(server) as client:
+        result = await client.call_tool("deep_research", arguments)
+    assert result.is_error is False, text_of(result)
+    assert "Sources:" in text_of(result)
+
+
+async def test_deep_research_counts_against_the_running_jobs(
+    make_settings, serve_searcher, testbed
+):
+    hanging = {"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("hang")}}
+    base = serve_searcher(make_settings(backends=hanging, research={"max_concurrent_jobs": 1}))
+    body = {"query": "Google Stadia", "preset": "minimal"}
+    running = httpx.post(f"{base}/v1/research", json=body, timeout=30)
+    assert running.status_code == 202
+    async with Client(f"{base}/mcp") as client:
+        refused = await client.call_tool("deep_research", {"query": "Apple Arcade"})
+    assert refused.is_error is True
+    assert "1 research jobs are running already" in text_of(refused)
+    httpx.delete(f"{base}/v1/research/{running.json()['id']}", timeout=30)
 
 
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

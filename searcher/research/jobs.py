@@ -41,7 +41,7 @@ from searcher.contract import (
 from searcher.errors import JobNotFound, ResearchFailed, SearcherError, TooManyJobs
 from searcher.pipeline.parts import Parts
 from searcher.research.loop import Research
-from searcher.research.presets import Bounded, resolve_within
+from searcher.research.presets import Bounded, resolve_within, within_time
 from searcher.state.base import StateStore, get_json, set_json
 
 log = logging.getLogger("searcher.research")
@@ -148,9 +148,11 @@ class JobBook:
         """Jobs this process holds in memory: those running and the newest finished."""
         return len(self._jobs) + len(self._finished)
 
-    async def submit(self, request: ResearchRequest) -> Job:
+    async def submit(self, request: ResearchRequest, max_time_ms: int | None = None) -> Job:
         """Start a job; ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
-        ``InvalidRequest`` for a budget above the server's ceilings under ``limits.strict``."""
+        ``InvalidRequest`` for a budget above the server's ceilings under ``limits.strict``.
+        ``max_time_ms``: a deadline the caller itself cannot outlast (an MCP exchange's),
+        lowering the job's with a note, never refusing it."""
         self._expire()
         bounded = resolve_within(
             request.preset,
@@ -158,6 +160,8 @@ class JobBook:
             self._parts.settings.research,
             self._parts.settings.limits.strict,
         )
+        if max_time_ms is not None:
+            bounded = within_time(bounded, max_time_ms)
         if self.running() >= self._settings.max_concurrent_jobs:
             deadline_s = bounded.limits.max_total_time_ms / 1000
             raise TooManyJobs(self._settings.max_concurrent_jobs, max(1, int(deadline_s / 4)))

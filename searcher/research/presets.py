@@ -68,6 +68,19 @@ class Bounded:
     notes: tuple[ErrorEntry, ...] = ()
 
 
+def within_time(bounded: Bounded, max_time_ms: int) -> Bounded:
+    """``bounded`` with its deadline lowered to ``max_time_ms`` (noted), if it is above:
+    what the caller's own time allows, whatever the client asked."""
+    value = bounded.limits.max_total_time_ms
+    if value <= max_time_ms:
+        return bounded
+    note = over_ceiling(
+        "budget.max_total_time_ms", value, "limits.max_total_time_ms", max_time_ms, strict=False
+    )
+    limits = replace(bounded.limits, max_total_time_ms=max_time_ms)
+    return Bounded(limits, (*bounded.notes, note))
+
+
 def resolve_within(
     preset: Preset, budget: ResearchBudget, ceilings: ResearchSettings, strict: bool
 ) -> Bounded:
