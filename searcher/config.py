@@ -669,7 +669,7 @@ class ResearchSettings(_Section):
         default=180_000, ge=1000, le=900_000, description="Ceiling on a job's deadline."
     )
     max_tool_calls: int = Field(
-        default=60, ge=1, le=500, description="Ceiling on a job's searches and page reads."
+        default=60, ge=1, le=500, description="Ceiling on a job's searches and LLM calls."
     )
     max_pages: int = Field(default=15, ge=0, le=50, description="Ceiling on a job's page reads.")
     max_concurrent_jobs: int = Field(

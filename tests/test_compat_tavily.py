@@ -538,3 +538,15 @@ def test_research_through_the_real_client(make_settings, serve_searcher, aeb_tit
     assert missing.status_code == 404 and "error" in missing.json()["detail"]
     schema = httpx.post(f"{base}/tavily/research", json={"input": "x", "output_schema": {}})
     assert schema.status_code == 400 and schema.json()["detail"]["field"] == "output_schema"
+
+
+def test_too_many_research_jobs_is_429_with_retry_after(make_settings, serve_searcher, testbed):
+    hanging = {"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url("hang")}}
+    base = serve_searcher(make_settings(backends=hanging, research={"max_concurrent_jobs": 1}))
+    first = httpx.post(f"{base}/tavily/research", json={"input": "Google Stadia"})
+    assert first.status_code == 200 and first.json()["status"] == "pending", first.text
+    second = httpx.post(f"{base}/tavily/research", json={"input": "Apple Arcade"})
+    assert second.status_code == 429
+    assert int(second.headers["retry-after"]) >= 1
+    assert "research jobs are running" in second.json()["detail"]["error"]
+    httpx.delete(f"{base}/v1/research/{first.json()['request_id']}", timeout=30)

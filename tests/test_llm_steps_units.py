@@ -371,10 +371,10 @@ async def test_diversity_without_embedder_is_lexical_and_always_a_number() -> No
         ("No citations here.", "No citations here.", [], []),
         ("Not citations: [a], [1-3], [].", "Not citations: [a], [1-3], [].", [], []),
         ("  Padded [1].  ", "Padded [1].", [1], []),
-        # A number too long to be any item's is no citation (nor convertible past 4300
-        # digits): left as text.
-        ("Big [1234567].", "Big [1234567].", [], []),
-        ("Big [" + "1" * 4400 + "].", "Big [" + "1" * 4400 + "].", [], []),
+        # A number too long to be any item's cites none: removed like [7] (one past 4,300
+        # digits, which no int may hold, is counted as 0).
+        ("Big [1234567].", "Big.", [], [1234567]),
+        ("Big [" + "1" * 4400 + "].", "Big.", [], [0]),
     ],
 )
 def test_check_citations(answer: str, text: str, refs: list[int], removed: list[int]) -> None:

@@ -13,10 +13,11 @@ from searcher.llm.prompts import messages
 from searcher.llm.runner import StepOutcome, StepRunner
 from searcher.render import neutralise_markers
 
-# [1], [1, 2], [1][2] (each bracket read alone); [a] or [1-3] are not citations, nor is a
-# number of more than six digits (no pack has that many items; a longer one would not even
-# convert to an int past 4300 digits).
-CITED = r"\[(\d{1,6}(?:\s*,\s*\d{1,6})*)\]"
+# [1], [1, 2], [1][2] (each bracket read alone); [a] or [1-3] are not citations. Numbers
+# of any length are citations (of items that do not exist, past a pack's few).
+CITED = r"\[(\d+(?:\s*,\s*\d+)*)\]"
+# Longer numbers cite no item, and are not read as ints (past 4,300 digits Python refuses).
+_MAX_DIGITS = 9
 _CITATION = re.compile(r"\s?" + CITED)
 MAX_ANSWER_CHARS = 8000
 
@@ -34,7 +35,7 @@ def check_citations(answer: str, item_count: int) -> CheckedAnswer:
     removed: list[int] = []
 
     def keep(match: re.Match[str]) -> str:
-        numbers = [int(n) for n in match.group(1).split(",")]
+        numbers = [_item_number(n) for n in match.group(1).split(",")]
         valid = [n for n in numbers if 1 <= n <= item_count]
         removed.extend(n for n in numbers if not 1 <= n <= item_count)
         refs.extend(n for n in valid if n not in refs)
@@ -45,6 +46,12 @@ def check_citations(answer: str, item_count: int) -> CheckedAnswer:
 
     text = _CITATION.sub(keep, answer)
     return CheckedAnswer(text.strip(), refs, removed)
+
+
+def _item_number(digits: str) -> int:
+    """The item a cited number names; 0 (none) for one too long to be an item's."""
+    digits = digits.strip()
+    return int(digits) if len(digits) <= _MAX_DIGITS else 0
 
 
 def clean_answer(reply: str) -> str:

@@ -346,11 +346,18 @@ def key_accepted(expected: str | None, authorization: str | None, body_key: str 
 class TavilyHTTPError(Exception):
     """An error to answer in Tavily's shape."""
 
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
+        self.headers = headers or {}
 
 
 def tavily_error(status: int, message: str, field: str | None = None) -> Response:
@@ -382,7 +389,9 @@ class _TavilyRoute(APIRoute):
                 await _require_key(request)
                 return await handler(request)
             except TavilyHTTPError as exc:
-                return tavily_error(exc.status, exc.message, exc.field)
+                response = tavily_error(exc.status, exc.message, exc.field)
+                response.headers.update(exc.headers)
+                return response
             except StarletteHTTPException as exc:
                 problem = body_parse_problem(exc)
                 if problem is None:
@@ -535,7 +544,8 @@ async def tavily_research(body: TavilyResearchBody, request: Request) -> Respons
     try:
         job = await jobs.submit(research)
     except TooManyJobs as exc:
-        raise TavilyHTTPError(429, str(exc)) from exc
+        retry = {"Retry-After": str(exc.retry_after_s)}
+        raise TavilyHTTPError(429, str(exc), headers=retry) from exc
     if body.stream:  # searcher's own event stream (not Tavily's chunk format)
         from searcher.api.research import event_stream
 
