@@ -170,7 +170,9 @@ async def test_a_real_searxng_engine_answering_429_is_routed_around(real_searxng
     async with aiohttp.ClientSession() as session:
         pool = BackendPool(build_backends(settings, session, clock=clock), settings, clock)
         backend = pool.backends["sx-real"]
-        query = BackendQuery("Google Stadia games", max_results=1)
+        # Sent with the default route's category, as a search sends it: SearXNG asks every
+        # engine of a category it is sent, so leaving one out must not send it.
+        query = BackendQuery("Google Stadia games", max_results=1, categories=("general",))
 
         async def search() -> list[str]:
             answer = await pool.call("sx-real", query, Deadline(20), 10.0, 0)
@@ -219,3 +221,17 @@ async def test_a_real_searxng_without_the_json_format_gets_a_clear_error(
     (failure,) = info.value.failures
     assert failure.kind == "auth" and failure.reason.startswith("HTTP 403")
     assert "search: formats: [html, json]" in failure.reason
+
+
+def test_engines_a_request_names_are_the_only_ones_asked(
+    real_searxng, testbed, make_settings, serve_searcher
+):
+    # The default route's category would have SearXNG ask every general engine as well.
+    settings = make_settings(backends={"order": ["searxng"], "searxng": {"base_url": real_searxng}})
+    base = serve_searcher(settings)
+    testbed.reset()
+    body = {"query": "Google Stadia games", "constraints": {"engines": ["alpha"]}}
+    data = httpx.post(f"{base}/v1/search", json=body, timeout=30).json()
+    assert data["items"] and all(i["engines"] == ["alpha"] for i in data["items"])
+    assert not any(e.path == "/status/429" for e in testbed.log)  # beta was not asked
+    assert not any("beta" in e["reason"] for e in data["meta"]["errors"])

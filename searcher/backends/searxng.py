@@ -260,7 +260,9 @@ class SearxngBackend:
                 await self._learn_engines(min(timeout_s / 2, CONFIG_TIMEOUT_S))
             known = self._known or [(name, ()) for name in self._seen]
             asked = engines_to_ask(query.engines, query.categories, known, left_out)
-            query = replace(query, engines=asked)
+            # The engines named stand for the categories: sent too, they would have
+            # SearXNG ask every engine of them, the left-out ones as well.
+            query = replace(query, engines=asked, categories=() if asked else query.categories)
         remaining = max(0.0, timeout_s - (self._clock() - started))
         try:
             answer = await self._http.search(query, remaining)

@@ -20,9 +20,15 @@ from searcher.searches import SearchOnce, Tagged, multi_search
 
 def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str) -> BackendQuery:
     """The query every backend receives; the routed engine group fills in the SearXNG
-    engines and categories the request did not set."""
+    engines and categories the request did not set. Engines the request names come
+    without the group's categories: SearXNG asks every engine of the categories it is
+    sent as well as the engines named."""
     request = ctx.request
     constraints = request.constraints
+    if constraints.categories:
+        categories = tuple(constraints.categories)
+    else:
+        categories = () if constraints.engines else tuple(route.categories)
     return BackendQuery(
         text=text,
         max_results=max_results,
@@ -31,7 +37,7 @@ def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str
         time_range=constraints.time_range,
         safesearch=constraints.safesearch,
         engines=tuple(constraints.engines or route.engines),
-        categories=tuple(constraints.categories or route.categories),
+        categories=categories,
         routed=frozenset(
             name
             for name, asked in (
