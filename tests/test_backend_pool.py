@@ -68,19 +68,49 @@ async def test_hedging_starts_the_next_backend_and_the_first_good_answer_wins(
     assert pool.breakers["searxng"].snapshot().consecutive_failures == 0
 
 
-async def test_no_hedging_without_a_delay_or_latency_history(
+async def test_before_any_latency_history_the_hedge_waits_half_the_time_left(
     make_settings, pool_for, testbed, matching_query
 ):
     settings = make_settings(backends={"searxng": {"base_url": testbed.searxng_url("slow/300")}})
     pool = await pool_for(settings)
-    assert pool.hedge_delay("searxng") is None
+    assert 4.9 <= pool.hedge_delay("searxng", Deadline(10)) <= 5.0
     result = await pool.search_with_fallback(
         ["searxng", "brave"], BackendQuery(matching_query), Deadline(10), 8.0, 0
     )
     assert result.answer.backend == "searxng" and result.hedged is None
     for _ in range(5):
         await pool.call("searxng", BackendQuery(matching_query), Deadline(10), 8.0, 0)
-    assert 0.3 <= pool.hedge_delay("searxng") < 1.0  # the observed p90
+    assert 0.3 <= pool.hedge_delay("searxng", Deadline(10)) < 1.0  # the observed p90
+
+
+async def test_an_instance_that_hangs_from_the_start_leaves_half_the_time_to_the_next(
+    make_settings, pool_for, testbed, matching_query
+):
+    # No latency history, a deadline no longer than the instance's own timeout: without a
+    # hedge, the hanging instance would hold the whole deadline and brave never be asked.
+    settings = make_settings(backends={"searxng": {"base_url": testbed.searxng_url("hang")}})
+    pool = await pool_for(settings)
+    started = time.monotonic()
+    result = await pool.search_with_fallback(
+        ["searxng", "brave"], BackendQuery(matching_query), Deadline(2), 8.0, 0
+    )
+    assert result.answer.backend == "brave" and result.hedged is not None
+    assert result.hedged["started"] == ["searxng", "brave"]
+    assert time.monotonic() - started < 1.9
+
+
+async def test_the_hedge_delay_is_the_time_of_whole_calls_further_pages_included(
+    make_settings, pool_for, testbed, matching_query
+):
+    # SearXNG has no result count: 25 results take three pages of 150 ms. The race waits
+    # for the whole call, so a delay learnt from single pages would hedge every time.
+    settings = make_settings(backends={"searxng": {"base_url": testbed.searxng_url("slow/150")}})
+    pool = await pool_for(settings)
+    query = BackendQuery(matching_query, max_results=25)
+    for _ in range(5):
+        answer = await pool.call("searxng", query, Deadline(10), 8.0, 0)
+    assert len(answer.hits) > 10  # more than one page was read
+    assert pool.hedge_delay("searxng", Deadline(10)) >= 0.3
 
 
 async def test_fan_out_keeps_partial_results_when_one_backend_fails(

@@ -116,3 +116,18 @@ async def test_a_shared_allowance_goes_at_the_strictest_rate(tmp_path):
         await pacer.wait_turn("c", Deadline(5))  # another upstream, no rate: not paced
     finally:
         await store.aclose()
+
+
+async def test_a_turn_that_leaves_no_time_for_the_call_is_refused_at_once(tmp_path):
+    store = SqliteStore(tmp_path / "pace.sqlite3")
+    pacer = Pacer(store, {"a": Rate.parse("1/s")}, {})
+    try:
+        await pacer.wait_turn("a", Deadline(5))
+        # The next turn is about 1 s away; the request has barely more: waiting for it
+        # would leave the call no time, and fail it as a timeout, not as pacing.
+        started = time.monotonic()
+        with pytest.raises(BackendRateLimited, match="after the request deadline"):
+            await pacer.wait_turn("a", Deadline(1.02))
+        assert time.monotonic() - started < 0.5
+    finally:
+        await store.aclose()

@@ -231,11 +231,14 @@ class BackendPool:
             raise exc
         timeout_s = min(timeout_s, self._settings.backends.get(name).timeout_s)
         query, _ = fit_query(query, backend.capabilities)
+        started = time.perf_counter()
         answer = await self._guarded(backend, query, deadline, timeout_s, retries, watch)
         if watch.abandoned:
             return answer  # lost a hedged race: no one waits for more pages
         if backend.capabilities.paging and not backend.capabilities.result_count:
             answer = await self._more_pages(backend, query, answer, deadline, timeout_s)
+        # The whole call, its further pages too: what a hedged race waits for.
+        self._latencies[name].append(time.perf_counter() - started)
         return answer
 
     async def _guarded(
@@ -260,7 +263,6 @@ class BackendPool:
         try:
             await self._wait_turn(name, deadline, watch)
             watch.in_flight = True
-            started = time.perf_counter()
             answer = await self._attempts(
                 backend, breaker, query, deadline, timeout_s, retries, watch
             )
@@ -272,7 +274,6 @@ class BackendPool:
         self._count(name, "ok")
         if self.shared is not None:
             await self.shared.succeeded(name)
-        self._latencies[name].append(time.perf_counter() - started)
         return answer
 
     async def _wait_turn(self, name: str, deadline: Deadline, watch: _Watch) -> None:
@@ -397,9 +398,11 @@ class BackendPool:
                 break
         return replace(first, hits=hits, warnings=warnings, unresponsive=tuple(unresponsive))
 
-    def hedge_delay(self, name: str) -> float | None:
+    def hedge_delay(self, name: str, deadline: Deadline) -> float | None:
         """Seconds to wait for ``name`` before starting the next backend: the configured
-        delay, else its observed p90 latency once there are enough samples."""
+        delay, else its observed p90 latency once there are enough samples, else half the
+        time the request has left (an instance that hangs from the start must not hold
+        the whole deadline: the rest of the chain gets the other half)."""
         cfg = self._settings.backends
         if not cfg.hedge:
             return None
@@ -407,7 +410,7 @@ class BackendPool:
             return cfg.hedge_delay_ms / 1000
         samples = sorted(self._latencies.get(name, ()))
         if len(samples) < MIN_LATENCY_SAMPLES:
-            return None
+            return deadline.remaining() / 2
         return samples[min(len(samples) - 1, int(0.9 * len(samples)))]
 
     # --- several backends ------------------------------------------------------------------
@@ -459,7 +462,7 @@ class BackendPool:
         try:
             while running:
                 newest = tried[-1]
-                delay = self.hedge_delay(newest) if pending else None
+                delay = self.hedge_delay(newest, deadline) if pending else None
                 done, _ = await asyncio.wait(
                     running, timeout=delay, return_when=asyncio.FIRST_COMPLETED
                 )

@@ -21,6 +21,7 @@ from searcher.resilience import Deadline
 from searcher.state.base import StateStore
 
 NAMESPACE = "pace:"
+MIN_CALL_S = 0.05  # the least time a call needs after its turn (chain.MIN_ATTEMPT_S)
 MAX_TRIES = 20  # waits are computed from the bucket; this only bounds a pathological loop
 
 
@@ -58,7 +59,8 @@ class Pacer:
             grant = await self._store.take(key, per_s, float(rate.count))
             if grant.allowed:
                 return
-            if grant.retry_after_s >= deadline.remaining():
+            # A turn must leave time for the call itself (else: a timeout, not pacing).
+            if grant.retry_after_s + MIN_CALL_S >= deadline.remaining():
                 raise BackendRateLimited(
                     name, f"paced at {rate}: the next turn is after the request deadline",
                     retry_after_s=grant.retry_after_s,
