@@ -235,3 +235,36 @@ def test_engines_a_request_names_are_the_only_ones_asked(
     assert data["items"] and all(i["engines"] == ["alpha"] for i in data["items"])
     assert not any(e.path == "/status/429" for e in testbed.log)  # beta was not asked
     assert not any("beta" in e["reason"] for e in data["meta"]["errors"])
+
+
+async def test_no_results_beside_a_failing_engine_is_no_results_not_a_failure(
+    real_searxng, testbed
+):
+    # alpha finds nothing, beta answers 429: SearXNG answers no results with beta
+    # unresponsive. The instance works; counting it as failed opened its breaker for all.
+    settings = Settings.model_validate(
+        {
+            "backends": {
+                "instances": {
+                    "sx-real": {
+                        "adapter": "searxng", "base_url": real_searxng,
+                        "breaker": {"failure_threshold": 2},
+                    }
+                },
+                "order": ["sx-real"],
+                "duckduckgo": {"enabled": False},
+            }
+        }
+    )  # fmt: skip
+    async with aiohttp.ClientSession() as session:
+        pool = BackendPool(build_backends(settings, session), settings)
+        query = BackendQuery("zzqxv nonexistentterm", max_results=1, categories=("general",))
+        answer = await pool.call("sx-real", query, Deadline(20), 10.0, 0)
+        assert answer.hits == [] and [n for n, _ in answer.unresponsive] == ["beta"]
+        for _ in range(2):  # (beta is then left out by engine health)
+            assert (await pool.call("sx-real", query, Deadline(20), 10.0, 0)).hits == []
+        assert pool.breakers["sx-real"].state == "closed"
+        found = await pool.call(
+            "sx-real", BackendQuery("Google Stadia games"), Deadline(20), 10.0, 0
+        )
+        assert found.hits

@@ -268,7 +268,14 @@ class SearxngBackend:
             answer = await self._http.search(query, remaining)
         except EnginesUnresponsive as exc:
             self.engine_health.observe(asked, exc.engines)
-            raise
+            left_s = max(0.0, timeout_s - (self._clock() - started))
+            if not await self._others_answered(asked, query.categories, exc.engines, left_s):
+                raise
+            # Engines that answered found nothing: no results, not the instance failing.
+            warnings = [f"engine {name} unresponsive: {msg}" for name, msg in exc.engines]
+            return BackendAnswer(
+                self.name, [], warnings=warnings, per_engine=True, unresponsive=tuple(exc.engines)
+            )
         engines_answered = {e for hit in answer.hits for e in hit.engines}
         self._seen.update(dict.fromkeys(sorted(engines_answered)))
         if not asked:  # the instance's defaults: those of its engines in these categories
@@ -278,6 +285,19 @@ class SearxngBackend:
         self.engine_health.observe(asked, answer.unresponsive)
         answer.warnings[:0] = self.engine_health.notes(left_out)
         return answer
+
+    async def _others_answered(
+        self, asked: Sequence[str], categories: Sequence[str], failed: Sequence[tuple[str, str]],
+        timeout_s: float,
+    ) -> bool:  # fmt: skip
+        """Whether engines other than ``failed`` were asked (named, or the instance's in
+        ``categories``, known from its ``/config``): an answer with no results then means
+        they found nothing. Unknown (no ``/config``): False, the answer stays a failure."""
+        if not asked:
+            await self._learn_engines(min(timeout_s / 2, CONFIG_TIMEOUT_S))
+            asked = engines_to_ask((), categories, self._known, set())
+        failed_names = {name for name, _ in failed}
+        return any(engine not in failed_names for engine in asked)
 
     async def _learn_engines(self, timeout_s: float) -> None:
         """Read the instance's engines from ``/config`` when not known or stale; a failure

@@ -9,7 +9,8 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/status/{code}``     that status, small HTML body
 - ``/searxng/garbage``           200 ``application/json`` whose body is not JSON
 - ``/searxng/html``              200 ``text/html`` page instead of JSON
-- ``/searxng/unresponsive``      200, no results, two unresponsive engines
+- ``/searxng/unresponsive``      200, no results, its two engines unresponsive (its
+  ``/config`` lists those two)
 - ``/searxng/empty``             200, no results
 - ``/searxng/fixed/{n}``         200 at once with ``n`` canned results (overhead benchmark)
 - ``/searxng/fresh/{n}``         the same, the query ending every snippet: no two queries
@@ -212,11 +213,15 @@ async def html_page(req: Request) -> None:
     await req.respond(200, body.encode())
 
 
+# /searxng/unresponsive: every engine of the instance failed, each as it says.
+UNRESPONSIVE = {"google": "timeout", "bing": "CAPTCHA"}
+
+
 @router.route("/searxng/unresponsive/search")
 async def unresponsive(req: Request) -> None:
     checked = await _check(req)
     if checked is not None:
-        await req.json(200, envelope(checked[0], [], [["google", "timeout"], ["bing", "CAPTCHA"]]))
+        await req.json(200, envelope(checked[0], [], [list(e) for e in UNRESPONSIVE.items()]))
 
 
 @router.route("/searxng/empty/search")
@@ -459,7 +464,9 @@ ENGINE_FAILURES = {
 @router.route("/searxng/config")
 @router.route("/searxng/{behaviour:path}/config")
 async def config(req: Request) -> None:
-    engines = [{"name": e, "categories": ["general"], "enabled": True} for e in ENGINES]
+    # /searxng/unresponsive stands for an instance whose every engine failed: its own.
+    names = UNRESPONSIVE if req.params.get("behaviour") == "unresponsive" else ENGINES
+    engines = [{"name": e, "categories": ["general"], "enabled": True} for e in names]
     await req.json(200, {"engines": engines, "categories": ["general"], "version": "testbed"})
 
 
