@@ -76,6 +76,24 @@ def test_intent_sets_choose_the_fan_out(
     assert not [e for e in testbed_clean.log if e.path.startswith("/searxng")]
 
 
+def test_an_intents_instance_that_cannot_be_used_is_named(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    settings = make_settings(
+        backends={
+            "instances": {"sx-off": {"adapter": "searxng", "enabled": False}},
+            "intents": {"background": {"backends": ["brave", "sx-off"]}},
+        }
+    )
+    data = post(serve_searcher(settings), {"query": matching_query, "intent": "background"})
+    assert data.json()["meta"]["backend_used"] == "brave"
+    assert {
+        "stage": "plan",
+        "source": "sx-off",
+        "reason": "not enabled or not configured (intent background)",
+    } in data.json()["meta"]["errors"]
+
+
 def test_near_duplicates_are_merged_keeping_the_better_ranked(
     make_settings, serve_searcher, testbed, aeb_ids
 ):

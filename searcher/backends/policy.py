@@ -19,6 +19,8 @@ class BackendPlan:
     names: tuple[str, ...]
     weights: dict[str, float] = field(default_factory=dict)
     reason: str = ""
+    # Instances the policy names that are not enabled or not configured: left out, said.
+    unavailable: tuple[str, ...] = ()
 
     def weight(self, backend: str) -> float:
         return self.weights.get(backend, 1.0)
@@ -60,8 +62,9 @@ def plan_backends(
     policy = cfg.intents.get(intent or "")
     if policy is not None:
         names = tuple(n for n in policy.backends if n in usable)
+        left_out = tuple(n for n in policy.backends if n not in usable)
         weights: dict[str, float] = {n: base_weights[n] * policy.weights.get(n, 1.0) for n in known}
-        return BackendPlan("fanout", names, weights, f"intent {intent}")
+        return BackendPlan("fanout", names, weights, f"intent {intent}", left_out)
     names = tuple(n for n in cfg.fallback_order() if n in usable)
     mode: Mode = "fanout" if cfg.auto == "fanout" else "fallback"
     return BackendPlan(mode, names, base_weights, f"auto ({cfg.auto})")

@@ -49,6 +49,8 @@ async def make_plan(ctx: RequestContext, parts: Parts) -> Plan:
                 route, route_by = route_to_group(parts.routes, chosen.value, "llm"), "llm"
     ctx.extras.route = {"group": route.group, "pattern": route.pattern, "by": route_by}
     backends = plan_backends(constraints.backend, request.intent, settings, parts.pool.backends)
+    for name in backends.unavailable:
+        ctx.error("plan", name, f"not enabled or not configured ({backends.reason})")
     wanted = ctx.budget.max_results
     if constraints.pick_ids:
         wanted = max(wanted, max(constraints.pick_ids) + 1)
