@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -176,3 +178,38 @@ async def test_waiting_clients_are_served_fewest_running_first(tmp_path: Path) -
         assert order == ["a", "b"]  # both had none running when the worker freed: arrival
     finally:
         pool.close()
+
+
+UNGUARDED_SCRIPT = """
+import asyncio
+from searcher.fetch.worker_pool import WorkerPool
+
+async def main():
+    pool = WorkerPool(1, client_share=1)
+    try:
+        print("result", await pool.run(len, ("abc",), timeout_s=10))
+    except Exception as exc:
+        print("error", type(exc).__name__, exc)
+    finally:
+        pool.close()
+
+asyncio.run(main())  # no `if __name__ == "__main__":`
+"""
+
+
+def test_a_script_without_the_main_guard_is_told_what_to_do(tmp_path: Path) -> None:
+    # Worker processes import the script again; there it cannot start workers of its own,
+    # and what it is told must be the fix, not multiprocessing's internals.
+    script = tmp_path / "script.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    errors = [line for line in done.stdout.splitlines() if line.startswith("error")]
+    assert errors, done.stdout + done.stderr
+    for line in errors:
+        assert line.startswith("error WorkerWontStart extraction workers cannot start: a script")
+        assert "bootstrapping" not in line

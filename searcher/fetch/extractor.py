@@ -24,7 +24,13 @@ from searcher.errors import (
 from searcher.fetch.extract import EXTRACTOR_TAG, extract_main_text, warm_up
 from searcher.fetch.pdf import PDF_MEDIA_TYPE, PdfUnreadable, pdf_text
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
-from searcher.fetch.worker_pool import TaskFailed, TaskKilled, WorkerDied, WorkerPool
+from searcher.fetch.worker_pool import (
+    TaskFailed,
+    TaskKilled,
+    WorkerDied,
+    WorkerPool,
+    WorkerWontStart,
+)
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +159,8 @@ class Extractor:
             ) from exc
         except WorkerDied as exc:
             raise ExtractionInterrupted(url, "an extraction worker died; it was replaced") from exc
+        except WorkerWontStart as exc:
+            raise ExtractionInterrupted(url, str(exc)) from exc
         except Exception as exc:  # anything trafilatura or lxml raised in the thread
             raise _translated(url, exc) from exc
 

@@ -43,6 +43,20 @@ class WorkerDied(Exception):
     """The worker process died while running the task (crash, out of memory, signal)."""
 
 
+class WorkerWontStart(Exception):
+    """No worker process could be started; the message says why, in our words."""
+
+
+def _why_no_start(exc: Exception) -> str:
+    if "bootstrapping phase" in str(exc):
+        # multiprocessing's own words for a script that starts work when it is imported.
+        return (
+            "extraction workers cannot start: a script that runs searcher must do so under "
+            '`if __name__ == "__main__":` (each worker process imports it again)'
+        )
+    return f"extraction workers cannot start ({type(exc).__name__})"
+
+
 class TaskFailed(Exception):
     """The task raised; ``error`` is the exception (re-created in this process)."""
 
@@ -235,6 +249,9 @@ class WorkerPool:
             # The caller left while the worker was starting: keep the worker for the next.
             starting.add_done_callback(self._keep_started)
             raise
+        except Exception as exc:
+            log.warning("an extraction worker could not start: %r", exc)
+            raise WorkerWontStart(_why_no_start(exc)) from exc
         self._stats.started += 1
         return worker
 
