@@ -205,8 +205,9 @@ class BackendFailure:
 
 
 def describe_failures(failures: Sequence[BackendFailure], separator: str = "; ") -> str:
-    """``backend: reason`` for each failure, joined (empty when there are none)."""
-    return separator.join(f"{f.backend}: {f.reason}" for f in failures)
+    """``backend: reason`` for each failure, joined (empty when there are none); a retry
+    that failed as the attempt before it is said once."""
+    return separator.join(dict.fromkeys(f"{f.backend}: {f.reason}" for f in failures))
 
 
 class AllBackendsFailed(SearcherError):

@@ -13,7 +13,7 @@ from searcher.api.compat.searxng import (
     searxng_request,
 )
 from searcher.contract import ErrorEntry, Item, Provenance, Score, SearchResponse
-from searcher.errors import BackendFailure, InvalidRequest
+from searcher.errors import AllBackendsFailed, BackendFailure, InvalidRequest
 from tests.responses import search_response
 
 # --- parameters -> SearchRequest -----------------------------------------------------
@@ -158,9 +158,14 @@ def test_items_become_searxng_results_with_engines_from_provenance():
 
 
 def test_all_backends_failing_is_an_empty_answer_listing_them():
-    answer = failed_answer("q", [BackendFailure("searxng", "HTTP 500", "http_status")])
+    # A retried attempt that failed alike (500 twice) is one unresponsive engine.
+    failed = BackendFailure("searxng", "HTTP 500", "http_status")
+    other = BackendFailure("brave", "HTTP 401", "auth")
+    answer = failed_answer("q", [failed, failed, other])
     assert answer["results"] == [] and answer["number_of_results"] == 0
-    assert answer["unresponsive_engines"] == [["searxng", "HTTP 500"]]
+    assert answer["unresponsive_engines"] == [["searxng", "HTTP 500"], ["brave", "HTTP 401"]]
+    said = str(AllBackendsFailed([failed, failed, other]))
+    assert said == "all search backends failed (searxng: HTTP 500; brave: HTTP 401)"
 
 
 # --- over HTTP: LangChain's SearxSearchWrapper --------------------------------------

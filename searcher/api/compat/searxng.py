@@ -195,17 +195,22 @@ def searxng_answer(query: str, response: SearchResponse) -> dict[str, Any]:
     as ``[name, reason]`` pairs."""
     results = [searxng_result(item) for item in response.items or []]
     unresponsive = [
-        [error.source, error.reason]
+        (error.source, error.reason)
         for error in response.meta.errors
         if error.stage == "search" and error.reason != NO_RESULTS
     ]
-    return _answer(query, results, unresponsive)
+    return _answer(query, results, _once(unresponsive))
 
 
 def failed_answer(query: str, failures: Sequence[BackendFailure]) -> dict[str, Any]:
     """The answer when every backend failed: like SearXNG when all its engines fail, no
     results and each failure listed as unresponsive (HTTP 200)."""
-    return _answer(query, [], [[f.backend, f.reason] for f in failures])
+    return _answer(query, [], _once([(f.backend, f.reason) for f in failures]))
+
+
+def _once(pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
+    """``[name, reason]`` pairs, each once (a retried attempt that failed alike is one)."""
+    return [list(pair) for pair in dict.fromkeys(pairs)]
 
 
 # --- routes ---------------------------------------------------------------------------
