@@ -137,6 +137,11 @@ _CLEARED: dict[str, Any] = {
 }  # fmt: skip
 
 
+def _failures(count: int) -> str:
+    # One 403 or 429 opens a breaker at once (a key refused, a Retry-After to honour).
+    return "a failure" if count <= 1 else f"{count} failures in a row"
+
+
 def fit_query(query: BackendQuery, capabilities: Capabilities) -> tuple[BackendQuery, list[str]]:
     """The query with what the instance cannot honour left out, and a note for each
     constraint left out (as the request names it)."""
@@ -254,9 +259,8 @@ class BackendPool:
         if not breaker.allow():
             snap = breaker.snapshot()
             wait = f"; next trial in {snap.retry_in_s:.0f} s" if snap.retry_in_s else ""
-            exc = CircuitOpen(
-                name, f"circuit open after repeated failures ({snap.last_error}){wait}"
-            )
+            after = _failures(snap.consecutive_failures)
+            exc = CircuitOpen(name, f"circuit open after {after} ({snap.last_error}){wait}")
             watch.report(exc)
             self._count(name, exc.kind)
             raise exc

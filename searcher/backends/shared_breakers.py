@@ -56,7 +56,7 @@ class SharedBreakers:
         except ValueError:  # a corrupt entry is no verdict
             return
         if until > now:
-            breaker.force_open(until - now, "opened by another worker after repeated failures")
+            breaker.force_open(until - now, "opened by another worker")
 
     async def failed(
         self, name: str, breaker: CircuitBreaker, kind: FailureKind, threshold: int,
