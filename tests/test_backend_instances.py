@@ -146,6 +146,10 @@ def test_capabilities_decide_what_an_instance_receives():
     ]
     fitted, notes = fit_query(query, duckduckgo.CAPABILITIES)
     assert fitted.pageno == 1 and "cannot honour constraints.pageno (2); searched page 1" in notes
+    # Brave gives 20 results a call: 50 asked for is said, not silently 20.
+    _, notes = fit_query(BackendQuery("q", max_results=50), brave.CAPABILITIES)
+    assert notes == ["cannot honour budget.max_results (50): it gives at most 20 results a search"]
+    assert fit_query(BackendQuery("q", max_results=20), brave.CAPABILITIES)[1] == []
 
 
 async def test_plan_notes_name_what_an_instance_could_not_honour(

@@ -31,14 +31,16 @@ MAX_PAGENO = 10  # the API serves offsets 0..9 and refuses more (422)
 @dataclass(frozen=True)
 class PagedCapabilities(Capabilities):
     """Capabilities with the last page the backend serves: a later page is not asked for
-    (the pool searches this one and says so in a plan note)."""
+    (the pool searches this one and says so in a plan note); and the results one call
+    gives at most (more asked for: said in a plan note)."""
 
     max_pageno: int | None = None
+    max_results: int | None = None
 
 
 CAPABILITIES = PagedCapabilities(
     paging=True, result_count=True, time_range=True, safesearch=True, language=True,
-    max_pageno=MAX_PAGENO,
+    max_pageno=MAX_PAGENO, max_results=MAX_COUNT,
 )  # fmt: skip
 _FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 _SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}

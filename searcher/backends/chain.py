@@ -165,13 +165,24 @@ def fit_query(query: BackendQuery, capabilities: Capabilities) -> tuple[BackendQ
             f"cannot honour constraints.pageno ({query.pageno}): it serves pages up to "
             f"{last_page}; searched page {last_page}"
         )
+    most = _limit(capabilities, "max_results")
+    if most is not None and query.max_results > most:
+        notes.append(
+            f"cannot honour budget.max_results ({query.max_results}): it gives at most {most} "
+            "results a search"
+        )
     return (replace(query, **cleared) if cleared else query), notes
 
 
 def _max_pageno(capabilities: Capabilities) -> int | None:
     """The last page an instance serves (Brave: 10), when its capabilities say."""
-    last = getattr(capabilities, "max_pageno", None)
-    return last if isinstance(last, int) else None
+    return _limit(capabilities, "max_pageno")
+
+
+def _limit(capabilities: Capabilities, name: str) -> int | None:
+    """A limit an adapter's capabilities add (``max_pageno``, ``max_results``), if any."""
+    value = getattr(capabilities, name, None)
+    return value if isinstance(value, int) else None
 
 
 def _merge_pages(pages: Sequence[list[Hit]]) -> list[Hit]:
