@@ -11,7 +11,12 @@ use, so that ``import searcher`` (and ``searcher --version``) stays cheap.
             response = await runtime.service.search(searcher.SearchRequest(query="bm25"))
             print(response.rendered_text)
 
-    asyncio.run(main())
+    if __name__ == "__main__":
+        asyncio.run(main())
+
+Keep the ``__name__`` guard in a script: the service extracts pages in worker processes
+started with ``forkserver``, which import the script again as their main module;
+unguarded, each worker would run ``main()`` itself, and full-mode pages would fail.
 """
 
 from __future__ import annotations

@@ -226,7 +226,8 @@ async def _search_remote(url: str, api_key: str | None, request: SearchRequest) 
     try:
         client = AsyncSearcherClient(url, api_key=api_key)
     except ValueError as exc:
-        raise InvalidRequest("--remote", str(exc)) from exc
+        option = "--api-key" if str(exc).startswith("api_key") else "--remote"
+        raise InvalidRequest(option, str(exc)) from exc
     async with client:
         return (await client.search(request)).to_wire(request.want)
 

@@ -7,6 +7,8 @@ an unreachable server or an answer that is not searcher's -> ``RemoteError``.
 
 from __future__ import annotations
 
+import difflib
+import math
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -67,19 +69,41 @@ class SearchOptions(TypedDict, total=False):
     want: Want | Mapping[str, Any]
 
 
+# The names ``search`` takes as keyword options; anything else is a typo to refuse, not
+# an option to drop silently (``max_result=1`` would otherwise return the default count).
+SEARCH_OPTIONS: frozenset[str] = SearchOptions.__optional_keys__ | SearchOptions.__required_keys__
+
+
 # --- building requests (pure) ----------------------------------------------------------
 
 
-def _as_dict(section: BaseModel | Mapping[str, Any] | None) -> dict[str, Any]:
+def _check_option_names(options: Mapping[str, Any]) -> None:
+    """``TypeError`` for a keyword ``search`` does not know, as Python gives for a bad
+    keyword argument of an ordinary function."""
+    for name in options:
+        if name not in SEARCH_OPTIONS:
+            close = difflib.get_close_matches(name, sorted(SEARCH_OPTIONS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"search() got an unexpected keyword argument {name!r}{hint}")
+
+
+def _as_dict(name: str, section: object) -> dict[str, Any]:
+    """A request section given as a model or a mapping; ``InvalidRequest`` naming the
+    option for anything else (``dict("abc")`` would raise a bare ValueError)."""
     if isinstance(section, BaseModel):
         return section.model_dump(mode="json", exclude_unset=True)
-    return dict(section or {})
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        kind = type(section).__name__
+        raise InvalidRequest(name, f"must be a mapping or a model, got {kind}")
+    return dict(section)
 
 
 def _overlay(
-    base: dict[str, Any] | None, given: BaseModel | Mapping[str, Any] | None, **fields: Any
+    name: str, base: dict[str, Any] | None, given: object, **fields: Any
 ) -> dict[str, Any]:
-    merged = {**(base or {}), **_as_dict(given)}
+    merged = {**(base or {}), **_as_dict(name, given)}
     merged.update({name: value for name, value in fields.items() if value is not None})
     return merged
 
@@ -93,7 +117,9 @@ def build_search_request(
     query: str | SearchRequest, **options: Unpack[SearchOptions]
 ) -> SearchRequest:
     """The request ``search`` sends: ``query`` (a string or a whole request) with the
-    shortcuts laid over it. Raises ``InvalidRequest`` naming the field, as the server would."""
+    shortcuts laid over it. Raises ``InvalidRequest`` naming the field, as the server would,
+    and ``TypeError`` for an option ``search`` does not take."""
+    _check_option_names(options)
     if isinstance(query, SearchRequest) and not options:
         return query
     body: dict[str, Any] = (
@@ -103,6 +129,7 @@ def build_search_request(
     )
     sections = {
         "constraints": _overlay(
+            "constraints",
             body.get("constraints"),
             options.get("constraints"),
             search_mode=options.get("mode"),
@@ -110,12 +137,13 @@ def build_search_request(
             lang=options.get("lang"),
         ),
         "budget": _overlay(
+            "budget",
             body.get("budget"),
             options.get("budget"),
             max_results=options.get("max_results"),
             max_context_chars=options.get("max_context_chars"),
         ),
-        "want": _overlay(body.get("want"), options.get("want")),
+        "want": _overlay("want", body.get("want"), options.get("want")),
     }
     body.update({name: section for name, section in sections.items() if section})
     if options.get("intent") is not None:
@@ -233,6 +261,27 @@ def _normalised(base_url: str) -> str:
     return base_url.rstrip("/")
 
 
+def _checked_timeout(timeout: float) -> float:
+    """``timeout`` if it is a usable number of seconds; ``ValueError`` now, instead of
+    httpx's "Timeout value out of range" at the first call."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise ValueError(f"timeout must be a number of seconds, got {timeout!r}")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
+    return timeout
+
+
+def _checked_api_key(api_key: str | None) -> str | None:
+    """``api_key`` if it can go in an HTTP header (printable ASCII); ``ValueError`` now,
+    instead of a UnicodeEncodeError at the first call. The key is a secret, so the message
+    names the offending position, never the key."""
+    for position, char in enumerate(api_key or "", start=1):
+        if not " " <= char <= "~":
+            kind = "not ASCII" if ord(char) > 0x7F else "a control character"
+            raise ValueError(f"api_key must be printable ASCII; character {position} is {kind}")
+    return api_key
+
+
 def _headers(api_key: str | None) -> dict[str, str]:
     headers = {"accept": "application/json"}
     if api_key:
@@ -241,13 +290,16 @@ def _headers(api_key: str | None) -> dict[str, str]:
 
 
 class SseParser:
-    """Server-Sent Events, a line at a time, into research events (comments skipped)."""
+    """Server-Sent Events from ``url``, a line at a time, into research events (comments
+    skipped)."""
 
-    def __init__(self) -> None:
+    def __init__(self, url: str) -> None:
+        self._url = url
         self._fields: dict[str, str] = {}
 
     def feed(self, line: str) -> ResearchEvent | None:
-        """The event a blank line completes, else None."""
+        """The event a blank line completes, else None; ``RemoteError`` for an event that
+        is not a research event (another server, or another version of searcher)."""
         if line:
             if not line.startswith(":"):
                 name, _, value = line.partition(":")
@@ -256,7 +308,19 @@ class SseParser:
         fields, self._fields = self._fields, {}
         if "data" not in fields:
             return None
-        return ResearchEvent.model_validate_json(fields["data"])
+        try:
+            return ResearchEvent.model_validate_json(fields["data"])
+        except ValidationError as exc:
+            raise RemoteError(self._url, f"unexpected answer: {_invalid(exc)}") from exc
+
+
+def _check_event_stream(response: httpx.Response, url: str) -> None:
+    """``RemoteError`` unless a 200 answer is an event stream: a proxy's HTML page or a
+    JSON body has no events, and reading it as SSE would end the stream with none."""
+    content_type = response.headers.get("content-type", "")
+    if content_type.partition(";")[0].strip().lower() != "text/event-stream":
+        got = content_type or "no content-type"
+        raise RemoteError(url, f"not an event stream ({got})", response.status_code)
 
 
 def research_body(question: str | ResearchRequest, preset: Preset | None) -> dict[str, Any]:
@@ -298,9 +362,9 @@ class SearcherClient:
         api_key: str | None = None,
     ) -> None:
         self.base_url = _normalised(base_url)
-        self.timeout = timeout
+        self.timeout = _checked_timeout(timeout)
         self._http = httpx.Client(
-            base_url=self.base_url, timeout=timeout, headers=_headers(api_key)
+            base_url=self.base_url, timeout=timeout, headers=_headers(_checked_api_key(api_key))
         )
 
     def __enter__(self) -> Self:
@@ -378,7 +442,7 @@ class SearcherClient:
         last, drops = after, 0
         while True:
             url = f"{self.base_url}/v1/research/{job_id}/events"
-            parser = SseParser()
+            parser = SseParser(url)
             try:
                 with self._http.stream(
                     "GET", url, headers={"Last-Event-ID": str(last)}, timeout=_STREAM_TIMEOUT
@@ -386,6 +450,7 @@ class SearcherClient:
                     if response.status_code != 200:
                         response.read()
                         raise error_from(response, url)
+                    _check_event_stream(response, url)
                     for line in response.iter_lines():
                         event = parser.feed(line)
                         if event is None:
@@ -399,6 +464,10 @@ class SearcherClient:
                 if drops > STREAM_RECONNECTS:
                     raise _transport_error(url, exc, self.timeout) from exc
                 continue
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                # Not a dropped connection (a bad job id in the URL, an undecodable body):
+                # resuming would fail the same way.
+                raise _transport_error(url, exc, self.timeout) from exc
             return  # the server ended the stream: the job is over
 
     def research(
@@ -429,9 +498,9 @@ class AsyncSearcherClient:
         api_key: str | None = None,
     ) -> None:
         self.base_url = _normalised(base_url)
-        self.timeout = timeout
+        self.timeout = _checked_timeout(timeout)
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, timeout=timeout, headers=_headers(api_key)
+            base_url=self.base_url, timeout=timeout, headers=_headers(_checked_api_key(api_key))
         )
 
     async def __aenter__(self) -> Self:
@@ -508,7 +577,7 @@ class AsyncSearcherClient:
         last, drops = after, 0
         while True:
             url = f"{self.base_url}/v1/research/{job_id}/events"
-            parser = SseParser()
+            parser = SseParser(url)
             try:
                 async with self._http.stream(
                     "GET", url, headers={"Last-Event-ID": str(last)}, timeout=_STREAM_TIMEOUT
@@ -516,6 +585,7 @@ class AsyncSearcherClient:
                     if response.status_code != 200:
                         await response.aread()
                         raise error_from(response, url)
+                    _check_event_stream(response, url)
                     async for line in response.aiter_lines():
                         event = parser.feed(line)
                         if event is None:
@@ -529,6 +599,10 @@ class AsyncSearcherClient:
                 if drops > STREAM_RECONNECTS:
                     raise _transport_error(url, exc, self.timeout) from exc
                 continue
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                # Not a dropped connection (a bad job id in the URL, an undecodable body):
+                # resuming would fail the same way.
+                raise _transport_error(url, exc, self.timeout) from exc
             return
 
     async def research(

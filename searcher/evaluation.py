@@ -23,6 +23,9 @@ DEFAULT_METRICS: tuple[str, ...] = ("MRR", "nDCG@5", "nDCG@10", "P@5", "Recall@1
 _ALIASES = {"MRR": "RR", "MAP": "AP"}
 CUTOFF = "cutoff"  # ir-measures' name for the k of nDCG@k
 _BEIR_HEADER = ["query-id", "corpus-id", "score"]
+# trec_eval keeps a relevance grade in a C int: pytrec_eval wraps larger values (2**32
+# reads as 0, not relevant) or fails inside its C code, so the parser refuses them.
+_GRADE_MIN, _GRADE_MAX = -(2**31), 2**31 - 1
 
 
 class EvalError(ValueError):
@@ -59,6 +62,16 @@ def _int(text: str, what: str, where: str) -> int:
         return int(text)
     except ValueError:
         raise EvalError(f"{where}: {what} must be an integer, got {text!r}") from None
+
+
+def _grade(text: str, where: str) -> int:
+    """A relevance grade, refused when trec_eval could not hold it."""
+    grade = _int(text, "relevance", where)
+    if not _GRADE_MIN <= grade <= _GRADE_MAX:
+        raise EvalError(
+            f"{where}: relevance must be between {_GRADE_MIN} and {_GRADE_MAX}, got {text!r}"
+        )
+    return grade
 
 
 def _float(text: str, where: str) -> float:
@@ -115,15 +128,17 @@ def parse_qrels(lines: Iterable[str], source: str) -> Qrels:
         docs = qrels.setdefault(qid, {})
         if docid in docs:
             raise EvalError(f"{where}: document {docid!r} judged twice for query {qid!r}")
-        docs[docid] = _int(grade, "relevance", where)
+        docs[docid] = _grade(grade, where)
     if not qrels:
         raise EvalError(f"{source}: no judgements in the qrels file")
     return qrels
 
 
 def _lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 file; a leading byte order mark (as Windows editors write it)
+    is dropped, or it would become part of the first query id."""
     try:
-        return Path(path).read_text(encoding="utf-8").splitlines()
+        return Path(path).read_text(encoding="utf-8-sig").splitlines()
     except FileNotFoundError:
         raise EvalError(f"{path}: no such file") from None
     except IsADirectoryError:

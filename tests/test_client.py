@@ -3,7 +3,10 @@ on 127.0.0.1 with the testbed behind it."""
 
 import asyncio
 import json
+import math
 import socket
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +18,7 @@ from searcher.client import AsyncSearcherClient, SearcherClient
 from searcher.config import load_settings
 from searcher.contract import FetchPageResponse, Health, Item, SearchRequest, SearchResponse
 from searcher.errors import AllBackendsFailed, BackendFailure, InvalidRequest, RemoteError
+from tests.testbed.server import ThreadedServer
 
 
 def call_sync(base, method, *args, **kwargs):
@@ -182,6 +186,102 @@ def test_base_url_must_be_a_usable_http_url(client_class, base):
     with pytest.raises(ValueError, match="base_url must be an http") as caught:
         client_class(base)
     assert repr(base) in str(caught.value)
+
+
+BAD_SETTINGS = [
+    ({"api_key": "clé"}, "api_key must be printable ASCII; character 3 is not ASCII"),
+    ({"api_key": "k-1\r\nX-Injected: 1"}, "api_key must be printable ASCII; character 4 is a"),
+    ({"timeout": -1}, "timeout must be a positive, finite number of seconds, got -1"),
+    ({"timeout": 0}, "timeout must be a positive"),
+    ({"timeout": math.nan}, "timeout must be a positive"),
+]
+
+
+@pytest.mark.parametrize(("settings", "message"), BAD_SETTINGS)
+@pytest.mark.parametrize("client_class", [SearcherClient, AsyncSearcherClient])
+def test_api_key_and_timeout_are_checked_at_construction(client_class, settings, message):
+    # Accepted, they failed at the first call as UnicodeEncodeError or httpx's ValueError.
+    with pytest.raises(ValueError) as caught:
+        client_class("http://127.0.0.1:8080", **settings)
+    assert str(caught.value) == message or str(caught.value).startswith(message)
+    assert "clé" not in str(caught.value)  # the key is a secret: never echoed
+
+
+@pytest.mark.parametrize(
+    ("options", "field"), [({"constraints": "abc"}, "constraints"), ({"budget": [1]}, "budget"),
+                           ({"want": 3}, "want")],
+)  # fmt: skip
+def test_a_section_that_is_not_a_mapping_is_invalid_request(call, options, field):
+    # Refused before sending: nothing listens on the port.
+    with pytest.raises(InvalidRequest) as caught:
+        call(f"http://127.0.0.1:{closed_port()}", "search", "q", **options)
+    assert caught.value.field == field and "must be a mapping or a model" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("option", "hint"), [("max_result", "; did you mean 'max_results'?"),
+                         ("mdoe", "; did you mean 'mode'?"), ("colour", "")],
+)  # fmt: skip
+def test_an_unknown_search_option_is_a_type_error(
+    call, make_settings, serve_searcher, matching_query, option, hint
+):
+    # Before, a misspelt option was dropped: max_result=1 returned 5 results.
+    base = serve_searcher(make_settings())
+    with pytest.raises(TypeError) as caught:
+        call(base, "search", matching_query, **{option: 1})
+    assert str(caught.value) == f"search() got an unexpected keyword argument {option!r}{hint}"
+
+
+# What a server that is not searcher (or a proxy) may answer on the event stream's URL.
+NOT_STREAMS: dict[str, tuple[str, bytes]] = {
+    "html": ("text/html; charset=utf-8", b"<html><body>Sign in</body></html>"),
+    "json": ("application/json", b'{"x": 1}'),
+    "bad-event": ("text/event-stream", b'id: 1\ndata: {"x":1}\n\n'),
+}
+
+
+async def not_a_searcher(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """ASGI app answering 200 on ``/{kind}/v1/research/job/events`` with ``NOT_STREAMS``."""
+    content_type, body = NOT_STREAMS[scope["path"].split("/")[1]]
+    headers = [(b"content-type", content_type.encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture(scope="module")
+def not_searcher_url() -> Iterator[str]:
+    with ThreadedServer(not_a_searcher) as server:
+        yield server.base_url
+
+
+def stream_sync(base: str) -> list[Any]:
+    with SearcherClient(base) as client:
+        return list(client.stream_research("job"))
+
+
+def stream_async(base: str) -> list[Any]:
+    async def go() -> list[Any]:
+        async with AsyncSearcherClient(base) as client:
+            return [event async for event in client.stream_research("job")]
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("stream", [stream_sync, stream_async], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [("html", "not an event stream (text/html; charset=utf-8)"),
+     ("json", "not an event stream (application/json)"),
+     ("bad-event", "unexpected answer: ")],
+)  # fmt: skip
+def test_an_answer_that_is_not_a_research_event_stream_is_a_remote_error(
+    not_searcher_url, stream, kind, reason
+):
+    # Before, HTML or JSON gave no events at all, and a foreign event a pydantic error.
+    url = f"{not_searcher_url}/{kind}/v1/research/job/events"
+    with pytest.raises(RemoteError) as caught:
+        stream(f"{not_searcher_url}/{kind}")
+    assert str(caught.value).startswith(f"{url}: {reason}")
 
 
 # --- searcher search --remote ----------------------------------------------------------

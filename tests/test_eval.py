@@ -18,6 +18,7 @@ from searcher.evaluation import (
     format_run,
     parse_qrels,
     parse_run,
+    read_qrels,
     read_run,
     run_from_rankings,
 )
@@ -137,11 +138,31 @@ def test_bad_run_lines(lines, message):
         (["query-id corpus-id score", "q1 a 1 extra"], "qrels:2: expected 3 fields"),
         (["q1 0 a 1", "q1 0 a 0"], "qrels:2: document 'a' judged twice"),
         (["query-id corpus-id score"], "qrels: no judgements"),
+        (["q1 0 a 4294967296"], "qrels:1: relevance must be between -2147483648 and 2147483647"),
+        (["q1 0 a 2147483648"], "qrels:1: relevance must be between"),
+        (["q1 0 a -2147483649"], "qrels:1: relevance must be between"),
+        (["query-id corpus-id score", "q1 a 99999999999999999999999"], "qrels:2: relevance must"),
     ],
 )
 def test_bad_qrels_lines(lines, message):
     with pytest.raises(EvalError, match=message):
         parse_qrels(lines, "qrels")
+
+
+def test_relevance_grades_at_the_c_int_limits_are_kept():
+    qrels = parse_qrels(["q1 0 a 2147483647", "q1 0 b -2147483648", "q1 0 c -1"], "qrels")
+    assert qrels == {"q1": {"a": 2**31 - 1, "b": -(2**31), "c": -1}}
+    # A negative grade still means "not relevant", and the top grade is relevant.
+    assert mean("MRR", ranked(q1="b c a"), qrels) == pytest.approx(1 / 3)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_query_id(tmp_path):
+    run, qrels = tmp_path / "bom.run", tmp_path / "bom.qrels"
+    run.write_bytes(b"\xef\xbb\xbfq1 Q0 d1 1 1 run\n")
+    qrels.write_bytes(b"\xef\xbb\xbfq1 0 d1 1\n")
+    assert list(read_run(run)) == ["q1"]
+    assert list(read_qrels(qrels)) == ["q1"]
+    assert invoke(str(run), str(qrels), "--metrics", "MRR").stdout.split()[3:5] == ["MRR", "1.0000"]
 
 
 def test_no_common_query_and_unknown_metric():
@@ -213,6 +234,14 @@ def test_command_errors(files, tmp_path):
     other.write_text("7 0 a 1\n")
     assert_one_line_error(invoke(run, str(other)), "no query in common")
     assert_one_line_error(invoke(run, qrels, "--metrics", "bogus"), "unknown metric 'bogus'")
+
+
+@pytest.mark.parametrize("grade", ["99999999999999999999999", "4294967296"])
+def test_command_refuses_a_relevance_grade_trec_eval_cannot_hold(files, tmp_path, grade):
+    # The first overflowed inside pytrec_eval (a traceback), the second scored as not relevant.
+    qrels = tmp_path / "huge.qrels"
+    qrels.write_text(f"1 0 a 1\n2 0 b {grade}\n")
+    assert_one_line_error(invoke(files[0], str(qrels)), f"{qrels}:2: relevance must be between")
 
 
 @pytest.mark.parametrize("metric", ["nDCG@0", "P@0", "Recall@0", "nDCG@00", "RR(rel=2)@0"])
