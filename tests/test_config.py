@@ -82,7 +82,9 @@ def test_a_rule_over_two_keys_is_said_without_a_field_label(tmp_path):
     path.write_text("limits: {max_results: 1}\n")
     with pytest.raises(ConfigError) as refused:
         load_settings(path, environ={})
-    assert str(refused.value).endswith(": budget.max_results=5 is above limits.max_results=1")
+    said = str(refused.value)
+    assert said.endswith(": budget.max_results=5 is above limits.max_results=1")
+    assert "body" not in said  # no field of its own: not labelled as the request body
 
 
 def test_missing_file_and_bad_env_value_are_errors(tmp_path):
