@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from searcher import __version__
 from searcher.api.errors import send_error
 from searcher.api.host_check import split_host
+from searcher.api.replayed_body import Received, read_body, replaying
 from searcher.config import Settings
 from searcher.contract import FetchPageRequest, FetchPageResponse, SearchRequest
 from searcher.errors import (
@@ -454,44 +455,6 @@ async def send_invalid_request(send: Send, reason: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class ReadBody:
-    """The receive messages of a request's body, read up to ``max_bytes``, to be replayed."""
-
-    def __init__(self, messages: list[Message], complete: bool) -> None:
-        self.messages = messages
-        self.complete = complete  # the whole body was read, within the bound
-
-    @property
-    def body(self) -> bytes:
-        """The body's bytes read so far."""
-        return b"".join(m.get("body", b"") for m in self.messages if m["type"] == "http.request")
-
-    def replay(self, receive: Receive) -> Receive:
-        """``receive`` that gives the messages read first, unchanged, then the rest."""
-        pending = list(self.messages)
-
-        async def replayed() -> Message:
-            return pending.pop(0) if pending else await receive()
-
-        return replayed
-
-
-async def read_body(receive: Receive, max_bytes: int) -> ReadBody:
-    """Read the body's messages until its end, a disconnect, or past ``max_bytes`` (the
-    app's BodyLimitMiddleware already cuts a body there; this bound does not rely on it)."""
-    messages: list[Message] = []
-    size = 0
-    while size <= max_bytes:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return ReadBody(messages, complete=False)
-        size += len(message.get("body", b""))
-        if not message.get("more_body", False):
-            return ReadBody(messages, complete=size <= max_bytes)
-    return ReadBody(messages, complete=False)
-
-
 class McpEndpoint:
     """``/mcp`` as the app serves it: POST only, each message checked, each exchange
     bounded in time.
@@ -539,21 +502,23 @@ class McpEndpoint:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
-        read = await read_body(receive, self.max_body_bytes)
-        problem = self._problem(read)
+        received: Received = []
+        # Bounded here too: the app's BodyLimitMiddleware cuts a body there already.
+        body = await read_body(receive, received, self.max_body_bytes)
+        problem = self._problem(body)
         if problem is not None:
             await send_invalid_request(send, problem)
             return
-        await self.app(scope, read.replay(receive), send)
+        await self.app(scope, replaying(received, receive), send)
 
     @staticmethod
-    def _problem(read: ReadBody) -> str | None:
+    def _problem(body: bytes | None) -> str | None:
         # A body cut short, too large or not JSON is the SDK's to answer (413, parse
         # error); it parses with pydantic_core too, so both read the same message.
-        if not read.complete:
+        if body is None:
             return None
         try:
-            decoded = pydantic_core.from_json(read.body)
+            decoded = pydantic_core.from_json(body)
         except ValueError:
             return None
         return message_problem(decoded)

@@ -30,6 +30,7 @@ from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import error_response, install_error_handlers
 from searcher.api.host_check import HostOriginMiddleware
 from searcher.api.observe import ObserveMiddleware, client_identity
+from searcher.api.replayed_body import read_body, replaying
 from searcher.api.research import end_jobs_when_stopping
 from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
@@ -316,30 +317,13 @@ class SearchFastPath:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         received: list[Message | BaseException] = []
-        body = await _read_body(receive, received)
+        body = await read_body(receive, received)
         request = None if body is None else _valid_search(scope, body)
         if request is None:
-            await self.handler(scope, _replaying(received, receive), send)
+            await self.handler(scope, replaying(received, receive), send)
             return
         response = await self.endpoint(request, Request(scope, receive, send))
         await response(scope, receive, send)
-
-
-async def _read_body(receive: Receive, received: list[Message | BaseException]) -> bytes | None:
-    """The whole body as Starlette reads it, every message (or error) kept in
-    ``received``; None when the read did not end with the last part of a body."""
-    while True:
-        try:
-            message = await receive()
-        except Exception as exc:  # e.g. a body limit: FastAPI's handler decides what it is
-            received.append(exc)
-            return None
-        received.append(message)
-        if message["type"] != "http.request":
-            return None  # a client gone: FastAPI's handler tells it
-        if not message.get("more_body", False):
-            break
-    return b"".join(m.get("body", b"") for m in received if isinstance(m, dict))
 
 
 def _valid_search(scope: Scope, body: bytes) -> SearchRequest | None:
@@ -351,21 +335,6 @@ def _valid_search(scope: Scope, body: bytes) -> SearchRequest | None:
         return SearchRequest.model_validate(json.loads(body), from_attributes=True)
     except Exception:  # bad JSON, too deep, invalid: FastAPI's handler answers it
         return None
-
-
-def _replaying(received: list[Message | BaseException], receive: Receive) -> Receive:
-    """``receive`` that first gives back (or raises again) what was received already."""
-    queue = list(received)
-
-    async def replayed() -> Message:
-        if queue:
-            item = queue.pop(0)
-            if isinstance(item, BaseException):
-                raise item
-            return item
-        return await receive()
-
-    return replayed
 
 
 def _name_the_instances(app: FastAPI, names: list[str]) -> None:
