@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from searcher.cache.results import ResultCache, cache_policy, serve_cached
 from searcher.config import Settings
 from searcher.contract import Budget, SearchRequest, SearchResponse
-from searcher.limits import clamp_budget, extract_chars_within_limit, pages_within_limit
+from searcher.limits import extract_chars_within_limit, pages_within_limit
 from searcher.page_reader import PageOutcome, Progress
 from searcher.pipeline.answer import answer
 from searcher.pipeline.assemble import make_items, render_pack
-from searcher.pipeline.budget import effective_budget
+from searcher.pipeline.budget import LimitedBudget, effective_budget, limited_budget
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.correct import correct
 from searcher.pipeline.parts import Parts
@@ -50,14 +50,13 @@ class SearchService:
         cannot express."""
         # Before the cache: a request over a ceiling is refused when limits.strict, cached
         # answer or not, and a cached answer carries this request's notes.
-        asked, lowered = clamp_budget(request.budget, self.settings.limits)
-        time_budget_ms = effective_budget(asked, self.settings.budget).max_total_time_ms
+        limited = limited_budget(request.budget, self.settings)
         response = await serve_cached(
             self.results,
             request,
-            lambda: self.search_uncached(request, progress, client),
-            lowered,
-            time_budget_ms / 1000,
+            lambda: self.search_uncached(request, progress, client, limited),
+            limited.lowered,
+            limited.budget.max_total_time_ms / 1000,
         )
         metrics, cache = self.parts.metrics, response.meta.cache
         if metrics and self.results and cache and cache_policy(request) == "use":
@@ -65,12 +64,17 @@ class SearchService:
         return response
 
     async def search_uncached(
-        self, request: SearchRequest, progress: Progress | None = None, client: str | None = None
+        self,
+        request: SearchRequest,
+        progress: Progress | None = None,
+        client: str | None = None,
+        limited: LimitedBudget | None = None,
     ) -> SearchResponse:
         """Run the pipeline's stages for one request, calling the backends. ``client`` is
-        who asks (an API key, a peer address): its share of the extraction workers."""
+        who asks (an API key, a peer address): its share of the extraction workers;
+        ``limited``: its budget, held to the server's limits already."""
         parts = self.parts
-        ctx = RequestContext.start(request, parts, client)
+        ctx = RequestContext.start(request, parts, client, limited)
         plan = await make_plan(ctx, parts)  # 1. rewrite, route, backends
         tagged = await retrieve(ctx, parts, plan)  # 2. search (perspectives at once)
         ranking = await rank(ctx, parts, plan, tagged)  # 3. fuse, dedup, score

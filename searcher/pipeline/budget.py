@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from searcher.config import BudgetDefaults
-from searcher.contract import Budget
+from searcher.config import BudgetDefaults, Settings
+from searcher.contract import Budget, ErrorEntry
 from searcher.fetch.fetcher import FetchLimits
+from searcher.limits import clamp_budget
 
 
 @dataclass(frozen=True)
@@ -63,3 +64,18 @@ def effective_budget(budget: Budget, defaults: BudgetDefaults) -> EffectiveBudge
         search_timeout_ms=pick(timeouts.search if timeouts else None, defaults.search_timeout_ms),
         fetch_timeout_ms=pick(timeouts.fetch if timeouts else None, defaults.fetch_timeout_ms),
     )
+
+
+@dataclass(frozen=True)
+class LimitedBudget:
+    """A request's budget within the server's ceilings, and a note per field lowered."""
+
+    budget: EffectiveBudget
+    lowered: list[ErrorEntry]
+
+
+def limited_budget(budget: Budget, settings: Settings) -> LimitedBudget:
+    """``budget`` held to ``limits.*`` (``InvalidRequest`` when strict), then filled from
+    the configured defaults."""
+    asked, lowered = clamp_budget(budget, settings.limits)
+    return LimitedBudget(effective_budget(asked, settings.budget), lowered)

@@ -33,10 +33,9 @@ from searcher.contract import (
     SearchResponse,
     Usage,
 )
-from searcher.limits import clamp_budget
 from searcher.llm.runner import StepRunner
 from searcher.page_reader import PageOutcome
-from searcher.pipeline.budget import EffectiveBudget, effective_budget
+from searcher.pipeline.budget import EffectiveBudget, LimitedBudget, limited_budget
 from searcher.pipeline.parts import Parts
 from searcher.resilience import CallBudget, Deadline
 
@@ -79,17 +78,23 @@ class RequestContext:
 
     @classmethod
     def start(
-        cls, request: SearchRequest, parts: Parts, client: str | None = None
+        cls,
+        request: SearchRequest,
+        parts: Parts,
+        client: str | None = None,
+        limited: LimitedBudget | None = None,
     ) -> RequestContext:
-        """A context whose deadline starts now, its budget within the server's limits."""
+        """A context whose deadline starts now, its budget within the server's limits
+        (``limited``, when the caller held it to them already)."""
         settings = parts.settings
         # limits.*: the server's ceilings over what the request asked (422 if strict).
-        asked, lowered = clamp_budget(request.budget, settings.limits)
-        budget = effective_budget(asked, settings.budget)
+        limited = limited or limited_budget(request.budget, settings)
+        budget = limited.budget
         deadline = Deadline(budget.max_total_time_ms / 1000)
         calls = CallBudget(budget.max_tool_calls)
         llm = StepRunner(parts.llm, settings.llm, deadline, calls, date.today())
-        return cls(request, budget, deadline, calls, llm, errors=list(lowered), client=client)
+        errors = list(limited.lowered)
+        return cls(request, budget, deadline, calls, llm, errors=errors, client=client)
 
     @contextlib.contextmanager
     def timed(self, stage: str) -> Iterator[None]:
