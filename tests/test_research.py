@@ -123,6 +123,20 @@ def test_a_client_that_reconnects_with_last_event_id_misses_nothing(make_setting
     assert [e["event"] for e in first + rest] == [e["event"] for e in everything]
 
 
+def test_an_empty_last_event_id_means_no_event_seen_and_a_word_is_refused(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings())
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    everything = follow(base, job_id)
+    # The SSE spec: an empty Last-Event-ID is "none yet", so the stream starts at 1.
+    assert follow(base, job_id, headers={"Last-Event-ID": ""}) == everything
+    url = f"{base}/v1/research/{job_id}/events"
+    refused = httpx.get(url, headers={"Last-Event-ID": "two"}, timeout=10)
+    assert refused.status_code == 422
+    assert "last-event-id" in refused.text.lower()
+
+
 def test_stream_true_streams_the_events_in_the_response(make_settings, serve_searcher):
     base = serve_searcher(make_settings())
     body = {"query": QUESTION, "preset": "minimal", "stream": True}

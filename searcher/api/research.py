@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import BeforeValidator, Field
 
 from searcher.contract import ErrorResponse, ResearchAccepted, ResearchJob, ResearchRequest
 from searcher.research.jobs import JobBook
@@ -62,6 +63,11 @@ def _event_id_schema(schema: dict[str, Any]) -> None:
     # Optional, but when sent an integer: "null" is no event id.
     schema.clear()
     schema.update({"type": "integer", "minimum": 0, "maximum": 1_000_000})
+
+
+def _blank_is_none(value: object) -> object:
+    # The SSE spec: an empty Last-Event-ID means the client saw no event yet.
+    return None if isinstance(value, str) and not value.strip() else value
 
 
 def _jobs(request: Request) -> JobBook:
@@ -147,7 +153,9 @@ async def research_events(
     job_id: str,
     request: Request,
     last_event_id: Annotated[
-        int | None, Header(ge=0, le=1_000_000, json_schema_extra=_event_id_schema)
+        Annotated[int, Field(ge=0, le=1_000_000)] | None,
+        BeforeValidator(_blank_is_none),
+        Header(json_schema_extra=_event_id_schema),
     ] = None,
     after: Annotated[
         int | None,
