@@ -113,6 +113,20 @@ def test_bad_search_bodies_are_refused_by_the_body_model():
     assert TavilySearchBody(query="q", country="germany", include_usage=True).query == "q"
 
 
+def test_null_is_the_fields_default_as_tavily_takes_it():
+    unset = [
+        "search_depth", "topic", "time_range", "days", "max_results", "include_domains",
+        "include_answer", "include_raw_content", "include_images", "api_key",
+    ]  # fmt: skip
+    written = TavilySearchBody(query="q", **dict.fromkeys(unset))
+    assert written == TavilySearchBody(query="q")
+    assert written.search_depth == "basic" and written.include_answer is False
+    extract = TavilyExtractBody(urls="http://a.example/", format=None, extract_depth=None)
+    assert extract.format == "markdown" and extract.extract_depth == "basic"
+    with pytest.raises(ValueError, match="query"):
+        TavilySearchBody(query=None)
+
+
 def test_extract_body_takes_a_url_or_a_list():
     assert TavilyExtractBody(urls="http://a.example/x").url_list == ["http://a.example/x"]
     listed = TavilyExtractBody(urls=["http://a.example/1", "http://a.example/1", " "])
@@ -498,6 +512,8 @@ def test_bad_bodies_get_tavilys_400_shape(make_settings, serve_searcher, client)
         refused = httpx.post(f"{base}/tavily/search", json=body)
         assert refused.status_code == 400 and refused.json()["detail"]["field"] == field
         assert refused.json()["detail"]["error"].startswith(f"{field}: must be true, false, ")
+    nulls = {"query": "bm25", "search_depth": None, "topic": None, "include_answer": None}
+    assert httpx.post(f"{base}/tavily/search", json=nulls).status_code == 200
     for urls in (5, ["http://a.example/", 5]):
         refused = httpx.post(f"{base}/tavily/extract", json={"urls": urls})
         assert refused.status_code == 400 and refused.json()["detail"]["field"] == "urls"

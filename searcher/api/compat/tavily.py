@@ -29,6 +29,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -94,6 +95,15 @@ class _Body(WireSafe):
     model_config = ConfigDict(extra="ignore")
 
     api_key: str | None = Field(default=None, description="Or `Authorization: Bearer <key>`.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        # Clients write every option, unset ones as null (as Tavily takes them): null is
+        # the field's default, for fields whose default is not null too.
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
 
 
 # The words each true-false-or-word field of the search body takes besides true and false.
