@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self, TypedDict, TypeVar, Unpack
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -53,6 +53,11 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 60.0
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def job_path(job_id: str) -> str:
+    """The path of a research job: its id as one path segment, whatever it holds."""
+    return f"/v1/research/{quote(job_id, safe='')}"
 
 
 class SearchOptions(TypedDict, total=False):
@@ -429,11 +434,11 @@ class SearcherClient:
 
     def research_status(self, job_id: str) -> ResearchJob:
         """``GET /v1/research/{id}``: status, progress, and the result when done."""
-        return self._call(_Call("GET", f"/v1/research/{job_id}"), ResearchJob)
+        return self._call(_Call("GET", job_path(job_id)), ResearchJob)
 
     def cancel_research(self, job_id: str) -> ResearchJob:
         """``DELETE /v1/research/{id}``."""
-        return self._call(_Call("DELETE", f"/v1/research/{job_id}"), ResearchJob)
+        return self._call(_Call("DELETE", job_path(job_id)), ResearchJob)
 
     def stream_research(self, job_id: str, after: int = 0) -> Iterator[ResearchEvent]:
         """The job's events as they come, until its ``done`` event; a dropped connection is
@@ -441,7 +446,7 @@ class SearcherClient:
         repeated."""
         last, drops = after, 0
         while True:
-            url = f"{self.base_url}/v1/research/{job_id}/events"
+            url = f"{self.base_url}{job_path(job_id)}/events"
             parser = SseParser(url)
             try:
                 with self._http.stream(
@@ -565,18 +570,18 @@ class AsyncSearcherClient:
 
     async def research_status(self, job_id: str) -> ResearchJob:
         """``GET /v1/research/{id}``: status, progress, and the result when done."""
-        return await self._call(_Call("GET", f"/v1/research/{job_id}"), ResearchJob)
+        return await self._call(_Call("GET", job_path(job_id)), ResearchJob)
 
     async def cancel_research(self, job_id: str) -> ResearchJob:
         """``DELETE /v1/research/{id}``."""
-        return await self._call(_Call("DELETE", f"/v1/research/{job_id}"), ResearchJob)
+        return await self._call(_Call("DELETE", job_path(job_id)), ResearchJob)
 
     async def stream_research(self, job_id: str, after: int = 0) -> AsyncIterator[ResearchEvent]:
         """The job's events as they come, until its ``done`` event; a dropped connection is
         resumed after the last event seen (``Last-Event-ID``)."""
         last, drops = after, 0
         while True:
-            url = f"{self.base_url}/v1/research/{job_id}/events"
+            url = f"{self.base_url}{job_path(job_id)}/events"
             parser = SseParser(url)
             try:
                 async with self._http.stream(

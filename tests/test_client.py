@@ -5,6 +5,7 @@ import asyncio
 import json
 import math
 import socket
+from urllib.parse import quote
 from collections.abc import Iterator
 from typing import Any
 
@@ -355,3 +356,16 @@ def test_searcher_remote_environment_variable(
     result = run("search", matching_query, "--config", str(broken), env={"SEARCHER_REMOTE": base})
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("[CONTEXT_PACK ucp-1]") and "Title:" in result.stdout
+
+
+@pytest.mark.parametrize("job_id", ["../health", "a?b=1", "#top"])
+def test_a_job_id_is_one_path_segment_whatever_it_holds(
+    call, make_settings, serve_searcher, job_id
+):
+    base = serve_searcher(make_settings())
+    # Unquoted, "../health" reached /v1/health and "a?b=1" asked for job "a".
+    for method in ("research_status", "cancel_research"):
+        with pytest.raises(RemoteError) as raised:
+            call(base, method, job_id)
+        assert raised.value.status == 404, raised.value
+        assert f"/v1/research/{quote(job_id, safe='')}:" in str(raised.value)
