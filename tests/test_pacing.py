@@ -11,6 +11,8 @@ import httpx
 import pytest
 
 from searcher.backends.pacing import Pacer
+from searcher.backends.registry import upstream_key, upstream_of
+from searcher.backends.searxng import SearxngSettings
 from searcher.errors import BackendRateLimited
 from searcher.rates import Rate
 from searcher.resilience import Deadline
@@ -103,6 +105,17 @@ def test_instances_of_one_upstream_share_its_allowance(
     assert brave_hits(testbed) == 1
     paced = {e["source"] for e in used[1]["meta"]["errors"] if "paced at" in e["reason"]}
     assert paced == {"brave", "brave2"}
+
+
+def test_a_base_url_names_one_upstream_with_or_without_its_trailing_slash():
+    def upstream(base_url: str) -> str:
+        instance = SearxngSettings(adapter="searxng", base_url=base_url)
+        return upstream_of(upstream_key("any", instance))
+
+    assert upstream("http://127.0.0.1:8888/searx") == upstream("http://127.0.0.1:8888/searx/")
+    assert upstream("http://127.0.0.1:8888") == upstream("http://127.0.0.1:8888/")
+    assert upstream("http://127.0.0.1:8888/searx") != upstream("http://127.0.0.1:8888/")
+    assert upstream("http://127.0.0.1:8888/") != upstream("http://127.0.0.2:8888/")
 
 
 async def test_a_shared_allowance_goes_at_the_strictest_rate(tmp_path):

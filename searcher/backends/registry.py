@@ -172,6 +172,9 @@ def upstream_key(name: str, instance: InstanceSettings) -> str:
     configurations that give one name to different upstreams (another SearXNG, another
     key) share nothing; the digest keeps a key out of the store."""
     upstream = {k: v for k, v in instance.model_dump(mode="json").items() if k not in _USAGE_KEYS}
+    if isinstance(upstream.get("base_url"), str):
+        # Adapters join paths to it either way: ".../searx" and ".../searx/" are one upstream.
+        upstream["base_url"] = upstream["base_url"].rstrip("/")
     digest = hashlib.sha256(json.dumps(upstream, sort_keys=True).encode()).hexdigest()[:16]
     return f"{name}@{digest}"
 
