@@ -5,9 +5,9 @@ import asyncio
 import json
 import math
 import socket
-from urllib.parse import quote
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ import yaml
 from searcher.config import Settings
 from searcher.contract import ResearchRequest
 from searcher.research.jobs import KEEP_FINISHED, NAMESPACE, JobBook
+from searcher.research.report import uncited
 from searcher.runtime import open_service
 from searcher.state import open_store
 from tests.testbed.chat import script
@@ -110,6 +112,23 @@ def test_a_job_runs_to_an_evidence_report_and_streams_every_event(make_settings,
     assert result["search_trace"] and result["search_trace"][0]["results"] > 0
     assert result["verification_status"] in {"verified", "partially_verified", "conflicting"}
     assert any(p["kind"] == "page" for p in evidence)
+
+
+def test_bracketed_numbers_in_the_question_cite_nothing_in_the_report(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings())
+    job_id = start(base, {"query": f"{QUESTION} [99] [1]", "preset": "minimal"})
+    follow(base, job_id)
+    result = httpx.get(f"{base}/v1/research/{job_id}").json()["result"]
+    report, evidence = result["report"], result["evidence"]
+    # Every [n] left is one of the report's own: a passage listed under a sub-question.
+    listed = {int(n) for n in re.findall(r"^- \[(\d+)\]", report, re.MULTILINE)}
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", report)}
+    assert listed and cited == listed <= set(range(1, len(evidence) + 1))
+    assert report.startswith(f"# Evidence for: {QUESTION} (99) (1)")
+    # Pages' footnote marks too (Wikipedia's "[3]"), in the report and the model's evidence.
+    assert uncited("the capital.[3][4, 5] [a]") == "the capital.(3)(4, 5) [a]"
 
 
 def test_a_client_that_reconnects_with_last_event_id_misses_nothing(make_settings, serve_searcher):

@@ -24,6 +24,15 @@ _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|(?=\n)|$)|\n+|[.!?]+")
 _CITES = re.compile(r"\s?" + CITED)  # with the space before it, to go with it
 
 
+_LOOKS_CITED = re.compile(CITED)
+
+
+def uncited(text: str) -> str:
+    """``text`` with its bracketed numbers (a page's footnote marks, a question's "[99]")
+    as ``(n)``, so that a report's citations are only its own."""
+    return _LOOKS_CITED.sub(lambda match: f"({match.group(1)})", text)
+
+
 @dataclass(frozen=True)
 class Section:
     """One sub-question and the numbers of its evidence passages (1-based), best first."""
@@ -37,7 +46,7 @@ def numbered_evidence(passages: Sequence[Passage], max_chars: int) -> str:
     """``[n] title (url)`` then the passage, for the model, within ``max_chars``."""
     blocks, used = [], 0
     for n, p in enumerate(passages, start=1):
-        block = f"[{n}] {p.title} ({p.url})\n{' '.join(p.text.split())}"
+        block = f"[{n}] {uncited(p.title)} ({p.url})\n{uncited(' '.join(p.text.split()))}"
         if used + len(block) > max_chars:
             break
         blocks.append(block)
@@ -49,18 +58,18 @@ def evidence_report(
     question: str, sections: Sequence[Section], passages: Sequence[Passage], max_chars: int
 ) -> str:
     """The deterministic report: per sub-question its best passages, then the sources."""
-    lines = [f"# Evidence for: {question}", ""]
+    lines = [f"# Evidence for: {uncited(question)}", ""]
     for i, section in enumerate(sections, start=1):
         status = "answered" if section.covered else "not fully answered"
-        lines += [f"## {i}. {section.question} ({status})", ""]
+        lines += [f"## {i}. {uncited(section.question)} ({status})", ""]
         for n in section.evidence:
-            text = " ".join(passages[n - 1].text.split())
+            text = uncited(" ".join(passages[n - 1].text.split()))
             lines.append(f"- [{n}] {text}")
         lines.append("")
     cited = sorted({n for s in sections for n in s.evidence})
     if cited:
         lines += ["## Sources", ""]
-        lines += [f"[{n}] {passages[n - 1].title} — {passages[n - 1].url}" for n in cited]
+        lines += [f"[{n}] {uncited(passages[n - 1].title)} — {passages[n - 1].url}" for n in cited]
     report = neutralise_markers("\n".join(lines).strip())  # passages are web text
     return report if len(report) <= max_chars else report[: max_chars - 1].rstrip() + "…"
 
