@@ -246,6 +246,19 @@ def test_extract_response_splits_pages_read_from_pages_refused():
     }
 
 
+def test_text_format_is_plain_text_and_markdown_stays_markdown():
+    markdown = "# Results\n\n| team | wins |\n|---|---|\n| Ajax | 3 |"
+    text = "Results\n\nteam\twins\nAjax\t3"
+    page = PageOutcome("fetched", content=markdown)
+    for form, expected in (("text", text), ("markdown", markdown)):
+        body = TavilyExtractBody(urls="http://a.example/", format=form)
+        assert extract_response(body, [page], 0.1, "r")["results"][0]["raw_content"] == expected
+    items = [item(1, 0.9, content=markdown)]
+    for raw, expected in (("text", text), ("markdown", markdown), (True, markdown)):
+        body = TavilySearchBody(query="q", include_raw_content=raw)
+        assert search_response(body, ucp(items), "r")["results"][0]["raw_content"] == expected
+
+
 def test_extract_with_a_query_keeps_the_best_chunks():
     paragraphs = [
         "Cats purr when they are content, and sometimes when they are anxious or unwell. "
@@ -415,6 +428,7 @@ def test_extract_reads_pages_and_refuses_private_addresses(
         assert opening(aeb_ground_truth, result["url"], 5) in " ".join(
             result["raw_content"].split()
         )
+        assert not re.search(r"^#", result["raw_content"], re.MULTILINE)  # plain text
         assert result["images"] == []
     (failed,) = data["failed_results"]
     assert failed["url"] == "http://10.0.0.1/x"
@@ -427,7 +441,7 @@ def test_extract_reads_pages_and_refuses_private_addresses(
     assert sorted(e.path for e in testbed_clean.log) == sorted(httpx.URL(p).path for p in pages)
 
     # A single URL as a string, with a query: the page's best chunks.
-    one = client(base).extract(pages[0], query="the", chunks_per_source=2)
+    one = client(base).extract(pages[0], query="the", chunks_per_source=2, format="text")
     (result,) = one["results"]
     full_text = data["results"][0]["raw_content"]
     chunks = result["raw_content"].split(" [...] ")

@@ -61,6 +61,7 @@ from searcher.errors import (
     TooManyJobs,
     field_problems,
 )
+from searcher.fetch.plain_text import plain_text
 from searcher.page_reader import PageOutcome
 from searcher.passages import top_chunks
 
@@ -277,11 +278,18 @@ def _result(item: Item, body: TavilySearchBody) -> dict[str, Any]:
         "url": item.url,
         "content": content,
         "score": item.score.relevance,
-        "raw_content": item.content if body.include_raw_content else None,
+        "raw_content": _raw_content(item.content, body.include_raw_content),
     }
     if body.topic == "news" and item.published_utc:
         result["published_date"] = item.published_utc
     return result
+
+
+def _raw_content(content: str | None, wanted: bool | str) -> str | None:
+    """A page's text as the search body asked for it: markdown (``true`` too), text, none."""
+    if not wanted or content is None:
+        return None
+    return plain_text(content) if wanted == "text" else content
 
 
 def search_response(
@@ -327,6 +335,8 @@ def extract_response(
             failed.append({"url": url, "error": error})
             continue
         text = outcome.content or ""
+        if body.format == "text":
+            text = plain_text(text)
         if body.query:
             chunks = top_chunks(
                 body.query, text, body.chunks_per_source or DEFAULT_CHUNKS, CHUNK_CHARS
