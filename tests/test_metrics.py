@@ -58,6 +58,20 @@ def test_metrics_count_searches_stages_routes_and_breakers(make_settings, serve_
     assert sample(text, "searcher_info", version="0.1.0") == 1
 
 
+def test_requests_refused_before_routing_are_labelled_with_their_route(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings(auth={"enabled": True}))
+    assert httpx.post(f"{base}/v1/search", json={"query": "q"}).status_code == 401
+    assert httpx.get(f"{base}/v1/research/abc").status_code == 401
+    assert httpx.get(f"{base}/no/such/route").status_code == 401
+    text = httpx.get(f"{base}/metrics").text
+    count = "searcher_http_request_duration_seconds_count"
+    assert sample(text, count, route="/v1/search", method="POST", status="401") == 1
+    assert sample(text, count, route="/v1/research/{job_id}", method="GET", status="401") == 1
+    assert sample(text, count, route="unmatched", method="GET", status="401") == 1
+
+
 def test_metrics_count_state_operations_served_without_the_store(make_settings, serve_searcher):
     with RedisServer() as server:
         state = {"redis_url": server.url, "redis_timeout_s": 0.3}

@@ -160,8 +160,9 @@ def create_app(
     # ... and, outermost, every request is timed, counted and logged, refusals included.
     logs = settings.logging
     app.add_middleware(
-        ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries
-    )
+        ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries,
+        routes=app.router.routes,
+    )  # fmt: skip
     install_error_handlers(app)
 
     @app.post(

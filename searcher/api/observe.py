@@ -16,10 +16,12 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher.api.errors import send_error
@@ -53,18 +55,40 @@ def client_identity(scope: Scope) -> str | None:
     return f"addr:{client[0]}" if client else None
 
 
-def route_of(scope: Scope) -> str:
-    """The matched route's template (``/v1/research/{id}``), so that labels stay few."""
+def route_of(scope: Scope, routes: Sequence[BaseRoute] = ()) -> str:
+    """The matched route's template (``/v1/research/{id}``), so that labels stay few. A
+    request refused before routing (a missing key, a foreign Host) is labelled with the
+    route it was for."""
     route = scope.get("route")
+    if route is None:
+        route = next((r for r in _leaves(routes) if r.matches(scope)[0] is Match.FULL), None)
     path = getattr(route, "path", None)
     return path if isinstance(path, str) else "unmatched"
 
 
+def _leaves(routes: Sequence[BaseRoute]) -> Iterator[BaseRoute]:
+    """The routes that carry a path template, inside included routers too (FastAPI keeps
+    an included router as one entry whose own routes are its ``original_router``'s)."""
+    for route in routes:
+        if isinstance(getattr(route, "path", None), str):
+            yield route
+            continue
+        inner = getattr(getattr(route, "original_router", route), "routes", None)
+        if inner:
+            yield from _leaves(inner)
+
+
 class ObserveMiddleware:
     def __init__(
-        self, app: ASGIApp, metrics: Metrics | None, access_log: bool, log_queries: bool
+        self,
+        app: ASGIApp,
+        metrics: Metrics | None,
+        access_log: bool,
+        log_queries: bool,
+        routes: Sequence[BaseRoute] = (),
     ) -> None:
         self.app = app
+        self.routes = routes  # the app's own list: routes added later are in it too
         self.metrics = metrics
         self.access_log = access_log
         self.log_queries = log_queries
@@ -87,7 +111,7 @@ class ObserveMiddleware:
             if answered:
                 status = answered["status"]
             seconds = time.perf_counter() - started
-            route = route_of(scope)
+            route = route_of(scope, self.routes)
             if self.metrics is not None:
                 self.metrics.http_request(route, scope["method"], status, seconds)
             if self.access_log and log.isEnabledFor(logging.INFO):
