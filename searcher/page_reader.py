@@ -51,7 +51,7 @@ class PageOutcome:
 Progress = Callable[[int, int, str, PageOutcome], None]
 
 DEADLINE_SKIP = PageOutcome(
-    "skipped", "budget", "request deadline reached before the page was read"
+    "skipped", "timeout", "request deadline reached before the page was read"
 )
 
 

@@ -109,6 +109,23 @@ def test_a_partial_fan_out_answer_is_not_stored(
     assert backend_calls(testbed_clean, "/brave") > before
 
 
+def test_a_full_mode_answer_with_results_beyond_max_fetch_pages_is_stored(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    # More results than pages to read (the defaults: 5 and 3): the unread ones are
+    # skipped for the budget, and would be again; the answer is complete.
+    base = serve_searcher(make_settings())
+    body = {"query": matching_query, "constraints": {"search_mode": "full"},
+            "budget": {"max_results": 4, "max_fetch_pages": 1}}  # fmt: skip
+    first = post(base, body).json()
+    skips = [i["fetch"]["skip_reason"] for i in first["items"]]
+    assert first["items"][0]["fetch"]["status"] == "fetched" and skips[1:] == ["budget"] * 3
+    calls = backend_calls(testbed_clean)
+    again = post(base, body).json()
+    assert again["meta"]["cache"]["hit"] is True and backend_calls(testbed_clean) == calls
+    assert again["rendered_text"] == first["rendered_text"]
+
+
 def test_an_answer_with_a_page_that_failed_for_a_passing_reason_is_not_stored(
     make_settings, serve_searcher, testbed_clean, matching_query
 ):
@@ -293,7 +310,7 @@ def test_completeness():
         ({"status": "failed", "skip_reason": "timeout", "http_status": 200}, True),  # killed
         ({"status": "failed", "skip_reason": "error", "http_status": 200}, True),  # worker died
         ({"status": "skipped", "skip_reason": "timeout"}, True),
-        ({"status": "skipped", "skip_reason": "budget"}, True),
+        ({"status": "skipped", "skip_reason": "budget"}, False),  # beyond max_fetch_pages
     ],
 )
 def test_a_page_read_that_may_go_better_makes_the_answer_incomplete(fetch, may_change):

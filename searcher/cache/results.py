@@ -164,10 +164,11 @@ def fresh_seconds(
 
 
 def page_may_change(fetch: FetchInfo) -> bool:
-    """Whether another read of the page could go better: it timed out, was cut by the
-    budget or an error (a dead worker), or failed with no answer, a 5xx, 408 or 429. A
-    404, a refused type or a page too complex to parse would fail the same way again."""
-    if fetch.skip_reason in ("timeout", "budget", "error"):
+    """Whether another read of the page could go better: it timed out (its own timeout or
+    the request's deadline), was cut by an error (a dead worker), or failed with no
+    answer, a 5xx, 408 or 429. A 404, a refused type, a page too complex to parse or a
+    page beyond ``max_fetch_pages`` (``budget``) would go the same way again."""
+    if fetch.skip_reason in ("timeout", "error"):
         return True
     if fetch.status == "failed" and fetch.skip_reason is None:
         code = fetch.http_status
