@@ -22,7 +22,12 @@ from searcher.backends.pacing import Pacer, instance_rates
 from searcher.backends.registry import build_backends, upstream_keys
 from searcher.backends.shared_breakers import SharedBreakers
 from searcher.cache.extraction import ExtractionCache
-from searcher.cache.results import ResultCache, SemanticMatcher, answer_fingerprint
+from searcher.cache.results import (
+    ResultCache,
+    SemanticMatcher,
+    answer_fingerprint,
+    budget_defaults,
+)
 from searcher.cache.semantic import SemanticCache
 from searcher.cache.semantic_qdrant import QdrantSemanticCache, open_qdrant
 from searcher.config import Settings
@@ -83,7 +88,10 @@ def _result_cache(
             semantic = QdrantSemanticCache(qdrant, embedder, cfg.threshold)
         else:
             semantic = SemanticCache(state, embedder, cfg.threshold, cfg.max_entries)
-    return ResultCache(state, settings.cache, answer_fingerprint(settings), semantic)
+    return ResultCache(
+        state, settings.cache, answer_fingerprint(settings), semantic,
+        budget_defaults=budget_defaults(settings),
+    )  # fmt: skip
 
 
 async def _prune_state(state: FailSoftStore, interval_s: float) -> None:

@@ -12,6 +12,7 @@ import pytest
 from searcher.cache.results import (
     ResultCache,
     answer_fingerprint,
+    budget_defaults,
     canonical_request,
     fresh_seconds,
     is_complete,
@@ -124,6 +125,16 @@ def test_a_full_mode_answer_with_results_beyond_max_fetch_pages_is_stored(
     again = post(base, body).json()
     assert again["meta"]["cache"]["hit"] is True and backend_calls(testbed_clean) == calls
     assert again["rendered_text"] == first["rendered_text"]
+
+
+def test_a_request_that_states_the_default_budget_is_served_from_cache(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    base = serve_searcher(make_settings())
+    assert post(base, {"query": matching_query}).json()["meta"]["cache"]["hit"] is False
+    calls = backend_calls(testbed_clean)
+    stated = post(base, {"query": matching_query, "budget": {"max_results": 5}}).json()
+    assert stated["meta"]["cache"]["hit"] is True and backend_calls(testbed_clean) == calls
 
 
 def test_an_answer_with_a_page_that_failed_for_a_passing_reason_is_not_stored(
@@ -260,6 +271,15 @@ def test_the_key_ignores_what_does_not_change_the_answer():
     assert len(keys) == len(different) and base not in keys
     assert request_key(_request(), "other settings") != base
     assert "text" not in canonical_request(_request(), with_query=False)
+
+
+def test_a_budget_stated_at_its_default_is_the_same_request():
+    defaults = budget_defaults(Settings())
+    assert defaults["max_results"] == 5 and "max_total_time_ms" not in defaults
+    base = request_key(_request(), "f", defaults)
+    stated = _request(budget={"max_results": 5, "max_context_chars": 8000})
+    assert request_key(stated, "f", defaults) == base
+    assert request_key(_request(budget={"max_results": 6}), "f", defaults) != base
 
 
 def test_fresh_time_depends_on_intent_time_range_and_route():

@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from searcher import __version__
 from searcher.config import ResultCacheSettings, Settings
 from searcher.contract import (
+    Budget,
     CacheInfo,
     CacheKind,
     ErrorEntry,
@@ -86,17 +87,33 @@ class _Computing:
     ends_by: float  # time.monotonic() when its deadline is over
 
 
-def canonical_request(request: SearchRequest, with_query: bool = True) -> dict[str, Any]:
-    """The parts of a request that change its answer, in a stable form. Without the query
-    text it is the request's *scope*: what two queries must share to answer each other."""
+def budget_defaults(settings: Settings) -> dict[str, Any]:
+    """What a request's budget fields are when it does not set them (``budget.*`` of the
+    config), those that shape an answer only: a request that states them is the same."""
+    configured = settings.budget.model_dump(mode="json")
+    return {
+        name: configured[name]
+        for name in Budget.model_fields
+        if name in configured and name not in _TIME_FIELDS
+    }
+
+
+def canonical_request(
+    request: SearchRequest, with_query: bool = True, defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The parts of a request that change its answer, in a stable form, its budget filled
+    in from ``defaults`` (``budget_defaults``). Without the query text it is the request's
+    *scope*: what two queries must share to answer each other."""
     data = request.model_dump(mode="json", exclude_defaults=True)
     data.pop("query", None)
     constraints = data.get("constraints", {})
     constraints.pop("cache", None)
     constraints.pop("lang", None)
-    budget = data.get("budget", {})
+    budget = data.setdefault("budget", {})
     for name in _TIME_FIELDS:
         budget.pop(name, None)
+    for name, value in (defaults or {}).items():
+        budget.setdefault(name, value)
     data = {name: part for name, part in data.items() if part != {}}
     data["lang"] = request.lang
     if with_query:
@@ -108,13 +125,17 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:40]
 
 
-def request_key(request: SearchRequest, fingerprint: str) -> str:
+def request_key(
+    request: SearchRequest, fingerprint: str, defaults: Mapping[str, Any] | None = None
+) -> str:
     """The state key of a request's cached answer."""
-    return NAMESPACE + _digest(fingerprint, canonical_request(request))
+    return NAMESPACE + _digest(fingerprint, canonical_request(request, defaults=defaults))
 
 
-def request_scope(request: SearchRequest, fingerprint: str) -> str:
-    return _digest(fingerprint, canonical_request(request, with_query=False))
+def request_scope(
+    request: SearchRequest, fingerprint: str, defaults: Mapping[str, Any] | None = None
+) -> str:
+    return _digest(fingerprint, canonical_request(request, with_query=False, defaults=defaults))
 
 
 def answer_fingerprint(settings: Settings) -> str:
@@ -210,14 +231,24 @@ class ResultCache:
         fingerprint: str,
         semantic: SemanticMatcher | None = None,
         clock: Callable[[], float] = time.time,
+        budget_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         self.state = store
         self.settings = settings
         self.fingerprint = fingerprint
+        self.budget_defaults = dict(budget_defaults or {})
         self.semantic = semantic
         self._clock = clock
         # request key -> its computation in this process (identical requests at once).
         self.computing: dict[str, _Computing] = {}
+
+    def key(self, request: SearchRequest) -> str:
+        """The state key of ``request``'s cached answer."""
+        return request_key(request, self.fingerprint, self.budget_defaults)
+
+    def scope(self, request: SearchRequest) -> str:
+        """What two queries must share to answer each other (the semantic cache's scope)."""
+        return request_scope(request, self.fingerprint, self.budget_defaults)
 
     async def _entry(self, key: str) -> tuple[SearchResponse, float, float] | None:
         """(response, age, fresh seconds) of the entry at ``key``; None if absent or
@@ -238,11 +269,11 @@ class ResultCache:
         """A fresh cached answer to ``request`` (exact, then semantic), within
         ``budget.max_age_s`` when set."""
         max_age = request.budget.max_age_s
-        key = request_key(request, self.fingerprint)
+        key = self.key(request)
         kind: CacheKind = "exact"
         entry = await self._entry(key)
         if entry is None and self.semantic is not None:
-            scope = request_scope(request, self.fingerprint)
+            scope = self.scope(request)
             similar = await self.semantic.find(request.query_text, scope)
             if similar is not None:
                 entry, kind = await self._entry(similar), "semantic"
@@ -255,7 +286,7 @@ class ResultCache:
 
     async def lookup_stale(self, request: SearchRequest) -> CachedResponse | None:
         """An answer past its fresh time but within ``stale_if_error_s`` of it."""
-        entry = await self._entry(request_key(request, self.fingerprint))
+        entry = await self._entry(self.key(request))
         if entry is None:
             return None
         response, age, fresh = entry
@@ -274,7 +305,7 @@ class ResultCache:
         keep = fresh + self.settings.stale_if_error_s
         if keep <= 0:
             return
-        key = request_key(request, self.fingerprint)
+        key = self.key(request)
         entry = {
             "v": _FORMAT,
             "stored_at": self._clock(),
@@ -283,7 +314,7 @@ class ResultCache:
         }
         await self.state.set(key, encode_json(entry), keep)
         if self.semantic is not None and fresh > 0:
-            scope = request_scope(request, self.fingerprint)
+            scope = self.scope(request)
             await self.semantic.add(request.query_text, scope, key, fresh)
 
 
@@ -331,7 +362,7 @@ async def serve_cached(
     cached = await cache.lookup(request)
     if cached is not None:
         return _served(cached, request, started, budget_notes, [])
-    key = request_key(request, cache.fingerprint)
+    key = cache.key(request)
     ends_by = time.monotonic() + time_budget_s
     other = cache.computing.get(key)
     if other is not None and other.ends_by <= ends_by:
