@@ -73,10 +73,17 @@ def passages_meta(
     pages: Sequence[tuple[str, str, str | None]], allotter: CrossPageAllotter
 ) -> list[PagePassages]:
     """``meta.passages``: for each (id, url, content) the pack was given a content for,
-    in rank order, what the allotter's last choice kept of it."""
+    in rank order, what the allotter's last choice kept of it (nothing for a page the
+    budget left no room to offer it)."""
     kept = {id(content): choice for content, choice in allotter.chosen}
     return [
-        PagePassages(id=item_id, url=url, passages=choice.passages, chars=choice.chars)
+        PagePassages(
+            id=item_id,
+            url=url,
+            passages=choice.passages if choice is not None else 0,
+            chars=choice.chars if choice is not None else 0,
+        )
         for item_id, url, content in pages
-        if content is not None and (choice := kept.get(id(content))) is not None
+        if content is not None
+        for choice in [kept.get(id(content))]
     ]

@@ -240,6 +240,11 @@ def test_full_mode_ranks_passages_across_pages_and_says_what_each_gave(
     # The words of the query are what the chosen passages are about.
     content_lines = " ".join(ln for ln in pack.split("\n") if ln.startswith("     ")).lower()
     assert sum(content_lines.count(w) for w in ("stadia", "xcloud", "arcade")) >= 3
+    # A budget with room for few passages still lists every page read, most with nothing.
+    tight = post(base, body | {"budget": body["budget"] | {"max_context_chars": 900}}).json()
+    read = [(i["id"], i["url"]) for i in tight["items"] if i["content"]]
+    assert [(p["id"], p["url"]) for p in tight["meta"]["passages"]] == read
+    assert any(p["passages"] == 0 == p["chars"] for p in tight["meta"]["passages"])
     # Simple mode says nothing about passages.
     simple = post(base, {"query": matching_query}).json()
     assert simple["meta"].get("passages") is None
