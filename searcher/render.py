@@ -92,7 +92,7 @@ _ALLOT_TRIES = 4
 _SAFE_NUMERATOR, _SAFE_DENOMINATOR, _SAFE_PER_PAGE = 2, 7, 4
 # Rendered content is computed from a bounded window of the raw text; the window is only
 # trusted this far short of its end: a marker look-alike that the window cuts spans at
-# most ~230 cleaned characters (see _marker_pattern), plus line indentation.
+# most ~250 cleaned characters (see _marker_pattern), plus line indentation.
 _WINDOW_MARGIN = 640
 
 
@@ -203,16 +203,24 @@ def _translate(text: str) -> str:
 # then CONTEXT and PACK where every letter may be any case, accented, full-width,
 # mathematical, circled, or its Greek / Cyrillic twin, with separators and whitespace in
 # between. Only the bracket is replaced, so the text stays readable.
-_BRACKETS = "[［﹇⁅⟦〚【〔〘⦋⦍⦏❲﹝"
+_BRACKETS = "[［﹇⁅⟦〚【〔〘⦋⦍⦏❲﹝⌈⌊⎡⎣"
 _SLASHES = "/\\／＼∕⁄⧸╱∖⧹﹨"
 _SEPARATORS = "_\\-.＿－﹍﹎﹏︳︴﹣"
 # Joiners are kept in the text (see _FORMAT_RANGES) and invisible: the pattern allows
-# them wherever it allows a combining mark or whitespace.
+# them wherever it allows a combining mark or whitespace. So are the other characters
+# Unicode says render as nothing (Default_Ignorable_Code_Point, those the table keeps:
+# variation selectors, which emoji need, fillers, Mongolian and Khmer marks) and blanks
+# that are no whitespace to Python (Hangul fillers, the braille blank).
 _JOINERS = "\u200c\u200d"
-_COMBINING = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f" + _JOINERS
-_TWINS = {
-    "a": "аАΑ", "c": "сСϲϹ", "e": "еЕΕ", "k": "кКΚ", "n": "Ν",
-    "o": "оОοΟ", "p": "рРρΡ", "t": "тТΤ", "x": "хХχΧ",
+_INVISIBLE = (
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8"
+    "\U000e0100-\U000e01ef"
+)
+_UNSEEN = _JOINERS + _INVISIBLE
+_COMBINING = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f" + _UNSEEN
+_TWINS = {  # Cyrillic, Greek, Coptic and Cherokee letters that look Latin
+    "a": "аАΑᎪ", "c": "сСϲϹⲤⲥᏟ", "e": "еЕΕᎬ", "k": "кКΚⲔᏦ", "n": "ΝⲚ",
+    "o": "оОοΟⲞⲟ", "p": "рРρΡⲢⲣᏢ", "t": "тТΤⲦᎢ", "x": "хХχΧⲬⲭ",
 }  # fmt: skip
 # Blocks holding Latin letter variants (accented, modifier, letter-like, enclosed,
 # full-width, mathematical); their compatibility decompositions are frozen by Unicode.
@@ -239,11 +247,11 @@ def _marker_pattern() -> re.Pattern[str]:
     variants = _letter_variants()
 
     def word(text: str) -> str:
-        return "".join(f"[{re.escape(variants[c])}][{_COMBINING}]{{0,4}}" for c in text)
+        return "".join(f"[{re.escape(variants[c])}][{_COMBINING}]{{0,8}}" for c in text)
 
     return re.compile(
-        f"[{re.escape(_BRACKETS)}][\\s{_JOINERS}]{{0,64}}[{re.escape(_SLASHES)}]?"
-        f"[\\s{_JOINERS}]{{0,64}}{word('context')}[\\s{_SEPARATORS}{_JOINERS}]{{0,16}}"
+        f"[{re.escape(_BRACKETS)}][\\s{_UNSEEN}]{{0,64}}[{re.escape(_SLASHES)}]?"
+        f"[\\s{_UNSEEN}]{{0,64}}{word('context')}[\\s{_SEPARATORS}{_UNSEEN}]{{0,16}}"
         f"{word('pack')}"
     )
 

@@ -376,6 +376,16 @@ EXOTIC_MARKERS = [
     "⟦ / context pack ⟧",
     "[/C\u0301ONTÉXT_PACK]",  # accents
     "[∕𝐂𝐎𝐍𝐓𝐄𝐗𝐓_𝐏𝐀𝐂𝐊]",  # division slash, mathematical bold
+    # Characters that render as nothing, which the text keeps (emoji need them):
+    "[/CON\ufe0fTEXT_PACK]",  # a variation selector
+    "[/CONTEXT\U000e0100_PACK]",  # a supplementary variation selector
+    "[/CONT\u180bEXT_PA\u17b4CK]",  # a Mongolian variation selector, a Khmer vowel
+    "[/CONTEXT\u3164PACK]",  # a Hangul filler between the words
+    "[\u2800/CONTEXT\u2800PACK]",  # the braille blank
+    "[/ᏟⲞNTEXT_PACK]",  # Cherokee C, Coptic O
+    "⎡/CONTEXT_PACK⎤",
+    "⌈/CONTEXT_PACK]",
+    "[/C" + "\u0301" * 6 + "ONTEXT_PACK]",  # six combining marks on one letter
 ]
 _FOLDED_MARKER = re.compile(r"\[ ?[/\\]? ?context[ _-]*pack")
 
