@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from searcher.config import LlmSettings
 from searcher.errors import LlmBadReply, LlmError, LlmTimeout, LlmUnavailable
-from searcher.llm.client import CallOptions, LlmClient, Message
+from searcher.llm.client import CallOptions, LlmClient, Message, without_reasoning
 from tests.testbed import TestbedServer
 from tests.testbed.chat import script
 
@@ -233,6 +236,26 @@ async def test_reasoning_blocks_are_taken_out_of_the_text(
     assert done.text == text
 
 
+def _reasoning_removed_by_regex(text: str) -> str:
+    """The rule as regexes state it (quadratic on many unclosed tags): the oracle."""
+    text = re.sub(r"<think>.*?</think>", "", text, flags=re.IGNORECASE | re.DOTALL)
+    text = re.sub(r"^.*</think>", "", text, flags=re.IGNORECASE | re.DOTALL)
+    return "" if re.match(r"\s*<think>", text, re.IGNORECASE) else text
+
+
+@given(st.lists(st.sampled_from(["<think>", "</think>", "<THINK>", "</Think>", "a", " ", "\n"])))
+def test_reasoning_is_removed_as_the_regexes_state_it(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert without_reasoning(text) == _reasoning_removed_by_regex(text)
+
+
+async def test_a_reply_of_many_unclosed_tags_is_read_in_one_pass(make_client: MakeClient) -> None:
+    # 20,000 unclosed tags held the event loop 14 s with the regexes: every request waited.
+    reply = "<think>" * 5 + "x" + "<think>" * 20_000
+    done = await make_client().complete(MESSAGES, opts(script(reply="ok " + reply)))
+    assert done.text == "ok " + reply
+
+
 @pytest.mark.parametrize("reply", ["<think>still thinking when cut off", "<think>a</think> "])
 async def test_a_reply_that_is_only_reasoning_is_empty(make_client: MakeClient, reply: str) -> None:
     with pytest.raises(LlmBadReply, match="empty reply"):
@@ -262,3 +285,10 @@ async def test_counts_that_are_no_whole_number_are_unknown(make_client: MakeClie
     done = await make_client().complete(MESSAGES, opts(model))
     assert (done.prompt_tokens, done.completion_tokens) == (None, None)
     assert done.model == model  # the model asked for, not the reply's list
+    # Beyond any call's spending (2^64 once made every response a 500: JSON holds 64 bits).
+    huge = {"prompt_tokens": 2**64, "completion_tokens": 10**9 + 1, "total_tokens": 1}
+    done = await make_client().complete(MESSAGES, opts(script(reply="ok", fields={"usage": huge})))
+    assert (done.prompt_tokens, done.completion_tokens) == (None, None)
+    fits = {"prompt_tokens": 10**9, "completion_tokens": 0, "total_tokens": 10**9}
+    done = await make_client().complete(MESSAGES, opts(script(reply="ok", fields={"usage": fits})))
+    assert (done.prompt_tokens, done.completion_tokens) == (10**9, 0)

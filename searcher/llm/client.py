@@ -62,16 +62,31 @@ def response_format(kind: str, options: CallOptions) -> dict[str, Any] | None:
 
 # Reasoning models (DeepSeek-R1, Qwen3, QwQ) think aloud in <think>...</think> before the
 # answer, and many servers pass that on in the content; a step must read only the answer.
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
-# A closing tag with no opening one: the chat template opened the block, not the reply.
-_THINK_UNOPENED = re.compile(r"^.*</think>", re.IGNORECASE | re.DOTALL)
+_THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"\s*<think>", re.IGNORECASE)
 
 
 def without_reasoning(text: str) -> str:
-    """``text`` without its ``<think>`` blocks; empty if the reply never stopped thinking
-    (an unclosed leading ``<think>``: it was cut off before its answer)."""
-    text = _THINK_UNOPENED.sub("", _THINK_BLOCK.sub("", text))
+    """``text`` without its ``<think>`` blocks (each from a ``<think>`` to the next
+    ``</think>``) and without everything up to a closing tag that none opened (the chat
+    template opened that block, not the reply); empty if the reply never stopped thinking
+    (an unclosed leading ``<think>``: it was cut off before its answer). One pass over the
+    tags: a reply of many unclosed tags costs no more than its length."""
+    kept, at, opened = [], 0, -1
+    for tag in _THINK_TAG.finditer(text):
+        if opened < 0 and not tag.group(1):
+            opened = tag.start()
+        elif opened >= 0 and tag.group(1):
+            kept.append(text[at:opened])
+            at, opened = tag.end(), -1
+    kept.append(text[at:])
+    text = "".join(kept)
+    last_close = None
+    for tag in _THINK_TAG.finditer(text):
+        if tag.group(1):
+            last_close = tag
+    if last_close is not None:
+        text = text[last_close.end() :]
     return "" if _THINK_OPEN.match(text) else text
 
 
@@ -109,10 +124,16 @@ def _reply_text(reply: Any) -> str:
     return text
 
 
+# No call spends more: a larger count is a broken server's (and would not fit JSON's
+# 64-bit integers once summed over a research job).
+MAX_TOKEN_COUNT = 1_000_000_000
+
+
 def _token_count(usage: Any, name: str) -> int | None:
-    """A token count of ``usage`` if it is a whole number >= 0, else None (unknown)."""
+    """A token count of ``usage`` if it is a whole number from 0 to ``MAX_TOKEN_COUNT``,
+    else None (unknown)."""
     value = _get(usage, name) if usage is not None and not isinstance(usage, list) else None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
         return None
     return value
 
