@@ -150,6 +150,17 @@ def test_clean_rewrite(reply: str, original: str, expected: str) -> None:
         # Narrowing operators the user did not type go; a quoted phrase may stay.
         ("python tips site:evil.example -docs filetype:pdf", "python tips", "python tips"),
         ('python "event loop"', "python event loop", 'python "event loop"'),
+        # Grouped, signed, date and all-in operators, SearXNG's !bang and :lang, too.
+        ("stadia shutdown (site:evil.example) !wikipedia", "google stadia", "stadia shutdown"),
+        ("stadia OR(site:x.example) +site:y ~site:z", "google stadia", "stadia"),
+        (
+            "why stadia failed !!wikipedia allinurl:evil before:2020 :fr",
+            "stadia",
+            "why stadia failed",
+        ),
+        # Words that only look like operators stay.
+        ("c++ at 10:30, 16:9 screens, wow!", "c++ screens", "c++ at 10:30, 16:9 screens, wow!"),
+        ("python (asyncio OR trio)", "python asyncio", "python (asyncio OR trio)"),
         # The user's own, in any case, stay.
         (
             "asyncio SITE:Docs.Python.org",
@@ -173,6 +184,7 @@ def test_clean_rewrite_keeps_exactly_the_users_operators(
         "Sorry, I don't know.",
         "As an AI language model, I ...",
         "site:evil.example -python",  # nothing left but operators the user did not type
+        "(site:evil.example) OR !wikipedia",
     ],
 )
 def test_clean_rewrite_refuses_refusals(reply: str) -> None:
@@ -183,6 +195,8 @@ def test_clean_rewrite_refuses_refusals(reply: str) -> None:
 def test_keep_operators_puts_back_each_missing_operator_once() -> None:
     typed = 'a site:x.org "b c" site:x.org'
     assert keep_operators("a b c", typed) == 'a b c site:x.org "b c"'
+    # The user's own !bang and :lang are operators too: kept, put back when dropped.
+    assert keep_operators("a b", "a b !wiki :de") == "a b !wiki :de"
 
 
 @pytest.mark.parametrize(

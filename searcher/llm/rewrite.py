@@ -2,8 +2,8 @@
 into a search query. The search operators the user typed are kept even when the model
 drops them: they are put back, because ``site:`` or a quoted phrase is an instruction,
 not a suggestion. For the same reason a narrowing operator (``site:``, ``filetype:``,
-``-word``) the user did not type is taken out, and a refusal is no query. Fallback: the
-original query."""
+``-word``, a SearXNG ``!bang`` or ``:lang``...) the user did not type is taken out, and a
+refusal is no query. Fallback: the original query."""
 
 from __future__ import annotations
 
@@ -14,11 +14,25 @@ from searcher.errors import LlmBadReply
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepOutcome, StepRunner
 
-# site:example.com, filetype:pdf, "quoted phrase", -excluded.
+# Operators: a field operator (site:example.com, filetype:pdf, before:2020, ... signed or
+# not, also inside a group: "(site:x)"), a "quoted phrase", an -excluded word, a SearXNG
+# !bang (an engine or category) or :lang (a language). A field's value ends at a space
+# or a parenthesis.
+_FIELDS = (
+    "site|filetype|ext|inurl|intitle|intext|inanchor|allinurl|allintitle|allintext"
+    "|allinanchor|before|after|related|link|source"
+)
 _OPERATOR = re.compile(
-    r'(?<!\S)-?(?:site|filetype|inurl|intitle|intext|ext):\S+|"[^"]+"|(?<!\S)-[^\s"-]\S*',
+    rf'(?<![^\s(|])[-+~]?(?:{_FIELDS}):[^\s()]+'
+    r'|"[^"]+"'
+    r'|(?<!\S)-[^\s"-]\S*'
+    r"|(?<![^\s(])!{1,2}[^\W\d_][\w.-]*"
+    r"|(?<!\S):[a-z]{2,3}(?:-[a-z]{2,4})?(?!\S)",
     re.IGNORECASE,
 )
+# What taking operators out can leave: empty groups, and a dangling OR or AND.
+_EMPTY_GROUP = re.compile(r"\(\s*\)")
+_DANGLING = re.compile(r"(?<!\S)(?:OR|AND|\||[+~])(?=\s*$)|^\s*(?:OR|AND|\||[+~])(?!\S)")
 # How a model says no ("I cannot help with that.", "Sorry, ..."): never a search query.
 _REFUSAL = re.compile(
     r"(?:sorry\b|i apologi[sz]e|as an ai\b|i(?: am|'m) (?:sorry|unable|not able)"
@@ -77,6 +91,8 @@ def keep_operators(text: str, original: str) -> str:
         return "" if _narrows(op) and op.lower() not in typed else op
 
     text = " ".join(_OPERATOR.sub(drop_added, text).split())
+    while (tidier := " ".join(_DANGLING.sub("", _EMPTY_GROUP.sub("", text)).split())) != text:
+        text = tidier
     if not text:
         return ""
     present = {op.lower() for op in operators(text)}
