@@ -65,6 +65,15 @@ def _event_id_schema(schema: dict[str, Any]) -> None:
     schema.update({"type": "integer", "minimum": 0, "maximum": 1_000_000})
 
 
+def _header_event_id_schema(schema: dict[str, Any]) -> None:
+    # The header may also be sent empty: no event seen yet (``_blank_is_none``).
+    schema.clear()
+    schema["anyOf"] = [
+        {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+        {"type": "string", "pattern": "^\\s*$"},
+    ]
+
+
 def _blank_is_none(value: object) -> object:
     # The SSE spec: an empty Last-Event-ID means the client saw no event yet.
     return None if isinstance(value, str) and not value.strip() else value
@@ -155,7 +164,7 @@ async def research_events(
     last_event_id: Annotated[
         Annotated[int, Field(ge=0, le=1_000_000)] | None,
         BeforeValidator(_blank_is_none),
-        Header(json_schema_extra=_event_id_schema),
+        Header(json_schema_extra=_header_event_id_schema),
     ] = None,
     after: Annotated[
         int | None,

@@ -23,7 +23,7 @@ _FIELDS = (
     "|allinanchor|before|after|related|link|source"
 )
 _OPERATOR = re.compile(
-    rf'(?<![^\s(|])[-+~]?(?:{_FIELDS}):[^\s()]+'
+    rf"(?<![^\s(|])[-+~]?(?:{_FIELDS}):[^\s()]+"
     r'|"[^"]+"'
     r'|(?<!\S)-[^\s"-]\S*'
     r"|(?<![^\s(])!{1,2}[^\W\d_][\w.-]*"

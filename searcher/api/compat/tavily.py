@@ -90,10 +90,26 @@ _RANGE_DAYS: tuple[tuple[int, TimeRange], ...] = (
 # --- request bodies (the boundary) -------------------------------------------------------
 
 
+_SAID = ("title", "description", "default")  # what is said of an option, not its type
+
+
+def _null_allowed(schema: dict[str, Any]) -> None:
+    """Every option of a body's schema also takes null (its default: ``_null_is_unset``)."""
+    required = set(schema.get("required", ()))
+    properties = schema.get("properties", {})
+    for name, option in properties.items():
+        kinds = [option, *option.get("anyOf", ())]
+        if name in required or any(kind.get("type") == "null" for kind in kinds):
+            continue
+        said = {key: option.pop(key) for key in _SAID if key in option}
+        kinds = option["anyOf"] if set(option) == {"anyOf"} else [option]
+        properties[name] = {"anyOf": [*kinds, {"type": "null"}], **said}
+
+
 class _Body(WireSafe):
     # Tavily clients send fields searcher has no use for (country, auto_parameters,
     # include_usage, ...) and add new ones over time: ignore them rather than refuse.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_null_allowed)
 
     api_key: str | None = Field(default=None, description="Or `Authorization: Bearer <key>`.")
 
