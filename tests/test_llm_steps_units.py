@@ -385,6 +385,9 @@ async def test_diversity_without_embedder_is_lexical_and_always_a_number() -> No
         ("No citations here.", "No citations here.", [], []),
         ("Not citations: [a], [1-3], [].", "Not citations: [a], [1-3], [].", [], []),
         ("  Padded [1].  ", "Padded [1].", [1], []),
+        # Spaces inside the brackets: still citations, checked like any.
+        ("Closed [ 42 ]. Streamed [1, 77 ].", "Closed. Streamed [1].", [1], [42, 77]),
+        ("Spaced [ 2 ].", "Spaced [2].", [2], []),
         # A number too long to be any item's cites none: removed like [7] (one past 4,300
         # digits, which no int may hold, is counted as 0).
         ("Big [1234567].", "Big.", [], [1234567]),

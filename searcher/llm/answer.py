@@ -13,9 +13,9 @@ from searcher.llm.prompts import messages
 from searcher.llm.runner import StepOutcome, StepRunner
 from searcher.render import neutralise_markers
 
-# [1], [1, 2], [1][2] (each bracket read alone); [a] or [1-3] are not citations. Numbers
-# of any length are citations (of items that do not exist, past a pack's few).
-CITED = r"\[(\d+(?:\s*,\s*\d+)*)\]"
+# [1], [1, 2], [ 1 ], [1][2] (each bracket read alone); [a] or [1-3] are not citations.
+# Numbers of any length are citations (of items that do not exist, past a pack's few).
+CITED = r"\[\s*(\d+(?:\s*,\s*\d+)*)\s*\]"
 # Longer numbers cite no item, and are not read as ints (past 4,300 digits Python refuses).
 _MAX_DIGITS = 9
 _CITATION = re.compile(r"\s?" + CITED)
