@@ -467,6 +467,11 @@ def test_no_llm_step_pushes_a_request_past_its_deadline(
     reasons = {c["reason"] for c in meta["llm"]}
     assert any(r.startswith("no reply within") for r in reasons)
     assert data["items"]  # the searches ran; the response is whole
+    # A call that timed out took its time, and says so (it said 0).
+    for call in meta["llm"]:
+        if call["reason"].startswith("no reply within"):
+            allowed_s = float(call["reason"].removeprefix("no reply within ").split(" ")[0])
+            assert call["latency_ms"] >= allowed_s * 1000 * 0.9
 
 
 def test_health_says_whether_an_llm_is_configured(make_settings, serve_searcher, testbed):

@@ -7,6 +7,7 @@ and a step whose value is None takes its deterministic fallback and says why.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -128,10 +129,12 @@ class StepRunner:
             options.schema,
             options.schema_name,
         )
+        started = time.perf_counter()
         try:
             completion = await self.client.complete(messages, capped)
-        except LlmError as exc:
-            return self._refuse(step, str(exc), model=options.model)
+        except LlmError as exc:  # the time it took counts too: a timeout took all it had
+            spent_ms = round((time.perf_counter() - started) * 1000)
+            return self._refuse(step, str(exc), model=options.model, latency_ms=spent_ms)
         self._estimate(messages, completion)
         try:
             value = parse(completion.text)
@@ -148,10 +151,11 @@ class StepRunner:
         if completion.completion_tokens is None:
             self.estimated_tokens += -(-len(completion.text) // CHARS_PER_TOKEN)
 
-    def _refuse(self, step: LlmStep, reason: str, model: str | None = None) -> StepOutcome[T]:
-        self.records.append(
-            CallRecord(step, model or self.options(step).model or None, 0, None, None, True, reason)
-        )
+    def _refuse(
+        self, step: LlmStep, reason: str, model: str | None = None, latency_ms: int = 0
+    ) -> StepOutcome[T]:
+        model = model or self.options(step).model or None
+        self.records.append(CallRecord(step, model, latency_ms, None, None, True, reason))
         return StepOutcome(None, reason)
 
     def _done(
