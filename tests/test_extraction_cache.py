@@ -154,6 +154,28 @@ async def test_clear_removes_every_entry(cache: ExtractionCache) -> None:
     assert await cache.clear() == 0
 
 
+async def test_clear_and_prune_touch_only_the_caches_own_files(tmp_path: Path) -> None:
+    # The cache directory set to one holding the user's files (~, /tmp): they stay.
+    home = tmp_path / "home"
+    cache = ExtractionCache(home, ttl_s=TTL)
+    await cache.put(EX, URL, "text")
+    theirs = [
+        home / "Documents" / "notes.txt",
+        home / "ab" / "todo.txt",
+        home / "cd" / ("ef" + "0" * 38 + ".txt"),  # an entry's name, in the wrong shard
+        home / "ab" / ".tmp-theirs.txt",
+    ]
+    for path in theirs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("mine")
+        old = path.stat().st_mtime - TTL - 10
+        os.utime(path, (old, old))  # older than any entry may live
+    assert cache.stats()["entries"] == 1
+    assert await cache.prune() == 0
+    assert await cache.clear() == 1
+    assert all(path.read_text() == "mine" for path in theirs[:3])
+
+
 async def test_clear_of_a_missing_directory(tmp_path: Path) -> None:
     assert await ExtractionCache(tmp_path / "never", ttl_s=TTL).clear() == 0
 

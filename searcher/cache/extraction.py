@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -37,25 +38,40 @@ _KEY_VERSION = "v2"  # v1 keyed normalised URLs; its entries are never read agai
 _PRUNE_TO = 0.9  # a prune evicts down to this share of max_bytes, so puts do not each prune
 
 
-def _entries(directory: Path) -> Iterator[Path]:
-    """Entry files under ``directory`` (temporary files excluded); nothing if it is absent."""
+# Only files named as this cache names them are its own: the directory may be one the
+# user keeps other files in (a cache dir set to ~ or /tmp), and those are never touched.
+_SHARD = re.compile(r"[0-9a-f]{2}")
+_ENTRY = re.compile(r"([0-9a-f]{2})[0-9a-f]{38}" + re.escape(_SUFFIX))
+
+
+def _shards(directory: Path) -> list[Path]:
+    """The cache's shard folders (``<dir>/<2 hex digits>``); none if it is absent."""
     try:
-        shards = [p for p in directory.iterdir() if p.is_dir()]
+        return [p for p in directory.iterdir() if _SHARD.fullmatch(p.name) and p.is_dir()]
     except OSError:
-        return
-    for shard in shards:
+        return []
+
+
+def _entries(directory: Path) -> Iterator[Path]:
+    """Entry files under ``directory``: ``<shard>/<sha1 hex>.txt`` in the shard their name
+    starts with (temporary files excluded)."""
+    for shard in _shards(directory):
         try:
             files = list(shard.iterdir())
         except OSError:
             continue
-        yield from (f for f in files if f.suffix == _SUFFIX and not f.name.startswith("."))
+        for file in files:
+            named = _ENTRY.fullmatch(file.name)
+            if named is not None and named.group(1) == shard.name:
+                yield file
 
 
 def _temp_files(directory: Path) -> Iterator[Path]:
-    try:
-        yield from directory.glob(f"*/{_TEMP_PREFIX}*")
-    except OSError:
-        return
+    for shard in _shards(directory):
+        try:
+            yield from shard.glob(f"{_TEMP_PREFIX}*")
+        except OSError:
+            continue
 
 
 def _unlink(path: Path) -> bool:
