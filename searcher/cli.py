@@ -26,6 +26,7 @@ from searcher.errors import (
     InvalidRequest,
     RemoteError,
     SearcherError,
+    StateUnavailable,
     describe_failures,
 )
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 GRACEFUL_SHUTDOWN_S = 10
+STATE_STORE_PROBLEM = "cannot use the state store (state.redis_url / state.dir / qdrant_url)"
 config_option = click.option(
     "--config",
     "config_path",
@@ -71,7 +73,9 @@ def main() -> None:
 
 @main.command()
 @click.option("--host", default=None, help="Interface to bind (default from config: 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port (default from config: 8080).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=None, help="Port (default from config: 8080)."
+)
 @click.option(
     "--workers",
     type=click.IntRange(1, 64),
@@ -135,9 +139,12 @@ def _check_address(host: str, port: int) -> None:
 
 def _served(serve: Callable[[], bool]) -> bool:
     """Whether ``serve`` ran the server; uvicorn exits instead (``sys.exit(3)``) when it
-    cannot bind or the app's start-up fails."""
+    cannot bind or the app's start-up fails. Ctrl-C is how a server is stopped: uvicorn
+    shuts down, then raises it again, and that is a server that ran."""
     try:
         return serve()
+    except KeyboardInterrupt:
+        return True
     except SystemExit as exc:
         if exc.code in (0, None):
             raise
@@ -146,7 +153,6 @@ def _served(serve: Callable[[], bool]) -> bool:
 
 def _check_state(settings: Settings) -> None:
     """Exit 2 with a clear message when the state store cannot be reached."""
-    from searcher.errors import StateUnavailable
     from searcher.state import open_store
 
     async def check() -> None:
@@ -161,7 +167,7 @@ def _check_state(settings: Settings) -> None:
     try:
         _run(check)
     except StateUnavailable as exc:
-        _fail(f"cannot use the state store (state.redis_url / state.dir / qdrant_url): {exc}", 2)
+        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
 
 
 def _log_config(access: bool) -> dict[str, Any]:
@@ -310,8 +316,12 @@ def search(
     except InvalidRequest as exc:
         _fail(str(exc), 2)
     except AllBackendsFailed as exc:
+        if not exc.failures:  # none was tried: "no backend is enabled"
+            _fail(str(exc), 1)
         listed = describe_failures(exc.failures, separator="\n  ")
         _fail(f"all search backends failed:\n  {listed}", 1)
+    except StateUnavailable as exc:
+        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
     except RemoteError as exc:
         hint = " (give one with --api-key or $SEARCHER_API_KEY)" if exc.status == 401 else ""
         _fail(f"{exc}{hint}", 1)
@@ -403,6 +413,8 @@ def research(
         )
     except ResearchFailed as exc:
         _fail(str(exc), 1)
+    except StateUnavailable as exc:
+        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
     except SearcherError as exc:
         _fail(str(exc), 1)
     if as_json:
@@ -424,7 +436,12 @@ def mcp_stdio(config_path: str | None) -> None:
     from searcher.mcp_server import serve_stdio
 
     settings = _settings(config_path)
-    _run(lambda: serve_stdio(settings))
+    try:
+        _run(lambda: serve_stdio(settings))
+    except StateUnavailable as exc:
+        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
+    except SearcherError as exc:
+        _fail(str(exc), 1)
 
 
 @main.group()
@@ -444,12 +461,11 @@ async def _with_state(settings: Settings, use: Callable[[Any], Awaitable[T]]) ->
 
 
 def _state_call(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
-    from searcher.errors import StateUnavailable
 
     try:
         return _run(lambda: _with_state(settings, use))
     except StateUnavailable as exc:
-        _fail(f"cannot use the state store (state.redis_url / state.dir): {exc}", 2)
+        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
 
 
 @cache.command("stats")
@@ -484,14 +500,21 @@ def cache_clear(config_path: str | None) -> None:
     cache's vectors, in Qdrant too when ``state.qdrant_url`` is set)."""
     from searcher.cache.extraction import ExtractionCache
     from searcher.cache.results import NAMESPACE
-    from searcher.errors import StateUnavailable
 
     settings = _settings(config_path)
     store = ExtractionCache(settings.cache_dir(), settings.service.cache.ttl_s)
     removed = _run(store.clear)
     click.echo(f"removed {removed} entries from {settings.cache_dir()}")
-    results = _state_call(settings, lambda s: s.clear(NAMESPACE))
-    click.echo(f"removed {results} search results from {build_location(settings)}")
+
+    async def clear_results(state: Any) -> Any:
+        held = await state.stats(NAMESPACE)  # clear counts rows: vectors are not results
+        await state.clear(NAMESPACE)
+        return held
+
+    held = _state_call(settings, clear_results)
+    what = f"{held.entries} search results"
+    what += f" and {held.vectors} query vectors" if held.vectors else ""
+    click.echo(f"removed {what} from {build_location(settings)}")
     if settings.state.qdrant_url:
         from searcher.cache.semantic_qdrant import clear_qdrant
 

@@ -737,6 +737,21 @@ class StateSettings(_Section):
         description="redis://[:password@]host:port/db; set: every cache and counter lives "
         "in Redis, shared by all workers and replicas. Unset: SQLite files in state.dir.",
     )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port that is no number
+        except ValueError as exc:
+            raise ValueError(f"not a Redis URL ({exc})") from None
+        if parts.scheme not in ("redis", "rediss", "unix") or not (parts.hostname or parts.path):
+            raise ValueError("must be redis://[:password@]host:port/db, rediss://... or unix://")
+        return value
+
     dir: str | None = Field(
         default=None,
         description="Directory of the SQLite state file; default: the user "
@@ -842,21 +857,7 @@ class Settings(_Section):
     @model_validator(mode="before")
     @classmethod
     def _legacy_server_keys(cls, data: Any) -> Any:
-        # service.host/port/max_body_bytes were the first home of these settings.
-        if not isinstance(data, dict) or not isinstance(data.get("service"), dict):
-            return data
-        service = dict(data["service"])
-        moved = {k: service.pop(k) for k in LEGACY_SERVER_KEYS if k in service}
-        if not moved:
-            return data
-        given = data.get("server")
-        server: dict[str, Any] = given if isinstance(given, dict) else {}
-        for key, value in moved.items():
-            if key in server and server[key] != value:
-                raise ValueError(
-                    f"service.{key} is the old name of server.{key}; set only server.{key}"
-                )
-        return {**data, "service": service, "server": {**moved, **server}}
+        return with_legacy_keys_moved(data)
 
     @model_validator(mode="after")
     def _defaults_within_limits(self) -> Settings:
@@ -903,6 +904,37 @@ ENV_VARS: dict[str, str] = {
 CONFIG_ENV_VAR = "SEARCHER_CONFIG"
 
 
+def with_legacy_keys_moved(data: Any) -> Any:
+    """``data`` with service.host/port/max_body_bytes (the first home of these settings)
+    moved to ``server``; ``ValueError`` when both name a key, differently."""
+    if not isinstance(data, dict) or not isinstance(data.get("service"), dict):
+        return data
+    service = dict(data["service"])
+    moved = {k: service.pop(k) for k in LEGACY_SERVER_KEYS if k in service}
+    if not moved:
+        return data
+    given = data.get("server")
+    server: dict[str, Any] = given if isinstance(given, dict) else {}
+    for key, value in moved.items():
+        if key in server and server[key] != value:
+            raise ValueError(
+                f"service.{key} is the old name of server.{key}; set only server.{key}"
+            )
+    return {**data, "service": service, "server": {**moved, **server}}
+
+
+def _masked_values(node: Any, path: str = "") -> list[str]:
+    """Where a tree holds what ``masked`` prints for a secret (``***``, or a URL whose
+    password is ``***``): a printout saved as a config, whose secrets are gone."""
+    if isinstance(node, dict):
+        return [f for k, v in node.items() for f in _masked_values(v, f"{path}{k}.")]
+    if isinstance(node, list):
+        return [f for i, v in enumerate(node) for f in _masked_values(v, f"{path}{i}.")]
+    if isinstance(node, str) and (node == "***" or ":***@" in node):
+        return [path.rstrip(".")]
+    return []
+
+
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     *parents, leaf = dotted.split(".")
     node = tree
@@ -941,20 +973,36 @@ def load_settings(
     """Read settings from a YAML file (``path`` or ``$SEARCHER_CONFIG``) and the environment."""
     env = os.environ if environ is None else environ
     config_path = path or env.get(CONFIG_ENV_VAR)
+    source = f" (file {config_path})" if config_path else ""
     tree: dict[str, Any] = _read_yaml(Path(config_path)) if config_path else {}
+    masked_keys = _masked_values(tree)
+    if masked_keys:
+        raise ConfigError(
+            f"invalid configuration{source}: {', '.join(masked_keys)}: '***' is how "
+            "`searcher config` hides a secret; write the secret itself (or unset the key)"
+        )
+    try:
+        # Before the environment is laid over it: an old key in the file and its variable
+        # ($SEARCHER_PORT) are not two names given at once.
+        tree = with_legacy_keys_moved(tree)
+    except ValueError as exc:
+        raise ConfigError(f"invalid configuration{source}: {exc}") from exc
+    from_env: dict[str, str] = {}
     for var, dotted in ENV_VARS.items():
         value = env.get(var)
         if value is not None and value != "":
             _set_dotted(tree, dotted, value)
+            from_env[dotted] = var
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
         problems = "; ".join(
             # A rule over several keys has no field of its own (field_problems says "body").
-            p.text if p.field == "body" else f"{p.field}: {p.text}"
+            p.text if p.field == "body"
+            else f"{p.field} (from ${from_env[p.field]}): {p.text}" if p.field in from_env
+            else f"{p.field}: {p.text}"
             for p in field_problems(exc.errors())
-        )
-        source = f" (file {config_path})" if config_path else ""
+        )  # fmt: skip
         raise ConfigError(f"invalid configuration{source}: {problems}") from exc
 
 

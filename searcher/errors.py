@@ -74,6 +74,9 @@ def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
         elif kind in ("model_attributes_type", "dict_type") and field == "body":
             # Also what FastAPI says of a JSON body sent as text/plain: it reads no other.
             message = "must be a JSON object, sent with content-type: application/json"
+        elif kind in ("model_type", "model_attributes_type", "dict_type"):
+            # pydantic names the model class ("instance of BudgetDefaults"): ours to hide.
+            message = "must be an object (a mapping of keys to values)"
         problems.append(FieldProblem(field, message, detail))
     return problems
 

@@ -178,6 +178,9 @@ def format_run(rankings: Mapping[str, Sequence[str]], tag: str) -> str:
 # ---- metrics ---------------------------------------------------------------------------
 
 
+MAX_CUTOFF = 1_000_000  # deeper than any run a ranking is judged on
+
+
 def _measure(name: str) -> Any:
     """The ir-measures measure for ``name``: its own names (``nDCG@10``, ``RR``, ``R@10``)
     and the aliases ``MRR``, ``MAP`` and ``Recall@k``."""
@@ -191,9 +194,12 @@ def _measure(name: str) -> Any:
     except Exception:  # its parser raises several kinds; all mean "not a metric"
         raise EvalError(f"unknown metric {name!r} (e.g. {', '.join(DEFAULT_METRICS)})") from None
     cutoff = measure.params.get(CUTOFF)
-    if cutoff is not None and cutoff < 1:
-        # ir-measures parses nDCG@0, but trec_eval asserts on it and aborts the process.
-        raise EvalError(f"unknown metric {name!r}: the cutoff after @ must be at least 1")
+    if cutoff is not None and not 1 <= cutoff <= MAX_CUTOFF:
+        # ir-measures parses nDCG@0, but trec_eval asserts on it and aborts the process;
+        # past a C int it reads another cutoff than the one asked for.
+        raise EvalError(
+            f"unknown metric {name!r}: the cutoff after @ must be from 1 to {MAX_CUTOFF:,}"
+        )
     if not ir_measures.pytrec_eval.supports(measure):
         raise EvalError(f"metric {name!r} is not computed by trec_eval")
     return measure

@@ -85,6 +85,56 @@ def test_every_command_refuses_a_bad_config_file_with_exit_2(tmp_path, command, 
     assert str(bad) in line and message in line
 
 
+@pytest.mark.parametrize("command", [["search", "q"], ["research", "q"], ["mcp"]], ids=str)
+def test_a_state_store_that_cannot_be_used_is_exit_2_in_one_line(config_file, tmp_path, command):
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("")
+    env = {"SEARCHER_STATE_DIR": str(not_a_dir)}
+    result = CliRunner().invoke(main, [*command, "--config", config_file()], env=env)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()  # one line, no traceback
+    assert line.startswith("searcher: cannot use the state store")
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "message"),
+    [
+        ("backends: {brave: {api_key: '***'}}", {}, "backends.brave.api_key: '***' is how"),
+        ("state: {redis_url: 'redis://:***@127.0.0.1:1/0'}", {}, "state.redis_url: '***'"),
+        ("state: {redis_url: 'localhost:6379'}", {}, "state.redis_url: must be redis://"),
+        ("{}", {"SEARCHER_REDIS_URL": "redis://h:port/0"}, "state.redis_url (from $SEARCHER_"),
+        ("{}", {"SEARCHER_PORT": "abc"}, "server.port (from $SEARCHER_PORT): "),
+        ("budget: 5", {}, "budget: must be an object (a mapping of keys to values)"),
+    ],
+)
+def test_config_problems_name_their_key_and_where_it_came_from(tmp_path, config, env, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(config + "\n")
+    for command in (["config"], ["keys", "list"], ["search", "q"]):
+        result = CliRunner().invoke(main, [*command, "--config", str(path)], env=env)
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.splitlines()
+        assert message in line and "Traceback" not in result.output
+
+
+def test_an_old_key_in_the_file_gives_way_to_its_environment_variable(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text("service: {host: 127.0.0.2, port: 9999}\n")
+    result = run("config", "--config", str(path), env={"SEARCHER_PORT": "5555"})
+    assert result.exit_code == 0, result.output
+    server = yaml.safe_load(result.stdout)["server"]
+    assert (server["host"], server["port"]) == ("127.0.0.2", 5555)
+
+
+def test_no_backend_enabled_says_so(tmp_path):
+    path = tmp_path / "none.yaml"
+    state = tmp_path / "state"
+    path.write_text(f"backends: {{duckduckgo: {{enabled: false}}}}\nstate: {{dir: {state}}}\n")
+    result = CliRunner().invoke(main, ["search", "q", "--config", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr == "searcher: all search backends failed (no backend is enabled)\n"
+
+
 def test_config_masks_secrets(config_file):
     result = run("config", "--config", config_file(), env={"BRAVE_API_KEY": "s3cret"})
     assert result.exit_code == 0
@@ -151,6 +201,13 @@ def test_serve_runs_the_http_api(config_file, matching_query, workers):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_serve_on_a_port_out_of_range_exits_2(config_file, port):
+    result = CliRunner().invoke(main, ["serve", "--config", config_file(), "--port", port])
+    assert result.exit_code == 2 and "0<=x<=65535" in result.output
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

@@ -98,6 +98,7 @@ def test_every_documented_variable_maps_to_a_real_setting():
     for var in ENV_VARS:
         value = "1" if var.startswith(("ENABLE_", "SEARCHER_PORT")) else "x"
         value = "http://127.0.0.1:1" if var.endswith("_BASE_URL") else value
+        value = "redis://127.0.0.1:1/0" if var.endswith("_REDIS_URL") else value
         load_settings(environ={var: value})
 
 

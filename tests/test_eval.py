@@ -244,8 +244,12 @@ def test_command_refuses_a_relevance_grade_trec_eval_cannot_hold(files, tmp_path
     assert_one_line_error(invoke(files[0], str(qrels)), f"{qrels}:2: relevance must be between")
 
 
-@pytest.mark.parametrize("metric", ["nDCG@0", "P@0", "Recall@0", "nDCG@00", "RR(rel=2)@0"])
-def test_a_cutoff_below_one_is_refused_before_trec_eval_sees_it(files, metric):
+@pytest.mark.parametrize(
+    "metric",
+    ["nDCG@0", "P@0", "Recall@0", "nDCG@00", "RR(rel=2)@0", "nDCG@99999999999999999999",
+     "P@9223372036854775808", "nDCG@1000001"],
+)  # fmt: skip
+def test_a_cutoff_out_of_range_is_refused_before_trec_eval_sees_it(files, metric):
     # trec_eval asserts on a zero cutoff and aborts the whole process (SIGABRT), so this
     # runs the real command in a process of its own.
     done = subprocess.run(
@@ -254,5 +258,5 @@ def test_a_cutoff_below_one_is_refused_before_trec_eval_sees_it(files, metric):
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
-        f"searcher: unknown metric {metric!r}: the cutoff after @ must be at least 1\n"
+        f"searcher: unknown metric {metric!r}: the cutoff after @ must be from 1 to 1,000,000\n"
     )
