@@ -1,6 +1,7 @@
 """The CLI: search (pack, JSON, full mode), cache, config, serve — against the testbed."""
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -182,7 +183,7 @@ def test_serve_runs_the_http_api(config_file, matching_query, workers):
     proc = subprocess.Popen(
         [sys.executable, "-m", "searcher.cli", "serve", "--workers", workers,
          "--port", str(port), "--config", config_file()],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         # Generous: two workers each import the app and start extraction processes, which
@@ -198,9 +199,15 @@ def test_serve_runs_the_http_api(config_file, matching_query, workers):
         assert health["backends"]["searxng"]["breaker"] == "closed"
         found = httpx.post(f"{base}/v1/search", json={"query": matching_query}, timeout=20)
         assert found.status_code == 200 and found.json()["items"]
+        # Ctrl-C is how a server is stopped: a clean exit, not click's "Aborted!" and 1.
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == 0, stderr[-2000:]
+        assert "Aborted!" not in stderr and "Traceback" not in stderr
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=20)
 
 
 @pytest.mark.parametrize("port", ["70000", "-1"])
