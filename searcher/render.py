@@ -624,6 +624,16 @@ def _fit_content(rendered: str, complete: bool, alloc: int) -> str:
     return _CONTENT_HEAD + head + ELLIPSIS + "\n"
 
 
+_ITEM_HEAD = re.compile(r"^(\d+)\. Title: ", re.MULTILINE)
+
+
+def items_shown(pack: str) -> int:
+    """How many items a pack shows (they are items 1..n: items are dropped from the end).
+    An item's head is the only line that starts with its number: web text is indented,
+    folded or has its line starts taken, so none can pass for one."""
+    return len(_ITEM_HEAD.findall(pack))
+
+
 def fair_shares(needs: Sequence[int], budget: int) -> list[int]:
     """Split ``budget`` max-min fairly (water-filling): every claimant gets an equal share,
     those needing less take only their need and leave the rest to the others. Integer

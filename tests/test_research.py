@@ -263,6 +263,24 @@ def test_with_a_model_sub_questions_and_a_cited_report(make_settings, serve_sear
     assert "research_report" not in fallbacks  # the report step did not fall back
 
 
+def test_a_report_may_cite_only_the_passages_the_model_was_shown(
+    make_settings, serve_searcher, testbed
+):
+    model = script(reply="Stadia closed [1]. It is so [9].")  # no words to check [9] by
+    llm = _llm(testbed, research_report=model)
+    base = serve_searcher(make_settings(llm=llm))
+    body = {"query": QUESTION, "preset": "balanced", "budget": {"max_report_chars": 500}}
+    job_id = start(base, body)
+    follow(base, job_id)
+    seen = httpx.get(f"{base}/v1/research/{job_id}").json()["result"]
+    # 2,000 characters of evidence reach the model: a few passages, not nine.
+    prompt = [b for b in testbed.chat_bodies() if b.get("model") == model][-1]
+    shown = len(re.findall(r"^\[(\d+)\] ", prompt["messages"][-1]["content"], re.M))
+    assert 1 <= shown < 9 and len(seen["evidence"]) >= 9
+    assert seen["report_method"] == "llm"
+    assert "[9]" not in seen["report"] and "[1]" in seen["report"]
+
+
 def test_a_model_that_returns_nonsense_takes_the_fallbacks(make_settings, serve_searcher, testbed):
     llm = _llm(
         testbed,

@@ -11,6 +11,7 @@ from searcher.contract import AnswerCheck, Citation, Item
 from searcher.llm.answer import check_citations, write_answer
 from searcher.llm.answer_check import check_answer
 from searcher.pipeline.context import RequestContext
+from searcher.render import items_shown
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,11 @@ async def _cited_answer(
     written = await write_answer(ctx.llm, question, pack, len(items))
     if written.value is None:
         return Answer()
-    checked = check_citations(written.value, len(items))
+    # The model read the pack: an item the budget left out of it supports nothing it wrote.
+    shown = items_shown(pack)
+    checked = check_citations(written.value, shown)
     for n in checked.removed:
-        reason = f"citation [{n}] refers to no item (there are {len(items)}); removed"
+        reason = f"citation [{n}] refers to no item in the pack (it shows {shown}); removed"
         ctx.error("answer", "llm", reason)
     if not checked.refs:
         ctx.error("answer", "llm", "the answer cites no item")

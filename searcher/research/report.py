@@ -42,8 +42,9 @@ class Section:
     evidence: list[int]
 
 
-def numbered_evidence(passages: Sequence[Passage], max_chars: int) -> str:
-    """``[n] title (url)`` then the passage, for the model, within ``max_chars``."""
+def numbered_evidence(passages: Sequence[Passage], max_chars: int) -> tuple[str, int]:
+    """``[n] title (url)`` then the passage, for the model, within ``max_chars``; and how
+    many passages that holds (the first ones)."""
     blocks, used = [], 0
     for n, p in enumerate(passages, start=1):
         block = f"[{n}] {uncited(p.title)} ({p.url})\n{uncited(' '.join(p.text.split()))}"
@@ -51,7 +52,7 @@ def numbered_evidence(passages: Sequence[Passage], max_chars: int) -> str:
             break
         blocks.append(block)
         used += len(block) + 2
-    return "\n\n".join(blocks)
+    return "\n\n".join(blocks), len(blocks)
 
 
 def evidence_report(
@@ -132,7 +133,7 @@ async def llm_report(
     runner: StepRunner, question: str, passages: Sequence[Passage], max_chars: int
 ) -> Written:
     """The model's report with citations outside the evidence removed."""
-    evidence = numbered_evidence(passages, max_chars=max(2000, max_chars * 3))
+    evidence, shown = numbered_evidence(passages, max_chars=max(2000, max_chars * 3))
     outcome = await runner.run(
         "research_report",
         messages("research_report", runner.today, question=question, evidence=evidence),
@@ -140,7 +141,8 @@ async def llm_report(
     )
     if outcome.value is None:
         return Written(None, [])
-    checked = check_citations(outcome.value, len(passages))
+    # Only what the model was shown can support what it wrote.
+    checked = check_citations(outcome.value, shown)
     if not checked.refs:
         return Written(None, checked.removed)  # a report that cites nothing is not one
     return Written(neutralise_markers(checked.text[:max_chars]), checked.removed)
