@@ -420,6 +420,8 @@ def research(
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))
         return
+    for error in result["errors"]:  # as search prints them: what fell back, what was cut
+        click.echo(f"note: {error['stage']} {error['source']}: {error['reason']}", err=True)
     click.echo(result["report"] or "")
     click.echo(
         f"\n(confidence {result['confidence']}, {result['verification_status']}, "

@@ -346,6 +346,13 @@ def test_the_cli_prints_the_report(config_file):
     )
     assert result.exit_code == 0, result.output
     assert "# Evidence for:" in result.output
+    # What was lowered or fell back is said, as search says it (--json has it in errors).
+    lowered = CliRunner().invoke(
+        main, ["research", QUESTION, "--preset", "minimal", "--max-time", "900",
+               "--config", config_file()],
+    )  # fmt: skip
+    assert lowered.exit_code == 0, lowered.output
+    assert "note: budget " in lowered.stderr and "max_total_time_ms" in lowered.stderr
     bad = CliRunner().invoke(main, ["research", QUESTION, "--preset", "nope"])
     assert bad.exit_code == 2
 
