@@ -473,8 +473,8 @@ def _state_call(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
 @cache.command("stats")
 @config_option
 def cache_stats(config_path: str | None) -> None:
-    """Print entries, bytes, hits and misses of the extraction cache, and the entries and
-    vectors of the result cache."""
+    """Print the entries and bytes of the extraction cache, and the entries and vectors of
+    the result cache (hits and misses are a running server's: GET /v1/cache/stats)."""
     from searcher.cache.extraction import ExtractionCache
 
     settings = _settings(config_path)
@@ -482,9 +482,11 @@ def cache_stats(config_path: str | None) -> None:
     from searcher.cache.results import NAMESPACE
 
     state = _state_call(settings, lambda s: s.stats(NAMESPACE))
+    # Hits, misses and evictions are counted by the process that serves: this one served none.
+    held = {k: v for k, v in store.stats().items() if k in ("entries", "bytes")}
     stats = {
         "dir": str(settings.cache_dir()),
-        **store.stats(),
+        **held,
         "results": {
             "engine": state.engine,
             "location": state.location,
