@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -125,81 +125,85 @@ async def open_service(
     An embedder from a local directory is loaded before the runtime is yielded; one that
     may need a model hub loads in the background (under ``embeddings.load_timeout_s``)
     unless ``wait_for_embedder`` (a one-shot CLI call wants its near-duplicate removal)."""
-    state = await open_store(settings.state)  # first: an unreachable Redis stops start-up
-    if metrics is not None:
-        state.on_failure = functools.partial(metrics.state_error, state.engine)
-    qdrant = None
-    if settings.state.qdrant_url and settings.cache.enabled and settings.cache.semantic.enabled:
-        try:
+    # Everything opened is closed again, in reverse order, however start-up ends (a Redis
+    # or Qdrant that cannot be reached, Ctrl-C while the embedder loads): nothing leaks.
+    async with contextlib.AsyncExitStack() as opened:
+        state = await open_store(settings.state)  # first: an unreachable Redis stops start-up
+        opened.push_async_callback(state.aclose)
+        if metrics is not None:
+            state.on_failure = functools.partial(metrics.state_error, state.engine)
+        semantic_on = settings.cache.enabled and settings.cache.semantic.enabled
+        qdrant = None
+        if settings.state.qdrant_url and semantic_on:
             qdrant = await open_qdrant(settings.state.qdrant_url)  # so does an absent Qdrant
-        except StateUnavailable:
-            await state.aclose()
-            raise
-    # trust_env=False: aiohttp would look proxies up in a thread on every request.
-    backend_client = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
-    )
-    fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
-    extractor = build_extractor(
-        settings.fetch,
-        in_thread=extract_in_process,
-        max_chars=settings.limits.max_extract_chars_per_page,
-    )
-    cache_cfg = settings.service.cache
-    cache = ExtractionCache(
-        settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,
-        max_bytes=cache_cfg.max_bytes or None,
-    )  # fmt: skip
-    # Breakers agree through the state store: one opened by a worker is open for all.
-    keys = upstream_keys(settings)  # what workers share per upstream: breakers and pace
-    pool = BackendPool(
-        build_backends(settings, backend_client, ddgs_factory),
-        settings,
-        shared=SharedBreakers(state, keys),
-        pacer=Pacer(state, instance_rates(settings), keys),
-        metrics=metrics,
-    )
-    reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
-    llm = LlmClient(settings.llm) if settings.llm.configured else None
-    # The service starts without an embedder and gets it when the load is done; it carries
-    # no problem note, so responses do not repeat it (/v1/health says it, once).
-    parts = Parts.build(settings, pool, reader, None, None, llm, metrics)
-    embedding = EmbedderLoad(settings.embeddings, on_ready=_use_embedder(parts))
-    embedding.start()
-    if wait_for_embedder or not needs_network(settings.embeddings):
-        await embedding.wait()
-    # The semantic cache needs the embedder now: with a model still loading from a hub,
-    # it stays off for this run (the exact-match result cache works regardless).
-    results = _result_cache(settings, state, embedding.embedder, qdrant)
-    sweepers: list[asyncio.Task[Any]] = []
-    if sweep and cache_cfg.enabled:
-        sweepers.append(asyncio.create_task(cache.run_sweeper(cache_cfg.sweep_interval_s)))
-    if sweep:
-        sweepers.append(asyncio.create_task(_prune_state(state, cache_cfg.sweep_interval_s)))
-    if results is not None and isinstance(results.semantic, SemanticCache):
-        # Mirror the vectors other workers stored, in the background: a lookup meanwhile
-        # uses what is there rather than waiting for 100,000 rows.
-        sweepers.append(asyncio.create_task(results.semantic.sync()))
-    try:
+            opened.push_async_callback(qdrant.close)
+        # trust_env=False: aiohttp would look proxies up in a thread on every request.
+        backend_client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
+        )
+        opened.push_async_callback(backend_client.close)
+        fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
+        opened.push_async_callback(fetcher.aclose)
+        extractor = build_extractor(
+            settings.fetch,
+            in_thread=extract_in_process,
+            max_chars=settings.limits.max_extract_chars_per_page,
+        )
+        opened.callback(extractor.close)
+        cache_cfg = settings.service.cache
+        cache = ExtractionCache(
+            settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,
+            max_bytes=cache_cfg.max_bytes or None,
+        )  # fmt: skip
+        # Breakers agree through the state store: one opened by a worker is open for all.
+        keys = upstream_keys(settings)  # what workers share per upstream: breakers and pace
+        pool = BackendPool(
+            build_backends(settings, backend_client, ddgs_factory),
+            settings,
+            shared=SharedBreakers(state, keys),
+            pacer=Pacer(state, instance_rates(settings), keys),
+            metrics=metrics,
+        )
+        opened.push_async_callback(pool.aclose)  # hedged calls still running in the background
+        reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
+        llm = LlmClient(settings.llm) if settings.llm.configured else None
+        if llm is not None:
+            opened.push_async_callback(llm.aclose)
+        # The service starts without an embedder and gets it when the load is done; it
+        # carries no problem note, so responses do not repeat it (/v1/health says it, once).
+        parts = Parts.build(settings, pool, reader, None, None, llm, metrics)
+        embedding = EmbedderLoad(settings.embeddings, on_ready=_use_embedder(parts))
+        opened.push_async_callback(embedding.aclose)
+        embedding.start()
+        if wait_for_embedder or not needs_network(settings.embeddings):
+            await embedding.wait()
+        # The semantic cache needs the embedder now: with a model still loading from a hub,
+        # it stays off for this run (the exact-match result cache works regardless).
+        results = _result_cache(settings, state, embedding.embedder, qdrant)
+        if sweep and cache_cfg.enabled:
+            _in_background(opened, cache.run_sweeper(cache_cfg.sweep_interval_s))
+        if sweep:
+            _in_background(opened, _prune_state(state, cache_cfg.sweep_interval_s))
+        if results is not None and isinstance(results.semantic, SemanticCache):
+            # Mirror the vectors other workers stored, in the background: a lookup
+            # meanwhile uses what is there rather than waiting for 100,000 rows.
+            _in_background(opened, results.semantic.sync())
         if metrics is not None:
             metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
         service = SearchService(parts, results)
         yield Runtime(settings, service, pool, cache, embedding, state, results)
-    finally:
-        for sweeper in sweepers:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
-        await pool.aclose()  # hedged calls still running in the background
-        await state.aclose()
-        if qdrant is not None:
-            await qdrant.close()
-        await backend_client.close()
-        await embedding.aclose()
-        await fetcher.aclose()
-        if llm is not None:
-            await llm.aclose()
-        extractor.close()
+
+
+def _in_background(opened: contextlib.AsyncExitStack, work: Coroutine[Any, Any, Any]) -> None:
+    """Run ``work`` as a task, cancelled (and awaited) when ``opened`` closes."""
+    task = asyncio.create_task(work)
+
+    async def stop() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    opened.push_async_callback(stop)
 
 
 def _use_embedder(parts: Parts) -> Callable[[Embedder], None]:
