@@ -41,6 +41,18 @@ _WWW = re.compile(r"^(?:www\.)+")
 _ROUTE_FRAGMENT = ("/", "!")
 
 
+def ascii_host(host: str) -> str:
+    """A host as DNS spells it: an internationalised name in its punycode form
+    (``münchen.de`` -> ``xn--mnchen-3ya.de``), so both spellings are one host; a name the
+    IDNA codec refuses stays as written."""
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
 def _is_tracking(key: str) -> bool:
     lowered = key.lower()
     return lowered in _TRACKING_PARAMS or lowered.startswith(_TRACKING_PREFIXES)
@@ -84,7 +96,7 @@ def normalise_url(url: str) -> str:
     percent-encode uniformly. Idempotent."""
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
-    host = _WWW.sub("", (parts.hostname or "").lower().rstrip("."))
+    host = _WWW.sub("", ascii_host((parts.hostname or "").lower().rstrip(".")))
     try:
         port = parts.port
     except ValueError:
@@ -106,8 +118,9 @@ def item_id(url: str) -> str:
 
 
 def host_of(url: str) -> str:
-    """The lower-cased host of a URL, without ``www.``."""
-    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    """The lower-cased host of a URL (punycode for an internationalised name), without
+    ``www.``."""
+    host = ascii_host((urlsplit(url).hostname or "").lower().rstrip("."))
     return host[4:] if host.startswith("www.") else host
 
 
@@ -146,12 +159,19 @@ def domain_of(entry: str) -> str:
     found = _DOMAIN_ENTRY.fullmatch(entry)
     if found is None:
         raise ValueError(f"{entry!r} is not a domain (e.g. example.com)")
-    return found.group(1).lower().strip(".")
+    return ascii_host(found.group(1).lower().strip("."))
+
+
+_IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
 
 def domain_matches(host: str, domain: str) -> bool:
-    """Whether ``host`` is ``domain`` or one of its subdomains."""
-    domain = domain.lower().strip().lstrip(".")
+    """Whether ``host`` (``host_of``) is ``domain`` or one of its subdomains. An address
+    has no subdomains (``0.1`` is no domain of ``127.0.0.1``), and ``www.example.com``
+    names that host, not the rest of example.com."""
+    domain = ascii_host(domain.lower().strip().lstrip("."))
+    if _IPV4.fullmatch(host) or ":" in host:
+        return host == domain
     if domain.startswith("www."):
-        domain = domain[4:]
+        return host == domain[4:] or host.endswith("." + domain)
     return host == domain or host.endswith("." + domain)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from searcher.urls import domain_of, item_id, normalise_url
+from searcher.urls import domain_matches, domain_of, host_of, item_id, normalise_url
 
 # --- strategies ----------------------------------------------------------------------------
 
@@ -205,11 +205,39 @@ def test_same_page_examples(a, b):
         ("127.0.0.1:8080", "127.0.0.1"),
         ("*.example.com", "example.com"),
         (" .example.com. ", "example.com"),
-        ("bücher.de", "bücher.de"),
+        ("bücher.de", "xn--bcher-kva.de"),  # as DNS spells it, and host_of too
+        ("xn--bcher-kva.de", "xn--bcher-kva.de"),
     ],
 )
 def test_a_domain_filter_entry_is_read_as_its_host(entry, domain):
     assert domain_of(entry) == domain
+
+
+@pytest.mark.parametrize(
+    ("url", "entry", "matches"),
+    [
+        ("https://münchen.de/a", "xn--mnchen-3ya.de", True),
+        ("https://xn--mnchen-3ya.de/b", "münchen.de", True),
+        ("https://blog.münchen.de/", "MÜNCHEN.de", True),
+        ("https://example.com/", "www.example.com", True),
+        ("https://www.example.com/", "www.example.com", True),
+        ("https://blog.example.com/", "www.example.com", False),  # not a subdomain of www.
+        ("https://x.www.example.com/", "www.example.com", True),
+        ("https://blog.example.com/", "example.com", True),
+        ("http://127.0.0.1:8080/", "127.0.0.1", True),
+        ("http://127.0.0.1:8080/", "0.1", False),  # an address has no subdomains
+        ("http://127.0.0.1:8080/", "1", False),
+        ("http://[2001:db8::1]/", "2001:db8::1", True),
+    ],
+)
+def test_a_filter_entry_matches_its_host_and_subdomains_only(url, entry, matches):
+    assert domain_matches(host_of(url), entry) is matches
+
+
+def test_a_page_under_its_unicode_and_punycode_names_is_one_page():
+    assert normalise_url("https://münchen.de/rathaus") == normalise_url(
+        "https://xn--mnchen-3ya.de/rathaus"
+    )
 
 
 @pytest.mark.parametrize(
