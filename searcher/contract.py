@@ -218,8 +218,8 @@ class Constraints(_Strict):
     backend: str | list[str] | None = Field(
         default=None,
         json_schema_extra=_backend_schema,
-        description='A backend name, a list of names (tried in that order), or "auto" '
-        "(the configured order). Default: auto.",
+        description="A backend name (used alone), a list of names (asked at once and "
+        'fused; no other backend is asked), or "auto" (the configured policy). Default: auto.',
     )
     search_mode: SearchMode = "simple"
     lang: str | None = Field(default=None, max_length=35)

@@ -35,6 +35,25 @@ def test_a_backend_list_fans_out_and_fuses_with_provenance(
     assert [i["url"] for i in again["items"]] == [i["url"] for i in items]
 
 
+def test_a_backend_list_that_all_fails_asks_no_other_backend(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    settings = make_settings(
+        backends={"brave": {"base_url": testbed_clean.brave_url("status/500"),
+                            "api_key": "test-key"}},
+        budget={"max_search_retries": 0},
+    )  # fmt: skip
+    base = serve_searcher(settings)
+    body = {"query": matching_query, "constraints": {"backend": ["brave"], "cache": "off"}}
+    response = post(base, body)
+    assert response.status_code == 502, response.text
+    assert "brave" in response.json()["error"]["message"]
+    assert not [e for e in testbed_clean.log if e.path.startswith("/searxng")]
+    # Left to the policy, the others do stand in.
+    auto = post(base, {"query": matching_query, "constraints": {"cache": "off"}}).json()
+    assert auto["items"] and "searxng" in auto["meta"]["backends_tried"]
+
+
 def test_keyword_filter_drops_weak_matches_and_shows_components(
     make_settings, serve_searcher, matching_query
 ):

@@ -658,7 +658,7 @@ class BackendPool:
         rest = [
             n
             for n in self._settings.backends.fallback_order()
-            if n in self.backends and n not in plan.names
+            if n in self.backends and n not in plan.names and not plan.exclusive
         ]
         if not rest:
             if any(f.kind != "no_results" for f in fan.failures):

@@ -21,6 +21,8 @@ class BackendPlan:
     reason: str = ""
     # Instances the policy names that are not enabled or not configured: left out, said.
     unavailable: tuple[str, ...] = ()
+    # The request named its backends: when they all fail, no other one stands in.
+    exclusive: bool = False
 
     def weight(self, backend: str) -> float:
         return self.weights.get(backend, 1.0)
@@ -46,7 +48,8 @@ def plan_backends(
     settings: Settings,
     usable: Collection[str],
 ) -> BackendPlan:
-    """An explicit name is used alone; a list fans out to those backends; ``auto`` (or
+    """An explicit name is used alone; a list fans out to those backends, and no other
+    stands in for them; ``auto`` (or
     nothing) uses the intent's configured set if there is one, else ``backends.auto``
     (the fallback order, or a fan-out to every usable backend)."""
     cfg = settings.backends
@@ -54,11 +57,11 @@ def plan_backends(
     base_weights: dict[str, float] = {name: cfg.get(name).weight for name in known}
     if isinstance(requested, str) and requested != "auto":
         _check_names([requested], known)
-        return BackendPlan("single", (requested,), base_weights, "explicit backend")
+        return BackendPlan("single", (requested,), base_weights, "explicit backend", exclusive=True)
     if isinstance(requested, list):
         _check_names(requested, known)
         names = tuple(dict.fromkeys(requested))
-        return BackendPlan("fanout", names, base_weights, "explicit list")
+        return BackendPlan("fanout", names, base_weights, "explicit list", exclusive=True)
     policy = cfg.intents.get(intent or "")
     if policy is not None:
         names = tuple(n for n in policy.backends if n in usable)
