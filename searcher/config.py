@@ -1022,5 +1022,11 @@ def masked(settings: Settings) -> dict[str, Any]:
             return [mask(v) for v in node]
         return node
 
-    result: dict[str, Any] = mask(settings.model_dump(mode="json"))
+    plain = settings.model_dump(mode="json")
+    for name in LEGACY_INSTANCES:
+        # As the instance runs: its adapter's keys too (rate, SearXNG's engine_health),
+        # which the section itself holds only when the config sets them.
+        section = settings.backends.get(name).model_dump(mode="json", exclude={"adapter"})
+        plain["backends"][name] = {**plain["backends"][name], **section}
+    result: dict[str, Any] = mask(plain)
     return result

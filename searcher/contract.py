@@ -82,9 +82,10 @@ Domain = Annotated[
 WholeInt = Annotated[int, WHOLE]
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_INT), WHOLE]
 # A free-form JSON value (context_hint): what wire_problem lets through, said as a schema.
+# Integers are kept as integers to 64 bits, so the echo is the number sent.
 HintValue = TypeAliasType(
     "HintValue",
-    "StrictBool | Annotated[StrictInt, Field(ge=-MAX_INT, le=MAX_INT)] "
+    "StrictBool | Annotated[StrictInt, Field(ge=INT64_MIN, le=INT64_MAX)] "
     "| Annotated[float, Field(allow_inf_nan=False)] | str "
     "| list[HintValue] | dict[str, HintValue] | None",
 )

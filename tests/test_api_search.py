@@ -40,6 +40,11 @@ def test_simple_search_returns_the_ucp1_contract(make_settings, serve_searcher, 
     assert data["request"]["intent"] == "fresh_data"
     assert data["request"]["context_hint"] == {"known_topics": ["cloud gaming"]}
     assert data["request"]["query"] == {"text": matching_query}
+    # The hint comes back as sent: an integer past 2^53 is not turned into a float.
+    exact = {"n": 2**53 + 1, "m": [-(2**63), 2**63 - 1], "f": 0.5}
+    echoed = post(base, {"query": matching_query, "context_hint": exact})
+    assert b'"n":9007199254740993' in echoed.content.replace(b" ", b"")
+    assert echoed.json()["request"]["context_hint"] == exact
 
     items = data["items"]
     assert 1 <= len(items) <= 5  # the configured default max_results

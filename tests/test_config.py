@@ -109,6 +109,15 @@ def test_secrets_are_masked():
     assert shown["backends"]["searxng"]["api_key"] is None
 
 
+def test_the_printout_shows_every_key_an_instance_has_and_loads_as_itself(tmp_path):
+    shown = masked(load_settings(environ={}))["backends"]
+    assert shown["searxng"]["rate"] is None and shown["brave"]["rate"] is None
+    assert shown["searxng"]["engine_health"]["failure_threshold"] == 2
+    path = tmp_path / "printed.yaml"
+    path.write_text(yaml.safe_dump(masked(load_settings(environ={}))))
+    assert masked(load_settings(path, environ={})) == masked(load_settings(environ={}))
+
+
 def test_a_section_given_in_part_prints_its_adapters_defaults(tmp_path):
     # `searcher config` must print what runs: a config saved from it changes nothing.
     path = tmp_path / "searcher.yaml"
