@@ -15,15 +15,26 @@ from typing import Any, get_args
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from searcher.contract import MAX_INT, MAX_QUERY_CHARS, NOT_BLANK, Preset, SearchMode, TimeRange
+from searcher.contract import (
+    HTTP_URL,
+    HTTP_URL_RULE,
+    MAX_INT,
+    MAX_QUERY_CHARS,
+    NOT_BLANK,
+    Preset,
+    SearchMode,
+    TimeRange,
+)
 from searcher.errors import InvalidRequest
 
 MAX_TOOL_RESULTS = 20
 MAX_FETCH_CHARS = 200_000
 MAX_DOMAINS = 50
-HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://"
-# jsonschema's own message for a pattern quotes the regex; these say what is meant.
-_PATTERN_MESSAGES = {NOT_BLANK: "must not be blank", HTTP_URL: "must be an http:// or https:// URL"}
+# jsonschema's own message for a pattern quotes the regex; these say what is meant. The
+# URL rule is POST /v1/fetch's own: the tool takes what the endpoint takes.
+_PATTERN_MESSAGES = {NOT_BLANK: "must not be blank", HTTP_URL: f"must be {HTTP_URL_RULE}"}
+# A value quoted in a message is cut to this: a 60,000-character query is not repeated.
+_MAX_QUOTED = 200
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,14 @@ class ToolSpec:
         message = error.message
         if error.validator == "pattern":
             message = _PATTERN_MESSAGES.get(str(error.validator_value), message)
+        elif error.validator in ("maxLength", "minLength", "maxItems", "minItems"):
+            # jsonschema quotes the whole value; its size says enough.
+            size = len(error.instance) if isinstance(error.instance, str | list) else None
+            bound = "at most" if error.validator.startswith("max") else "at least"
+            unit = "characters" if isinstance(error.instance, str) else "items"
+            message = f"has {size} {unit}; {bound} {error.validator_value} allowed"
+        if len(message) > _MAX_QUOTED:
+            message = message[:_MAX_QUOTED] + "…"
         raise InvalidRequest(field, message)
 
 
@@ -134,7 +153,7 @@ def fetch_page_spec(default_max_chars: int) -> ToolSpec:
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_FETCH_CHARS,
-                    "default": default_max_chars,
+                    "default": min(default_max_chars, MAX_FETCH_CHARS),
                     "description": "Characters of text to return at most.",
                 },
                 "start_char": {

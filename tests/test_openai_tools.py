@@ -124,6 +124,10 @@ def test_valid_fetch_page_arguments_make_successful_fetches(served, testbed, aeb
         ("web_search", {"query": "x", "include_domains": "a.com"}, "include_domains"),
         ("web_search", {"query": "x", "lang": "de"}, "arguments"),
         ("fetch_page", {"url": "ftp://a.example/"}, "url"),
+        # What POST /v1/fetch refuses, the schema refuses: the tool takes that body.
+        ("fetch_page", {"url": "http://a.example/?q=café"}, "url"),
+        ("fetch_page", {"url": "http://a.example/#section 2"}, "url"),
+        ("fetch_page", {"url": "http://bücher.example/"}, "url"),
         ("fetch_page", {"url": "http://a.example/", "max_chars": 200_001}, "max_chars"),
         ("fetch_page", {"url": "http://a.example/", "start_char": -1}, "start_char"),
         ("fetch_page", {}, "arguments"),
@@ -134,6 +138,21 @@ def test_the_schemas_refuse_bad_arguments_naming_the_field(name, arguments, fiel
     with pytest.raises(InvalidRequest) as caught:
         spec.validate(arguments)
     assert caught.value.field == field
+
+
+def test_a_refusal_does_not_repeat_a_huge_value_and_defaults_fit_their_maximum():
+    web_search, fetch_page = tool_specs(20_000)
+    with pytest.raises(InvalidRequest) as caught:
+        web_search.validate({"query": "q" * 60_000})
+    assert str(caught.value) == "query: has 60000 characters; at most 2000 allowed"
+    with pytest.raises(InvalidRequest) as caught:
+        fetch_page.validate({"url": "http://a.example/" + "x" * 60_000})
+    assert len(str(caught.value)) < 400
+    # A server whose MCP results may be longer than a fetch may ask still states a
+    # default its own maximum allows.
+    (_, big) = tool_specs(500_000)
+    max_chars = big.parameters["properties"]["max_chars"]
+    assert max_chars["default"] == max_chars["maximum"] == 200_000
 
 
 # --- the loop in docs/integrations/openai-tools.md, against a scripted model -------------
