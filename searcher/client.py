@@ -56,8 +56,18 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def job_path(job_id: str) -> str:
-    """The path of a research job: its id as one path segment, whatever it holds."""
+    """The path of a research job: its id as one path segment, whatever it holds;
+    ``InvalidRequest`` for an empty id (the path would name the job list)."""
+    if not job_id:
+        raise InvalidRequest("job_id", "must not be empty")
     return f"/v1/research/{quote(job_id, safe='')}"
+
+
+def _events_path(job_id: str, after: int) -> str:
+    """The path of a job's event stream; ``InvalidRequest`` for a negative ``after``."""
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise InvalidRequest("after", "must be a whole number >= 0 (an event id)")
+    return f"{job_path(job_id)}/events"
 
 
 class SearchOptions(TypedDict, total=False):
@@ -343,7 +353,9 @@ def research_body(question: str | ResearchRequest, preset: Preset | None) -> dic
 
 
 # An event stream may be quiet between heartbeats; only connecting is bounded tightly.
-_STREAM_TIMEOUT = httpx.Timeout(10.0, read=120.0)
+# Events may be minutes apart (a slow LLM step): a stream waits longer than a call.
+STREAM_READ_S = 120.0
+_STREAM_TIMEOUT = httpx.Timeout(10.0, read=STREAM_READ_S)
 # A dropped stream is resumed after the last event seen, this many times at most.
 STREAM_RECONNECTS = 5
 
@@ -389,6 +401,8 @@ class SearcherClient:
 
     def _send(self, call: _Call) -> Any:
         url = self.base_url + call.path
+        if self._http.is_closed:
+            raise RemoteError(url, "this client is closed")
         try:
             response = self._http.request(call.method, call.path, json=call.body)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -446,7 +460,9 @@ class SearcherClient:
         repeated."""
         last, drops = after, 0
         while True:
-            url = f"{self.base_url}{job_path(job_id)}/events"
+            url = f"{self.base_url}{_events_path(job_id, after)}"
+            if self._http.is_closed:
+                raise RemoteError(url, "this client is closed")
             parser = SseParser(url)
             try:
                 with self._http.stream(
@@ -467,12 +483,12 @@ class SearcherClient:
             except httpx.TransportError as exc:
                 drops += 1
                 if drops > STREAM_RECONNECTS:
-                    raise _transport_error(url, exc, self.timeout) from exc
+                    raise _transport_error(url, exc, STREAM_READ_S) from exc
                 continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 # Not a dropped connection (a bad job id in the URL, an undecodable body):
                 # resuming would fail the same way.
-                raise _transport_error(url, exc, self.timeout) from exc
+                raise _transport_error(url, exc, STREAM_READ_S) from exc
             return  # the server ended the stream: the job is over
 
     def research(
@@ -525,6 +541,8 @@ class AsyncSearcherClient:
 
     async def _send(self, call: _Call) -> Any:
         url = self.base_url + call.path
+        if self._http.is_closed:
+            raise RemoteError(url, "this client is closed")
         try:
             response = await self._http.request(call.method, call.path, json=call.body)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -581,7 +599,9 @@ class AsyncSearcherClient:
         resumed after the last event seen (``Last-Event-ID``)."""
         last, drops = after, 0
         while True:
-            url = f"{self.base_url}{job_path(job_id)}/events"
+            url = f"{self.base_url}{_events_path(job_id, after)}"
+            if self._http.is_closed:
+                raise RemoteError(url, "this client is closed")
             parser = SseParser(url)
             try:
                 async with self._http.stream(
@@ -602,12 +622,12 @@ class AsyncSearcherClient:
             except httpx.TransportError as exc:
                 drops += 1
                 if drops > STREAM_RECONNECTS:
-                    raise _transport_error(url, exc, self.timeout) from exc
+                    raise _transport_error(url, exc, STREAM_READ_S) from exc
                 continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 # Not a dropped connection (a bad job id in the URL, an undecodable body):
                 # resuming would fail the same way.
-                raise _transport_error(url, exc, self.timeout) from exc
+                raise _transport_error(url, exc, STREAM_READ_S) from exc
             return
 
     async def research(

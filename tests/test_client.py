@@ -369,3 +369,29 @@ def test_a_job_id_is_one_path_segment_whatever_it_holds(
             call(base, method, job_id)
         assert raised.value.status == 404, raised.value
         assert f"/v1/research/{quote(job_id, safe='')}:" in str(raised.value)
+
+
+def test_a_closed_client_an_empty_job_id_and_a_negative_after_are_said_plainly(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings())
+    with SearcherClient(base) as client:
+        with pytest.raises(InvalidRequest) as empty:
+            client.research_status("")
+        assert empty.value.field == "job_id"  # not "HTTP 307" from the job list's path
+        with pytest.raises(InvalidRequest) as negative:
+            list(client.stream_research("abc", after=-1))
+        assert negative.value.field == "after"  # not the header it is sent as
+    for closed_call in (lambda: client.search("stadia"), lambda: list(client.stream_research("a"))):
+        with pytest.raises(RemoteError, match="this client is closed"):
+            closed_call()
+
+    async def closed_async() -> None:
+        async with AsyncSearcherClient(base) as aclient:
+            pass
+        with pytest.raises(RemoteError, match="this client is closed"):
+            await aclient.health()
+        with pytest.raises(RemoteError, match="this client is closed"):
+            [event async for event in aclient.stream_research("a")]
+
+    asyncio.run(closed_async())
