@@ -65,6 +65,10 @@ class BreakerSettings(_Section):
     half_open_max_calls: int = Field(default=3, ge=1, description="Trial successes to close.")
 
 
+# A weight in fusion: NaN, an infinity or a negative one would turn the order upside down.
+FusionWeight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class BackendSettings(_Section):
     """A built-in instance as configured before named instances (``backends.searxng``
     etc.); it becomes the instance of that name, checked by its adapter's model (which
@@ -76,7 +80,7 @@ class BackendSettings(_Section):
     base_url: HttpUrl | None = None
     api_key: str | None = None
     timeout_s: float = Field(default=8.0, gt=0)
-    weight: float = Field(default=1.0, ge=0)
+    weight: FusionWeight = 1.0
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
 
 
@@ -87,7 +91,7 @@ class InstanceSettings(_Section):
     adapter: str = Field(description="The adapter: searxng, brave, duckduckgo or a plugin's.")
     enabled: bool = True
     timeout_s: float = Field(default=8.0, gt=0, description="One call to this instance.")
-    weight: float = Field(default=1.0, ge=0, description="Its lists' weight in fusion.")
+    weight: FusionWeight = Field(default=1.0, description="Its lists' weight in fusion.")
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     rate: str | None = Field(
         default=None,
@@ -316,7 +320,7 @@ class IntentPolicy(_Section):
     """The backend instances an intent fans out to, and their weights in fusion."""
 
     backends: list[str] = Field(min_length=1)
-    weights: dict[str, float] = Field(default_factory=dict)
+    weights: dict[str, FusionWeight] = Field(default_factory=dict)
 
 
 class BackendsSettings(_Section):
@@ -338,7 +342,7 @@ class BackendsSettings(_Section):
         description="Named backend instances: {name: {adapter: searxng, base_url: ...}}; "
         "each is checked by its adapter's config model.",
     )
-    engine_weights: dict[str, float] = Field(
+    engine_weights: dict[str, FusionWeight] = Field(
         default_factory=dict,
         description="Weights of engines inside SearXNG answers (e.g. wikipedia: 1.2); default 1.",
     )

@@ -292,9 +292,12 @@ class Constraints(_Strict):
     @field_validator("engines", "categories", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
-        # SearXNG users write "google,bing"; accept that as well as a list.
+        # SearXNG users write "google,bing"; accept that as well as a list, whose entries
+        # are cleaned alike (" bing " is bing, "" nothing).
         if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
+            value = value.split(",")
+        if isinstance(value, list) and all(isinstance(part, str) for part in value):
+            return [part.strip() for part in value if part.strip()]
         return value
 
     @field_validator("backend")

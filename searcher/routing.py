@@ -93,13 +93,11 @@ def validate(settings: RoutingSettings) -> None:
     compile_routes(settings)
 
 
-def route_to_group(routes: CompiledRoutes, group: str, why: str) -> Route:
-    """The route of a named group (``why`` says what chose it); unknown names get the
-    default group's route."""
+def route_to_group(routes: CompiledRoutes, group: str) -> Route:
+    """The route of a named group, chosen by no pattern (``pattern`` None); unknown names
+    get the default group's route."""
     route = routes.groups.get(group)
-    if route is None:
-        return routes.default
-    return Route(route.group, why, route.engines, route.categories)
+    return routes.default if route is None else route
 
 
 def route_query(query: str, routes: CompiledRoutes) -> Route:

@@ -151,6 +151,14 @@ def test_routing_picks_the_engine_group_and_tells_why(make_settings, serve_searc
     post(base, explicit)
     (logged,) = [e for e in testbed_clean.log if e.path.startswith("/searxng")][:1]
     assert logged.query["engines"] == "wikipedia"  # the request's choice beats the route
+    assert "categories" not in logged.query
+    # Categories named alone come without the group's engines (SearXNG would ask both),
+    # and list entries are cleaned as the comma form is.
+    testbed_clean.reset()
+    news = {"query": "literature review", "constraints": {"categories": [" news ", ""]}}
+    post(base, news)
+    (logged,) = [e for e in testbed_clean.log if e.path.startswith("/searxng")][:1]
+    assert logged.query["categories"] == "news" and "engines" not in logged.query
 
 
 def test_hedged_request_is_reported(make_settings, serve_searcher, testbed, matching_query):

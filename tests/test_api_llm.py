@@ -147,8 +147,7 @@ def test_llm_routing_chooses_the_group_when_no_pattern_matches(
 ):
     base = start(make_settings, serve_searcher, testbed_clean, route=script(reply="Academic."))
     data = post(base, {"query": QUERY, "constraints": {"route": "llm"}})
-    assert data["meta"]["route"]["group"] == "academic"
-    assert data["meta"]["route"]["by"] == "llm"
+    assert data["meta"]["route"] == {"group": "academic", "pattern": None, "by": "llm"}
     (request,) = [e for e in testbed_clean.log if e.path == "/searxng/search"]
     assert "arxiv" in request.query["engines"]
 

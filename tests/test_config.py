@@ -173,3 +173,21 @@ def test_a_malformed_allowed_host_is_a_config_error_naming_it():
     assert load_settings(environ={"SEARCHER_ALLOWED_HOSTS": hosts}).server.allowed_hosts == [
         "a.example:*", "*.b.example", "*"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("backends: {engine_weights: {google: .nan}}", "backends.engine_weights.google"),
+        ("backends: {engine_weights: {google: -5}}", "backends.engine_weights.google"),
+        ("backends: {intents: {fresh_data: {backends: [searxng], weights: {searxng: .inf}}}}",
+         "backends.intents.fresh_data.weights.searxng"),
+        ("backends: {brave: {weight: .inf}}", "backends.brave.weight"),
+    ],
+)  # fmt: skip
+def test_a_fusion_weight_is_a_finite_number_of_at_least_0(tmp_path, text, field):
+    # NaN sank every result it touched to the bottom; an infinity did the same.
+    path = tmp_path / "weights.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=re.escape(field)):
+        load_settings(path, environ={})

@@ -46,7 +46,7 @@ async def make_plan(ctx: RequestContext, parts: Parts) -> Plan:
                 groups = list(settings.routing.groups)
                 chosen = await classify_group(ctx.llm, query, groups, reserve=searches)
             if chosen.value is not None:
-                route, route_by = route_to_group(parts.routes, chosen.value, "llm"), "llm"
+                route, route_by = route_to_group(parts.routes, chosen.value), "llm"
     ctx.extras.route = {"group": route.group, "pattern": route.pattern, "by": route_by}
     backends = plan_backends(constraints.backend, request.intent, settings, parts.pool.backends)
     for name in backends.unavailable:

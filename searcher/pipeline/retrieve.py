@@ -20,15 +20,20 @@ from searcher.searches import SearchOnce, Tagged, multi_search
 
 def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str) -> BackendQuery:
     """The query every backend receives; the routed engine group fills in the SearXNG
-    engines and categories the request did not set. Engines the request names come
-    without the group's categories: SearXNG asks every engine of the categories it is
-    sent as well as the engines named."""
+    engines and categories the request did not set. SearXNG asks every engine of the
+    categories it is sent as well as the engines named, so what the request names comes
+    alone: its engines without the group's categories, its categories without the
+    group's engines."""
     request = ctx.request
     constraints = request.constraints
     if constraints.categories:
         categories = tuple(constraints.categories)
     else:
         categories = () if constraints.engines else tuple(route.categories)
+    if constraints.engines:
+        engines = tuple(constraints.engines)
+    else:
+        engines = () if constraints.categories else tuple(route.engines)
     return BackendQuery(
         text=text,
         max_results=max_results,
@@ -36,7 +41,7 @@ def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str
         pageno=constraints.pageno,
         time_range=constraints.time_range,
         safesearch=constraints.safesearch,
-        engines=tuple(constraints.engines or route.engines),
+        engines=engines,
         categories=categories,
         routed=frozenset(
             name
