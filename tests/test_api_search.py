@@ -114,11 +114,13 @@ def test_want_flags_leave_parts_out(make_settings, serve_searcher, matching_quer
     assert no_text["usage"]["context_chars"] == 0
 
 
-def test_pick_ids_select_by_backend_order(make_settings, serve_searcher, matching_query):
-    # pick_ids fetch more results (up to the largest id); the testbed's SearXNG gives
-    # synthetic per-engine positions that per-engine RRF reads differently in a deeper
-    # pool, so this test keeps the backend's own order.
-    base = serve_searcher(make_settings(fusion={"method": "answer_order"}))
+def test_pick_ids_select_from_the_response_they_index(
+    make_settings, serve_searcher, matching_query
+):
+    # The default fusion: ids index what the same request returns without them, whatever
+    # other ids are asked for (an id past max_results once made the search deeper, and
+    # per-engine RRF over deeper lists moved the items the other ids named).
+    base = serve_searcher(make_settings())
     budget = {"max_results": 10}
     full = post(base, {"query": matching_query, "budget": budget}).json()["items"]
     assert len(full) >= 4
@@ -129,6 +131,11 @@ def test_pick_ids_select_by_backend_order(make_settings, serve_searcher, matchin
     assert [i["url"] for i in picked["items"]] == [full[3]["url"], full[0]["url"]]
     assert [i["score"]["rank"] for i in picked["items"]] == [1, 2]
     assert picked["meta"]["pick_applied"] is True and picked["meta"]["pick_ids"] == [3, 0]
+    many = {"pick_ids": [4, 3, 19, 9, 10], "cache": "off"}
+    again = post(base, {"query": matching_query, "budget": budget, "constraints": many}).json()
+    assert [i["url"] for i in again["items"]] == [full[4]["url"], full[3]["url"], full[9]["url"]]
+    assert again["meta"]["pick_ids"] == [4, 3, 9]
+    assert not [e for e in again["meta"]["errors"] if "max_results" in e["reason"]]
 
 
 def test_budget_caps_results_and_context(make_settings, serve_searcher, matching_query):

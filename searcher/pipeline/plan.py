@@ -51,9 +51,8 @@ async def make_plan(ctx: RequestContext, parts: Parts) -> Plan:
     backends = plan_backends(constraints.backend, request.intent, settings, parts.pool.backends)
     for name in backends.unavailable:
         ctx.error("plan", name, f"not enabled or not configured ({backends.reason})")
+    # pick_ids index what the same request without them returns: they ask for no more.
     wanted = ctx.budget.max_results
-    if constraints.pick_ids:
-        wanted = max(wanted, max(constraints.pick_ids) + 1)
     if constraints.rank == "llm":
         wanted = max(wanted, settings.llm.steps.rank.top_k)
     return Plan(question, query, route, backends, wanted)

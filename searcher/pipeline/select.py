@@ -80,5 +80,7 @@ async def select(ctx: RequestContext, parts: Parts, plan: Plan, ranked: list[Ran
     if constraints.rank == "llm":
         with ctx.timed("llm_rank"):
             ranked = await _llm_rank(ctx, parts, plan.question, ranked)
-    ranked, applied = apply_pick_ids(ranked, constraints.pick_ids)
-    return Selection(ranked[: ctx.budget.max_results], applied)
+    # The ids index the results the response would carry without them (its first
+    # max_results), so an id keeps naming the item an earlier response showed at it.
+    ranked, applied = apply_pick_ids(ranked[: ctx.budget.max_results], constraints.pick_ids)
+    return Selection(ranked, applied)
