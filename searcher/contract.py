@@ -227,8 +227,8 @@ class Constraints(_Strict):
     pick_ids: list[Annotated[int, Field(ge=-MAX_INT, le=MAX_INT), WHOLE]] | None = Field(
         default=None,
         max_length=1000,
-        description="0-based indices into the backend-ordered result list; invalid and "
-        "duplicate indices are ignored, order is kept.",
+        description="0-based indices into the results the same request returns without "
+        "them (its first max_results); others and duplicates are ignored, order is kept.",
     )
     engines: list[str] | None = Field(
         default=None, description="SearXNG engines to use.", json_schema_extra=_list_or_commas
