@@ -82,11 +82,12 @@ Domain = Annotated[
 WholeInt = Annotated[int, WHOLE]
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_INT), WHOLE]
 # A free-form JSON value (context_hint): what wire_problem lets through, said as a schema.
-# Integers are kept as integers to 64 bits, so the echo is the number sent.
+# Its numbers stay within ±(2^53-1), what every JSON reader holds exactly, so the echo is
+# the number sent (``SearchRequest`` refuses others where they sit).
 HintValue = TypeAliasType(
     "HintValue",
-    "StrictBool | Annotated[StrictInt, Field(ge=INT64_MIN, le=INT64_MAX)] "
-    "| Annotated[float, Field(allow_inf_nan=False)] | str "
+    "StrictBool | Annotated[StrictInt, Field(ge=-MAX_INT, le=MAX_INT)] "
+    "| Annotated[float, Field(allow_inf_nan=False, ge=-MAX_INT, le=MAX_INT)] | str "
     "| list[HintValue] | dict[str, HintValue] | None",
 )
 TimeMs = Annotated[int, Field(ge=MIN_TIME_MS, le=MAX_TIME_MS), WHOLE]
@@ -115,6 +116,20 @@ def wire_problem(value: Any) -> tuple[tuple[str | int, ...], str] | None:
                     return path, "object key holds a lone surrogate (invalid Unicode)"
                 stack.append(((*path, key), child))
         elif isinstance(node, list | tuple):
+            stack.extend(((*path, i), child) for i, child in enumerate(node))
+    return None
+
+
+def number_beyond(value: Any, limit: int) -> tuple[str | int, ...] | None:
+    """Where in a parsed JSON value the first number beyond ``±limit`` sits, or None."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, int | float) and not isinstance(node, bool) and abs(node) > limit:
+            return path
+        if isinstance(node, dict):
+            stack.extend(((*path, key), child) for key, child in node.items())
+        elif isinstance(node, list):
             stack.extend(((*path, i), child) for i, child in enumerate(node))
     return None
 
@@ -384,6 +399,21 @@ class SearchRequest(_Strict, WireSafe):
     @classmethod
     def _query_shape(cls, value: Any) -> Any:
         return query_shape(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hint_numbers_exact(cls, data: Any) -> Any:
+        # One place and one message for a hint number past 2^53 (the schema's union would
+        # list one complaint per JSON type); echoed, it would come back as another number.
+        hint = data.get("context_hint") if isinstance(data, dict) else None
+        at = number_beyond(hint, MAX_INT) if isinstance(hint, dict) else None
+        if at is None:
+            return data
+        error = PydanticCustomError(
+            "hint_number", "number beyond ±(2^53-1), which JSON readers do not hold exactly"
+        )
+        details = InitErrorDetails(type=error, loc=("context_hint", *at), input=None)
+        raise ValidationError.from_exception_data(cls.__name__, [details])
 
     @property
     def query_text(self) -> str:

@@ -40,11 +40,17 @@ def test_simple_search_returns_the_ucp1_contract(make_settings, serve_searcher, 
     assert data["request"]["intent"] == "fresh_data"
     assert data["request"]["context_hint"] == {"known_topics": ["cloud gaming"]}
     assert data["request"]["query"] == {"text": matching_query}
-    # The hint comes back as sent: an integer past 2^53 is not turned into a float.
-    exact = {"n": 2**53 + 1, "m": [-(2**63), 2**63 - 1], "f": 0.5}
+    # The hint comes back as sent; a number it could not carry exactly is refused where it
+    # sits (2^53 + 1 came back as 9007199254740992.0).
+    exact = {"m": [-(2**53 - 1), 2**53 - 1], "f": 0.5}
     echoed = post(base, {"query": matching_query, "context_hint": exact})
-    assert b'"n":9007199254740993' in echoed.content.replace(b" ", b"")
     assert echoed.json()["request"]["context_hint"] == exact
+    for big, field in (
+        ({"n": 2**53 + 1}, "context_hint.n"),
+        ({"a": [1, 1e17]}, "context_hint.a.1"),
+    ):
+        refused = post(base, {"query": matching_query, "context_hint": big})
+        assert refused.status_code == 422 and refused.json()["error"]["field"] == field
 
     items = data["items"]
     assert 1 <= len(items) <= 5  # the configured default max_results

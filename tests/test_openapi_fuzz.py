@@ -51,6 +51,7 @@ HOSTILE = [
     ({"query": "x", "budget": {"max_total_time_ms": 2**64}}, "budget.max_total_time_ms"),
     ({"query": "x", "constraints": {"pick_ids": [0, 2**64]}}, "constraints.pick_ids.1"),
     ({"query": "x", "context_hint": {"a": [1, 2**64]}}, "context_hint.a.1"),
+    ({"query": "x", "context_hint": {"a": {"b": 2**53}}}, "context_hint.a.b"),
     ({"query": "x", "budget": {"max_total_time_ms": 0}}, "budget.max_total_time_ms"),
     ({"query": "x", "budget": {"max_total_time_ms": 99}}, "budget.max_total_time_ms"),
     ({"query": "x", "budget": {"per_request_timeout_ms": {"search": 0}}},
