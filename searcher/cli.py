@@ -463,7 +463,6 @@ async def _with_state(settings: Settings, use: Callable[[Any], Awaitable[T]]) ->
 
 
 def _state_call(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
-
     try:
         return _run(lambda: _with_state(settings, use))
     except StateUnavailable as exc:
