@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -98,6 +98,21 @@ def capped_items(items: list[dict[str, Any]], max_chars: int) -> dict[str, Any]:
     while kept and _json_size({"items": kept, "omitted": len(items)}) > max_chars:
         kept.pop()
     return {"items": kept, "omitted": len(items) - len(kept)}
+
+
+def capped_lists(content: dict[str, Any], keys: Sequence[str], max_chars: int) -> dict[str, Any]:
+    """``content`` within ``max_chars`` of JSON, if its lists under ``keys`` can make it fit:
+    the longest of them loses its last entry until it does; ``omitted`` says how many
+    entries were left out (absent when none was)."""
+    out = {key: list(value) if key in keys else value for key, value in content.items()}
+    omitted = 0
+    while _json_size({**out, "omitted": omitted} if omitted else out) > max_chars:
+        filled = [key for key in keys if out[key]]
+        if not filled:
+            break
+        out[max(filled, key=lambda key: _json_size(out[key]))].pop()
+        omitted += 1
+    return {**out, "omitted": omitted} if omitted else out
 
 
 def _error(message: str) -> CallToolResult:
@@ -190,6 +205,9 @@ async def run_fetch_page(
 Progress = Callable[[float, str], Awaitable[None]]
 
 
+SOURCES_HEAD = "Sources:"
+
+
 async def run_deep_research(
     service: SearchService,
     jobs: JobBook,
@@ -223,11 +241,10 @@ async def run_deep_research(
     if result is None:
         raise ResearchFailed(job.error or job.status)
     sources = [{"n": p.n, "url": p.url, "title": p.title} for p in result.evidence or []]
-    listed = "\n".join(f"[{s['n']}] {s['title']} — {s['url']}" for s in sources)
-    text = cap_text(result.report or "", max(1000, max_chars - len(listed) - 200), "")
-    return CallToolResult(
-        content=[TextContent(type="text", text=f"{text}\n\nSources:\n{listed}".strip())],
-        structured_content={
+    # Text and structured content together stay within max_chars: the structured part
+    # takes at most a quarter, the sources' list a third of what is left, the report the rest.
+    structured = capped_lists(
+        {
             "confidence": result.confidence,
             "verification_status": result.verification_status,
             "report_method": result.report_method,
@@ -236,6 +253,17 @@ async def run_deep_research(
             "conflicts": [c.model_dump(mode="json") for c in result.conflicts],
             "sources": sources,
         },
+        ("sources", "sub_questions", "conflicts"),
+        max_chars // 4,
+    )
+    room = max_chars - _json_size(structured)
+    listed = "\n".join(f"[{s['n']}] {s['title']} — {s['url']}" for s in sources)
+    listed = cap_text(listed, room // 3, "more in the structured sources") if listed else ""
+    head = f"\n\n{SOURCES_HEAD}\n{listed}" if listed else ""
+    whole = f"the whole report: GET /v1/research/{job.id}"
+    text = cap_text(result.report or "", max(0, room - len(head)), whole) + head
+    return CallToolResult(
+        content=[TextContent(type="text", text=text.strip())], structured_content=structured
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
-from searcher.mcp_server import cap_text, capped_items
+from searcher.mcp_server import cap_text, capped_items, capped_lists
 from searcher.tool_specs import openai_tools
 
 REPO = Path(__file__).resolve().parents[1]
@@ -266,6 +266,28 @@ async def test_deep_research_reports_with_sources_and_progress(mcp_server, testb
     assert progress[0][1].startswith("plan:") and progress[-1][1].startswith("done:")
     assert any(message.startswith("draft:") for _, message in progress)
     assert bad.is_error and "preset" in text_of(bad)
+
+
+@pytest.mark.parametrize("cap", [1000, 2500])
+async def test_deep_research_stays_within_max_output_chars(mcp_server, cap):
+    # Text and structured content together, as for the other tools (a cap of 1,000 gave
+    # about 4,500: the sources were listed whole, twice).
+    arguments = {"query": "Google Stadia Microsoft xCloud cloud gaming", "preset": "balanced"}
+    async with Client(mcp_server(mcp={"max_output_chars": cap})) as client:
+        result = await client.call_tool("deep_research", arguments)
+    assert result.is_error is False, text_of(result)
+    structured = result.structured_content
+    assert len(text_of(result)) + len(json.dumps(structured, ensure_ascii=False)) <= cap
+    assert structured["verification_status"] and "Sources:" in text_of(result)
+
+
+def test_capped_lists_drops_trailing_entries_of_the_longest_list_first():
+    content = {"a": 1, "long": ["x" * 50] * 4, "short": ["y"] * 2}
+    capped = capped_lists(content, ("long", "short"), 120)
+    assert len(json.dumps(capped)) <= 120 and capped["a"] == 1
+    assert capped["short"] == ["y"] * 2 and len(capped["long"]) < 4
+    assert capped["omitted"] == 4 - len(capped["long"])
+    assert capped_lists(content, ("long", "short"), 10_000) == content
 
 
 async def test_deep_research_keeps_within_a_strict_servers_deadline(mcp_server):
