@@ -55,7 +55,7 @@ from searcher.fetch_page import fetch_page
 from searcher.research.jobs import FINISHED, JobBook
 from searcher.runtime import open_service
 from searcher.service import SearchService
-from searcher.tool_specs import ToolSpec, mcp_tool_specs, search_body
+from searcher.tool_specs import ToolSpec, mcp_tool_specs, search_argument, search_body
 
 log = logging.getLogger("searcher.mcp")
 
@@ -136,7 +136,10 @@ async def run_web_search(
     Clients may show the model both, so together they stay within ``max_chars``: the
     pack gets at most half, the items what the pack leaves."""
     pack_chars = min(service.settings.budget.max_context_chars, max_chars // 2)
-    response = await service.search(_search_request(arguments, pack_chars))
+    try:
+        response = await service.search(_search_request(arguments, pack_chars))
+    except InvalidRequest as exc:  # named as the caller sent it: max_results, not budget.*
+        raise InvalidRequest(search_argument(exc.field), exc.message) from exc
     text = cap_text(
         response.rendered_text or "[the context pack does not fit in mcp.max_output_chars]",
         pack_chars,
@@ -308,7 +311,7 @@ def build_server(
 ) -> Server[Any]:
     """The MCP server; ``get_service`` yields the running ``SearchService`` at call time."""
     max_chars = settings.mcp.max_output_chars
-    specs = {spec.name: spec for spec in mcp_tool_specs(max_chars)}
+    specs = {spec.name: spec for spec in mcp_tool_specs(max_chars, settings.limits.max_results)}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None

@@ -74,8 +74,9 @@ def _domains(description: str) -> dict[str, Any]:
     }
 
 
-def web_search_spec() -> ToolSpec:
-    """The ``web_search`` tool."""
+def web_search_spec(max_results: int = MAX_TOOL_RESULTS) -> ToolSpec:
+    """The ``web_search`` tool; ``max_results`` is the most results a call may ask for
+    (the server's ``limits.max_results``, up to ``MAX_TOOL_RESULTS``)."""
     return ToolSpec(
         name="web_search",
         description=(
@@ -105,7 +106,7 @@ def web_search_spec() -> ToolSpec:
                 "max_results": {
                     "type": "integer",
                     "minimum": 1,
-                    "maximum": MAX_TOOL_RESULTS,
+                    "maximum": min(MAX_TOOL_RESULTS, max_results),
                     "description": "How many results to return (default: the server's).",
                 },
                 "backend": {
@@ -170,12 +171,16 @@ def fetch_page_spec(default_max_chars: int) -> ToolSpec:
     )
 
 
-def tool_specs(default_max_chars: int) -> tuple[ToolSpec, ToolSpec]:
+def tool_specs(
+    default_max_chars: int, max_results: int = MAX_TOOL_RESULTS
+) -> tuple[ToolSpec, ToolSpec]:
     """Every tool, in the order they are listed."""
-    return web_search_spec(), fetch_page_spec(default_max_chars)
+    return web_search_spec(max_results), fetch_page_spec(default_max_chars)
 
 
-def openai_tools(default_max_chars: int) -> list[dict[str, Any]]:
+def openai_tools(
+    default_max_chars: int, max_results: int = MAX_TOOL_RESULTS
+) -> list[dict[str, Any]]:
     """The tools as OpenAI chat-completions tool definitions."""
     return [
         {
@@ -186,7 +191,7 @@ def openai_tools(default_max_chars: int) -> list[dict[str, Any]]:
                 "parameters": spec.parameters,
             },
         }
-        for spec in tool_specs(default_max_chars)
+        for spec in tool_specs(default_max_chars, max_results)
     ]
 
 
@@ -203,6 +208,28 @@ def search_body(arguments: dict[str, Any], max_context_chars: int | None = None)
     if max_context_chars is not None:
         budget["max_context_chars"] = max_context_chars
     return {"query": arguments["query"], "constraints": constraints, "budget": budget}
+
+
+# A search body's fields, as the web_search argument they come from (``search_body``).
+_ARGUMENT_OF = {
+    "constraints.search_mode": "mode",
+    "constraints.backend": "backend",
+    "constraints.time_range": "time_range",
+    "constraints.include_domains": "include_domains",
+    "constraints.exclude_domains": "exclude_domains",
+    "budget.max_results": "max_results",
+    "query.text": "query",
+}
+
+
+def search_argument(field: str) -> str:
+    """The ``web_search`` argument a ``POST /v1/search`` field (as an error names it,
+    ``constraints.include_domains.2``) comes from, so that a refusal names what the caller
+    sent."""
+    for body_field, argument in _ARGUMENT_OF.items():
+        if field == body_field or field.startswith(body_field + "."):
+            return argument + field[len(body_field) :]
+    return field
 
 
 def deep_research_spec() -> ToolSpec:
@@ -240,6 +267,8 @@ def deep_research_spec() -> ToolSpec:
     )
 
 
-def mcp_tool_specs(default_max_chars: int) -> tuple[ToolSpec, ...]:
+def mcp_tool_specs(
+    default_max_chars: int, max_results: int = MAX_TOOL_RESULTS
+) -> tuple[ToolSpec, ...]:
     """The tools the MCP server lists: every tool, and deep_research."""
-    return (*tool_specs(default_max_chars), deep_research_spec())
+    return (*tool_specs(default_max_chars, max_results), deep_research_spec())

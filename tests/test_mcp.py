@@ -290,6 +290,25 @@ def test_capped_lists_drops_trailing_entries_of_the_longest_list_first():
     assert capped_lists(content, ("long", "short"), 10_000) == content
 
 
+async def test_a_strict_servers_tool_states_its_limit_and_errors_name_the_arguments(mcp_server):
+    server = mcp_server(limits={"strict": True, "max_results": 5})
+    async with Client(server) as client:
+        (web_search, *_) = (await client.list_tools()).tools
+        at_limit = await client.call_tool("web_search", {"query": "stadia", "max_results": 5})
+        over = await client.call_tool("web_search", {"query": "stadia", "max_results": 6})
+        backend = await client.call_tool("web_search", {"query": "stadia", "backend": "AUTO"})
+        domain = await client.call_tool(
+            "web_search", {"query": "stadia", "include_domains": ["a.org", "[::1]"]}
+        )
+    # The schema says what the server takes: a call it allows is never refused.
+    assert web_search.input_schema["properties"]["max_results"]["maximum"] == 5
+    assert at_limit.is_error is False, text_of(at_limit)
+    assert over.is_error and text_of(over).startswith("invalid arguments: max_results:")
+    # Refusals from the search itself name the argument, not the request field it feeds.
+    assert text_of(backend).startswith("invalid arguments: backend: ")
+    assert text_of(domain).startswith("invalid arguments: include_domains.1: ")
+
+
 async def test_deep_research_keeps_within_a_strict_servers_deadline(mcp_server):
     # The tool takes no budget: the exchange's deadline lowers the job's, never refuses it.
     server = mcp_server(limits={"strict": True}, research={"max_total_time_ms": 5000})

@@ -55,4 +55,5 @@ async def fetch(body: FetchPageRequest, request: Request) -> FetchPageResponse:
     summary="web_search and fetch_page as OpenAI chat-completions tool definitions",
 )
 async def tools_openai(request: Request) -> list[dict[str, Any]]:
-    return openai_tools(_runtime(request).settings.mcp.max_output_chars)
+    settings = _runtime(request).settings
+    return openai_tools(settings.mcp.max_output_chars, settings.limits.max_results)
