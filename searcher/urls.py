@@ -139,14 +139,14 @@ def without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=user + netloc))
 
 
-# A domain filter entry: a host name, optionally ``*.`` before it, a scheme before it, a
-# port or a path after it, spaces around it. Written so that Python's ``re`` and JSON
-# Schema's (ECMA 262) regexes read it alike: the API schema states it, and the server
-# must accept exactly what the schema does.
+# A domain filter entry: a host name or a bracketed IPv6 address, optionally ``*.`` before
+# it, a scheme and user info before it, a port or a path after it, spaces around it.
+# Written so that Python's ``re`` and JSON Schema's (ECMA 262) regexes read it alike: the
+# API schema states it, and the server must accept exactly what the schema does.
 _HOST_CHAR = r"(?:[A-Za-z0-9_.-]|[^\x00-\x7F])"
 DOMAIN_ENTRY = (
-    r" *(?:\*\.)?(?:[A-Za-z][A-Za-z0-9+.-]*://)?"
-    rf"({_HOST_CHAR}*(?:[A-Za-z0-9_]|[^\x00-\x7F]){_HOST_CHAR}*)"
+    r" *(?:\*\.)?(?:[A-Za-z][A-Za-z0-9+.-]*://)?(?:[^ /?#@]*@)?"
+    rf"({_HOST_CHAR}*(?:[A-Za-z0-9_]|[^\x00-\x7F]){_HOST_CHAR}*|\[[0-9A-Fa-f:.]+\])"
     r"(?::[0-9]+)?(?:[/?#].*)? *"
 )
 _DOMAIN_ENTRY = re.compile(DOMAIN_ENTRY)
@@ -159,7 +159,7 @@ def domain_of(entry: str) -> str:
     found = _DOMAIN_ENTRY.fullmatch(entry)
     if found is None:
         raise ValueError(f"{entry!r} is not a domain (e.g. example.com)")
-    return ascii_host(found.group(1).lower().strip("."))
+    return ascii_host(found.group(1).lower().strip("."))  # an IPv6 address keeps its []
 
 
 _IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
@@ -171,7 +171,7 @@ def domain_matches(host: str, domain: str) -> bool:
     names that host, not the rest of example.com."""
     domain = ascii_host(domain.lower().strip().lstrip("."))
     if _IPV4.fullmatch(host) or ":" in host:
-        return host == domain
+        return host == domain.strip("[]")
     if domain.startswith("www."):
         return host == domain[4:] or host.endswith("." + domain)
     return host == domain or host.endswith("." + domain)

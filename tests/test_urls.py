@@ -207,10 +207,14 @@ def test_same_page_examples(a, b):
         (" .example.com. ", "example.com"),
         ("bücher.de", "xn--bcher-kva.de"),  # as DNS spells it, and host_of too
         ("xn--bcher-kva.de", "xn--bcher-kva.de"),
+        ("[2001:db8::1]", "[2001:db8::1]"),  # read again, it is the same entry
+        ("http://[2001:db8::1]:8080/a", "[2001:db8::1]"),
+        ("https://user:pw@example.com/", "example.com"),  # user info is no host
     ],
 )
 def test_a_domain_filter_entry_is_read_as_its_host(entry, domain):
     assert domain_of(entry) == domain
+    assert domain_of(domain) == domain  # what it is read as reads the same again
 
 
 @pytest.mark.parametrize(
@@ -241,7 +245,7 @@ def test_a_page_under_its_unicode_and_punycode_names_is_one_page():
 
 
 @pytest.mark.parametrize(
-    "entry", ["", " ", "a b", "http://", "/path", "...", "x:", "example.com\n"]
+    "entry", ["", " ", "a b", "http://", "/path", "...", "x:", "example.com\n", "user@", "[]"]
 )
 def test_an_entry_without_a_host_is_refused(entry):
     with pytest.raises(ValueError, match="is not a domain"):
