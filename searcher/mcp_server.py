@@ -24,10 +24,15 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
 from mcp.types import (
     INVALID_REQUEST,
+    PARSE_ERROR,
     CallToolRequestParams,
     CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
     ListToolsResult,
     PaginatedRequestParams,
     TextContent,
@@ -349,16 +354,54 @@ def build_server(
 
 
 async def serve_stdio(settings: Settings) -> None:
-    """Serve MCP on stdin/stdout until the client closes them."""
+    """Serve MCP on stdin/stdout until the client closes them. A line that is no JSON-RPC
+    message is answered with a JSON-RPC error (null id), as over HTTP: the SDK drops such
+    lines unanswered, and a client waiting for its id would wait for ever."""
     async with open_service(settings) as runtime:
         jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
         server = build_server(lambda: runtime.service, lambda: jobs, settings)
         try:
             async with stdio_server() as (read_stream, write_stream):
-                options = server.create_initialization_options()
-                await server.run(read_stream, write_stream, options)
+                sent, received = anyio.create_memory_object_stream[Any](0)
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(_answer_bad_lines, read_stream, sent, write_stream)
+                    options = server.create_initialization_options()
+                    await server.run(received, write_stream, options)
         finally:
             await jobs.close()
+
+
+async def _answer_bad_lines(lines: Any, to_server: Any, to_client: Any) -> None:
+    """Pass the SDK's messages on to the server; answer what it could not read (it sends
+    the exception instead) and requests it took for notifications (a malformed id)."""
+    async with to_server:
+        async for item in lines:
+            problem = stdio_problem(item)
+            if problem is None:
+                await to_server.send(item)
+                continue
+            code, reason = problem
+            error = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=reason))
+            await to_client.send(SessionMessage(error))
+
+
+def stdio_problem(item: Any) -> tuple[int, str] | None:
+    """The JSON-RPC error code and reason for what the SDK's stdio reader passed on, or
+    None for a message the server should get."""
+    if isinstance(item, pydantic_core.ValidationError):
+        errors = item.errors()
+        if errors and errors[0]["type"] == "json_invalid":
+            return PARSE_ERROR, "Parse error: the line is not JSON"
+        decoded = errors[0]["input"] if errors else None
+        return INVALID_REQUEST, message_problem(decoded) or NOT_A_MESSAGE
+    if isinstance(item, Exception):
+        return INVALID_REQUEST, NOT_A_MESSAGE
+    message = getattr(item, "message", None)
+    method = getattr(message, "method", None)
+    if isinstance(message, JSONRPCNotification) and not str(method).startswith(NOTIFICATION):
+        # A request whose id the SDK could not read (1.5, null, true) became a notification.
+        return INVALID_REQUEST, "id must be a string or an integer (or absent, for a notification)"
+    return None
 
 
 def mount_mcp(app: FastAPI, settings: Settings) -> None:
@@ -409,6 +452,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 # --- the shape of a posted message ------------------------------------------------------
 
 NOT_A_MESSAGE = 'not a JSON-RPC 2.0 request: needs jsonrpc "2.0" and a method'
+NOTIFICATION = "notifications/"  # what every MCP notification's method starts with
 
 
 def _is_int(value: Any) -> bool:

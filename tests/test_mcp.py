@@ -2,7 +2,10 @@
 searcher mcp`` as a subprocess) and streamable HTTP (``/mcp`` on searcher's app)."""
 
 import json
+import os
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -298,7 +301,7 @@ async def test_a_strict_servers_tool_states_its_limit_and_errors_name_the_argume
         over = await client.call_tool("web_search", {"query": "stadia", "max_results": 6})
         backend = await client.call_tool("web_search", {"query": "stadia", "backend": "AUTO"})
         domain = await client.call_tool(
-            "web_search", {"query": "stadia", "include_domains": ["a.org", "[::1]"]}
+            "web_search", {"query": "stadia", "include_domains": ["a.org", "a b"]}
         )
     # The schema says what the server takes: a call it allows is never refused.
     assert web_search.input_schema["properties"]["max_results"]["maximum"] == 5
@@ -389,3 +392,49 @@ def test_a_malformed_message_gets_a_one_line_reason_without_internals(
         assert expected in message, (body, message)
         assert "\n" not in message and len(message) < 200
         assert "pydantic" not in message and "input_value" not in message
+
+
+def test_stdio_answers_lines_that_are_no_json_rpc_message(make_settings, tmp_path):
+    # As /mcp over HTTP does: the SDK dropped these unanswered, and a client waiting for
+    # the id it sent waited for ever.
+    config = tmp_path / "searcher.yaml"
+    config.write_text(yaml.safe_dump(make_settings().model_dump(mode="json")))
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "1"}}}  # fmt: skip
+    lines = [
+        json.dumps(init),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        "not json",
+        json.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}),
+        json.dumps([{"jsonrpc": "2.0", "id": 2, "method": "ping"}]),
+        json.dumps({"id": 3, "method": "ping"}),
+        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping"}),
+    ]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "searcher", "mcp"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
+        env={**os.environ, "SEARCHER_CONFIG": str(config)},
+    )  # fmt: skip
+    answers: list[dict] = []
+    deadline = threading.Timer(60, server.kill)  # a server that never answers ends the read
+    deadline.start()
+    try:
+        server.stdin.write("\n".join(lines) + "\n")
+        server.stdin.flush()
+        # Read until the last ping is answered (stdin stays open: at its end the server
+        # stops, and may do so before it answers what it read last).
+        while not any(a.get("id") == 4 for a in answers):
+            line = server.stdout.readline()
+            assert line, f"the server stopped; it answered {answers}"
+            answers.append(json.loads(line))
+    finally:
+        deadline.cancel()
+        server.stdin.close()
+        server.wait(timeout=60)
+        server.stdout.close()
+    errors = [a["error"] for a in answers if "error" in a]
+    assert all(a["id"] is None for a in answers if "error" in a)
+    assert [e["code"] for e in errors] == [-32700, -32600, -32600, -32600], errors
+    assert "batches are not supported" in errors[2]["message"]
+    assert {"jsonrpc": "2.0", "id": 4, "result": {}} in answers  # still serving after them
