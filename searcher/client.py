@@ -223,6 +223,12 @@ def error_from(response: httpx.Response, url: str) -> SearcherError:
     return RemoteError(url, f"HTTP {status}: {detail}", status)
 
 
+def _refuse_if_closed(http: httpx.Client | httpx.AsyncClient, url: str) -> None:
+    # httpx raises RuntimeError here; a caller is promised searcher's own errors.
+    if http.is_closed:
+        raise RemoteError(url, "this client is closed")
+
+
 def _transport_error(url: str, exc: Exception, timeout: float) -> RemoteError:
     if isinstance(exc, httpx.TimeoutException):
         return RemoteError(url, f"no answer within {timeout:g} s")
@@ -401,8 +407,7 @@ class SearcherClient:
 
     def _send(self, call: _Call) -> Any:
         url = self.base_url + call.path
-        if self._http.is_closed:
-            raise RemoteError(url, "this client is closed")
+        _refuse_if_closed(self._http, url)
         try:
             response = self._http.request(call.method, call.path, json=call.body)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -461,8 +466,7 @@ class SearcherClient:
         last, drops = after, 0
         while True:
             url = f"{self.base_url}{_events_path(job_id, after)}"
-            if self._http.is_closed:
-                raise RemoteError(url, "this client is closed")
+            _refuse_if_closed(self._http, url)
             parser = SseParser(url)
             try:
                 with self._http.stream(
@@ -541,8 +545,7 @@ class AsyncSearcherClient:
 
     async def _send(self, call: _Call) -> Any:
         url = self.base_url + call.path
-        if self._http.is_closed:
-            raise RemoteError(url, "this client is closed")
+        _refuse_if_closed(self._http, url)
         try:
             response = await self._http.request(call.method, call.path, json=call.body)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -600,8 +603,7 @@ class AsyncSearcherClient:
         last, drops = after, 0
         while True:
             url = f"{self.base_url}{_events_path(job_id, after)}"
-            if self._http.is_closed:
-                raise RemoteError(url, "this client is closed")
+            _refuse_if_closed(self._http, url)
             parser = SseParser(url)
             try:
                 async with self._http.stream(

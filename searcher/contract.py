@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -93,13 +94,27 @@ HintValue = TypeAliasType(
 TimeMs = Annotated[int, Field(ge=MIN_TIME_MS, le=MAX_TIME_MS), WHOLE]
 
 
-def wire_problem(value: Any) -> tuple[tuple[str | int, ...], str] | None:
+JsonPath = tuple[str | int, ...]
+
+
+def json_nodes(value: Any) -> Iterator[tuple[JsonPath, Any]]:
+    """Every value in a parsed JSON value with its path, depth first, each container
+    before what it holds."""
+    stack: list[tuple[JsonPath, Any]] = [((), value)]
+    while stack:
+        path, node = stack.pop()
+        yield path, node
+        if isinstance(node, dict):
+            stack.extend(((*path, key), child) for key, child in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend(((*path, i), child) for i, child in enumerate(node))
+
+
+def wire_problem(value: Any) -> tuple[JsonPath, str] | None:
     """Where in a parsed JSON value something searcher cannot carry sits, and what: an
     integer beyond 64 bits, NaN or an infinity, a lone surrogate in a string or key, or
     nesting deeper than ``MAX_JSON_DEPTH``. None when there is nothing of the kind."""
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
-    while stack:
-        path, node = stack.pop()
+    for path, node in json_nodes(value):
         if len(path) > MAX_JSON_DEPTH:  # named by its top-level field: the rest is noise
             return path[:1], f"nested more than {MAX_JSON_DEPTH} levels deep"
         if isinstance(node, bool):
@@ -110,28 +125,30 @@ def wire_problem(value: Any) -> tuple[tuple[str | int, ...], str] | None:
             return path, "must be a finite number (not NaN or Infinity)"
         if isinstance(node, str) and not _encodable(node):
             return path, "string holds a lone surrogate (invalid Unicode)"
-        if isinstance(node, dict):
-            for key, child in node.items():
-                if isinstance(key, str) and not _encodable(key):
-                    return path, "object key holds a lone surrogate (invalid Unicode)"
-                stack.append(((*path, key), child))
-        elif isinstance(node, list | tuple):
-            stack.extend(((*path, i), child) for i, child in enumerate(node))
+        if isinstance(node, dict) and not all(
+            _encodable(key) for key in node if isinstance(key, str)
+        ):
+            return path, "object key holds a lone surrogate (invalid Unicode)"
     return None
 
 
-def number_beyond(value: Any, limit: int) -> tuple[str | int, ...] | None:
+def number_beyond(value: Any, limit: int) -> JsonPath | None:
     """Where in a parsed JSON value the first number beyond ``±limit`` sits, or None."""
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
-    while stack:
-        path, node = stack.pop()
-        if isinstance(node, int | float) and not isinstance(node, bool) and abs(node) > limit:
-            return path
-        if isinstance(node, dict):
-            stack.extend(((*path, key), child) for key, child in node.items())
-        elif isinstance(node, list):
-            stack.extend(((*path, i), child) for i, child in enumerate(node))
-    return None
+    return next(
+        (
+            path
+            for path, node in json_nodes(value)
+            if isinstance(node, int | float) and not isinstance(node, bool) and abs(node) > limit
+        ),
+        None,
+    )
+
+
+def refused_at(model: str, path: JsonPath, kind: str, message: str) -> ValidationError:
+    """A validation error of ``model`` that names ``path`` (a place inside a field, which
+    a field validator cannot name) and says ``message``."""
+    details = InitErrorDetails(type=PydanticCustomError(kind, message), loc=path, input=None)
+    return ValidationError.from_exception_data(model, [details])
 
 
 def _encodable(text: str) -> bool:
@@ -156,9 +173,7 @@ class WireSafe(BaseModel):
         if found is None:
             return data
         path, message = found
-        error = PydanticCustomError("wire_value", message)
-        details = InitErrorDetails(type=error, loc=path, input=None)
-        raise ValidationError.from_exception_data(cls.__name__, [details])
+        raise refused_at(cls.__name__, path, "wire_value", message)
 
 
 class _Strict(BaseModel):
@@ -409,11 +424,8 @@ class SearchRequest(_Strict, WireSafe):
         at = number_beyond(hint, MAX_INT) if isinstance(hint, dict) else None
         if at is None:
             return data
-        error = PydanticCustomError(
-            "hint_number", "number beyond ±(2^53-1), which JSON readers do not hold exactly"
-        )
-        details = InitErrorDetails(type=error, loc=("context_hint", *at), input=None)
-        raise ValidationError.from_exception_data(cls.__name__, [details])
+        message = "number beyond ±(2^53-1), which JSON readers do not hold exactly"
+        raise refused_at(cls.__name__, ("context_hint", *at), "hint_number", message)
 
     @property
     def query_text(self) -> str:

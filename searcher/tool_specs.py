@@ -195,38 +195,40 @@ def openai_tools(
     ]
 
 
+# Each web_search argument's place in a ``POST /v1/search`` body (``mode`` defaults to
+# simple); one table both ways: arguments to a body, a body's field back to its argument.
+_BODY_FIELD = {
+    "mode": "constraints.search_mode",
+    "backend": "constraints.backend",
+    "time_range": "constraints.time_range",
+    "include_domains": "constraints.include_domains",
+    "exclude_domains": "constraints.exclude_domains",
+    "max_results": "budget.max_results",
+}
+
+
 def search_body(arguments: dict[str, Any], max_context_chars: int | None = None) -> dict[str, Any]:
     """The ``POST /v1/search`` body for ``web_search`` arguments; ``max_context_chars``
     bounds the context pack (the MCP server passes its output cap)."""
-    constraints: dict[str, Any] = {"search_mode": arguments.get("mode", "simple")}
-    for name in ("backend", "time_range", "include_domains", "exclude_domains"):
-        if arguments.get(name) is not None:
-            constraints[name] = arguments[name]
-    budget: dict[str, Any] = {}
-    if arguments.get("max_results") is not None:
-        budget["max_results"] = arguments["max_results"]
+    body: dict[str, Any] = {
+        "query": arguments["query"],
+        "constraints": {"search_mode": arguments.get("mode", "simple")},
+        "budget": {},
+    }
+    for argument, field in _BODY_FIELD.items():
+        if arguments.get(argument) is not None:
+            section, name = field.split(".")
+            body[section][name] = arguments[argument]
     if max_context_chars is not None:
-        budget["max_context_chars"] = max_context_chars
-    return {"query": arguments["query"], "constraints": constraints, "budget": budget}
-
-
-# A search body's fields, as the web_search argument they come from (``search_body``).
-_ARGUMENT_OF = {
-    "constraints.search_mode": "mode",
-    "constraints.backend": "backend",
-    "constraints.time_range": "time_range",
-    "constraints.include_domains": "include_domains",
-    "constraints.exclude_domains": "exclude_domains",
-    "budget.max_results": "max_results",
-    "query.text": "query",
-}
+        body["budget"]["max_context_chars"] = max_context_chars
+    return body
 
 
 def search_argument(field: str) -> str:
     """The ``web_search`` argument a ``POST /v1/search`` field (as an error names it,
     ``constraints.include_domains.2``) comes from, so that a refusal names what the caller
     sent."""
-    for body_field, argument in _ARGUMENT_OF.items():
+    for argument, body_field in (*_BODY_FIELD.items(), ("query", "query.text")):
         if field == body_field or field.startswith(body_field + "."):
             return argument + field[len(body_field) :]
     return field
