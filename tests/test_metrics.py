@@ -74,7 +74,7 @@ def test_requests_refused_before_routing_are_labelled_with_their_route(
 
 def test_metrics_count_state_operations_served_without_the_store(make_settings, serve_searcher):
     with RedisServer() as server:
-        state = {"redis_url": server.url, "redis_timeout_s": 0.3}
+        state = {"redis_url": server.url, "redis_timeout_s": 2.0}
         base = serve_searcher(make_settings(state=state))
         assert httpx.post(f"{base}/v1/search", json={"query": "stadia"}).status_code == 200
         before = sample(httpx.get(f"{base}/metrics").text, "searcher_state_errors_total")

@@ -201,7 +201,7 @@ def test_redis_lost_while_serving_requests_go_on(
     make_settings, serve_searcher, testbed_clean, matching_query
 ):
     with RedisServer() as server:
-        settings = make_settings(state={"redis_url": server.url, "redis_timeout_s": 0.3})
+        settings = make_settings(state={"redis_url": server.url, "redis_timeout_s": 2.0})
         base = serve_searcher(settings)
         body = {"query": matching_query}
         post(base, body)

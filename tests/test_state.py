@@ -259,7 +259,7 @@ async def test_redis_expiry_is_set_on_creation(redis_url: str) -> None:
 async def test_redis_lost_while_serving_fails_soft_and_recovers(tmp_path: Path) -> None:
     clock = Clock()
     with RedisServer() as server:
-        store = FailSoftStore(RedisStore(server.url, timeout_s=0.3), cooldown_s=5, clock=clock)
+        store = FailSoftStore(RedisStore(server.url, timeout_s=2.0), cooldown_s=5, clock=clock)
         await store.set("k", b"v", 60)
         assert await store.get("k") == b"v"
         assert store.health().ok
