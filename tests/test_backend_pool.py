@@ -92,11 +92,11 @@ async def test_an_instance_that_hangs_from_the_start_leaves_half_the_time_to_the
     pool = await pool_for(settings)
     started = time.monotonic()
     result = await pool.search_with_fallback(
-        ["searxng", "brave"], BackendQuery(matching_query), Deadline(2), 8.0, 0
+        ["searxng", "brave"], BackendQuery(matching_query), Deadline(4), 8.0, 0
     )
     assert result.answer.backend == "brave" and result.hedged is not None
     assert result.hedged["started"] == ["searxng", "brave"]
-    assert time.monotonic() - started < 1.9
+    assert time.monotonic() - started < 3.5  # brave asked after 2 s, not at the deadline
 
 
 async def test_the_hedge_delay_is_the_time_of_whole_calls_further_pages_included(
@@ -128,8 +128,8 @@ async def test_fan_out_keeps_partial_results_when_one_backend_fails(
 async def test_fan_out_queries_concurrently(make_settings, pool_for, testbed, matching_query):
     settings = make_settings(
         backends={
-            "searxng": {"base_url": testbed.searxng_url("slow/600")},
-            "brave": {"base_url": testbed.brave_url("slow/600"), "api_key": "test-key"},
+            "searxng": {"base_url": testbed.searxng_url("slow/1500")},
+            "brave": {"base_url": testbed.brave_url("slow/1500"), "api_key": "test-key"},
         }
     )
     pool = await pool_for(settings)
@@ -138,7 +138,7 @@ async def test_fan_out_queries_concurrently(make_settings, pool_for, testbed, ma
         ["searxng", "brave"], BackendQuery(matching_query), Deadline(10), 8.0, 0
     )
     assert len(result.answers) == 2
-    assert time.monotonic() - started < 1.1  # both at once, not 1.2 s one after the other
+    assert time.monotonic() - started < 2.5  # both at once, not 3 s one after the other
 
 
 async def test_searxng_pages_until_max_results(
