@@ -23,9 +23,11 @@ DEFAULT_METRICS: tuple[str, ...] = ("MRR", "nDCG@5", "nDCG@10", "P@5", "Recall@1
 _ALIASES = {"MRR": "RR", "MAP": "AP"}
 CUTOFF = "cutoff"  # ir-measures' name for the k of nDCG@k
 _BEIR_HEADER = ["query-id", "corpus-id", "score"]
-# trec_eval keeps a relevance grade in a C int: pytrec_eval wraps larger values (2**32
-# reads as 0, not relevant) or fails inside its C code, so the parser refuses them.
-_GRADE_MIN, _GRADE_MAX = -(2**31), 2**31 - 1
+# trec_eval keeps a relevance grade in a C int (pytrec_eval wraps larger values: 2**32
+# reads as 0) and sizes a table of every level from the lowest grade to the highest, 4
+# bytes each, per query: grades of -2**31 and 2**31 - 1 took 16 GB and minutes. Graded
+# judgements use a handful of levels, so the parser refuses grades past +-65535 (0.5 MB).
+_GRADE_MIN, _GRADE_MAX = -65535, 65535
 
 
 class EvalError(ValueError):

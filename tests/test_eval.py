@@ -138,9 +138,10 @@ def test_bad_run_lines(lines, message):
         (["query-id corpus-id score", "q1 a 1 extra"], "qrels:2: expected 3 fields"),
         (["q1 0 a 1", "q1 0 a 0"], "qrels:2: document 'a' judged twice"),
         (["query-id corpus-id score"], "qrels: no judgements"),
-        (["q1 0 a 4294967296"], "qrels:1: relevance must be between -2147483648 and 2147483647"),
-        (["q1 0 a 2147483648"], "qrels:1: relevance must be between"),
-        (["q1 0 a -2147483649"], "qrels:1: relevance must be between"),
+        (["q1 0 a 4294967296"], "qrels:1: relevance must be between -65535 and 65535"),
+        (["q1 0 a 2147483647"], "qrels:1: relevance must be between"),
+        (["q1 0 a 65536"], "qrels:1: relevance must be between"),
+        (["q1 0 a -65536"], "qrels:1: relevance must be between"),
         (["query-id corpus-id score", "q1 a 99999999999999999999999"], "qrels:2: relevance must"),
     ],
 )
@@ -149,9 +150,9 @@ def test_bad_qrels_lines(lines, message):
         parse_qrels(lines, "qrels")
 
 
-def test_relevance_grades_at_the_c_int_limits_are_kept():
-    qrels = parse_qrels(["q1 0 a 2147483647", "q1 0 b -2147483648", "q1 0 c -1"], "qrels")
-    assert qrels == {"q1": {"a": 2**31 - 1, "b": -(2**31), "c": -1}}
+def test_relevance_grades_at_the_limits_are_kept():
+    qrels = parse_qrels(["q1 0 a 65535", "q1 0 b -65535", "q1 0 c -1"], "qrels")
+    assert qrels == {"q1": {"a": 65535, "b": -65535, "c": -1}}
     # A negative grade still means "not relevant", and the top grade is relevant.
     assert mean("MRR", ranked(q1="b c a"), qrels) == pytest.approx(1 / 3)
 
