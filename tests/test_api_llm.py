@@ -280,19 +280,19 @@ def test_rung_4_when_every_perspective_fails_the_original_query_is_searched(
 
 
 def test_multi_query_searches_run_concurrently(make_settings, serve_searcher, testbed_clean):
-    # Three searches that each take 600 ms: run one after another they would take 1.8 s,
-    # more than the request's deadline of 1.5 s allows; at once they all finish.
+    # Three searches that each take 1.2 s: run one after another they would take 3.6 s,
+    # more than the request's deadline of 3 s allows; at once they all finish.
     settings = make_settings(
         llm={"base_url": testbed_clean.llm_url(), "model": script(reply=json.dumps(PERSPECTIVES))},
         backends={
             "order": ["searxng"],
-            "searxng": {"base_url": testbed_clean.searxng_url("slow/600")},
+            "searxng": {"base_url": testbed_clean.searxng_url("slow/1200")},
         },
     )
     body = {
         "query": QUERY,
         "constraints": {"multi_query": 3},
-        "budget": {"max_total_time_ms": 1500},
+        "budget": {"max_total_time_ms": 3000},
     }
     data = post(serve_searcher(settings), body)
     assert all(q["results"] > 0 for q in data["meta"]["perspectives"]["queries"])
