@@ -156,7 +156,7 @@ def test_deadline_returns_what_is_ready(make_settings, serve_searcher, testbed, 
 
     urls = [
         testbed.page_url(aeb_ids[0]),
-        testbed.url(f"/slow/5000/pages/{aeb_ids[1]}"),
+        testbed.url(f"/slow/30000/pages/{aeb_ids[1]}"),
         testbed.url("/hang"),
     ]
     fake = FakeDDGS(rows=[{"title": f"r{i}", "href": u, "body": "b"} for i, u in enumerate(urls)])
@@ -167,21 +167,21 @@ def test_deadline_returns_what_is_ready(make_settings, serve_searcher, testbed, 
         "constraints": {"search_mode": "full"},
         "budget": {
             "max_fetch_pages": 3,
-            "max_total_time_ms": 1500,
-            "per_request_timeout_ms": {"fetch": 10000},
+            "max_total_time_ms": 4000,  # room for the fast page on a loaded machine
+            "per_request_timeout_ms": {"fetch": 60000},
         },
     }
     started = time.monotonic()
     data = post(base, body).json()
     elapsed = time.monotonic() - started
-    assert elapsed < 4  # bounded by the 1.5 s deadline, not the 10 s fetch timeout
+    assert elapsed < 12  # bounded by the 4 s deadline, not the 60 s fetch timeout
     statuses = [(i["fetch"]["status"], i["fetch"]["skip_reason"]) for i in data["items"]]
     assert statuses[0] == ("fetched", None)
     # Cut off at the deadline: whichever fired first, the deadline or the page timeout it
     # capped, the slow pages are skipped and carry no content.
     assert all(s in {("skipped", "budget"), ("skipped", "timeout")} for s in statuses[1:])
     assert [i["content"] for i in data["items"][1:]] == [None, None]
-    assert data["meta"]["timing_ms"]["total"] < 4000
+    assert data["meta"]["timing_ms"]["total"] < 12000
 
 
 def test_extract_chars_and_content_types_budgets(make_settings, serve_searcher, matching_query):
