@@ -479,7 +479,9 @@ def test_no_llm_step_pushes_a_request_past_its_deadline(
     }
     data = post(base, body)
     meta = data["meta"]
-    assert meta["timing_ms"]["total"] <= 1200 + 100  # what is ready, at the deadline
+    # What is ready, at the deadline (a loaded machine may be late by a few hundred ms;
+    # one trickling step after another would take seconds).
+    assert meta["timing_ms"]["total"] <= 1200 + 500
     assert all(c["fallback_used"] for c in meta["llm"])
     reasons = {c["reason"] for c in meta["llm"]}
     assert any(r.startswith("no reply within") for r in reasons)
