@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from searcher.backends.base import BackendAnswer, Hit
-from searcher.urls import normalise_url
+from searcher.urls import page_key
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class FusedHit:
     """One distinct page after fusion."""
 
     hit: Hit  # representative: richest title and snippet, union of engines (representative())
-    key: str  # normalise_url(hit.url)
+    key: str  # page_key(hit.url)
     score: float
     sources: tuple[Source, ...]  # sorted by (backend, engine or "", rank)
 
@@ -276,7 +276,7 @@ def _fused(lists: Sequence[RankedList], score: Scorer) -> list[FusedHit]:
                 # Different hits: which stands for the page, and how sources that sort
                 # alike are ordered, go by rank (then by every field), never by list order.
                 group = sorted(group, key=_order)
-                hit = representative([a.hit for a in group])
+                hit = _https_spelling(representative([a.hit for a in group]), group)
             # One hit in every list (a page one list found, or a SearXNG page split into
             # its engines' lists): no sort by ``_order``. Sources sorting alike keep list
             # order, as that sort (equal on them) would have kept it; scores (fsum, sorted
@@ -288,16 +288,25 @@ def _fused(lists: Sequence[RankedList], score: Scorer) -> list[FusedHit]:
 
 
 def _group_by_page(lists: Iterable[RankedList]) -> dict[str, list[_Appearance]]:
-    """Appearances by normalised URL, in the order of ``lists``. A page listed twice in
+    """Appearances by page key, in the order of ``lists``. A page listed twice in
     one list (two spellings of its URL) counts once there, at its better rank."""
     groups: dict[str, dict[int, _Appearance]] = {}
     for list_index, lst in enumerate(lists):
         for rank, hit in enumerate(lst.hits, start=1):
-            seen = groups.setdefault(normalise_url(hit.url), {})
+            seen = groups.setdefault(page_key(hit.url), {})
             if list_index not in seen:
                 source = Source(lst.backend, lst.engine, rank, lst.perspective)
                 seen[list_index] = _Appearance(hit, source, lst.weight, lst.scored)
     return {key: list(by_list.values()) for key, by_list in groups.items()}
+
+
+def _https_spelling(hit: Hit, group: Sequence[_Appearance]) -> Hit:
+    """``hit`` with the best-ranked https URL of its page when it came as http: one page
+    key covers both schemes, and the secure spelling is the one to show and to fetch."""
+    if hit.url[:8].lower() == "https://":
+        return hit
+    url = next((a.hit.url for a in group if a.hit.url[:8].lower() == "https://"), hit.url)
+    return hit if url == hit.url else dataclasses.replace(hit, url=url)
 
 
 def representative(hits: Sequence[Hit]) -> Hit:

@@ -16,6 +16,8 @@ Decisions (``tests/test_urls.py`` holds them as properties):
 - A fragment is an anchor inside the page and is dropped, except a route of a hash-routed
   app (``#/docs/intro``, ``#!/item/3``), which engines list as a page of its own.
 - Query parameters are sorted by name only: the values of a repeated name keep their order.
+- The scheme stays in the normalised URL (item ids name the spelling shown), but fusion
+  groups by ``page_key``, which takes http and https as one page, as SearXNG does.
 """
 
 from __future__ import annotations
@@ -110,6 +112,14 @@ def normalise_url(url: str) -> str:
     return urlunsplit(
         (scheme, netloc, _normalise_path(parts.path), _normalise_query(parts.query), fragment)
     )
+
+
+def page_key(url: str) -> str:
+    """The key under which hits are one page when fused: ``normalise_url`` with http and
+    https taken as one scheme. Engines list both spellings of one site, and SearXNG's own
+    merge ignores the scheme too; the URL shown and the item id stay those of a hit."""
+    key = normalise_url(url)
+    return "https://" + key.removeprefix("http://") if key.startswith("http://") else key
 
 
 def item_id(url: str) -> str:

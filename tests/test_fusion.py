@@ -27,7 +27,7 @@ from searcher.fusion import (
     representative,
     searxng_style,
 )
-from searcher.urls import normalise_url
+from searcher.urls import page_key
 
 
 def hit(url: str, title: str = "", snippet: str = "", backend: str = "brave", **kw) -> Hit:
@@ -113,6 +113,21 @@ def test_spellings_of_one_url_merge_into_the_richest_hit():
     assert first.sources == (Source("brave", None, 2), Source("searxng", "bing", 1))
 
 
+def test_http_and_https_spellings_are_one_page_shown_as_https():
+    # Engines list both spellings of one site; SearXNG merges them too. The page counts
+    # once with both votes, and the secure spelling is the one shown and fetched.
+    a = RankedList("searxng", "bing", 1.0, (hit("http://example.org/a", "Plain"),))
+    b = RankedList("brave", None, 1.0, (hit(U1), hit("https://www.example.org/a/", "Secure")))
+    fused = {f.key: f for f in fuse([a, b])}
+    page = fused["https://example.org/a"]
+    assert page.hit.url == "https://www.example.org/a/"
+    assert page.sources == (Source("brave", None, 2), Source("searxng", "bing", 1))
+    assert page.score == pytest.approx(1 / 61 + 1 / 62)
+    # A page found only as http keeps its URL: no engine said it is served over https.
+    [alone] = fuse([RankedList("brave", None, 1.0, (hit("http://example.org/b"),))])
+    assert alone.hit.url == "http://example.org/b" and alone.key == "https://example.org/b"
+
+
 def test_equal_texts_keep_the_better_ranked_ones():
     a = RankedList("searxng", "bing", 1.0, (hit(U2), hit(U1, "Title B", "snippet B")))
     b = RankedList("brave", None, 1.0, (hit(U1, "Title A", "snippet A"),))
@@ -134,7 +149,11 @@ def test_no_lists_no_hits():
 
 # --- determinism and provenance (properties) ---------------------------------------------
 
-POOL = [f"https://host{i % 3}.example/p{i}" for i in range(8)] + ["https://www.host0.example/p0/"]
+POOL = [f"https://host{i % 3}.example/p{i}" for i in range(8)] + [
+    "https://www.host0.example/p0/",
+    "http://host1.example/p1",
+    "HTTP://host2.example/p2/",
+]
 
 ranked = st.builds(
     RankedList,
@@ -168,7 +187,7 @@ def test_output_is_best_first_with_ties_by_key(lists):
         order = [(-f.score, f.key) for f in fused]
         assert order == sorted(order)
         assert len({f.key for f in fused}) == len(fused)
-        assert all(f.key == normalise_url(f.hit.url) for f in fused)
+        assert all(f.key == page_key(f.hit.url) for f in fused)
 
 
 @given(st.lists(ranked, max_size=5))
@@ -177,7 +196,7 @@ def test_provenance_is_complete(lists):
     best_rank: dict[tuple[int, str], int] = {}
     for i, lst in enumerate(lists):
         for rank, h in enumerate(lst.hits, start=1):
-            key = normalise_url(h.url)
+            key = page_key(h.url)
             expected.add((i, key))
             best_rank.setdefault((i, key), rank)
     fused = fuse(lists)

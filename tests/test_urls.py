@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from searcher.urls import domain_matches, domain_of, host_of, item_id, normalise_url
+from searcher.urls import domain_matches, domain_of, host_of, item_id, normalise_url, page_key
 
 # --- strategies ----------------------------------------------------------------------------
 
@@ -250,3 +250,12 @@ def test_a_page_under_its_unicode_and_punycode_names_is_one_page():
 def test_an_entry_without_a_host_is_refused(entry):
     with pytest.raises(ValueError, match="is not a domain"):
         domain_of(entry)
+
+
+@given(hosts, segments, queries)
+def test_page_keys_take_http_and_https_as_one_page_and_item_ids_do_not(host, segs, query):
+    plain, secure = url("http", host, segs, query), url("https", host, segs, query)
+    assert page_key(plain) == page_key(secure) == normalise_url(secure)
+    assert normalise_url(plain) != normalise_url(secure)  # ids name the spelling shown
+    assert item_id(plain) != item_id(secure)
+    assert page_key(page_key(plain)) == page_key(plain)

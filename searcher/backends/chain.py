@@ -45,7 +45,7 @@ from searcher.errors import (
     CircuitOpen,
 )
 from searcher.resilience import CircuitBreaker, Clock, Deadline
-from searcher.urls import normalise_url
+from searcher.urls import page_key
 
 # Below this many seconds left, an attempt could not finish anyway: do not start it.
 MIN_ATTEMPT_S = 0.05
@@ -191,7 +191,7 @@ def _merge_pages(pages: Sequence[list[Hit]]) -> list[Hit]:
     merged = []
     for page in pages:
         for hit in page:
-            key = normalise_url(hit.url)
+            key = page_key(hit.url)
             if key not in seen:
                 seen.add(key)
                 merged.append(hit)
