@@ -12,12 +12,13 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from searcher.config import LlmSettings
 from searcher.errors import LlmBadReply, LlmTimeout, LlmUnavailable
+
+if TYPE_CHECKING:  # the SDK takes about a second to import: only when an LLM is configured
+    import openai
 
 Message = dict[str, str]
 
@@ -153,6 +154,8 @@ class LlmClient:
     def __init__(self, settings: LlmSettings) -> None:
         if not settings.configured:
             raise LlmUnavailable("no LLM configured (set llm.base_url and llm.model)")
+        import openai
+
         self.settings = settings
         self._client = openai.AsyncOpenAI(
             base_url=settings.base_url,
@@ -164,6 +167,8 @@ class LlmClient:
     async def complete(self, messages: list[Message], options: CallOptions) -> Completion:
         """One chat completion. The whole call, body included, ends within
         ``options.timeout_s`` (a server trickling its reply cannot hold the request)."""
+        import openai  # imported by __init__ already: a lookup
+
         extra: dict[str, Any] = {}
         fmt = response_format(self.settings.response_format, options)
         if fmt is not None:
