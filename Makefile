@@ -36,6 +36,7 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/python -m bench.full_mode
 	$(BIN)/python -m bench.extraction
 	$(BIN)/python -m bench.fusion_overhead
+	$(BIN)/python -m bench.cli_startup
 	$(BIN)/python -m bench.ranking
 	$(BIN)/python -m bench.answer_recall
 	$(BIN)/python -m bench.semantic_cache
