@@ -9,6 +9,8 @@ explicitly; nothing below this module reads ``os.environ``.
 from __future__ import annotations
 
 import os
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,6 +21,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -55,21 +58,51 @@ HttpUrl = Annotated[str, AfterValidator(_http_url)]
 SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key", "redis_url"})
 
 
-class _Section(BaseModel):
+def _numbers_only(annotation: Any) -> bool:
+    """Whether a field of this type takes numbers and no booleans."""
+    if annotation is bool:
+        return False
+    if annotation in (int, float):
+        return True
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType, Annotated):
+        return False  # a list, a dict, a literal...: pydantic refuses a boolean itself
+    args = typing.get_args(annotation)
+    return any(_numbers_only(a) for a in args) and not any(a is bool for a in args)
+
+
+class ConfigSection(BaseModel):
+    """A section of the configuration: unknown keys are errors, and so is a boolean given
+    for a number (YAML reads yes/no/on/off as booleans, which pydantic would take as 1/0:
+    ``timeout_s: yes`` was a one-second timeout)."""
+
     model_config = ConfigDict(extra="forbid")
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _numbers_only(field.annotation):
+            return _refuse_boolean(value)
+        return value
 
-class BreakerSettings(_Section):
+
+def _refuse_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {str(value).lower()}")
+    return value
+
+
+class BreakerSettings(ConfigSection):
     failure_threshold: int = Field(default=5, ge=1, description="Consecutive failures to open.")
     recovery_timeout: float = Field(default=60.0, gt=0, description="Seconds open before a trial.")
     half_open_max_calls: int = Field(default=3, ge=1, description="Trial successes to close.")
 
 
 # A weight in fusion: NaN, an infinity or a negative one would turn the order upside down.
-FusionWeight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+FusionWeight = Annotated[float, BeforeValidator(_refuse_boolean), Field(ge=0, allow_inf_nan=False)]
 
 
-class BackendSettings(_Section):
+class BackendSettings(ConfigSection):
     """A built-in instance as configured before named instances (``backends.searxng``
     etc.); it becomes the instance of that name, checked by its adapter's model (which
     also checks the adapter's own keys, e.g. SearXNG's ``engine_health``)."""
@@ -84,7 +117,7 @@ class BackendSettings(_Section):
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
 
 
-class InstanceSettings(_Section):
+class InstanceSettings(ConfigSection):
     """What every backend instance has; an adapter's config model (declared in its
     module, ``searcher/backends/<adapter>.py``) adds its own keys."""
 
@@ -112,7 +145,7 @@ class InstanceSettings(_Section):
         return value
 
 
-class FetchSettings(_Section):
+class FetchSettings(ConfigSection):
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Hosts (host or host:port) exempt from the private-address guard.",
@@ -149,7 +182,7 @@ class FetchSettings(_Section):
     pdf_max_pages: int = Field(default=200, ge=1, description="PDF pages read at most.")
 
 
-class CacheSettings(_Section):
+class CacheSettings(ConfigSection):
     enabled: bool = True
     dir: str | None = Field(default=None, description="Default: the user's cache directory.")
     ttl_s: int = Field(default=7 * 24 * 3600, ge=1)
@@ -160,7 +193,7 @@ class CacheSettings(_Section):
     )  # fmt: skip
 
 
-class ServiceSettings(_Section):
+class ServiceSettings(ConfigSection):
     cache: CacheSettings = Field(default_factory=CacheSettings)
 
 
@@ -173,7 +206,7 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 LEGACY_SERVER_KEYS = ("host", "port", "max_body_bytes")
 
 
-class CorsSettings(_Section):
+class CorsSettings(ConfigSection):
     allow_origins: list[str] = Field(
         default_factory=list,
         description='Browser origins allowed to call the API (e.g. "https://chat.example.com"); '
@@ -189,7 +222,7 @@ class CorsSettings(_Section):
     max_age_s: int = Field(default=600, ge=0, description="How long browsers cache a preflight.")
 
 
-class ServerSettings(_Section):
+class ServerSettings(ConfigSection):
     """``searcher serve``: the listener, request size and time limits, Host/Origin checks."""
 
     host: str = Field(default="127.0.0.1", description="Interface to bind.")
@@ -249,7 +282,7 @@ class ServerSettings(_Section):
 # --- ceilings on what one request may ask for ------------------------------------------
 
 
-class LimitsSettings(_Section):
+class LimitsSettings(ConfigSection):
     """Server ceilings on the ``budget`` fields of a request: a larger value is clamped
     (and said so in ``meta.errors``), or refused with 422 when ``strict``."""
 
@@ -269,7 +302,7 @@ class LimitsSettings(_Section):
     )
 
 
-class BudgetDefaults(_Section):
+class BudgetDefaults(ConfigSection):
     """Defaults for every ``budget`` field a request leaves out."""
 
     max_tool_calls: int = Field(default=10, ge=0)
@@ -316,14 +349,14 @@ def _default_backends() -> dict[str, BackendSettings]:
     }
 
 
-class IntentPolicy(_Section):
+class IntentPolicy(ConfigSection):
     """The backend instances an intent fans out to, and their weights in fusion."""
 
     backends: list[str] = Field(min_length=1)
     weights: dict[str, FusionWeight] = Field(default_factory=dict)
 
 
-class BackendsSettings(_Section):
+class BackendsSettings(ConfigSection):
     order: list[str] = Field(
         default_factory=list,
         description="Fallback order of instance names; instances that are not configured "
@@ -421,7 +454,7 @@ def _check_names(where: str, names: list[str], known: Mapping[str, object]) -> N
             )
 
 
-class FusionSettings(_Section):
+class FusionSettings(ConfigSection):
     rrf_k: int = Field(default=1, ge=1, description="Reciprocal rank fusion constant.")
     method: Literal["answer_order", "engine_rrf"] = Field(
         default="engine_rrf",
@@ -438,7 +471,7 @@ class FusionSettings(_Section):
     )
 
 
-class EmbeddingSettings(_Section):
+class EmbeddingSettings(ConfigSection):
     provider: Literal["model2vec", "openai", "none"] = "model2vec"
     model: str = Field(
         default="minishlab/potion-base-8M",
@@ -455,7 +488,7 @@ class EmbeddingSettings(_Section):
     )
 
 
-class RouteGroup(_Section):
+class RouteGroup(ConfigSection):
     patterns: list[str] = Field(default_factory=list, description="Regexes (case-insensitive).")
     engines: list[str] = Field(default_factory=list, description="SearXNG engines.")
     categories: list[str] = Field(default_factory=list, description="SearXNG categories.")
@@ -501,12 +534,12 @@ def _default_groups() -> dict[str, RouteGroup]:
     }  # fmt: skip
 
 
-class RoutingSettings(_Section):
+class RoutingSettings(ConfigSection):
     default_group: str = "general"
     groups: dict[str, RouteGroup] = Field(default_factory=_default_groups)
 
 
-class ScoringSettings(_Section):
+class ScoringSettings(ConfigSection):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     premium_boost: float = Field(default=0.25, ge=0)
@@ -536,7 +569,7 @@ class ScoringSettings(_Section):
     )
 
 
-class RerankSettings(_Section):
+class RerankSettings(ConfigSection):
     """An optional reranking model after fusion (TEI / Jina / Cohere / llama.cpp shape)."""
 
     enabled: bool = Field(default=False, description="Rerank every search (per request: "
@@ -568,7 +601,7 @@ LlmStep = Literal[
 ]
 
 
-class LlmStepSettings(_Section):
+class LlmStepSettings(ConfigSection):
     """Per-step overrides of the LLM client's model and generation settings."""
 
     model: str | None = Field(default=None, description="Default: llm.model.")
@@ -603,7 +636,7 @@ def _step(max_tokens: int, temperature: float) -> Any:
     return lambda: LlmStepSettings(max_tokens=max_tokens, temperature=temperature)
 
 
-class LlmStepsSettings(_Section):
+class LlmStepsSettings(ConfigSection):
     rewrite: LlmStepSettings = Field(default_factory=_step(64, 0.1))
     route: LlmStepSettings = Field(default_factory=_step(8, 0.0))
     multi_query: MultiQueryStepSettings = Field(
@@ -623,7 +656,7 @@ class LlmStepsSettings(_Section):
         return settings
 
 
-class LlmSettings(_Section):
+class LlmSettings(ConfigSection):
     """One OpenAI-compatible chat-completions endpoint for every LLM step."""
 
     base_url: HttpUrl | None = Field(
@@ -647,14 +680,14 @@ class LlmSettings(_Section):
         return bool(self.base_url and self.model)
 
 
-class McpSettings(_Section):
+class McpSettings(ConfigSection):
     http: bool = Field(default=True, description="Mount the MCP server at /mcp on serve.")
     max_output_chars: int = Field(
         default=20_000, ge=1000, description="Cap on one tool result (MCP clients refuse more)."
     )
 
 
-class CompatSettings(_Section):
+class CompatSettings(ConfigSection):
     """Drop-in endpoints for clients that speak another search API."""
 
     openwebui_api_key: str | None = Field(
@@ -665,7 +698,7 @@ class CompatSettings(_Section):
     )
 
 
-class ResearchSettings(_Section):
+class ResearchSettings(ConfigSection):
     # A job's ceilings, as limits.* are a search's: a request's budget chooses within them
     # (refused with 422 above one when limits.strict), a preset above one is lowered. The
     # defaults hold the largest preset (full); a search's limits are shorter on purpose.
@@ -692,21 +725,21 @@ class ResearchSettings(_Section):
     )  # fmt: skip
 
 
-class LoggingSettings(_Section):
+class LoggingSettings(ConfigSection):
     access: bool = Field(
         default=True, description="One JSON line per HTTP request on stderr (searcher serve)."
     )
     queries: bool = Field(default=False, description="Put the query text in that line.")
 
 
-class MetricsSettings(_Section):
+class MetricsSettings(ConfigSection):
     enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics.")
 
 
 # --- shared state and result caches (issue 13) -------------------------------------------
 
 
-class AuthSettings(_Section):
+class AuthSettings(ConfigSection):
     """API keys (``searcher keys create``) and their limits on every route."""
 
     enabled: bool = Field(
@@ -733,7 +766,7 @@ class AuthSettings(_Section):
         return value
 
 
-class StateSettings(_Section):
+class StateSettings(ConfigSection):
     """Where shared state lives: SQLite files on this machine, or Redis for many."""
 
     redis_url: str | None = Field(
@@ -791,7 +824,7 @@ def _default_intent_ttls() -> dict[str, int]:
     return {"fresh_data": 300, "background": 7 * 86_400}
 
 
-class SemanticCacheSettings(_Section):
+class SemanticCacheSettings(ConfigSection):
     enabled: bool = Field(
         default=False,
         description="Serve a cached answer to a query close in meaning (same numbers, "
@@ -810,7 +843,7 @@ class SemanticCacheSettings(_Section):
     )
 
 
-class ResultCacheSettings(_Section):
+class ResultCacheSettings(ConfigSection):
     """The cache of whole search answers (``meta.cache`` says when one was used)."""
 
     enabled: bool = Field(default=True, description="Cache complete search answers.")
@@ -836,7 +869,7 @@ class ResultCacheSettings(_Section):
     semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
 
 
-class Settings(_Section):
+class Settings(ConfigSection):
     backends: BackendsSettings = Field(default_factory=BackendsSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
     fusion: FusionSettings = Field(default_factory=FusionSettings)

@@ -191,3 +191,36 @@ def test_a_fusion_weight_is_a_finite_number_of_at_least_0(tmp_path, text, field)
     path.write_text(text + "\n")
     with pytest.raises(ConfigError, match=re.escape(field)):
         load_settings(path, environ={})
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("budget: {max_results: yes}", "budget.max_results"),
+        ("backends: {searxng: {timeout_s: true}}", "backends.searxng.timeout_s"),
+        ("backends: {instances: {sx: {adapter: searxng, timeout_s: on}}}",
+         "backends.instances.sx.timeout_s"),
+        ("backends: {searxng: {engine_health: {failure_threshold: on}}}",
+         "backends.searxng.engine_health.failure_threshold"),
+        ("backends: {engine_weights: {google: true}}", "backends.engine_weights.google"),
+        ("server: {port: yes}", "server.port"),
+        ("embeddings: {load_timeout_s: false}", "embeddings.load_timeout_s"),
+    ],
+)  # fmt: skip
+def test_a_boolean_is_no_number(tmp_path, text, field):
+    # YAML reads yes/no/on/off as booleans, which pydantic took as 1 and 0: `timeout_s: yes`
+    # was a one-second timeout, said nowhere.
+    path = tmp_path / "booleans.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(
+        ConfigError, match=re.escape(field) + r".*must be a number, not (true|false)"
+    ):
+        load_settings(path, environ={})
+
+
+def test_booleans_and_numbers_still_load_where_they_belong(tmp_path):
+    path = tmp_path / "fine.yaml"
+    path.write_text("backends: {searxng: {enabled: no, timeout_s: 2}}\nbudget: {max_results: 3}\n")
+    settings = load_settings(path, environ={"ENABLE_BRAVE": "0", "SEARCHER_PORT": "8081"})
+    assert settings.backends.searxng.enabled is False and settings.backends.searxng.timeout_s == 2
+    assert settings.backends.brave.enabled is False and settings.budget.max_results == 3

@@ -20,17 +20,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from searcher.backends.failures import engine_failure_kind
+from searcher.config import ConfigSection
 from searcher.errors import FailureKind
 
 EngineStateName = Literal["healthy", "suspended", "probing"]
 
 
-class EngineHealthSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class EngineHealthSettings(ConfigSection):
     enabled: bool = Field(default=True, description="Leave out engines that keep failing.")
     failure_threshold: int = Field(
         default=2, ge=1, description="Consecutive failures of an engine that suspend it."
