@@ -58,11 +58,15 @@ def _settings(config_path: str | None) -> Settings:
         _fail(str(exc), 2)
 
 
-def _run(coro_fn: Callable[[], Awaitable[T]]) -> T:
+def _run(coro_fn: Callable[[], Awaitable[T]], state_problem: str = STATE_STORE_PROBLEM) -> T:
+    """Run a command's async work; Ctrl-C exits 130, a state store it cannot use exits 2
+    with ``state_problem`` before the reason."""
     try:
         return asyncio.run(coro_fn())  # type: ignore[arg-type]
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except StateUnavailable as exc:
+        _fail(f"{state_problem}: {exc}", 2)
 
 
 @click.group()
@@ -164,10 +168,7 @@ def _check_state(settings: Settings) -> None:
             client = await open_qdrant(settings.state.qdrant_url)
             await client.close()
 
-    try:
-        _run(check)
-    except StateUnavailable as exc:
-        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
+    _run(check)
 
 
 def _log_config(access: bool) -> dict[str, Any]:
@@ -320,8 +321,6 @@ def search(
             _fail(str(exc), 1)
         listed = describe_failures(exc.failures, separator="\n  ")
         _fail(f"all search backends failed:\n  {listed}", 1)
-    except StateUnavailable as exc:
-        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
     except RemoteError as exc:
         hint = " (give one with --api-key or $SEARCHER_API_KEY)" if exc.status == 401 else ""
         _fail(f"{exc}{hint}", 1)
@@ -413,8 +412,6 @@ def research(
         )
     except ResearchFailed as exc:
         _fail(str(exc), 1)
-    except StateUnavailable as exc:
-        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
     except SearcherError as exc:
         _fail(str(exc), 1)
     if as_json:
@@ -440,8 +437,6 @@ def mcp_stdio(config_path: str | None) -> None:
     settings = _settings(config_path)
     try:
         _run(lambda: serve_stdio(settings))
-    except StateUnavailable as exc:
-        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
     except SearcherError as exc:
         _fail(str(exc), 1)
 
@@ -463,10 +458,7 @@ async def _with_state(settings: Settings, use: Callable[[Any], Awaitable[T]]) ->
 
 
 def _state_call(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
-    try:
-        return _run(lambda: _with_state(settings, use))
-    except StateUnavailable as exc:
-        _fail(f"{STATE_STORE_PROBLEM}: {exc}", 2)
+    return _run(lambda: _with_state(settings, use))
 
 
 @cache.command("stats")
@@ -522,10 +514,7 @@ def cache_clear(config_path: str | None) -> None:
         from searcher.cache.semantic_qdrant import clear_qdrant
 
         url = settings.state.qdrant_url
-        try:
-            vectors = _run(lambda: clear_qdrant(url))
-        except StateUnavailable as exc:
-            _fail(f"cannot clear the semantic cache's vectors: {exc}", 2)
+        vectors = _run(lambda: clear_qdrant(url), "cannot clear the semantic cache's vectors")
         click.echo(f"removed {vectors} query vectors from Qdrant at {url}")
 
 

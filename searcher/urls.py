@@ -119,7 +119,7 @@ def page_key(url: str) -> str:
     https taken as one scheme. Engines list both spellings of one site, and SearXNG's own
     merge ignores the scheme too; the URL shown and the item id stay those of a hit."""
     key = normalise_url(url)
-    return "https://" + key.removeprefix("http://") if key.startswith("http://") else key
+    return "https" + key[4:] if key.startswith("http://") else key
 
 
 def item_id(url: str) -> str:
