@@ -56,9 +56,13 @@ def follow(
     headers: dict[str, str] | None = None,
     stop_after: int = 0,
     timeout: float = 60,
+    into: list[Any] | None = None,
 ):
-    """The events of a job's stream; with ``stop_after``, only that many (then hang up)."""
-    got = []
+    """The events of a job's stream; with ``stop_after``, only that many (then hang up).
+
+    ``into`` receives each event as it arrives, for a reader on another thread.
+    """
+    got = [] if into is None else into
     with httpx.stream(
         "GET", f"{base}/v1/research/{job_id}/events", headers=headers, timeout=timeout
     ) as response:
@@ -427,10 +431,11 @@ def test_stopping_the_server_ends_the_streams_of_its_running_jobs(testbed, tmp_p
     with serving_process(config, tmp_path) as (base, server):
         job_id = start(base, {"query": QUESTION, "preset": "balanced"})
         streamed: list[Any] = []
-        reader = threading.Thread(target=lambda: streamed.extend(follow(base, job_id)))
+        reader = threading.Thread(target=follow, args=(base, job_id), kwargs={"into": streamed})
         reader.start()
-        wait_for(lambda: httpx.get(f"{base}/v1/research/{job_id}").json()["events"] >= 1,
-                 30, "the job's first event")  # fmt: skip
+        # The stream, not only the job, must be under way: a stream that connects after
+        # the signal is refused, and would test nothing.
+        wait_for(lambda: len(streamed) >= 1, 30, "the stream's first event")
         server.send_signal(signal.SIGTERM)
         reader.join(timeout=60)
         assert not reader.is_alive()
