@@ -6,21 +6,15 @@ No mock and no fakeredis stands in for Redis: the tests that need it start this 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
 import redis
 
+from tests.ports import free_port
+
 START_TIMEOUT_S = 10.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class RedisServer:

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from searcher.cli import main
 from tests.conftest import STATIC_MODEL
+from tests.ports import free_port
 
 
 def run(*args, env=None):
@@ -171,15 +172,9 @@ def test_cache_commands_cover_the_result_cache(config_file, matching_query):
     assert third["meta"]["cache"]["hit"] is False
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_serve_runs_the_http_api(config_file, matching_query, workers):
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "searcher.cli", "serve", "--workers", workers,

@@ -4,7 +4,6 @@ on 127.0.0.1 with the testbed behind it."""
 import asyncio
 import json
 import math
-import socket
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -19,6 +18,7 @@ from searcher.client import AsyncSearcherClient, SearcherClient
 from searcher.config import load_settings
 from searcher.contract import FetchPageResponse, Health, Item, SearchRequest, SearchResponse
 from searcher.errors import AllBackendsFailed, BackendFailure, InvalidRequest, RemoteError
+from tests.ports import free_port
 from tests.testbed.server import ThreadedServer
 
 
@@ -42,9 +42,7 @@ def call(request):
 
 
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # closed again when the block ends: nothing listens
+    return free_port()  # nothing listens on it
 
 
 def failing_settings(make_settings, testbed):

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.ports import free_port
 from tests.redis_server import RedisServer
 
 
@@ -133,16 +133,10 @@ def test_one_json_access_line_per_request(make_settings, serve_searcher, caplog,
         assert line["query"] == "cloud gaming"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_two_workers_report_their_sum(config_file, tmp_path: Path):
     """`serve --workers 2`: whichever worker answers the scrape, it reports both workers'
     searches (prometheus_client's multiprocess mode)."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     server = subprocess.Popen(

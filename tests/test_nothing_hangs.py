@@ -23,6 +23,7 @@ from searcher.config import EmbeddingSettings
 from searcher.embedder_loading import EmbedderLoad, needs_network
 from searcher.embeddings import Embedder
 from tests.conftest import STATIC_MODEL
+from tests.ports import free_port
 from tests.testbed.silent import SilentServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,15 +120,6 @@ def _config(testbed, tmp_path: Path, load_timeout_s: float) -> str:
     return str(path)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _until(condition, within_s: float) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -141,7 +133,7 @@ def _until(condition, within_s: float) -> bool:
 def test_serve_is_ready_and_stops_while_the_hub_never_answers(
     testbed, tmp_path, silent_hub, matching_query, stop
 ):
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "searcher", "serve", "--port", str(port),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from searcher.backends.registry import build_backends
 from searcher.config import Settings
 from searcher.errors import AllBackendsFailed
 from searcher.resilience import Deadline
+from tests.ports import free_port
 from tests.testbed import TestbedServer, shared_dir
 
 SOURCE = shared_dir() / "searxng"
@@ -60,13 +60,6 @@ def searxng_build() -> Path:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         pytest.skip(f"SearXNG could not be built in {target}: {' / '.join(tail)}")
     return target
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _settings(port: int, engines: list[dict], formats: list[str]) -> dict:
@@ -139,7 +132,7 @@ def real_searxng(
         _json_engine("alpha", "ta", testbed.base_url + "/searxng/search?format=json&q={query}"),
         _json_engine("beta", "tb", testbed.base_url + "/status/429?q={query}"),
     ]
-    settings = _settings(_free_port(), engines, ["html", "json"])
+    settings = _settings(free_port(), engines, ["html", "json"])
     with running_searxng(searxng_build, settings, tmp_path_factory.mktemp("searxng")) as base:
         yield base
 
@@ -207,7 +200,7 @@ async def test_a_real_searxng_without_the_json_format_gets_a_clear_error(
     engines = [
         _json_engine("alpha", "ta", testbed.base_url + "/searxng/search?format=json&q={query}")
     ]
-    settings = _settings(_free_port(), engines, ["html"])
+    settings = _settings(free_port(), engines, ["html"])
     with running_searxng(searxng_build, settings, tmp_path) as base:
         config = Settings.model_validate(
             {"backends": {"searxng": {"base_url": base}, "duckduckgo": {"enabled": False}}}

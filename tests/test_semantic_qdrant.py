@@ -62,7 +62,7 @@ async def test_the_same_key_is_one_point(client, embedder):
 
 
 async def test_an_unreachable_server_is_state_unavailable():
-    from tests.redis_server import free_port
+    from tests.ports import free_port
 
     with pytest.raises(StateUnavailable, match=r"state\.qdrant_url"):
         await open_qdrant(f"http://127.0.0.1:{free_port()}", timeout_s=1)
@@ -89,7 +89,7 @@ def test_over_http_a_close_query_is_a_semantic_hit_from_qdrant(
 
 
 def test_serve_exits_2_when_qdrant_is_unreachable(config_file):
-    from tests.redis_server import free_port
+    from tests.ports import free_port
 
     path = config_file()
     text = Path(path).read_text()

@@ -26,13 +26,9 @@ import httpx
 import pytest
 import yaml
 
+from tests.ports import free_port
+
 CLOSED_WITHIN_S = 30.0  # far above the configured timeouts: proves closing, not speed
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _until(condition: Callable[[], Any], what: str, within: float = CLOSED_WITHIN_S) -> Any:
@@ -91,7 +87,7 @@ def _serve(
     }
     path = tmp_path / "searcher.yaml"
     path.write_text(yaml.safe_dump(config))
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "stderr.log"
     with log.open("wb") as stderr:
         proc = subprocess.Popen(
