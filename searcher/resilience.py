@@ -122,6 +122,12 @@ class CircuitBreaker:
             if self._trial_successes >= self._settings.half_open_max_calls:
                 self._state = "closed"
 
+    def succeeded_elsewhere(self) -> None:
+        """Another process's call succeeded (``SharedBreakers``): a closed breaker's
+        consecutive failures end; an open one keeps its own time to recover."""
+        if self._state == "closed":
+            self._failures = 0
+
     def record_failure(
         self, kind: FailureKind, reason: str, retry_after_s: float | None = None
     ) -> None:

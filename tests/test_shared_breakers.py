@@ -44,25 +44,49 @@ def test_a_breaker_opened_by_one_worker_is_open_for_all(
         assert health["breaker"] == "open"
 
 
-def test_a_success_resets_the_shared_count(make_settings, serve_searcher, testbed, matching_query):
+@pytest.mark.parametrize("engine", ["sqlite", "redis"])
+@pytest.mark.parametrize("succeeding", ["same", "other"])
+def test_a_success_ends_the_consecutive_failures_for_all(
+    make_settings, serve_searcher, testbed, matching_query, engine, succeeding, request
+):
+    # Two failures, a success, then two more: never three in a row, so the breaker stays
+    # closed, whichever worker had the success. It opened before when the success was the
+    # other worker's (it had not counted, so it reset nothing), and on SQLite even when it
+    # was the same worker's (its delete left counters alone).
+    state = {"redis_url": request.getfixturevalue("redis_url")} if engine == "redis" else {}
     settings = make_settings(
         backends={
             "order": ["searxng", "brave"],
             "hedge": False,
             "searxng": {
-                "base_url": testbed.searxng_url("flaky/2"),  # two 500s, then answers
-                "breaker": {"failure_threshold": 3},
+                "base_url": testbed.searxng_url("fail-at/1-2-4-5-6"),
+                "breaker": {"failure_threshold": 3, "recovery_timeout": 600},
             },
         },
         budget={"max_search_retries": 0},
+        state=state,
     )
     first, second = serve_searcher(settings), serve_searcher(settings)
+    succeeds = first if succeeding == "same" else second
     testbed.reset()
-    for base in (first, second, first, second, first):
-        httpx.post(f"{base}/v1/search", json=FRESH | {"query": matching_query})
+    used = [
+        httpx.post(f"{base}/v1/search", json=FRESH | {"query": matching_query}).json()["meta"][
+            "backend_used"
+        ]
+        for base in (first, first, succeeds, first, first)
+    ]
+    assert used == ["brave", "brave", "searxng", "brave", "brave"]
+    assert searxng_hits(testbed) == 5  # none was skipped for an open breaker
     for base in (first, second):
         health = httpx.get(f"{base}/v1/health").json()["backends"]["searxng"]
         assert health["breaker"] == "closed"
+    # The next failure is the third in a row: the breaker opens, for both (the first
+    # worker reads so before its next call, and leaves the backend alone).
+    httpx.post(f"{second}/v1/search", json=FRESH | {"query": "a third failure"})
+    assert httpx.get(f"{second}/v1/health").json()["backends"]["searxng"]["breaker"] == "open"
+    data = httpx.post(f"{first}/v1/search", json=FRESH | {"query": matching_query}).json()
+    assert data["meta"]["backend_used"] == "brave"
+    assert searxng_hits(testbed) == 6
 
 
 def test_one_name_for_two_upstreams_shares_no_breaker(

@@ -56,6 +56,17 @@ async def test_set_get_delete_round_trip(store: StateStore) -> None:
     assert await store.delete("k") is False
 
 
+async def test_delete_removes_a_counter_and_a_bucket_too(store: StateStore) -> None:
+    # A breaker's shared failure count is a counter, reset by a success with delete.
+    assert await store.incr("c", ttl_s=60) == 1
+    assert await store.delete("c") is True
+    assert await store.incr("c", ttl_s=60) == 1
+    assert (await store.take("b", rate_per_s=0.0, burst=1.0)).allowed
+    assert not (await store.take("b", rate_per_s=0.0, burst=1.0)).allowed
+    assert await store.delete("b") is True
+    assert (await store.take("b", rate_per_s=0.0, burst=1.0)).allowed
+
+
 async def test_zero_ttl_stores_nothing(store: StateStore) -> None:
     await store.set("k", b"v", ttl_s=0)
     assert await store.get("k") is None

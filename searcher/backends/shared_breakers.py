@@ -6,10 +6,16 @@ adds what they must agree on: the consecutive failures of an instance, counted b
 at the shared state before every call; while it sees it healthy, at most every ``SYNC_S``
 (so a healthy backend's calls rarely pay a store round trip, and a failing one is left
 alone by every worker within that long).
+
+A success ends the consecutive failures for all, whichever process counted them. Beside
+the count is a "failing" mark, read with "open until": a process that has seen the mark
+resets the count at its next success (a store write only after failures), and one that
+finds its mark gone learns that another process's call succeeded meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 
@@ -39,18 +45,27 @@ class SharedBreakers:
         self._clock = clock
         self._sync_s = sync_s
         self._checked: dict[str, float] = {}  # instance -> when the store was last read
-        self._counting: set[str] = set()  # instances whose shared failure count we raised
+        # Instances whose "failing" mark we set or last read: a shared count to reset.
+        self._marked: set[str] = set()
 
     async def sync(self, name: str, breaker: CircuitBreaker) -> None:
         """Open ``breaker`` here if another process opened it."""
         now = self._clock()
         if breaker.state == "open":
             return
-        healthy = breaker.consecutive_failures == 0 and name not in self._counting
+        healthy = breaker.consecutive_failures == 0 and name not in self._marked
         if healthy and now - self._checked.get(name, 0.0) < self._sync_s:
             return
         self._checked[name] = now
-        raw = await self._store.get(f"{NAMESPACE}{self._key(name)}:open_until")
+        key = f"{NAMESPACE}{self._key(name)}"
+        raw, failing = await asyncio.gather(
+            self._store.get(f"{key}:open_until"), self._store.get(f"{key}:failing")
+        )
+        if failing is not None:
+            self._marked.add(name)
+        elif name in self._marked:  # reset by another process's success (or expired)
+            self._marked.discard(name)
+            breaker.succeeded_elsewhere()
         try:
             until = float(raw) if raw is not None else 0.0
         except ValueError:  # a corrupt entry is no verdict
@@ -66,23 +81,29 @@ class SharedBreakers:
         or when this process's breaker opened on its own (a rejected key, a Retry-After)."""
         if kind in NO_VERDICT:
             return
-        self._counting.add(name)
-        count = await self._store.incr(f"{NAMESPACE}{self._key(name)}:failures", 1, recovery_s * 2)
+        key = f"{NAMESPACE}{self._key(name)}"
+        count, _ = await asyncio.gather(
+            self._store.incr(f"{key}:failures", 1, recovery_s * 2),
+            self._store.set(f"{key}:failing", b"1", recovery_s * 2),
+        )
+        self._marked.add(name)
         snapshot = breaker.snapshot()
         if snapshot.state != "open" and count >= threshold:
             breaker.force_open(recovery_s, f"{count} consecutive failures across workers")
             snapshot = breaker.snapshot()
         if snapshot.state == "open" and snapshot.retry_in_s:
             until = self._clock() + snapshot.retry_in_s
-            await self._store.set(
-                f"{NAMESPACE}{self._key(name)}:open_until", str(until).encode(), snapshot.retry_in_s
-            )
+            await self._store.set(f"{key}:open_until", str(until).encode(), snapshot.retry_in_s)
 
     async def succeeded(self, name: str) -> None:
-        """A success ends the consecutive failures (a store write only after failures)."""
-        if name in self._counting:
-            self._counting.discard(name)
-            await self._store.delete(f"{NAMESPACE}{self._key(name)}:failures")
+        """A success ends the consecutive failures, counted here or elsewhere (a store write
+        only after failures)."""
+        if name in self._marked:
+            self._marked.discard(name)
+            key = f"{NAMESPACE}{self._key(name)}"
+            await asyncio.gather(
+                self._store.delete(f"{key}:failures"), self._store.delete(f"{key}:failing")
+            )
 
     def _key(self, name: str) -> str:
         return self._keys.get(name, name)

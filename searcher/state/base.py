@@ -72,7 +72,8 @@ class StateStore(Protocol):
         ...
 
     async def delete(self, key: str) -> bool:
-        """Remove the key; True if it was there."""
+        """Remove the key, whatever it holds (a value, a counter, a bucket); True if it
+        was there."""
         ...
 
     async def incr(self, key: str, amount: int = 1, ttl_s: float | None = None) -> int:

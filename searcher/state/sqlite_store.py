@@ -197,10 +197,14 @@ class SqliteStore:
         )
 
     async def delete(self, key: str) -> bool:
-        cursor = await self._quick(
-            lambda db: db.execute("DELETE FROM kv WHERE key = ?", (key,)), writes=True
-        )
-        return cursor.rowcount > 0
+        def run(db: sqlite3.Connection) -> int:
+            # Whatever the key holds, as Redis's DEL: a counter deleted must start again.
+            return sum(
+                db.execute(f"DELETE FROM {table} WHERE key = ?", (key,)).rowcount
+                for table in ("kv", "counters", "buckets")
+            )
+
+        return await self._quick(run, writes=True) > 0
 
     # --- counters and buckets ------------------------------------------------------------
 

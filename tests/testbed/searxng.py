@@ -21,6 +21,8 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/flaky/{k}``         the first ``k`` requests answer 500, later ones normally
 - ``/searxng/fail-on/{word}``    500 for queries containing ``word``, normal answers otherwise
 - ``/searxng/fail-after/{k}``    the first ``k`` requests answer normally, later ones 500
+- ``/searxng/fail-at/{n-m-...}``  the requests numbered ``n``, ``m``... (from 1) answer 500,
+  the others normally
 - ``/searxng/strict-lang``       400 for a ``language`` other than en, de, all (as SearXNG)
 - ``/searxng/mixed``             normal results with misbehaving URLs interleaved
 - ``/searxng/delayed/{lo}/{hi}`` ten results on pages delayed lo..hi ms
@@ -242,6 +244,16 @@ async def flaky(req: Request) -> None:
 @router.route("/searxng/fail-after/{k:int}/search")
 async def fail_after(req: Request) -> None:
     if req.app.count(("searxng-fail-after", int(req.params["k"]))) > int(req.params["k"]):
+        await req.respond(500, b"<html><body><h1>500 Internal Server Error</h1></body></html>")
+    else:
+        await answer(req)
+
+
+@router.route("/searxng/fail-at/{numbers}/search")
+async def fail_at(req: Request) -> None:
+    numbers = req.params["numbers"]
+    failing = {int(n) for n in numbers.split("-")}
+    if req.app.count(("searxng-fail-at", numbers)) in failing:
         await req.respond(500, b"<html><body><h1>500 Internal Server Error</h1></body></html>")
     else:
         await answer(req)
