@@ -10,7 +10,10 @@ FRESH = {"constraints": {"cache": "off"}}  # every request must reach the backen
 
 
 def searxng_hits(testbed) -> int:
-    return sum(1 for entry in testbed.log if entry.path.startswith("/searxng"))
+    """Searches that reached the SearXNG imitation (its ``/config`` is no search)."""
+    return sum(
+        1 for e in testbed.log if e.path.startswith("/searxng") and e.path.endswith("/search")
+    )
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "redis"])
