@@ -57,7 +57,7 @@ class SharedBreakers:
         if healthy and now - self._checked.get(name, 0.0) < self._sync_s:
             return
         self._checked[name] = now
-        key = f"{NAMESPACE}{self._key(name)}"
+        key = self._key(name)
         raw, failing = await asyncio.gather(
             self._store.get(f"{key}:open_until"), self._store.get(f"{key}:failing")
         )
@@ -81,7 +81,7 @@ class SharedBreakers:
         or when this process's breaker opened on its own (a rejected key, a Retry-After)."""
         if kind in NO_VERDICT:
             return
-        key = f"{NAMESPACE}{self._key(name)}"
+        key = self._key(name)
         count, _ = await asyncio.gather(
             self._store.incr(f"{key}:failures", 1, recovery_s * 2),
             self._store.set(f"{key}:failing", b"1", recovery_s * 2),
@@ -100,10 +100,11 @@ class SharedBreakers:
         only after failures)."""
         if name in self._marked:
             self._marked.discard(name)
-            key = f"{NAMESPACE}{self._key(name)}"
+            key = self._key(name)
             await asyncio.gather(
                 self._store.delete(f"{key}:failures"), self._store.delete(f"{key}:failing")
             )
 
     def _key(self, name: str) -> str:
-        return self._keys.get(name, name)
+        """The store key prefix of an instance's shared breaker."""
+        return NAMESPACE + self._keys.get(name, name)
