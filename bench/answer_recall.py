@@ -41,15 +41,15 @@ from starlette.routing import Route
 
 from searcher.config import Settings
 from searcher.contract import SearchRequest
-from searcher.cross_page import CrossPageAllotter, Similarity, passage_similarity
-from searcher.embeddings import Embedder, StaticEmbedder
-from searcher.passages import (
+from searcher.embedding.embedders import Embedder, StaticEmbedder
+from searcher.pack.cross_page import CrossPageAllotter, Similarity, passage_similarity
+from searcher.pack.layout import PackItem, render_context_pack
+from searcher.pack.passages import (
     CROSS_PAGE_FLOOR_SHARE,
     CROSS_PAGE_PASSAGE_CHARS,
     select_across_pages,
     select_passages,
 )
-from searcher.render import PackItem, render_context_pack
 from searcher.runtime import open_service
 from tests.testbed import data_dir
 from tests.testbed.server import ThreadedServer

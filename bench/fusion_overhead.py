@@ -10,7 +10,7 @@ core, side by side:
 - ``ranked_lists`` + ``fuse``
 - ``drop_near_duplicates`` with the static model (``../shared/models/minilm-static-256``):
   steady state (a server that has answered other queries) and a first query after start
-- ``score_results`` + ``apply_filter`` (``searcher/scoring.py``), if it is there
+- ``score_results`` + ``apply_filter`` (``searcher/ranking/relevance.py``), if it is there
 - for comparison: model2vec's own ``StaticModel.encode`` on the same texts
 
 Target: <= 10 ms at p50 for the whole step. Run: ``python -m bench.fusion_overhead``.
@@ -29,9 +29,9 @@ from typing import Any
 
 from bench.processes import percentile
 from searcher.backends.base import BackendAnswer, Hit
-from searcher.dedup import dedup_text, drop_near_duplicates
-from searcher.embeddings import StaticEmbedder
-from searcher.fusion import FusedHit, fuse, ranked_lists
+from searcher.embedding.embedders import StaticEmbedder
+from searcher.ranking.dedup import dedup_text, drop_near_duplicates
+from searcher.ranking.fusion import FusedHit, fuse, ranked_lists
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CORPUS = SHARED / "data" / "scifact" / "corpus.jsonl"
@@ -97,12 +97,12 @@ def answers_for(docs: list[dict[str, str]], rnd: random.Random) -> list[BackendA
 
 
 def scorer() -> tuple[Callable[[list[FusedHit], str], Any] | None, str]:
-    """The heuristic scoring step if ``searcher/scoring.py`` offers it, and what it is."""
+    """The heuristic scoring step if ``searcher/ranking/relevance.py`` offers it, and what it is."""
     try:
         from searcher.config import ScoringSettings
-        from searcher.scoring import apply_filter, load_domain_lists, score_results
+        from searcher.ranking.relevance import apply_filter, load_domain_lists, score_results
     except ImportError as exc:
-        return None, f"not measured (searcher.scoring: {exc})"
+        return None, f"not measured (searcher.ranking.relevance: {exc})"
     settings = ScoringSettings()
     domains = load_domain_lists(settings)
 
@@ -110,7 +110,7 @@ def scorer() -> tuple[Callable[[list[FusedHit], str], Any] | None, str]:
         items = [(f.hit, f.score, len({(s.backend, s.engine) for s in f.sources})) for f in fused]
         return apply_filter(score_results(items, query, "general", domains, settings))
 
-    return score, "score_results + apply_filter (searcher/scoring.py)"
+    return score, "score_results + apply_filter (searcher/ranking/relevance.py)"
 
 
 class Clock:

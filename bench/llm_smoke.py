@@ -32,7 +32,7 @@ from searcher.config import LlmSettings
 from searcher.llm.client import LlmClient
 from searcher.llm.runner import TIME_SHARE, StepRunner
 from searcher.llm.snippet_rank import as_candidates, rank_candidates
-from searcher.resilience import CallBudget, Deadline
+from searcher.pipeline.resilience import CallBudget, Deadline
 from tests.testbed import shared_dir
 
 FORMATS = ("text", "json_object", "json_object_schema")

@@ -12,7 +12,7 @@ results, what searcher returns with ``max_results: 10``):
 
 - each engine alone;
 - SearXNG's merge (weight x hits x sum 1/position, equal weights), textbook RRF (k=60)
-  and weighted RRF, computed by ``searcher.fusion`` on the answers the servers sent;
+  and weighted RRF, computed by ``searcher.ranking.fusion`` on the answers the servers sent;
 - searcher itself: ``open_service`` with ``backends.auto: fanout``, the tuned weights and
   k, one ``service.search`` per query (fusion + heuristic scoring + near-duplicate
   removal), with the default scoring settings and with scoring settings tuned on train.
@@ -44,7 +44,7 @@ from bench.ranking_parts import methods, service, tuning, wire
 from bench.ranking_parts.scifact import SciFact, load
 from searcher.backends.base import BackendAnswer
 from searcher.config import ScoringSettings
-from searcher.evaluation import Qrels, evaluate, format_run, run_from_rankings
+from searcher.ranking.evaluation import Qrels, evaluate, format_run, run_from_rankings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEARXNG_ENGINES = ("bm25", "bm25-title", "bm25-stem", "static")
@@ -152,7 +152,7 @@ def per_query(
 
 
 def rrf_objective(lists: Lists, qrels: Qrels, k: int) -> tuning.Objective:
-    """nDCG@10 of weighted RRF (the benchmark's replica of searcher.fusion.fuse)."""
+    """nDCG@10 of weighted RRF (the benchmark's replica of searcher.ranking.fusion.fuse)."""
 
     def objective(weights: dict[str, float]) -> float:
         return scores({q: methods.rrf_ranking(ls, weights, k) for q, ls in lists.items()}, qrels)[0]
@@ -203,7 +203,7 @@ def fused(
     weights: Mapping[str, float],
     k: int = TEXTBOOK_K,
 ) -> Rankings:
-    """``kind`` ("searxng" or "rrf") for every query: by searcher.fusion on the answers
+    """``kind`` ("searxng" or "rrf") for every query: by searcher.ranking.fusion on the answers
     when it imports, else by the benchmark's replica on the engine lists."""
     if library is not None:
         if kind == "rrf":
@@ -302,7 +302,8 @@ def choice_notes(sc: Scenario, choice: Choice, agree: float) -> list[str]:
         sc.title,
         f"  engine weights (anchor {choice.anchor} = 1): {{{weights}}}, rrf_k {choice.k}",
         f"  train nDCG@10 of weighted RRF by k (weights tuned for each): {by_k}",
-        f"  searcher.fusion and the benchmark's replica agree on {agree:.0%} of test top-10s",
+        f"  searcher.ranking.fusion and the benchmark's replica agree on {agree:.0%}"
+        " of test top-10s",
     ]
     if choice.scoring is None:
         return [*notes, "  scoring: the service failed; defaults kept"]
@@ -427,11 +428,13 @@ def main() -> None:
             wire.docid_of, {"brave": BRAVE_ENGINE}
         )
         report.notes.append(
-            "fusion rows: searcher.fusion on the answers the servers sent over HTTP"
+            "fusion rows: searcher.ranking.fusion on the answers the servers sent over HTTP"
         )
     except ImportError as exc:
         library = None
-        report.notes.append(f"fusion rows: the benchmark's replica (searcher.fusion: {exc})")
+        report.notes.append(
+            f"fusion rows: the benchmark's replica (searcher.ranking.fusion: {exc})"
+        )
 
     scenarios = [Scenario("SearXNG: " + ", ".join(SEARXNG_ENGINES), SEARXNG_ENGINES, ("searxng",))]
     if with_minilm:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench.ranking_parts.scifact import Doc
 from bench.ranking_parts.scifact import load as load_scifact_files
-from searcher.evaluation import Qrels
+from searcher.ranking.evaluation import Qrels
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DEV_CAP = 300

@@ -45,11 +45,11 @@ from bench.ranking_parts import service as svc
 from bench.ranking_parts import tuning, wire
 from searcher.backends.base import BackendAnswer
 from searcher.config import FusionSettings, ScoringSettings
-from searcher.evaluation import Qrels, evaluate, run_from_rankings
-from searcher.fusion import engine_count, fuse_answers, ranked_lists, searxng_style
-from searcher.hybrid import blended_order, cosines, hybrid_scores
-from searcher.rerank import document_text
-from searcher.scoring import DomainLists, apply_filter, score_results
+from searcher.ranking.evaluation import Qrels, evaluate, run_from_rankings
+from searcher.ranking.fusion import engine_count, fuse_answers, ranked_lists, searxng_style
+from searcher.ranking.hybrid import blended_order, cosines, hybrid_scores
+from searcher.ranking.relevance import DomainLists, apply_filter, score_results
+from searcher.ranking.rerank import document_text
 from tests.testbed import real_searxng
 from tests.testbed.json_engines import JsonEnginesApp
 from tests.testbed.server import ThreadedServer
@@ -124,7 +124,7 @@ def library_ranking(answers: Sequence[BackendAnswer], query: str, knobs: Mapping
     return reranked(ordered, query, float(knobs.get("hybrid_share", 0.0)), STATIC())
 
 
-# ---- seed 004's hybrid relevance (searcher.hybrid) as a rerank stage --------------------
+# ---- seed 004's hybrid relevance (searcher.ranking.hybrid) as a rerank stage --------------------
 
 
 def reranked(fused: Sequence[Any], query: str, share: float, encode: Any) -> list[Any]:

@@ -38,7 +38,7 @@ import numpy as np
 
 from searcher.cache.semantic import SPACE, SemanticCache, same_anchors, same_question
 from searcher.config import SemanticCacheSettings
-from searcher.embeddings import StaticEmbedder
+from searcher.embedding.embedders import StaticEmbedder
 from searcher.state import SqliteStore
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

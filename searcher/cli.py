@@ -32,7 +32,7 @@ from searcher.errors import (
 
 if TYPE_CHECKING:
     from searcher.contract import ResearchRequest
-    from searcher.page_reader import PageOutcome
+    from searcher.fetch.page_reader import PageOutcome
 
 T = TypeVar("T")
 GRACEFUL_SHUTDOWN_S = 10
@@ -200,7 +200,7 @@ def _share_metrics_between_workers() -> None:
     import os
     import tempfile
 
-    from searcher.metrics import MULTIPROC_ENV
+    from searcher.api.metrics import MULTIPROC_ENV
 
     if not os.environ.get(MULTIPROC_ENV):
         os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="searcher-metrics-")
@@ -432,7 +432,7 @@ def research(
 @config_option
 def mcp_stdio(config_path: str | None) -> None:
     """Serve the MCP tools web_search, fetch_page and deep_research on stdin/stdout."""
-    from searcher.mcp_server import serve_stdio
+    from searcher.tools.mcp_server import serve_stdio
 
     settings = _settings(config_path)
     try:
@@ -539,7 +539,7 @@ def keys() -> None:
 
 
 def _rate_option(value: str | None, field: str) -> Any:
-    from searcher.rates import Rate
+    from searcher.auth.rates import Rate
 
     if value is None:
         return None
@@ -649,7 +649,7 @@ def build_location(settings: Settings) -> str:
 )
 def evaluate(run_path: str, qrels_path: str, fmt: str, metrics: tuple[str, ...]) -> None:
     """Score a TREC run file against TREC or BEIR qrels."""
-    from searcher import evaluation
+    from searcher.ranking import evaluation
 
     names = [name.strip() for group in metrics for name in group.split(",") if name.strip()]
     try:

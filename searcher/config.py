@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from searcher.errors import ConfigError, InvalidRequest, field_problems
-from searcher.urls import without_password
+from searcher.fetch.urls import without_password
 
 # The instances that exist without configuration, one per built-in adapter, named after
 # it; today's ``backends.searxng`` / ``SEARXNG_BASE_URL`` and friends configure them.
@@ -136,7 +136,7 @@ class InstanceSettings(ConfigSection):
     @classmethod
     def _rate(cls, value: str | None) -> str | None:
         if value is not None:
-            from searcher.rates import Rate
+            from searcher.auth.rates import Rate
 
             try:
                 Rate.parse(value)
@@ -498,7 +498,7 @@ class RouteGroup(ConfigSection):
     def _patterns_compile(cls, patterns: list[str]) -> list[str]:
         # Checked here, so that a bad regex is a ConfigError from every command (the
         # router compiles them again at start-up, when it would be too late to say so).
-        from searcher.routing import pattern_problem
+        from searcher.pipeline.routing import pattern_problem
 
         for pattern in patterns:
             problem = pattern_problem(pattern)
@@ -757,7 +757,7 @@ class AuthSettings(ConfigSection):
     @classmethod
     def _rate(cls, value: str | None) -> str | None:
         if value is not None:
-            from searcher.rates import Rate  # the one parser of rates
+            from searcher.auth.rates import Rate  # the one parser of rates
 
             try:
                 Rate.parse(value)

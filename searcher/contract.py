@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from typing_extensions import TypeAliasType
 
-from searcher.urls import DOMAIN_ENTRY, domain_of
+from searcher.fetch.urls import DOMAIN_ENTRY, domain_of
 
 MAX_QUERY_CHARS = 2000
 SCHEMA: Literal["ucp-1"] = "ucp-1"

@@ -31,13 +31,13 @@ from searcher.cache.results import (
 from searcher.cache.semantic import SemanticCache
 from searcher.cache.semantic_qdrant import QdrantSemanticCache, open_qdrant
 from searcher.config import Settings
-from searcher.embedder_loading import EmbedderLoad, needs_network
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
+from searcher.embedding.loading import EmbedderLoad, needs_network
 from searcher.errors import StateUnavailable
 from searcher.fetch.extractor import build_extractor
 from searcher.fetch.fetcher import PageFetcher
+from searcher.fetch.page_reader import PageReader
 from searcher.llm.client import LlmClient
-from searcher.page_reader import PageReader
 from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
 from searcher.state import FailSoftStore, open_store
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
     from qdrant_client import AsyncQdrantClient
 
-    from searcher.metrics import Metrics
+    from searcher.api.metrics import Metrics
 
 
 @dataclass

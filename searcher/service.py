@@ -12,20 +12,20 @@ from collections.abc import Sequence
 from searcher.cache.results import ResultCache, cache_policy, serve_cached
 from searcher.config import Settings
 from searcher.contract import Budget, SearchRequest, SearchResponse
-from searcher.limits import extract_chars_within_limit, pages_within_limit
-from searcher.page_reader import PageOutcome, Progress
+from searcher.fetch.page_reader import PageOutcome, Progress
 from searcher.pipeline.answer import answer
 from searcher.pipeline.assemble import make_items, render_pack
 from searcher.pipeline.budget import LimitedBudget, effective_budget, limited_budget
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.correct import correct
+from searcher.pipeline.limits import extract_chars_within_limit, pages_within_limit
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import make_plan
 from searcher.pipeline.rank import rank
 from searcher.pipeline.read import read
+from searcher.pipeline.resilience import Deadline
 from searcher.pipeline.retrieve import retrieve
 from searcher.pipeline.select import select
-from searcher.resilience import Deadline
 
 BEYOND_PAGE_LIMIT = PageOutcome("skipped", "budget", "beyond limits.max_fetch_pages")
 

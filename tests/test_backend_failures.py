@@ -17,7 +17,7 @@ from searcher.backends.policy import BackendPlan
 from searcher.backends.registry import build_backends
 from searcher.config import BreakerSettings
 from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendConnectError
-from searcher.resilience import CircuitBreaker, Deadline
+from searcher.pipeline.resilience import CircuitBreaker, Deadline
 from tests.testbed.blocked import CLOUDFLARE
 
 

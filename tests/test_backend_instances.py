@@ -19,7 +19,7 @@ from searcher.backends.policy import plan_backends
 from searcher.backends.registry import backend_status, build_backends, load_registry
 from searcher.config import Settings, load_settings
 from searcher.errors import ConfigError
-from searcher.resilience import Deadline
+from searcher.pipeline.resilience import Deadline
 from tests.conftest import STATIC_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]

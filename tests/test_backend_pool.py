@@ -12,7 +12,7 @@ from searcher.backends.pacing import Pacer, instance_rates
 from searcher.backends.policy import plan_backends
 from searcher.backends.registry import build_backends
 from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendTimeout, InvalidRequest
-from searcher.resilience import CircuitBreaker, Deadline
+from searcher.pipeline.resilience import CircuitBreaker, Deadline
 from searcher.state.sqlite_store import SqliteStore
 
 

@@ -14,8 +14,8 @@ from searcher.fetch.blocked import HEAD_BYTES, blocked_reason, page_title, visib
 from searcher.fetch.extract import extract_main_text
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
-from searcher.page_reader import PageReader
-from searcher.render import PackItem, render_context_pack
+from searcher.fetch.page_reader import PageReader
+from searcher.pack.layout import PackItem, render_context_pack
 from tests.testbed import TestbedServer, data_dir
 from tests.testbed.blocked import PAGES
 

@@ -1,7 +1,7 @@
 """The circuit breaker's state machine, driven by an injected clock (no sleeping)."""
 
 from searcher.config import BreakerSettings
-from searcher.resilience import CircuitBreaker, Deadline
+from searcher.pipeline.resilience import CircuitBreaker, Deadline
 
 
 class FakeClock:

@@ -12,7 +12,7 @@ from searcher.api.compat.openwebui import (
     search_results,
 )
 from searcher.contract import Item, Score
-from searcher.page_reader import PageOutcome
+from searcher.fetch.page_reader import PageOutcome
 from tests.responses import search_response
 
 # What Open WebUI sends (retrieval/web/external.py, retrieval/loaders/external_web.py).

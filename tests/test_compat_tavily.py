@@ -20,7 +20,7 @@ from searcher.api.compat.tavily import (
     search_response,
 )
 from searcher.contract import Item, Score
-from searcher.page_reader import PageOutcome
+from searcher.fetch.page_reader import PageOutcome
 from tests.responses import search_response as built_response
 
 # --- translation: Tavily body -> SearchRequest ------------------------------------------

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from searcher.backends.base import Hit
 from searcher.config import EmbeddingSettings
-from searcher.dedup import dedup_text, drop_near_duplicates
-from searcher.embeddings import (
+from searcher.embedding.embedders import (
     OpenAIEmbedder,
     StaticEmbedder,
     build_embedder,
@@ -24,8 +23,9 @@ from searcher.embeddings import (
     parse_embeddings,
 )
 from searcher.errors import EmbedderUnavailable
-from searcher.fusion import FusedHit, Source
-from searcher.urls import normalise_url
+from searcher.fetch.urls import normalise_url
+from searcher.ranking.dedup import dedup_text, drop_near_duplicates
+from searcher.ranking.fusion import FusedHit, Source
 from tests.testbed import TestbedServer
 from tests.testbed.openai_compat import vector
 
@@ -343,8 +343,8 @@ def test_parse_embeddings_orders_by_index_and_refuses_non_matrices():
 
 async def test_texts_stating_different_numbers_are_never_merged(static):
     from searcher.backends.base import Hit
-    from searcher.dedup import drop_near_duplicates
-    from searcher.fusion import FusedHit, Source
+    from searcher.ranking.dedup import drop_near_duplicates
+    from searcher.ranking.fusion import FusedHit, Source
 
     def fused(url: str, title: str) -> FusedHit:
         hit = Hit(url, title, "Full review: battery, camera, screen and price.", "brave")
@@ -395,7 +395,7 @@ async def test_a_reprint_cut_shorter_under_a_site_name_still_merges(static):
 def test_a_full_word_memory_keeps_the_words_the_call_needs(monkeypatch):
     # Past the word memory's size it was emptied whole, words this call already knew
     # included, and looking them up failed (KeyError: a 500 from the hybrid stage).
-    import searcher.embeddings as embeddings
+    import searcher.embedding.embedders as embeddings
 
     embedder = StaticEmbedder.load(str(STATIC_MODEL))
     embedder.encode(["cloud gaming"])
@@ -435,7 +435,7 @@ def _plain_keeper_of(similarity, threshold, one_page):
     st.sampled_from([0.5, 0.9, 1.0]),
 )  # fmt: skip
 def test_keeper_of_is_the_plain_loop(case, threshold):
-    from searcher.dedup import _keeper_of, _merge_groups
+    from searcher.ranking.dedup import _keeper_of, _merge_groups
 
     rows, number_of = case
     similarity = np.array(rows)
@@ -459,7 +459,7 @@ def test_keeper_of_is_the_plain_loop(case, threshold):
 )  # fmt: skip
 def test_one_page_compares_words_as_sets_would(texts):
     # The words are compared as bits of an int; the rule is stated on sets.
-    from searcher.dedup import _WORD, MIN_SHARED_WORDS, _may_be_one_page, _numbers
+    from searcher.ranking.dedup import _WORD, MIN_SHARED_WORDS, _may_be_one_page, _numbers
 
     one_page = _may_be_one_page(texts)
     for i in range(len(texts)):

@@ -9,7 +9,7 @@ from searcher.backends.base import BackendQuery
 from searcher.backends.chain import BackendPool
 from searcher.backends.engine_health import EngineHealth, EngineHealthSettings, engines_to_ask
 from searcher.backends.registry import build_backends
-from searcher.resilience import Deadline
+from searcher.pipeline.resilience import Deadline
 from tests.testbed.corpus import ENGINES
 
 

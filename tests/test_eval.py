@@ -1,4 +1,4 @@
-"""``searcher eval`` and searcher.evaluation: hand-computed metrics, output, errors."""
+"""``searcher eval`` and searcher.ranking.evaluation: hand-computed metrics, output, errors."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from searcher.cli import main
-from searcher.evaluation import (
+from searcher.ranking.evaluation import (
     EvalError,
     evaluate,
     format_run,

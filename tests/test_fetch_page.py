@@ -5,7 +5,7 @@ import httpx
 import pytest
 
 from searcher.errors import InvalidRequest
-from searcher.fetch_page import check_url, page_slice
+from searcher.tools.fetch_page import check_url, page_slice
 
 PRIVATE_URL = "http://10.0.0.1/"  # refused by the guard before any connection is made
 

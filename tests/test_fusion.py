@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from searcher.backends import searxng
 from searcher.backends.base import BackendAnswer, Hit
 from searcher.backends.engine_positions import align
-from searcher.fusion import (
+from searcher.fetch.urls import page_key
+from searcher.ranking.fusion import (
     FusedHit,
     RankedList,
     Source,
@@ -27,7 +28,6 @@ from searcher.fusion import (
     representative,
     searxng_style,
 )
-from searcher.urls import page_key
 
 
 def hit(url: str, title: str = "", snippet: str = "", backend: str = "brave", **kw) -> Hit:

@@ -9,7 +9,7 @@ import pytest
 
 from searcher.api.host_check import host_allowed, origin_allowed, split_host
 from searcher.config import Settings
-from searcher.mcp_server import transport_security
+from searcher.tools.mcp_server import transport_security
 
 DEFAULT = Settings().server.served_hosts()
 

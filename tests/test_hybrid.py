@@ -1,4 +1,4 @@
-"""Seed 004's hybrid relevance (searcher/hybrid.py) as a rerank stage of the fused pool."""
+"""Seed 004's hybrid relevance (searcher/ranking/hybrid.py) as a rerank stage of the fused pool."""
 
 import asyncio
 
@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from searcher.errors import EmbedderUnavailable
-from searcher.hybrid import (
+from searcher.ranking.hybrid import (
     blended_order,
     entity_overlap,
     entity_words,
@@ -86,7 +86,7 @@ def _reference_bm25(query: str, texts: list[str]) -> list[float]:
     import re
     from collections import Counter
 
-    from searcher.scoring import stem
+    from searcher.ranking.relevance import stem
 
     word = re.compile(r"[^\W_]{2,}")
     docs = [Counter(map(stem, word.findall(t.lower()))) for t in texts]
@@ -110,8 +110,8 @@ def _reference_bm25(query: str, texts: list[str]) -> list[float]:
 def _reference_entities(query: str, texts: list[str]) -> list[float]:
     import re
 
-    from searcher.hybrid import entities
-    from searcher.scoring import query_keywords, stem
+    from searcher.ranking.hybrid import entities
+    from searcher.ranking.relevance import query_keywords, stem
 
     wanted = entities(query) or set(query_keywords(query))
     out = []

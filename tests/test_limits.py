@@ -10,7 +10,7 @@ import pytest
 from searcher.config import LimitsSettings, Settings, load_settings
 from searcher.contract import Budget
 from searcher.errors import ConfigError, InvalidRequest
-from searcher.limits import clamp_budget, pages_within_limit
+from searcher.pipeline.limits import clamp_budget, pages_within_limit
 from tests.testbed.searxng import MISBEHAVING_PATHS
 
 # --- the clamp, as a function -------------------------------------------------------------

@@ -45,7 +45,7 @@ from searcher.llm.rewrite import (
 from searcher.llm.route import classify_group, parse_group
 from searcher.llm.runner import NOT_CONFIGURED, CallRecord, StepRunner
 from searcher.llm.snippet_rank import Candidate, rank_candidates
-from searcher.resilience import CallBudget, Deadline
+from searcher.pipeline.resilience import CallBudget, Deadline
 from tests.testbed import TestbedServer
 from tests.testbed.chat import script
 

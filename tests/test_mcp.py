@@ -13,8 +13,8 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
-from searcher.mcp_server import cap_text, capped_items, capped_lists
-from searcher.tool_specs import openai_tools
+from searcher.tools.mcp_server import cap_text, capped_items, capped_lists
+from searcher.tools.specs import openai_tools
 
 REPO = Path(__file__).resolve().parents[1]
 PRIVATE_URL = "http://10.0.0.1/"  # refused by the guard before any connection is made

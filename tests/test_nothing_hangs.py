@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from searcher.config import EmbeddingSettings
-from searcher.embedder_loading import EmbedderLoad, needs_network
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
+from searcher.embedding.loading import EmbedderLoad, needs_network
 from tests.conftest import STATIC_MODEL
 from tests.ports import free_port
 from tests.testbed.silent import SilentServer

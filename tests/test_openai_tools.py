@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from searcher.errors import InvalidRequest
-from searcher.tool_specs import search_body, tool_specs
+from searcher.tools.specs import search_body, tool_specs
 from tests.ddgs_fake import FakeDDGS
 from tests.testbed.server import ThreadedServer
 

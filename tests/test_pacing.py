@@ -10,12 +10,12 @@ import time
 import httpx
 import pytest
 
+from searcher.auth.rates import Rate
 from searcher.backends.pacing import Pacer
 from searcher.backends.registry import upstream_key, upstream_of
 from searcher.backends.searxng import SearxngSettings
 from searcher.errors import BackendRateLimited
-from searcher.rates import Rate
-from searcher.resilience import Deadline
+from searcher.pipeline.resilience import Deadline
 from searcher.state.sqlite_store import SqliteStore
 
 FRESH = {"constraints": {"cache": "off"}}

@@ -15,10 +15,10 @@ from searcher.fetch.extract import normalise_plain_text
 from searcher.fetch.extractor import ExtractionLimits, Extractor, extract_document
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
 from searcher.fetch.guard import INVALID_HOST_NAME
+from searcher.fetch.page_reader import PageReader
 from searcher.fetch.pdf import PAGE_BREAK
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
-from searcher.page_reader import PageReader
-from searcher.resilience import Deadline
+from searcher.pipeline.resilience import Deadline
 from tests.testbed.hostile import hostile_page
 from tests.testbed.misbehaviour import TEMPLATE_TEXT, TEXT_PAGE
 from tests.testbed.pdfs import make_pdf, page_lines

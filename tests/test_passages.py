@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from searcher.passages import (
+from searcher.pack.passages import (
     ELISION,
     MAX_PASSAGES,
     PageChoice,

@@ -29,7 +29,7 @@ from searcher.backends.chain import BackendPool
 from searcher.backends.registry import build_backends
 from searcher.config import Settings
 from searcher.errors import AllBackendsFailed
-from searcher.resilience import Deadline
+from searcher.pipeline.resilience import Deadline
 from tests.ports import free_port
 from tests.testbed import TestbedServer, shared_dir
 

@@ -22,8 +22,8 @@ from bench.ranking_collections import cranfield
 from searcher.backends import searxng
 from searcher.config import Settings
 from searcher.contract import SearchRequest
-from searcher.evaluation import evaluate, run_from_rankings
-from searcher.fusion import ranked_lists
+from searcher.ranking.evaluation import evaluate, run_from_rankings
+from searcher.ranking.fusion import ranked_lists
 from searcher.runtime import open_service
 from tests.testbed import real_searxng
 from tests.testbed.json_engines import JsonEnginesApp

@@ -14,9 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from searcher.cross_page import CrossPageAllotter, passages_meta
-from searcher.passages import select_passages
-from searcher.render import (
+from searcher.pack.cross_page import CrossPageAllotter, passages_meta
+from searcher.pack.layout import (
     NO_RESULTS,
     NONE_FIT,
     PACK_CLOSE,
@@ -28,6 +27,7 @@ from searcher.render import (
     fair_shares,
     render_context_pack,
 )
+from searcher.pack.passages import select_passages
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -970,7 +970,7 @@ _URL_SPECIALS = (" ", "\t", "\n", "\x00", "é", "\u200b", "［", "[/context_pack
 def test_urls_take_the_quick_path_to_the_same_result(length, specials, rng):
     # _clean_url returns a plain printable ASCII URL as it is: the full cleaning must give
     # the same (a shortcut on the path of every search, so it must never differ).
-    from searcher.render import _clean_url, _escaped_url
+    from searcher.pack.layout import _clean_url, _escaped_url
 
     chars = [rng.choice(_PLAIN_URL_CHARS) for _ in range(length)]
     for special in specials:

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from searcher.config import RerankSettings
-from searcher.rerank import (
+from searcher.ranking.rerank import (
     MAX_DOCUMENT_CHARS,
     BadReply,
     document_text,
@@ -131,7 +131,7 @@ def test_bad_rerank_options_get_422_naming_the_field(make_settings, serve_search
 
 
 def test_logits_become_relevances_in_order():
-    from searcher.rerank import unit_scores
+    from searcher.ranking.rerank import unit_scores
 
     assert unit_scores({0: 0.2, 1: 0.9}) == {0: 0.2, 1: 0.9}
     logits = unit_scores({0: -3.0, 1: 0.9, 2: 1.1})

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from searcher.config import RouteGroup, RoutingSettings, load_settings
 from searcher.errors import ConfigError
-from searcher.routing import Route, compile_routes, route_query, validate
+from searcher.pipeline.routing import Route, compile_routes, route_query, validate
 
 DEFAULT_ROUTES = compile_routes(RoutingSettings())
 LANGUAGES = r"\b(python|javascript|typescript|rust|golang|java|c\+\+)\b"

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from searcher import scoring
 from searcher.backends.base import Hit
 from searcher.config import ScoringSettings
 from searcher.errors import ConfigError
-from searcher.scoring import (
+from searcher.fetch.urls import domain_matches
+from searcher.ranking import relevance as scoring
+from searcher.ranking.relevance import (
     _SEARCH_PER_PREFIX_CHARS_UP_TO,
     COMPONENTS,
     DomainLists,
@@ -31,8 +32,7 @@ from searcher.scoring import (
     stem,
     words_stemming_to,
 )
-from searcher.scoring import _words as words_of
-from searcher.urls import domain_matches
+from searcher.ranking.relevance import _words as words_of
 
 SHIPPED = ScoringSettings()
 # The tests of each component leave the soft keyword score out (it is tested on its own);
@@ -503,7 +503,7 @@ def test_a_long_text_is_read_in_one_scan(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_keyword_overlap_reads_a_bounded_start_of_each_field():
     # A backend may send megabytes of title, snippet or URL; the overlap reads the first
     # MAX_RESULT_FIELD_CHARS of each, as the hybrid stage and a reranker do.
-    from searcher.scoring import MAX_RESULT_FIELD_CHARS
+    from searcher.ranking.relevance import MAX_RESULT_FIELD_CHARS
 
     filler = "x" * (MAX_RESULT_FIELD_CHARS - 40)
     within = f"{filler} gaming"  # within the bound, even behind "https://a.example/"

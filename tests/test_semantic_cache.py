@@ -18,7 +18,7 @@ from searcher.cache.semantic import (
     same_anchors,
     same_question,
 )
-from searcher.embeddings import StaticEmbedder
+from searcher.embedding.embedders import StaticEmbedder
 from searcher.state import RedisStore, SqliteStore, StateStore
 from tests.conftest import STATIC_MODEL
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from searcher.cache.semantic_qdrant import COLLECTION, QdrantSemanticCache, open_qdrant
-from searcher.embeddings import StaticEmbedder
+from searcher.embedding.embedders import StaticEmbedder
 from searcher.errors import StateUnavailable
 from tests.conftest import STATIC_MODEL, serve_until_it_exits
 

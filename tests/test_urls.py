@@ -1,5 +1,5 @@
 """normalise_url: idempotent, merges the documented spellings of one page, never merges
-two different pages (searcher/urls.py's decisions, as properties)."""
+two different pages (searcher/fetch/urls.py's decisions, as properties)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from searcher.urls import domain_matches, domain_of, host_of, item_id, normalise_url, page_key
+from searcher.fetch.urls import domain_matches, domain_of, host_of, item_id, normalise_url, page_key
 
 # --- strategies ----------------------------------------------------------------------------
 

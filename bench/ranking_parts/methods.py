@@ -6,7 +6,7 @@ fusion):
 - here, over document ids: small and fast, used by SearXNG's stand-in server (which is
   SearXNG's behaviour, not ours) and by the weight tuning, which scores hundreds of weight
   settings;
-- ``searcher.fusion`` itself, over the ``BackendAnswer``s that the servers sent over HTTP:
+- ``searcher.ranking.fusion`` itself, over the ``BackendAnswer``s that the servers sent over HTTP:
   the numbers the benchmark reports. ``LibraryFusion`` adapts it, and ``agreement`` checks
   that the two implementations rank alike, so that weights tuned with the fast one hold
   for the library.
@@ -76,16 +76,16 @@ def rrf_ranking(lists: Lists, weights: Weights, k: int) -> list[str]:
     return sorted(totals, key=lambda d: (-totals[d], d))
 
 
-# ---- searcher.fusion over the answers the servers sent -----------------------------------
+# ---- searcher.ranking.fusion over the answers the servers sent -----------------------------------
 
 
 class LibraryFusion:
-    """``searcher.fusion``: answers are split into per-engine lists with ``ranked_lists``
+    """``searcher.ranking.fusion``: answers are split into per-engine lists with ``ranked_lists``
     and fused. Weights are by engine name; a backend whose answer is one list (Brave) is
     weighted as the engine behind it, named in ``backend_engines``."""
 
     def __init__(self, docid_of: Callable[[str], str], backend_engines: Mapping[str, str]):
-        from searcher import fusion
+        from searcher.ranking import fusion
 
         self._fusion = fusion
         self._docid_of = docid_of

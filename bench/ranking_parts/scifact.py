@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from searcher.evaluation import Qrels, read_qrels
+from searcher.ranking.evaluation import Qrels, read_qrels
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact"
 

@@ -29,6 +29,7 @@ from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.errors import error_response, install_error_handlers
 from searcher.api.host_check import HostOriginMiddleware
+from searcher.api.metrics import CONTENT_TYPE, Metrics
 from searcher.api.observe import ObserveMiddleware, client_identity
 from searcher.api.replayed_body import read_body, replaying
 from searcher.api.research import end_jobs_when_stopping
@@ -53,11 +54,10 @@ from searcher.contract import (
     SearchResponse,
     StateInfo,
 )
-from searcher.mcp_server import mcp_sessions, mount_mcp
-from searcher.metrics import CONTENT_TYPE, Metrics
+from searcher.fetch.urls import without_password
 from searcher.research.jobs import JobBook
 from searcher.runtime import Runtime, open_service
-from searcher.urls import without_password
+from searcher.tools.mcp_server import mcp_sessions, mount_mcp
 
 
 def _json(data: Any, status: int = 200) -> Response:

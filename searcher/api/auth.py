@@ -22,8 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher.api.errors import error_response
 from searcher.auth.keys import ApiKey, KeyBook, hash_secret
+from searcher.auth.rates import Rate
 from searcher.config import AuthSettings
-from searcher.rates import Rate
 from searcher.state.base import StateStore
 from searcher.state.failsoft import FailSoftStore
 

@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher.api.errors import send_error
-from searcher.metrics import Metrics
+from searcher.api.metrics import Metrics
 
 log = logging.getLogger("searcher.access")
 REQUEST_ID_HEADER = b"x-request-id"

@@ -17,9 +17,9 @@ from searcher.contract import (
     FetchPageResponse,
 )
 from searcher.errors import InvalidRequest
-from searcher.fetch_page import check_url, fetch_page
 from searcher.runtime import Runtime
-from searcher.tool_specs import openai_tools
+from searcher.tools.fetch_page import check_url, fetch_page
+from searcher.tools.specs import openai_tools
 
 router = APIRouter()
 

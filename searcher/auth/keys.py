@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from searcher.auth.rates import Rate
 from searcher.errors import InvalidRequest, KeyNotFound
-from searcher.rates import Rate
 from searcher.state.base import StateStore, get_json, set_json
 
 PREFIX = "sk-searcher-"

@@ -44,8 +44,8 @@ from searcher.errors import (
     BackendTimeout,
     CircuitOpen,
 )
-from searcher.resilience import CircuitBreaker, Clock, Deadline
-from searcher.urls import page_key
+from searcher.fetch.urls import page_key
+from searcher.pipeline.resilience import CircuitBreaker, Clock, Deadline
 
 # Below this many seconds left, an attempt could not finish anyway: do not start it.
 MIN_ATTEMPT_S = 0.05
@@ -60,7 +60,7 @@ MAX_STRAGGLERS = 256
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
-    from searcher.metrics import Metrics
+    from searcher.api.metrics import Metrics
 
 
 @dataclass

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+from searcher.auth.rates import Rate
 from searcher.backends.registry import upstream_of
 from searcher.config import Settings
 from searcher.errors import BackendRateLimited
-from searcher.rates import Rate
-from searcher.resilience import Deadline
+from searcher.pipeline.resilience import Deadline
 from searcher.state.base import StateStore
 
 NAMESPACE = "pace:"

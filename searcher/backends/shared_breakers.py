@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from searcher.errors import FailureKind
-from searcher.resilience import NO_VERDICT, CircuitBreaker
+from searcher.pipeline.resilience import NO_VERDICT, CircuitBreaker
 from searcher.state.base import StateStore
 
 NAMESPACE = "breaker:"

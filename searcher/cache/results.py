@@ -37,7 +37,7 @@ from searcher.contract import (
     SearchResponse,
 )
 from searcher.errors import AllBackendsFailed
-from searcher.limits import BUDGET_STAGE
+from searcher.pipeline.limits import BUDGET_STAGE
 from searcher.state.base import StateStore, decode_json, encode_json
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
 from searcher.errors import EmbedderUnavailable
 from searcher.state.base import StateStore, VectorRow
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from searcher.cache.semantic import query_vector, same_question
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
 from searcher.errors import StateUnavailable
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ class FetchLimits:
 class FetchedBody:
     """What the fetcher hands the reader: the final response's body, decoded from its
     content coding but not from its charset. Not an outcome: the page read's outcome is
-    ``searcher.page_reader.PageOutcome``."""
+    ``searcher.fetch.page_reader.PageOutcome``."""
 
     url: str  # final URL after redirects
     status_code: int

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from searcher.errors import LlmBadReply
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepOutcome, StepRunner
-from searcher.render import neutralise_markers
+from searcher.pack.layout import neutralise_markers
 
 # [1], [1, 2], [ 1 ], [1][2] (each bracket read alone); [a] or [1-3] are not citations.
 # Numbers of any length are citations (of items that do not exist, past a pack's few).

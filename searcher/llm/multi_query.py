@@ -18,13 +18,13 @@ from typing import Any, Literal
 import numpy as np
 
 from searcher.contract import PerspectiveSource
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
 from searcher.errors import EmbedderUnavailable, LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
 from searcher.llm.rewrite import keep_operators
 from searcher.llm.runner import StepRunner
-from searcher.passages import query_terms
+from searcher.pack.passages import query_terms
 
 MAX_PERSPECTIVE_CHARS = 300
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from searcher.config import LlmStep
 from searcher.llm.client import Message
-from searcher.render import RULES
+from searcher.pack.layout import RULES
 
 
 @dataclass(frozen=True)

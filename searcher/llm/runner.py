@@ -17,7 +17,7 @@ from searcher.config import LlmSettings, LlmStep
 from searcher.errors import LlmError
 from searcher.llm.client import CallOptions, Completion, LlmClient, Message
 from searcher.llm.prompts import PROMPTS
-from searcher.resilience import CallBudget, Deadline
+from searcher.pipeline.resilience import CallBudget, Deadline
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from searcher.llm.client import LlmClient, Message
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
 from searcher.llm.runner import TIME_SHARE, StepRunner
-from searcher.resilience import CallBudget, Deadline
+from searcher.pipeline.resilience import CallBudget, Deadline
 
 # Long snippets cost tokens without helping the choice.
 SNIPPET_CHARS = 300

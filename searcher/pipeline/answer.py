@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from searcher.contract import AnswerCheck, Citation, Item
 from searcher.llm.answer import check_citations, write_answer
 from searcher.llm.answer_check import check_answer
+from searcher.pack.layout import items_shown
 from searcher.pipeline.context import RequestContext
-from searcher.render import items_shown
 
 
 @dataclass(frozen=True)

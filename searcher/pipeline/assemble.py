@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from searcher.contract import FetchInfo, Item
-from searcher.cross_page import CrossPageAllotter, passage_similarity, passages_meta
-from searcher.page_reader import PageOutcome
-from searcher.passages import top_chunks_across
+from searcher.fetch.page_reader import PageOutcome
+from searcher.fetch.urls import item_id
+from searcher.pack.cross_page import CrossPageAllotter, passage_similarity, passages_meta
+from searcher.pack.layout import PackItem, render_context_pack
+from searcher.pack.passages import top_chunks_across
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
 from searcher.pipeline.rank import Ranked
 from searcher.pipeline.read import reads_pages
-from searcher.render import PackItem, render_context_pack
-from searcher.urls import item_id
 
 CHUNK_CHARS = 500
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from searcher.config import BudgetDefaults, Settings
 from searcher.contract import Budget, ErrorEntry
 from searcher.fetch.fetcher import FetchLimits
-from searcher.limits import clamp_budget
+from searcher.pipeline.limits import clamp_budget
 
 
 @dataclass(frozen=True)

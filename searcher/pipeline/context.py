@@ -33,11 +33,11 @@ from searcher.contract import (
     SearchResponse,
     Usage,
 )
+from searcher.fetch.page_reader import PageOutcome
 from searcher.llm.runner import StepRunner
-from searcher.page_reader import PageOutcome
 from searcher.pipeline.budget import EffectiveBudget, LimitedBudget, limited_budget
 from searcher.pipeline.parts import Parts
-from searcher.resilience import CallBudget, Deadline
+from searcher.pipeline.resilience import CallBudget, Deadline
 
 PRODUCER = Producer(name="searcher", version=__version__)
 

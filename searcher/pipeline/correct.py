@@ -15,8 +15,8 @@ from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
 from searcher.pipeline.rank import Ranked, Ranking, pool_cut, rank_results
 from searcher.pipeline.retrieve import searcher_for
-from searcher.routing import Route
-from searcher.searches import Tagged, corrective_search
+from searcher.pipeline.routing import Route
+from searcher.pipeline.searches import Tagged, corrective_search
 
 
 def candidates(ranked: Sequence[Ranked], top_k: int) -> list[Candidate]:

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 from searcher.backends.chain import BackendPool
 from searcher.config import Settings
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
+from searcher.fetch.page_reader import PageReader
 from searcher.llm.client import LlmClient
-from searcher.page_reader import PageReader
-from searcher.routing import CompiledRoutes, compile_routes
-from searcher.scoring import DomainLists, load_domain_lists
+from searcher.pipeline.routing import CompiledRoutes, compile_routes
+from searcher.ranking.relevance import DomainLists, load_domain_lists
 
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
-    from searcher.metrics import Metrics
+    from searcher.api.metrics import Metrics
 
 
 @dataclass

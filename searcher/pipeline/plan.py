@@ -13,7 +13,7 @@ from searcher.llm.rewrite import rewrite_query
 from searcher.llm.route import classify_group
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
-from searcher.routing import Route, route_query, route_to_group
+from searcher.pipeline.routing import Route, route_query, route_to_group
 
 
 @dataclass(frozen=True)

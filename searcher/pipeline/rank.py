@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from searcher.dedup import drop_near_duplicates
-from searcher.fusion import FusedHit, engine_count, fuse_answers
-from searcher.hybrid import hybrid_stage
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
-from searcher.rerank import document_text
-from searcher.scoring import apply_filter, score_results
-from searcher.searches import Tagged
+from searcher.pipeline.searches import Tagged
+from searcher.ranking.dedup import drop_near_duplicates
+from searcher.ranking.fusion import FusedHit, engine_count, fuse_answers
+from searcher.ranking.hybrid import hybrid_stage
+from searcher.ranking.relevance import apply_filter, score_results
+from searcher.ranking.rerank import document_text
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from searcher.page_reader import PageOutcome, Progress
+from searcher.fetch.page_reader import PageOutcome, Progress
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.rank import Ranked

@@ -14,8 +14,8 @@ from searcher.backends.policy import BackendPlan
 from searcher.pipeline.context import RequestContext, utc_now
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
-from searcher.routing import Route
-from searcher.searches import SearchOnce, Tagged, multi_search
+from searcher.pipeline.routing import Route
+from searcher.pipeline.searches import SearchOnce, Tagged, multi_search
 
 
 def backend_query(ctx: RequestContext, route: Route, max_results: int, text: str) -> BackendQuery:

@@ -14,8 +14,8 @@ from searcher.pipeline.correct import candidates
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
 from searcher.pipeline.rank import Ranked, result_text
-from searcher.rerank import rerank_stage
-from searcher.selection import apply_pick_ids, filter_domains
+from searcher.ranking.rerank import rerank_stage
+from searcher.ranking.selection import apply_pick_ids, filter_domains
 
 
 @dataclass(frozen=True)

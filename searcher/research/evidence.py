@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from searcher.passages import bm25_scores, passage_spans
-from searcher.scoring import keyword_overlap, query_keywords
+from searcher.pack.passages import bm25_scores, passage_spans
+from searcher.ranking.relevance import keyword_overlap, query_keywords
 
 PASSAGE_CHARS = 600
 # A sub-question counts as covered when one passage holds this share of its keywords:

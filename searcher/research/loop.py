@@ -44,6 +44,7 @@ from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import make_plan
 from searcher.pipeline.rank import Ranked, pool_cut, rank_results
+from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.pipeline.retrieve import retrieve
 from searcher.research.evidence import (
     EvidencePool,
@@ -61,7 +62,6 @@ from searcher.research.planning import (
 )
 from searcher.research.presets import Bounded, Limits, resolve_within
 from searcher.research.report import Section, evidence_report, llm_report, verify_citations
-from searcher.resilience import CallBudget, Deadline
 
 Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
 # Below this much time left, another round could not finish: write the report instead.

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from searcher.config import ResearchSettings
 from searcher.contract import ErrorEntry, Preset, ResearchBudget
-from searcher.limits import over_ceiling
+from searcher.pipeline.limits import over_ceiling
 
 # The research budget fields that the server bounds (``research.<field>``).
 CEILINGS = ("max_tool_calls", "max_pages", "max_total_time_ms")

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from searcher.llm.answer import CITED, check_citations
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepRunner
-from searcher.render import neutralise_markers
+from searcher.pack.layout import neutralise_markers
+from searcher.ranking.relevance import keyword_overlap, query_keywords
 from searcher.research.evidence import Passage
-from searcher.scoring import keyword_overlap, query_keywords
 
 # A cited sentence is supported by a passage that holds this share of its keywords.
 SUPPORTED_AT = 0.3

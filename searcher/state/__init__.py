@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from searcher.config import StateSettings
+from searcher.fetch.urls import without_password
 from searcher.state.base import (
     StateEngine,
     StateHealth,
@@ -18,7 +19,6 @@ from searcher.state.base import (
 from searcher.state.failsoft import FailSoftStore
 from searcher.state.redis_store import RedisStore
 from searcher.state.sqlite_store import SqliteStore
-from searcher.urls import without_password
 
 __all__ = [
     "FailSoftStore",

@@ -17,8 +17,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from searcher.errors import StateEntryUnusable, StateUnavailable
+from searcher.fetch.urls import without_password
 from searcher.state.base import StateEngine, StateStats, TokenGrant, VectorRow
-from searcher.urls import without_password
 
 T = TypeVar("T")
 

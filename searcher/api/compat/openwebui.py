@@ -33,7 +33,7 @@ from searcher.contract import (
     WireSafe,
     query_text,
 )
-from searcher.page_reader import PageOutcome
+from searcher.fetch.page_reader import PageOutcome
 
 log = logging.getLogger("searcher.api")
 

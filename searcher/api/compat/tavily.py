@@ -61,9 +61,9 @@ from searcher.errors import (
     TooManyJobs,
     field_problems,
 )
+from searcher.fetch.page_reader import PageOutcome
 from searcher.fetch.plain_text import plain_text
-from searcher.page_reader import PageOutcome
-from searcher.passages import top_chunks
+from searcher.pack.passages import top_chunks
 
 # Tavily's own defaults and limits (API reference, /search and /extract).
 DEFAULT_CHUNKS = 3

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from searcher.backends.base import BackendAnswer, Hit
-from searcher.urls import page_key
+from searcher.fetch.urls import page_key
 
 
 @dataclass(frozen=True)

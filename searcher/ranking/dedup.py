@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from searcher.embeddings import Embedder, normalise_rows
-from searcher.fusion import FusedHit, Source, representative
+from searcher.embedding.embedders import Embedder, normalise_rows
+from searcher.ranking.fusion import FusedHit, Source, representative
 
 # Near-duplicates show in the first few hundred characters; a cap bounds the embedding
 # cost when a backend sends long snippets.

@@ -20,15 +20,15 @@ from searcher.contract import (
     PerspectiveInfo,
     PerspectivesInfo,
 )
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
 from searcher.errors import AllBackendsFailed, BackendFailure, describe_failures
 from searcher.llm import multi_query
 from searcher.llm.crag import Evidence, Verdict, grade_evidence, heuristic_refinement
 from searcher.llm.rewrite import keep_operators
 from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate
-from searcher.resilience import CallBudget
-from searcher.routing import Route
+from searcher.pipeline.resilience import CallBudget
+from searcher.pipeline.routing import Route
 
 # One search of ``text`` routed by ``route``; ``backends`` overrides the request's plan
 # (a chain over those names). Raises AllBackendsFailed.

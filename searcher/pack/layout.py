@@ -23,7 +23,7 @@ to break out of from inside an item. The shape is the seed's recommended wrapper
     [/CONTEXT_PACK]
 
 A page's content that does not fit its fair share is cut to its head, or, given a
-``select`` function (e.g. :func:`searcher.passages.select_passages` for the query), reduced
+``select`` function (e.g. :func:`searcher.pack.passages.select_passages` for the query), reduced
 to what it chooses; either way the text is cleaned and indented the same way.
 
 Why it cannot be broken out of: every line that carries web text is either indented or

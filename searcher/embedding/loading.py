@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Literal
 
 from searcher.config import EmbeddingSettings
-from searcher.embeddings import Embedder, build_embedder
+from searcher.embedding.embedders import Embedder, build_embedder
 from searcher.errors import EmbedderUnavailable
 
-log = logging.getLogger("searcher.embeddings")
+log = logging.getLogger("searcher.embedding.embedders")
 
 EmbedderState = Literal["off", "loading", "ready", "failed"]
 

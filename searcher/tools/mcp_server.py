@@ -2,7 +2,7 @@
 (``searcher mcp``) or streamable HTTP (mounted at ``/mcp`` by the HTTP app).
 
 Built on the official SDK's low-level ``Server`` so that the tools' input schemas are the
-ones in ``searcher.tool_specs`` (also served to OpenAI clients) and arguments are checked
+ones in ``searcher.tools.specs`` (also served to OpenAI clients) and arguments are checked
 against exactly those. Every tool result stays within ``mcp.max_output_chars``; every
 failure is a tool error with a one-line reason, never a traceback.
 """
@@ -56,11 +56,11 @@ from searcher.errors import (
     TooManyJobs,
     describe_failures,
 )
-from searcher.fetch_page import fetch_page
 from searcher.research.jobs import FINISHED, JobBook
 from searcher.runtime import open_service
 from searcher.service import SearchService
-from searcher.tool_specs import ToolSpec, mcp_tool_specs, search_argument, search_body
+from searcher.tools.fetch_page import fetch_page
+from searcher.tools.specs import ToolSpec, mcp_tool_specs, search_argument, search_body
 
 log = logging.getLogger("searcher.mcp")
 

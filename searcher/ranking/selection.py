@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from searcher.urls import domain_matches, host_of
+from searcher.fetch.urls import domain_matches, host_of
 
 T = TypeVar("T")
 

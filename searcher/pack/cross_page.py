@@ -1,7 +1,7 @@
 """Passages chosen across pages for the context pack: the embedding step (async, before
 rendering) and the allotter the renderer calls with its content budget.
 
-The choice itself is the pure :func:`searcher.passages.select_across_pages`; this module
+The choice itself is the pure :func:`searcher.pack.passages.select_across_pages`; this module
 only feeds it the passage-query cosines when an embedder is loaded, and keeps what it
 chose so the response can say how many passages each page gave (``meta.passages``).
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from searcher.contract import PagePassages
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
 from searcher.errors import EmbedderUnavailable
-from searcher.passages import PageChoice, page_passage_spans, select_across_pages
+from searcher.pack.passages import PageChoice, page_passage_spans, select_across_pages
 
 # Embedding more passages than this per request costs more than it adds (a static model
 # does ~15,000 a second here; a remote endpoint far fewer): BM25 alone decides beyond it.

@@ -27,7 +27,7 @@ from urllib.parse import unquote
 from searcher.backends.base import Hit
 from searcher.config import ScoringSettings
 from searcher.errors import ConfigError
-from searcher.urls import host_of
+from searcher.fetch.urls import host_of
 
 # The seed's "base 0.0-0.9": the best fused result gets 0.9, leaving room for the boosts.
 BASE_CEILING = 0.9

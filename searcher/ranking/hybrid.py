@@ -24,9 +24,9 @@ from typing import TypeVar
 
 import numpy as np
 
-from searcher.embeddings import Embedder
+from searcher.embedding.embedders import Embedder
 from searcher.errors import EmbedderUnavailable
-from searcher.scoring import query_keywords, shortest_prefixes, stem, stem_prefixes
+from searcher.ranking.relevance import query_keywords, shortest_prefixes, stem, stem_prefixes
 
 T = TypeVar("T")
 

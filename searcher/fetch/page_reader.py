@@ -21,7 +21,7 @@ from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
 from searcher.fetch.pdf import PDF_MEDIA_TYPE
-from searcher.resilience import Deadline
+from searcher.pipeline.resilience import Deadline
 
 
 @dataclass(frozen=True)

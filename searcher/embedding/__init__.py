@@ -1,0 +1,1 @@
+"""Text embedders and loading them without holding anything up."""
