@@ -93,9 +93,21 @@ def _refuse_boolean(value: Any) -> Any:
 
 
 class BreakerSettings(ConfigSection):
-    failure_threshold: int = Field(default=5, ge=1, description="Consecutive failures to open.")
-    recovery_timeout: float = Field(default=60.0, gt=0, description="Seconds open before a trial.")
-    half_open_max_calls: int = Field(default=3, ge=1, description="Trial successes to close.")
+    failure_threshold: int = Field(
+        default=5,
+        ge=1,
+        description=(
+            "Consecutive failed attempts that open the breaker (a rejected key opens it "
+            "at once, a 429 with `Retry-After` for that long; an empty answer is no "
+            "failure)"
+        ),
+    )
+    recovery_timeout: float = Field(
+        default=60.0, gt=0, description="Seconds open before trial calls (half-open)"
+    )
+    half_open_max_calls: int = Field(
+        default=3, ge=1, description="Trial calls admitted, and successes needed to close"
+    )
 
 
 # A weight in fusion: NaN, an infinity or a negative one would turn the order upside down.
@@ -121,15 +133,36 @@ class InstanceSettings(ConfigSection):
     """What every backend instance has; an adapter's config model (declared in its
     module, ``searcher/backends/<adapter>.py``) adds its own keys."""
 
-    adapter: str = Field(description="The adapter: searxng, brave, duckduckgo or a plugin's.")
-    enabled: bool = True
-    timeout_s: float = Field(default=8.0, gt=0, description="One call to this instance.")
-    weight: FusionWeight = Field(default=1.0, description="Its lists' weight in fusion.")
+    adapter: str = Field(description="`searxng`, `brave`, `duckduckgo`, or a plugin's adapter")
+    enabled: bool = Field(
+        default=True,
+        description=(
+            "Switch a backend off (`<name>`: `searxng`, `duckduckgo`, `brave`, or "
+            "`instances.<name>`; every key below works for both)"
+        ),
+    )
+    timeout_s: float = Field(
+        default=8.0,
+        gt=0,
+        description=(
+            "Upper bound on one call, also capped by the request's "
+            "`per_request_timeout_ms.search` (DuckDuckGo's default: 10)"
+        ),
+    )
+    weight: FusionWeight = Field(
+        default=1.0,
+        description=(
+            "The weight of the instance's lists in fusion (an intent's `weights` multiply it)"
+        ),
+    )
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     rate: str | None = Field(
         default=None,
-        description="searcher's own pace for this instance, e.g. 1/s (Brave's free tier): "
-        "shared by all workers; a request waits for its turn within its deadline.",
+        description=(
+            "searcher's own pace for the instance (`1/s`, `60/min`, …), shared by all "
+            "workers through the state store; over it a search waits its turn within its "
+            "deadline, else falls back without calling"
+        ),
     )
 
     @field_validator("rate")
@@ -148,48 +181,81 @@ class InstanceSettings(ConfigSection):
 class FetchSettings(ConfigSection):
     allowed_hosts: list[str] = Field(
         default_factory=list,
-        description="Hosts (host or host:port) exempt from the private-address guard.",
+        description="Hosts (`host` or `host:port`) exempt from the private-address guard",
     )
-    user_agent: str = "Mozilla/5.0 (compatible; searcher/0.1; +https://github.com/searcher)"
-    max_concurrency: int = Field(default=8, ge=1, description="Pages fetched at once.")
+    user_agent: str = Field(
+        default="Mozilla/5.0 (compatible; searcher/0.1; +https://github.com/searcher)",
+        description="User-Agent for page fetches",
+    )
+    max_concurrency: int = Field(default=8, ge=1, description="Pages fetched at once per request")
     extract_workers: int = Field(
-        default=0, ge=0, description="Extraction processes; 0 means one per CPU core."
+        default=0, ge=0, description="Extraction processes; 0 = one per CPU core"
     )
     # --- extraction limits (issue 11): a page cannot hold a worker for long -----------
     extract_timeout_s: float = Field(
-        default=10.0, gt=0, le=600, description="Wall time one extraction may take; past it "
-        "its worker process is killed and replaced.",
+        default=10.0, gt=0, le=600, description=(
+            "Wall time one extraction may take; past it (or when its request gives up) "
+            "the worker process is killed and replaced, and the page is `failed`"
+        ),
     )  # fmt: skip
     extract_client_share: float = Field(
-        default=0.5, gt=0, le=1, description="Share of the extraction workers one client "
-        "may occupy at once (at least one worker).",
-    )  # fmt: skip
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Share of the extraction workers one client may occupy at once (at least one)",
+    )
     max_page_elements: int = Field(
-        default=50_000, ge=1, description="Pages with more elements are 'page too complex'."
+        default=50_000,
+        ge=1,
+        description=(
+            "HTML pages with more elements are `failed`, `page too complex`, before parsing"
+        ),
     )
     max_page_depth: int = Field(
-        default=2_000, ge=1, description="Deepest nesting of container elements allowed."
+        default=2_000,
+        ge=1,
+        description=(
+            "Deepest nesting of container elements (`div`, `table`, `ul`, …) allowed; "
+            "text nested that deep is read (the parser keeps 2,048 levels of elements of "
+            "any kind)"
+        ),
     )
     max_page_depth_sum: int = Field(
-        default=5_000_000, ge=1, description="Every element's depth, summed, at most."
+        default=5_000_000,
+        ge=1,
+        description=(
+            "Every element's depth (in containers), summed: what walking a deep tree "
+            "costs (20 chains of 2,000 nested `div`s took trafilatura 27 s)"
+        ),
     )
     max_element_attributes: int = Field(
-        default=1_000, ge=1, description="Attributes one element may have."
+        default=1_000, ge=1, description="Attributes one element may have"
     )
     max_table_row_cells: int = Field(
-        default=2_000, ge=1, description="Cells one table row may have."
+        default=2_000, ge=1, description="Cells one table row may have"
     )
-    pdf_max_pages: int = Field(default=200, ge=1, description="PDF pages read at most.")
+    pdf_max_pages: int = Field(default=200, ge=1, description="PDF pages read at most")
 
 
 class CacheSettings(ConfigSection):
-    enabled: bool = True
-    dir: str | None = Field(default=None, description="Default: the user's cache directory.")
-    ttl_s: int = Field(default=7 * 24 * 3600, ge=1)
-    sweep_interval_s: int = Field(default=3600, ge=1)
+    enabled: bool = Field(default=True, description="The extraction cache")
+    dir: str | None = Field(
+        default=None,
+        description=(
+            "Where cached extractions live; default: the user cache directory + `/searcher/extract`"
+        ),
+    )
+    ttl_s: int = Field(
+        default=7 * 24 * 3600, ge=1, description="Entry lifetime, by file mtime (default 7 days)"
+    )
+    sweep_interval_s: int = Field(
+        default=3600, ge=1, description="How often `serve` removes expired entries"
+    )
     max_bytes: int = Field(
-        default=512 * 1024 * 1024, ge=0, description="Size cap of the page cache on disk; "
-        "least recently used entries are evicted beyond it. 0: no cap.",
+        default=512 * 1024 * 1024, ge=0, description=(
+            "Size cap of the page cache; a write over it evicts the least recently used "
+            "entries down to 90 %; 0 = no cap (default 512 MiB)"
+        ),
     )  # fmt: skip
 
 
@@ -209,48 +275,100 @@ LEGACY_SERVER_KEYS = ("host", "port", "max_body_bytes")
 class CorsSettings(ConfigSection):
     allow_origins: list[str] = Field(
         default_factory=list,
-        description='Browser origins allowed to call the API (e.g. "https://chat.example.com"); '
-        '"*" any. Empty: no CORS headers, and cross-site POSTs are refused.',
+        description=(
+            "Browser origins allowed to call the API (CORS), e.g. "
+            "`https://chat.example.com`; `*` any; empty: no CORS headers and cross-site "
+            "POSTs get 403"
+        ),
     )
     allow_headers: list[str] = Field(
         default_factory=lambda: [
             "Authorization", "Content-Type", "Mcp-Protocol-Version", "Mcp-Session-Id",
             "Last-Event-ID",
         ],
-        description="Request headers those origins may send.",
+        description="Request headers those origins may send",
     )  # fmt: skip
-    max_age_s: int = Field(default=600, ge=0, description="How long browsers cache a preflight.")
+    max_age_s: int = Field(
+        default=600, ge=0, description="How long browsers cache a CORS preflight"
+    )
 
 
 class ServerSettings(ConfigSection):
     """``searcher serve``: the listener, request size and time limits, Host/Origin checks."""
 
-    host: str = Field(default="127.0.0.1", description="Interface to bind.")
-    port: int = Field(default=8080, ge=0, le=65535)
-    max_body_bytes: int = Field(default=64 * 1024, ge=1024, description="Larger bodies: 413.")
+    host: str = Field(
+        default="127.0.0.1",
+        description=(
+            "Where `searcher serve` listens (the old names `service.host`, `service.port`"
+            " are still read)"
+        ),
+    )
+    port: int = Field(
+        default=8080,
+        ge=0,
+        le=65535,
+        description=(
+            "Where `searcher serve` listens (the old names `service.host`, `service.port`"
+            " are still read)"
+        ),
+    )
+    max_body_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description=(
+            "Larger request bodies get 413 and the connection closes (old name "
+            "`service.max_body_bytes`)"
+        ),
+    )
     allowed_hosts: list[str] | None = Field(
         default=None,
-        description="Host header values served (host: any port; host:port; *.domain; *). "
-        "Unset: the bound address, localhost, 127.0.0.1 and [::1]. Others get 421.",
+        description=(
+            "`Host` header values served: `name` (any port), `name:port`, `*.domain`, "
+            "`*`; others get 421 ([Security](security.md)); unset (the default): the "
+            "bound address, `localhost`, `127.0.0.1`, `[::1]`; `SEARCHER_ALLOWED_HOSTS` "
+            "is comma-separated"
+        ),
     )
     cors: CorsSettings = Field(default_factory=CorsSettings)
     forwarded_allow_ips: list[str] = Field(
         default_factory=lambda: ["127.0.0.1"],
-        description="Proxies whose X-Forwarded-For/-Proto are trusted.",
+        description="Proxies whose `X-Forwarded-For` / `X-Forwarded-Proto` are trusted",
     )
     max_header_bytes: int = Field(
-        default=16 * 1024, ge=1024, description="Request line + headers; more: 431."
+        default=16 * 1024,
+        ge=1024,
+        description=(
+            "Request line + headers, of each request (pipelined ones too); more gets 431 "
+            "and the connection closes"
+        ),
     )
     header_timeout_s: float = Field(
-        default=10.0, gt=0, description="Request line + headers must arrive within this."
+        default=10.0,
+        gt=0,
+        description=(
+            "Request line + headers must arrive within this (from the connection, or the "
+            "next request's first byte); else the connection closes"
+        ),
     )
     body_timeout_s: float = Field(
-        default=30.0, gt=0, description="A request body must arrive within this."
+        default=30.0,
+        gt=0,
+        description=(
+            "A request body must arrive within this after its headers; else 408 and the "
+            "connection closes"
+        ),
     )
     max_connections: int = Field(
-        default=1000, ge=1, description="Open connections (and requests) at once; more: 503."
+        default=1000,
+        ge=1,
+        description=(
+            "Open connections (and requests in progress) at once; a connection beyond it "
+            "gets 503 at once"
+        ),
     )
-    keep_alive_s: int = Field(default=5, ge=1, description="Idle keep-alive connections close.")
+    keep_alive_s: int = Field(
+        default=5, ge=1, description="Idle keep-alive connections close after this"
+    )
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod
@@ -286,44 +404,113 @@ class LimitsSettings(ConfigSection):
     """Server ceilings on the ``budget`` fields of a request: a larger value is clamped
     (and said so in ``meta.errors``), or refused with 422 when ``strict``."""
 
-    strict: bool = Field(default=False, description="Refuse (422) instead of clamping.")
-    max_tool_calls: int = Field(default=20, ge=0)
-    max_search_retries: int = Field(default=3, ge=0)
-    max_results: int = Field(default=50, ge=1, le=100)
-    max_fetch_pages: int = Field(
-        default=20, ge=0, le=50, description="Also: URLs one extract/loader request may read."
+    strict: bool = Field(
+        default=False,
+        description=(
+            "A budget field above its ceiling is refused with 422 naming the field, "
+            "instead of lowered (and noted in `meta.errors`, stage `budget`)"
+        ),
     )
-    max_download_bytes_per_page: int = Field(default=10_000_000, ge=0)
-    max_extract_chars_per_page: int = Field(default=1_000_000, ge=0)
-    max_redirects: int = Field(default=10, ge=0, le=30)
-    max_context_chars: int = Field(default=100_000, ge=0)
+    max_tool_calls: int = Field(default=20, ge=0, description="Ceiling of `budget.max_tool_calls`")
+    max_search_retries: int = Field(
+        default=3, ge=0, description="Ceiling of `budget.max_search_retries`"
+    )
+    max_results: int = Field(
+        default=50,
+        ge=1,
+        le=100,
+        description=(
+            "Ceiling of `budget.max_results` (also Tavily's `max_results`, Open WebUI's "
+            "`count`, SearXNG's `max_results`)"
+        ),
+    )
+    max_fetch_pages: int = Field(
+        default=20,
+        ge=0,
+        le=50,
+        description=(
+            "Ceiling of `budget.max_fetch_pages`; also the URLs one `/tavily/extract` or "
+            "`/openwebui/loader` call reads (the rest: `skipped`, `budget`)"
+        ),
+    )
+    max_download_bytes_per_page: int = Field(
+        default=10_000_000, ge=0, description="Ceiling of `budget.max_download_bytes_per_page`"
+    )
+    max_extract_chars_per_page: int = Field(
+        default=1_000_000, ge=0, description="Ceiling of `budget.max_extract_chars_per_page`"
+    )
+    max_redirects: int = Field(
+        default=10, ge=0, le=30, description="Ceiling of `budget.max_redirects`"
+    )
+    max_context_chars: int = Field(
+        default=100_000, ge=0, description="Ceiling of `budget.max_context_chars`"
+    )
     max_total_time_ms: int = Field(
-        default=30_000, ge=0, description="Also caps per_request_timeout_ms.search and .fetch."
+        default=30_000,
+        ge=0,
+        description=(
+            "Ceiling of `budget.max_total_time_ms` and of `per_request_timeout_ms.search`"
+            " / `.fetch`; an `/mcp` exchange is ended 15 s after it"
+        ),
     )
 
 
 class BudgetDefaults(ConfigSection):
     """Defaults for every ``budget`` field a request leaves out."""
 
-    max_tool_calls: int = Field(default=10, ge=0)
-    max_search_retries: int = Field(default=1, ge=0)
-    max_results: int = Field(default=5, ge=1, le=100)
-    max_fetch_pages: int = Field(default=3, ge=0, le=50)
-    max_download_bytes_per_page: int = Field(default=2_000_000, ge=0)
-    max_extract_chars_per_page: int = Field(default=300_000, ge=0)
+    max_tool_calls: int = Field(
+        default=10,
+        ge=0,
+        description=(
+            "Searches and LLM calls a request may make (0 = none); the first search is "
+            "always reserved, LLM steps that would exceed it take their fallback"
+        ),
+    )
+    max_search_retries: int = Field(
+        default=1,
+        ge=0,
+        description=(
+            "Retries of a transient backend failure (timeout, 5xx, connection); a 429 is "
+            "not retried: its breaker waits out the `Retry-After`"
+        ),
+    )
+    max_results: int = Field(default=5, ge=1, le=100, description="Results returned (1-100)")
+    max_fetch_pages: int = Field(default=3, ge=0, le=50, description="Pages fetched in full mode")
+    max_download_bytes_per_page: int = Field(
+        default=2_000_000,
+        ge=0,
+        description=(
+            "Decoded bytes kept per page; more is cut (`truncated: true`); reading stops "
+            "within 16 KB of it"
+        ),
+    )
+    max_extract_chars_per_page: int = Field(
+        default=300_000, ge=0, description="Characters of extracted text kept per page"
+    )
     allowed_content_types: list[str] = Field(
         default_factory=lambda: [
             "text/html",
             "application/xhtml+xml",
             "text/plain",
             "application/pdf",
-        ]
+        ],
+        description="Other types are skipped (`content_type`) before the body is read",
     )
-    max_redirects: int = Field(default=5, ge=0, le=30)
-    max_context_chars: int = Field(default=8000, ge=0)
-    max_total_time_ms: int = Field(default=12_000, ge=0)
-    search_timeout_ms: int = Field(default=8000, ge=0)
-    fetch_timeout_ms: int = Field(default=8000, ge=0)
+    max_redirects: int = Field(default=5, ge=0, le=30, description="Redirects followed per page")
+    max_context_chars: int = Field(default=8000, ge=0, description="Size of `rendered_text`")
+    max_total_time_ms: int = Field(
+        default=12_000,
+        ge=0,
+        description="Deadline for the whole request; at it the response returns what is ready",
+    )
+    search_timeout_ms: int = Field(
+        default=8000, ge=0, description="Default `per_request_timeout_ms.search`"
+    )
+    fetch_timeout_ms: int = Field(
+        default=8000,
+        ge=0,
+        description="Default `per_request_timeout_ms.fetch` (one page, all redirects)",
+    )
 
 
 # Budget fields with a ceiling of the same name in ``limits`` (the per-request timeouts are
@@ -359,35 +546,58 @@ class IntentPolicy(ConfigSection):
 class BackendsSettings(ConfigSection):
     order: list[str] = Field(
         default_factory=list,
-        description="Fallback order of instance names; instances that are not configured "
-        "are skipped. Empty (default): the `instances` in their order, then searxng, "
-        "duckduckgo, brave.",
+        description=(
+            "Fallback order of instance names; instances not configured or disabled are "
+            "skipped; an unknown name is a config error; empty (the default): the "
+            "`instances`, then `[searxng, duckduckgo, brave]`"
+        ),
     )
     auto: Literal["fallback", "fanout"] = Field(
         default="fallback",
-        description='What "auto" does: try `order` one by one, or query all at once and fuse.',
+        description=(
+            'What `"auto"` does: `fallback` tries `order` one by one (hedged), `fanout` '
+            "queries every usable backend at once and fuses"
+        ),
     )
     intents: dict[str, IntentPolicy] = Field(
-        default_factory=dict, description="Per-intent instance sets (fan-out) and weights."
+        default_factory=dict,
+        description=(
+            "Per-intent fan-out over instance names: `{fresh_data: {backends: [brave, "
+            "searxng], weights: {brave: 1.2}}}`"
+        ),
     )
     instances: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Named backend instances: {name: {adapter: searxng, base_url: ...}}; "
-        "each is checked by its adapter's config model.",
+        description=(
+            "Named backend instances, `{name: {adapter: searxng, base_url: …, …}}`; each "
+            "is checked by its adapter's config model (the keys below); see "
+            "[Backends](backends.md)"
+        ),
     )
     engine_weights: dict[str, FusionWeight] = Field(
         default_factory=dict,
-        description="Weights of engines inside SearXNG answers (e.g. wikipedia: 1.2); default 1.",
+        description=(
+            "Fusion weights of engines inside SearXNG answers, e.g. `{wikipedia: 1.2}` (default 1)"
+        ),
     )
     hedge_delay_ms: int | None = Field(
         default=None,
         ge=0,
-        description="In a fallback chain, start the next backend when the current one has "
-        "not answered after this long; unset: the backend's observed p90 latency.",
+        description=(
+            "Start the next backend after this long; unset: the current backend's "
+            "observed p90 latency over whole calls (further pages included), after 5 "
+            "calls; before that, half the time the request has left (an instance that "
+            "hangs from the start leaves the other half to the rest of the chain)"
+        ),
     )
-    hedge: bool = Field(default=True, description="Hedged requests in fallback chains.")
+    hedge: bool = Field(default=True, description="Hedged requests in fallback chains")
     max_pages: int = Field(
-        default=3, ge=1, le=10, description="SearXNG pages fetched at most to reach max_results."
+        default=3,
+        ge=1,
+        le=10,
+        description=(
+            "SearXNG pages fetched at most to reach `max_results` (it has no count parameter)"
+        ),
     )
     searxng: BackendSettings = Field(default_factory=lambda: _default_backends()["searxng"])
     duckduckgo: BackendSettings = Field(default_factory=lambda: _default_backends()["duckduckgo"])
@@ -455,36 +665,73 @@ def _check_names(where: str, names: list[str], known: Mapping[str, object]) -> N
 
 
 class FusionSettings(ConfigSection):
-    rrf_k: int = Field(default=1, ge=1, description="Reciprocal rank fusion constant.")
+    rrf_k: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "Reciprocal rank fusion constant (see [Ranking defaults and "
+            "why](ranking.md#ranking-defaults-and-why))"
+        ),
+    )
     method: Literal["answer_order", "engine_rrf"] = Field(
         default="engine_rrf",
-        description="answer_order: each backend's own order, fused across backends by RRF; "
-        "engine_rrf: RRF over every SearXNG engine's list.",
+        description=(
+            "`engine_rrf`: weighted RRF over every SearXNG engine's list (positions "
+            "paired with engines from the whole answer); `answer_order`: each backend's "
+            "answer is one list in the backend's own order (a SearXNG answer: SearXNG's "
+            "merge), lists fused by weighted RRF, per-engine ranks kept as provenance — "
+            "with one backend, exactly its order"
+        ),
     )
     engine_agreement: bool = Field(
         default=False,
-        description="Re-weigh a SearXNG answer's engines by how often another engine "
-        "returned their results too.",
+        description=(
+            "Re-order a SearXNG answer by SearXNG's formula with each engine weighed by "
+            "the share of its results another engine also returned"
+        ),
     )
     near_duplicate_threshold: float = Field(
-        default=0.88, gt=0, le=1, description="Cosine of title+snippet embeddings that merges."
+        default=0.88,
+        gt=0,
+        le=1,
+        description=(
+            "Embedding cosine (title + snippet) at which two results merge (when they "
+            "also state the same numbers and share 70 % of the shorter text's words)"
+        ),
     )
 
 
 class EmbeddingSettings(ConfigSection):
-    provider: Literal["model2vec", "openai", "none"] = "model2vec"
+    provider: Literal["model2vec", "openai", "none"] = Field(
+        default="model2vec",
+        description=(
+            "`model2vec` (static model, local), `openai` (any `/v1/embeddings` endpoint), `none`"
+        ),
+    )
     model: str = Field(
         default="minishlab/potion-base-8M",
-        description="model2vec: hub name or local path; openai: the model name.",
+        description=(
+            "Model2vec hub name or local path; or the endpoint's model (e.g. `nomic-embed-text`)"
+        ),
     )
-    base_url: HttpUrl | None = Field(default=None, description="OpenAI-compatible /v1 base URL.")
-    api_key: str | None = None
-    timeout_s: float = Field(default=5.0, gt=0)
+    base_url: HttpUrl | None = Field(
+        default=None,
+        description="OpenAI-compatible endpoint, e.g. `http://localhost:11434/v1` (Ollama)",
+    )
+    api_key: str | None = Field(
+        default=None,
+        description="OpenAI-compatible endpoint, e.g. `http://localhost:11434/v1` (Ollama)",
+    )
+    timeout_s: float = Field(default=5.0, gt=0, description="Embedding call timeout")
     load_timeout_s: float = Field(
         default=60.0,
         gt=0,
-        description="Loading the model (a hub download included) may take this long; it "
-        "runs in the background, and near-duplicate removal is off until it is done.",
+        description=(
+            "Loading the model (a hub download included) may take this long; it runs in "
+            "the background, and near-duplicate removal is off until it is done (see "
+            "[Running "
+            "offline](operations.md#running-offline-what-is-downloaded-and-when))"
+        ),
     )
 
 
@@ -535,57 +782,126 @@ def _default_groups() -> dict[str, RouteGroup]:
 
 
 class RoutingSettings(ConfigSection):
-    default_group: str = "general"
-    groups: dict[str, RouteGroup] = Field(default_factory=_default_groups)
+    default_group: str = Field(default="general", description="The group when no pattern matches")
+    groups: dict[str, RouteGroup] = Field(
+        default_factory=_default_groups,
+        description=(
+            "Engine groups: `{name: {patterns: [regex…], engines: […], categories: "
+            "[…]}}`; the first group whose pattern matches the query routes SearXNG "
+            "(`meta.route` says which and why)"
+        ),
+    )
 
 
 class ScoringSettings(ConfigSection):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    premium_boost: float = Field(default=0.25, ge=0)
-    trusted_boost: float = Field(default=0.15, ge=0)
-    category_boost: float = Field(default=0.30, ge=0)
-    multi_engine_bonus: float = Field(default=0.05, ge=0, description="Per extra engine.")
+    premium_boost: float = Field(
+        default=0.25,
+        ge=0,
+        description=(
+            "Boosts for domains in the shipped premium / trusted lists (`searcher/data/domains/`)"
+        ),
+    )
+    trusted_boost: float = Field(
+        default=0.15,
+        ge=0,
+        description=(
+            "Boosts for domains in the shipped premium / trusted lists (`searcher/data/domains/`)"
+        ),
+    )
+    category_boost: float = Field(
+        default=0.30, ge=0, description="Boost when the domain's category is the routed group"
+    )
+    multi_engine_bonus: float = Field(
+        default=0.05, ge=0, description="Per extra engine that returned the result"
+    )
     keyword_weight: float = Field(
         default=0.02,
         ge=0,
-        description="Soft score: this times the share of query keywords a result contains.",
+        description=(
+            "Soft score: this times the share of query keywords in title + snippet + URL,"
+            " the first 2,000 characters of each (`components.keyword`)"
+        ),
     )
     hybrid_share: float = Field(
         default=0.5,
         ge=0,
         le=1,
-        description="Share of seed 004's hybrid relevance (BM25 + embedding cosine + entity "
-        "overlap of title and snippet) in the final order; 0 = off.",
+        description=(
+            "Share of seed 004's hybrid relevance (BM25 + embedding cosine + entity "
+            "overlap of title and snippet, `components.hybrid`) in the final order; 0 = "
+            "the heuristic order"
+        ),
     )
     min_keyword_overlap: float = Field(
-        default=0.0, ge=0, le=1, description="Share of query keywords a result must contain."
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Share of query keywords a result must contain (title + snippet + URL) or be "
+            "dropped; if none does, none is dropped"
+        ),
     )
     premium_domains: list[str] = Field(
-        default_factory=list, description="Added to the shipped list."
+        default_factory=list,
+        description=(
+            "Extend the shipped lists (`trusted_domains: {technical: [docs.example.com]}`)"
+        ),
     )
     trusted_domains: dict[str, list[str]] = Field(
-        default_factory=dict, description="category -> domains, added to the shipped lists."
+        default_factory=dict,
+        description=(
+            "Extend the shipped lists (`trusted_domains: {technical: [docs.example.com]}`)"
+        ),
     )
 
 
 class RerankSettings(ConfigSection):
     """An optional reranking model after fusion (TEI / Jina / Cohere / llama.cpp shape)."""
 
-    enabled: bool = Field(default=False, description="Rerank every search (per request: "
-                          "constraints.rerank).")  # fmt: skip
-    base_url: HttpUrl | None = Field(default=None, description="e.g. http://127.0.0.1:8080")
-    path: str = Field(
-        default="/rerank", pattern=r"^/", description="llama.cpp --reranking: /v1/rerank."
+    enabled: bool = Field(
+        default=False,
+        description="Rerank every search with the model below (per request: `constraints.rerank`)",
     )
-    model: str | None = Field(default=None, description="Sent as 'model' when set.")
-    api_key: str | None = Field(default=None, description="Sent as a Bearer token when set.")
-    timeout_s: float = Field(default=3.0, gt=0, description="One call, capped by the deadline.")
-    top_n: int = Field(default=20, ge=2, le=100, description="Results sent to the model.")
+    base_url: HttpUrl | None = Field(
+        default=None,
+        description=(
+            "The reranking endpoint: TEI, Jina, Cohere (`/rerank`, `/v1/rerank`), "
+            "llama.cpp `--reranking` (`/v1/rerank`)"
+        ),
+    )
+    path: str = Field(
+        default="/rerank",
+        pattern=r"^/",
+        description=(
+            "The reranking endpoint: TEI, Jina, Cohere (`/rerank`, `/v1/rerank`), "
+            "llama.cpp `--reranking` (`/v1/rerank`)"
+        ),
+    )
+    model: str | None = Field(
+        default=None, description="Sent as `model` and as a Bearer token when set"
+    )
+    api_key: str | None = Field(
+        default=None, description="Sent as `model` and as a Bearer token when set"
+    )
+    timeout_s: float = Field(
+        default=3.0,
+        gt=0,
+        description=(
+            "One call, capped by the request deadline; on timeout the heuristic order stays"
+        ),
+    )
+    top_n: int = Field(
+        default=20,
+        ge=2,
+        le=100,
+        description="Results sent to the model (2-100); the rest follow in heuristic order",
+    )
     request_shape: Literal["documents", "texts"] = Field(
-        default="documents", description="Key of the texts: Cohere/Jina/llama.cpp "
-        "'documents', TEI 'texts'.",
-    )  # fmt: skip
+        default="documents",
+        description="Key of the texts: `documents` (Cohere, Jina, llama.cpp) or `texts` (TEI)",
+    )
 
 
 LlmStep = Literal[
@@ -604,15 +920,29 @@ LlmStep = Literal[
 class LlmStepSettings(ConfigSection):
     """Per-step overrides of the LLM client's model and generation settings."""
 
-    model: str | None = Field(default=None, description="Default: llm.model.")
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    timeout_s: float | None = Field(default=None, gt=0)
+    model: str | None = Field(default=None, description="Per-step model (unset: `llm.model`)")
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Per-step `max_tokens` (unset: `llm.max_tokens`)"
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, le=2, description="Per-step temperature (unset: `llm.temperature`)"
+    )
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Per-step timeout of one call (unset: `llm.timeout_s`), capped by the request deadline"
+        ),
+    )
 
 
 class RankStepSettings(LlmStepSettings):
-    top_k: int = Field(default=10, ge=1, le=50, description="Candidates shown to the model.")
-    want_n: int = Field(default=3, ge=1, le=20, description="Results kept.")
+    top_k: int = Field(
+        default=10, ge=1, le=50, description="Snippet ranking: candidates shown, results kept"
+    )
+    want_n: int = Field(
+        default=3, ge=1, le=20, description="Snippet ranking: candidates shown, results kept"
+    )
 
 
 class MultiQueryStepSettings(LlmStepSettings):
@@ -620,15 +950,19 @@ class MultiQueryStepSettings(LlmStepSettings):
         default=0.1,
         ge=0,
         le=1,
-        description="With an embedder: LLM perspectives whose diversity (1 - mean pairwise "
-        "cosine) is below this are replaced by the templates.",
+        description=(
+            "With an embedder: LLM perspectives whose diversity (1 - mean pairwise "
+            "cosine) is below this are replaced by the templates"
+        ),
     )
     min_lexical_diversity: float = Field(
         default=0.25,
         ge=0,
         le=1,
-        description="Without an embedder: the same, for the lexical diversity (1 - mean "
-        "pairwise Jaccard overlap of the perspectives' topical words).",
+        description=(
+            "Without an embedder: the same for the lexical diversity (1 - mean pairwise "
+            "Jaccard of topical words)"
+        ),
     )
 
 
@@ -660,18 +994,32 @@ class LlmSettings(ConfigSection):
     """One OpenAI-compatible chat-completions endpoint for every LLM step."""
 
     base_url: HttpUrl | None = Field(
-        default=None, description="e.g. http://localhost:11434/v1; unset = no LLM (fallbacks)."
+        default=None,
+        description=(
+            "OpenAI-compatible endpoint (`http://localhost:11434/v1` Ollama, "
+            "`http://localhost:8080/v1` llama.cpp, vLLM, SGLang, text-generation-webui, "
+            "OpenAI); unset = no LLM, every LLM step takes its fallback"
+        ),
     )
-    api_key: str | None = None
-    model: str | None = Field(default=None, description="Default model of every step.")
-    timeout_s: float = Field(default=30.0, gt=0, description="One call, capped by the deadline.")
-    max_tokens: int = Field(default=256, ge=1)
-    temperature: float = Field(default=0.1, ge=0, le=2)
+    api_key: str | None = Field(default=None, description="Bearer key, if the endpoint needs one")
+    model: str | None = Field(default=None, description="Model of every step (also required)")
+    timeout_s: float = Field(
+        default=30.0, gt=0, description="One LLM call; always capped by the request deadline"
+    )
+    max_tokens: int = Field(
+        default=256, ge=1, description="Generation defaults; each step has its own (below)"
+    )
+    temperature: float = Field(
+        default=0.1, ge=0, le=2, description="Generation defaults; each step has its own (below)"
+    )
     response_format: Literal["text", "json_object", "json_schema", "json_object_schema"] = Field(
         default="text",
-        description="How JSON steps ask for JSON: prompt only, json_object, a JSON schema "
-        "(OpenAI, vLLM, Ollama, llama.cpp enforce it; small models need it), or json_object "
-        "with the schema inside (llama-cpp-python's server).",
+        description=(
+            "How JSON steps ask for JSON: `text` (prompt only), `json_object`, "
+            "`json_schema` (the server enforces the step's schema: OpenAI, vLLM, Ollama, "
+            'llama.cpp; small models need it), `json_object_schema` (`{"type": '
+            '"json_object", "schema": …}`, llama-cpp-python\'s server)'
+        ),
     )
     steps: LlmStepsSettings = Field(default_factory=LlmStepsSettings)
 
@@ -681,20 +1029,21 @@ class LlmSettings(ConfigSection):
 
 
 class McpSettings(ConfigSection):
-    http: bool = Field(default=True, description="Mount the MCP server at /mcp on serve.")
-    max_output_chars: int = Field(
-        default=20_000, ge=1000, description="Cap on one tool result (MCP clients refuse more)."
+    http: bool = Field(
+        default=True,
+        description="Mount the MCP server (streamable HTTP) at `/mcp` on `searcher serve`",
     )
+    max_output_chars: int = Field(default=20_000, ge=1000, description="Cap on one MCP tool result")
 
 
 class CompatSettings(ConfigSection):
     """Drop-in endpoints for clients that speak another search API."""
 
     openwebui_api_key: str | None = Field(
-        default=None, description="Bearer key Open WebUI must send; unset: not checked."
+        default=None, description="Bearer key the Open WebUI endpoints require; unset = not checked"
     )
     tavily_api_key: str | None = Field(
-        default=None, description="Key Tavily clients must send; unset: not checked."
+        default=None, description="Key the Tavily-compatible endpoints require; unset = not checked"
     )
 
 
@@ -703,37 +1052,58 @@ class ResearchSettings(ConfigSection):
     # (refused with 422 above one when limits.strict), a preset above one is lowered. The
     # defaults hold the largest preset (full); a search's limits are shorter on purpose.
     max_total_time_ms: int = Field(
-        default=180_000, ge=1000, le=900_000, description="Ceiling on a job's deadline."
+        default=180_000,
+        ge=1000,
+        le=900_000,
+        description=(
+            "Ceiling on a research job's deadline (a request's `budget.max_total_time_ms`"
+            " above it: lowered, or 422 when `limits.strict`)"
+        ),
     )
     max_tool_calls: int = Field(
-        default=60, ge=1, le=500, description="Ceiling on a job's searches and LLM calls."
+        default=60,
+        ge=1,
+        le=500,
+        description=(
+            "Ceiling on a job's searches and LLM calls (its page reads are `research.max_pages`)"
+        ),
     )
-    max_pages: int = Field(default=15, ge=0, le=50, description="Ceiling on a job's page reads.")
+    max_pages: int = Field(default=15, ge=0, le=50, description="Ceiling on the pages a job reads")
     max_concurrent_jobs: int = Field(
-        default=2, ge=1, le=64, description="Research jobs running at once; more get 429."
+        default=2,
+        ge=1,
+        le=64,
+        description="Research jobs running at once (per process); more get 429 with `Retry-After`",
     )
     retention_s: int = Field(
-        default=3600, ge=1, description="How long a finished job stays readable."
+        default=3600, ge=1, description="How long a finished job stays readable"
     )
     heartbeat_s: float = Field(
-        default=15.0, gt=0, le=300, description="Keep-alive comment on a quiet event stream."
+        default=15.0, gt=0, le=300, description="Keep-alive comment on a quiet event stream"
     )
     owner_ttl_s: float = Field(
         default=15.0, gt=0, le=600,
-        description="A process running jobs renews its heartbeat in the state store every "
-        "third of this; a job whose process is silent this long reads as interrupted.",
+        description=(
+            "A process running jobs renews its heartbeat every third of this; a job whose"
+            " process is silent this long reads as `failed: interrupted`"
+        ),
     )  # fmt: skip
 
 
 class LoggingSettings(ConfigSection):
     access: bool = Field(
-        default=True, description="One JSON line per HTTP request on stderr (searcher serve)."
+        default=True,
+        description=(
+            "One JSON line per HTTP request on stderr (`searcher serve`): `ts`, "
+            "`request_id`, `key_id`, `client`, `method`, `route`, `path`, `status`, "
+            "`latency_ms`, and for searches `mode` and `backends`"
+        ),
     )
-    queries: bool = Field(default=False, description="Put the query text in that line.")
+    queries: bool = Field(default=False, description="Put the query text in that line")
 
 
 class MetricsSettings(ConfigSection):
-    enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics.")
+    enabled: bool = Field(default=True, description="Serve Prometheus metrics at `GET /metrics`")
 
 
 # --- shared state and result caches (issue 13) -------------------------------------------
@@ -743,14 +1113,17 @@ class AuthSettings(ConfigSection):
     """API keys (``searcher keys create``) and their limits on every route."""
 
     enabled: bool = Field(
-        default=False, description="Require Authorization: Bearer <key> on every route."
+        default=False,
+        description=(
+            "Require `Authorization: Bearer <key>` on every route (keys: `searcher keys create`)"
+        ),
     )
     open_paths: list[str] = Field(
         default_factory=lambda: ["/v1/health", "/metrics"],
-        description="Paths that need no key (health checks, the metrics scraper).",
+        description="Paths that need no key",
     )
     default_rate: str | None = Field(
-        default="60/min", description="Rate of keys created without --rate; null: no limit."
+        default="60/min", description="Rate of keys created without `--rate`; `null`: unlimited"
     )
 
     @field_validator("default_rate")
@@ -771,8 +1144,12 @@ class StateSettings(ConfigSection):
 
     redis_url: str | None = Field(
         default=None,
-        description="redis://[:password@]host:port/db; set: every cache and counter lives "
-        "in Redis, shared by all workers and replicas. Unset: SQLite files in state.dir.",
+        description=(
+            "`redis://[:password@]host:port/db`: shared state (result cache, semantic "
+            "vectors) in Redis, for every worker and replica; unreachable at start = "
+            "`searcher serve` exits 2; lost while serving = requests go on without the "
+            "cache (`/v1/health` shows it)"
+        ),
     )
 
     @field_validator("redis_url")
@@ -791,27 +1168,39 @@ class StateSettings(ConfigSection):
 
     dir: str | None = Field(
         default=None,
-        description="Directory of the SQLite state file; default: the user "
-        "cache directory (…/searcher/state).",
+        description=(
+            "Where the embedded engine's SQLite file (`state.sqlite3`) lives when "
+            "`state.redis_url` is unset; shared safely by every process on the machine; "
+            "default: the user cache directory + `/searcher/state`"
+        ),
     )
     qdrant_url: str | None = Field(
         default=None,
-        description="Qdrant for the semantic cache's vectors (cache.semantic): "
-        "http://host:6333 (shared by replicas), or its embedded mode, ':memory:' or a "
-        "directory (one process). Unset: vectors in the state store, scanned in memory.",
+        description=(
+            "The semantic cache's vectors in Qdrant instead of the state store: "
+            "`http://host:6333` (one server for every replica; searched there, nothing "
+            "mirrored in memory), or its embedded mode, `:memory:` or a directory (one "
+            "process). Needs `pip install 'searcher[qdrant]'`; unreachable at start (with"
+            " `cache.semantic.enabled`) = `searcher serve` exits 2; failing while serving"
+            " = semantic lookups miss, exact hits go on"
+        ),
     )
-    redis_prefix: str = Field(default="searcher:", description="Prefix of every Redis key.")
+    redis_prefix: str = Field(
+        default="searcher:",
+        description="Prefix of every Redis key (several searchers on one Redis)",
+    )
     redis_timeout_s: float = Field(
-        default=0.5, gt=0, description="Connect and command timeout of each Redis call."
+        default=0.5, gt=0, description="Connect and command timeout of each Redis call"
     )
     sqlite_busy_timeout_ms: int = Field(
-        default=5000, ge=0, description="How long a SQLite writer waits for another process."
+        default=5000, ge=0, description="How long a SQLite writer waits for another process"
     )
     retry_after_failure_s: float = Field(
         default=1.0,
         ge=0,
-        description="After a state failure, skip the store this long "
-        "(requests go on without the cache) before trying again.",
+        description=(
+            "After a state failure, requests skip the store this long before it is tried again"
+        ),
     )
 
     def directory(self) -> Path:
@@ -827,44 +1216,59 @@ def _default_intent_ttls() -> dict[str, int]:
 class SemanticCacheSettings(ConfigSection):
     enabled: bool = Field(
         default=False,
-        description="Serve a cached answer to a query close in meaning (same numbers, "
-        "dates and proper nouns, same negations, shared words in the same order).",
+        description=(
+            "Also serve the answer of a close query: embedding cosine >= `threshold`, the"
+            " same numbers, dates and proper nouns, the same negations, and the same word"
+            " after each word that directs a relation (`to`, `from`, `than`, …)"
+        ),
     )
     threshold: float = Field(
         default=0.965,
         gt=0,
         le=1,
-        description="Cosine at or above which queries match "
-        "(chosen on QQP for <= 1 % false hits with minilm-static-256; "
-        "see bench/semantic_cache.py).",
+        description=(
+            "Chosen on QQP for <= 1 % false hits with `minilm-static-256` "
+            "(`bench/semantic_cache.py`; re-run it with `--model` for another embedder)"
+        ),
     )
     max_entries: int = Field(
-        default=100_000, ge=1, description="Queries kept in each process's in-memory index."
+        default=100_000,
+        ge=1,
+        description=(
+            "Cached queries each process keeps in its in-memory index (not used with "
+            "`state.qdrant_url`)"
+        ),
     )
 
 
 class ResultCacheSettings(ConfigSection):
     """The cache of whole search answers (``meta.cache`` says when one was used)."""
 
-    enabled: bool = Field(default=True, description="Cache complete search answers.")
-    ttl_s: int = Field(default=3600, ge=0, description="How long an answer stays fresh.")
+    enabled: bool = Field(
+        default=True, description="The result cache (whole answers; `meta.cache`)"
+    )
+    ttl_s: int = Field(default=3600, ge=0, description="How long an answer stays fresh")
     ttl_by_intent: dict[str, int] = Field(
         default_factory=_default_intent_ttls,
-        description="Fresh time per request intent, overriding ttl_s.",
+        description="Fresh time per request `intent`, instead of `ttl_s`",
     )
     fresh_ttl_s: int = Field(
         default=300,
         ge=0,
-        description="Fresh time for time_range: day and for the routes in fresh_routes (news).",
+        description=(
+            "Fresh time at most for `time_range: day` and the routes in `cache.fresh_routes`"
+        ),
     )
     fresh_routes: list[str] = Field(
-        default_factory=lambda: ["news"], description="Engine groups whose answers age fast."
+        default_factory=lambda: ["news"], description="Engine groups whose answers age fast"
     )
     stale_if_error_s: int = Field(
         default=86_400,
         ge=0,
-        description="When every backend fails, serve an answer this "
-        "long past its fresh time, marked stale.",
+        description=(
+            "When every backend fails, an answer up to this long past its fresh time is "
+            "served, marked `stale`"
+        ),
     )
     semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
 

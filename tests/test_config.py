@@ -1,13 +1,11 @@
 """Settings: defaults, YAML, environment precedence, strict validation, masking."""
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
-from pydantic import BaseModel
 
-from searcher.config import ENV_VARS, Settings, load_settings, masked
+from searcher.config import ENV_VARS, load_settings, masked
 from searcher.errors import ConfigError
 
 
@@ -141,29 +139,6 @@ def test_passwords_in_urls_are_masked():
     shown = masked(load_settings(environ=environ))
     assert "sx-secret" not in repr(shown)
     assert shown["backends"]["searxng"]["base_url"] == "http://sx-user:***@127.0.0.1:8888"
-
-
-def _leaf_keys(model, prefix=""):
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _leaf_keys(annotation, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}"
-
-
-def test_readme_documents_every_variable_and_key():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for var in ENV_VARS:
-        assert f"`{var}`" in readme, var
-    for key in _leaf_keys(Settings):
-        generic = re.sub(r"^backends\.(searxng|duckduckgo|brave)\.", "backends.<name>.", key)
-        generic = re.sub(
-            r"^llm\.steps\.(?!rank\.(top_k|want_n))\w+\.", "llm.steps.<step>.", generic
-        )
-        documented = f"`{key}`" in readme or f"`{generic}`" in readme
-        assert documented or key in {"server.host", "server.port"}, key
-    assert "`server.host`, `server.port`" in readme
 
 
 def test_a_malformed_allowed_host_is_a_config_error_naming_it():

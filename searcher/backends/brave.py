@@ -49,8 +49,12 @@ _SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}
 class BraveSettings(InstanceSettings):
     """A Brave Search API account (``adapter: brave``)."""
 
-    base_url: HttpUrl = Field(default="https://api.search.brave.com", description="API root.")
-    api_key: str | None = Field(default=None, description="X-Subscription-Token.")
+    base_url: HttpUrl = Field(
+        default="https://api.search.brave.com", description="Brave API base URL"
+    )
+    api_key: str | None = Field(
+        default=None, description="Brave Search API key; unset = Brave not configured"
+    )
 
 
 def build_request(base_url: str, api_key: str, query: BackendQuery) -> RequestParts:

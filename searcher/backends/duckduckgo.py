@@ -47,7 +47,11 @@ _COUNTRY_ALIASES = {"gb": "uk"}
 class DuckDuckGoSettings(InstanceSettings):
     """DuckDuckGo through ``ddgs`` (``adapter: duckduckgo``); no key."""
 
-    timeout_s: float = Field(default=10.0, gt=0, description="One call to this instance.")
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="DuckDuckGo's default `timeout_s` (a library call, slower than an API)",
+    )
 
 
 class TextSearcher(Protocol):

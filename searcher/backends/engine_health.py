@@ -30,14 +30,36 @@ EngineStateName = Literal["healthy", "suspended", "probing"]
 
 
 class EngineHealthSettings(ConfigSection):
-    enabled: bool = Field(default=True, description="Leave out engines that keep failing.")
-    failure_threshold: int = Field(
-        default=2, ge=1, description="Consecutive failures of an engine that suspend it."
+    enabled: bool = Field(
+        default=True,
+        description=(
+            "SearXNG: leave out engines that keep failing (CAPTCHA, too many requests, "
+            "suspended, timeout)"
+        ),
     )
-    backoff_s: float = Field(default=60.0, gt=0, description="First suspension; doubles.")
-    max_backoff_s: float = Field(default=3600.0, gt=0, description="Longest suspension.")
+    failure_threshold: int = Field(
+        default=2, ge=1, description="SearXNG: consecutive failures of an engine that suspend it"
+    )
+    backoff_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "SearXNG: first suspension of an engine, doubled after each failed probe up "
+            "to the maximum"
+        ),
+    )
+    max_backoff_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description=(
+            "SearXNG: first suspension of an engine, doubled after each failed probe up "
+            "to the maximum"
+        ),
+    )
     config_ttl_s: float = Field(
-        default=3600.0, gt=0, description="How long the instance's /config engine list is kept."
+        default=3600.0,
+        gt=0,
+        description="SearXNG: how long the instance's engine list (its `/config`) is kept",
     )
 
 

@@ -77,7 +77,14 @@ _NUMBER = (int, float)
 class SearxngSettings(InstanceSettings):
     """A SearXNG instance (``adapter: searxng``)."""
 
-    base_url: HttpUrl | None = Field(default=None, description="e.g. http://127.0.0.1:8888")
+    base_url: HttpUrl | None = Field(
+        default=None,
+        description=(
+            "SearXNG instance (its JSON format must be enabled); unset = SearXNG not "
+            "configured. Every `base_url` (backends, `llm`, `embeddings`, `rerank`) must "
+            "be an `http://` or `https://` URL: anything else stops start-up with exit 2"
+        ),
+    )
     engine_health: EngineHealthSettings = Field(default_factory=EngineHealthSettings)
 
 
