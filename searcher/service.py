@@ -86,7 +86,7 @@ class SearchService:
         pack = await render_pack(ctx, parts, plan, items, outcome.backend_used)
         written = await answer(ctx, plan.question, pack, items)  # 8. cited answer, check
         response = ctx.response(
-            outcome, items, pack, pages, chosen.pick_ids, written.text, written.citations
+            outcome, items, pack.text, pages, chosen.pick_ids, written.text, written.citations
         )
         if parts.metrics is not None:
             parts.metrics.observe_search(response)

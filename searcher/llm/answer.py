@@ -5,7 +5,7 @@ and reported; the reader never follows a citation to nothing."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 from searcher.errors import LlmBadReply
@@ -29,15 +29,17 @@ class CheckedAnswer:
     removed: list[int]  # citations of items that do not exist, in order
 
 
-def check_citations(answer: str, item_count: int) -> CheckedAnswer:
-    """``answer`` with citations outside ``1..item_count`` removed."""
+def check_citations(answer: str, shown: int | Set[int]) -> CheckedAnswer:
+    """``answer`` with citations of items it was not shown removed: ``shown`` is the
+    numbers of those items, or ``n`` for items 1..n."""
     refs: list[int] = []
     removed: list[int] = []
+    known = range(1, shown + 1) if isinstance(shown, int) else shown
 
     def keep(match: re.Match[str]) -> str:
         numbers = [_item_number(n) for n in match.group(1).split(",")]
-        valid = [n for n in numbers if 1 <= n <= item_count]
-        removed.extend(n for n in numbers if not 1 <= n <= item_count)
+        valid = [n for n in numbers if n in known]
+        removed.extend(n for n in numbers if n not in known)
         refs.extend(n for n in valid if n not in refs)
         if not valid:
             return ""

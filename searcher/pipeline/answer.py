@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from searcher.contract import AnswerCheck, Citation, Item
 from searcher.llm.answer import check_citations, write_answer
 from searcher.llm.answer_check import check_answer
-from searcher.pack.layout import items_shown
+from searcher.pack.layout import ContextPack
 from searcher.pipeline.context import RequestContext
 
 
@@ -23,14 +23,14 @@ class Answer:
 
 
 async def _cited_answer(
-    ctx: RequestContext, question: str, pack: str, items: Sequence[Item]
+    ctx: RequestContext, question: str, pack: ContextPack, items: Sequence[Item]
 ) -> Answer:
-    written = await write_answer(ctx.llm, question, pack, len(items))
+    written = await write_answer(ctx.llm, question, pack.text, len(items))
     if written.value is None:
         return Answer()
     # The model read the pack: an item the budget left out of it supports nothing it wrote.
-    shown = items_shown(pack)
-    checked = check_citations(written.value, shown)
+    checked = check_citations(written.value, set(pack.numbers))
+    shown = pack.items_shown
     for n in checked.removed:
         reason = f"citation [{n}] refers to no item in the pack (it shows {shown}); removed"
         ctx.error("answer", "llm", reason)
@@ -43,7 +43,9 @@ async def _cited_answer(
     return Answer(checked.text, citations)
 
 
-async def answer(ctx: RequestContext, question: str, pack: str, items: Sequence[Item]) -> Answer:
+async def answer(
+    ctx: RequestContext, question: str, pack: ContextPack, items: Sequence[Item]
+) -> Answer:
     """The cited answer and its self-check, as the request wants them."""
     want = ctx.request.want
     written = Answer()
@@ -56,6 +58,6 @@ async def answer(ctx: RequestContext, question: str, pack: str, items: Sequence[
         else:
             with ctx.timed("answer_check"):
                 refs = [c.ref for c in written.citations or []]
-                grades = await check_answer(ctx.llm, question, pack, written.text, refs)
+                grades = await check_answer(ctx.llm, question, pack.text, written.text, refs)
             ctx.extras.answer_check = AnswerCheck(**dataclasses.asdict(grades))
     return written

@@ -3,13 +3,14 @@ them under ``max_context_chars``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from searcher.contract import FetchInfo, Item
 from searcher.fetch.page_reader import PageOutcome
 from searcher.fetch.urls import item_id
 from searcher.pack.cross_page import CrossPageAllotter, passage_similarity, passages_meta
-from searcher.pack.layout import PackItem, render_context_pack
+from searcher.pack.layout import ContextPack, PackItem, layout_pack
 from searcher.pack.passages import top_chunks_across
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
@@ -112,13 +113,13 @@ def _pack_content(item: Item) -> str | None:
 
 async def render_pack(
     ctx: RequestContext, parts: Parts, plan: Plan, made: Sequence[Item], backend: str | None
-) -> str:
+) -> ContextPack:
     """The context pack, if the request wants it (or an answer, which is written from it):
     in full mode the passages of all read pages are ranked together against the query
     (BM25, plus embeddings when loaded) and the budget goes to the best of them."""
     want = ctx.request.want
     if not (want.rendered_text or want.answer):
-        return ""
+        return ContextPack("", ())
     mode = ctx.request.constraints.search_mode
     budget = ctx.budget.max_context_chars
     with ctx.timed("render"):
@@ -128,7 +129,7 @@ async def render_pack(
             texts = [c for c in contents if c]
             similarity = await passage_similarity(parts.embedder, plan.query, texts)
             allot = CrossPageAllotter(plan.query, similarity)
-        rendered = render_context_pack(
+        pack = layout_pack(
             [PackItem(i.title, i.url, i.snippet, c) for i, c in zip(made, contents, strict=True)],
             query=plan.query,
             backend=backend,
@@ -138,7 +139,8 @@ async def render_pack(
         )
         if allot is not None:  # the same content objects: the allotter knows them by identity
             pages = [(i.id, i.url, c) for i, c in zip(made, contents, strict=True)]
-            ctx.extras.passages = passages_meta(pages, allot)
-    if not rendered:
+            pack = dataclasses.replace(pack, passages=tuple(passages_meta(pages, allot)))
+            ctx.extras.passages = list(pack.passages or ())
+    if not pack.text:
         ctx.error("render", "budget", f"max_context_chars={budget} cannot hold the pack")
-    return rendered
+    return pack
