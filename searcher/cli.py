@@ -1,4 +1,5 @@
-"""``searcher serve | search | cache | config | eval``: a thin layer over the library.
+"""``searcher serve | search | research | cache | keys | config | plugins | eval``: a thin
+layer over the library.
 
 Domain errors become one-line messages and exit codes here, at the edge; no traceback.
 """
@@ -6,6 +7,7 @@ Domain errors become one-line messages and exit codes here, at the edge; no trac
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import socket
@@ -662,6 +664,48 @@ def evaluate(run_path: str, qrels_path: str, fmt: str, metrics: tuple[str, ...])
         click.echo(json.dumps(evaluation.to_json(result), indent=2))
     else:
         click.echo(evaluation.format_table(result), nl=False)
+
+
+def _capabilities(capabilities: Any) -> list[str]:
+    """``paging``, ``max_pageno=10``: what an adapter honours, as ``searcher plugins`` says."""
+    return [
+        name if value is True else f"{name}={value}"
+        for name, value in dataclasses.asdict(capabilities).items()
+        if value is not None and value is not False
+    ]
+
+
+@main.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def plugins(as_json: bool) -> None:
+    """List the backend adapters: built-in, installed by plugins, and plugins that failed
+    to load (with the reason). Plugins register in the "searcher.backends" entry points."""
+    from searcher.backends.registry import load_registry
+
+    registry = load_registry()
+    loaded = [
+        {
+            "adapter": name,
+            "origin": registry.origins.get(name, "unknown"),
+            "capabilities": _capabilities(spec.capabilities),
+        }
+        for name, spec in registry.specs.items()
+    ]
+    failed = [
+        {"name": name, "origin": registry.origins.get(name, "unknown"), "reason": reason}
+        for name, reason in registry.problems.items()
+    ]
+    if as_json:
+        click.echo(json.dumps({"adapters": loaded, "failed": failed}, indent=2))
+        return
+    width = max(len(entry["adapter"]) for entry in loaded)
+    for entry in loaded:
+        capabilities = ", ".join(entry["capabilities"]) or "none"
+        click.echo(f"{entry['adapter']:<{width}}  {entry['origin']}  [{capabilities}]")
+    if failed:
+        click.echo("failed to load:")
+        for problem in failed:
+            click.echo(f"{problem['name']}  {problem['origin']}: {problem['reason']}")
 
 
 @main.command("config")

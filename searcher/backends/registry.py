@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import aiohttp
@@ -30,14 +30,18 @@ from searcher.config import InstanceSettings, Settings
 
 ENTRY_POINT_GROUP = "searcher.backends"
 BUILTIN_SPECS: tuple[BackendSpec, ...] = (searxng.SPEC, duckduckgo.SPEC, brave.SPEC)
+BUILT_IN = "built-in"
 
 
 @dataclass(frozen=True)
 class Registry:
-    """Adapters by name; ``problems`` names plugins that could not be loaded, and why."""
+    """Adapters by name; ``problems`` names plugins that could not be loaded, and why;
+    ``origins`` says where each name of either came from: ``built-in``, or the entry point
+    and the distribution that installed it."""
 
     specs: Mapping[str, BackendSpec]
     problems: Mapping[str, str] = field(default_factory=dict)
+    origins: Mapping[str, str] = field(default_factory=dict)
 
     def spec(self, adapter: str) -> BackendSpec:
         """The adapter's spec; ``KeyError`` with what is known when there is none."""
@@ -59,20 +63,31 @@ def load_registry() -> Registry:
     a plugin cannot replace a built-in."""
     specs = {spec.adapter: spec for spec in BUILTIN_SPECS}
     problems: dict[str, str] = {}
+    origins = dict.fromkeys(specs, BUILT_IN)
     for point in entry_points(group=ENTRY_POINT_GROUP):
+        origin = _origin(point)
         try:
             loaded = point.load()
         except Exception as exc:  # any import error of a third-party module
-            problems[point.name] = f"{type(exc).__name__}: {exc}"
+            problems[point.name], origins[point.name] = f"{type(exc).__name__}: {exc}", origin
             continue
         spec = loaded() if callable(loaded) and not isinstance(loaded, BackendSpec) else loaded
         if not isinstance(spec, BackendSpec):
             problems[point.name] = f"{point.value} is not a searcher BackendSpec"
+            origins[point.name] = origin
         elif spec.adapter in specs and specs[spec.adapter] is not spec:
             problems[point.name] = f"adapter {spec.adapter!r} already exists"
+            origins[point.name] = origin
         else:
-            specs[spec.adapter] = spec
-    return Registry(specs, problems)
+            specs[spec.adapter], origins[spec.adapter] = spec, origin
+    return Registry(specs, problems, origins)
+
+
+def _origin(point: EntryPoint) -> str:
+    """``module:SPEC from distribution version``: what to uninstall or fix."""
+    dist = point.dist
+    installed = f" from {dist.name} {dist.version}" if dist is not None else ""
+    return f"{point.value}{installed}"
 
 
 @functools.cache
