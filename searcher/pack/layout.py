@@ -1,6 +1,7 @@
 """The deterministic context pack (``rendered_text``, seed section 8).
 
-One pure function, :func:`render_context_pack`, turns ranked items into the UCP-1 text pack:
+One pure function, :func:`layout_pack`, turns ranked items into the UCP-1 text pack (a
+``ContextPack``: the text and what it shows):
 byte-for-byte deterministic, never longer than the budget, rank order kept, and impossible
 to break out of from inside an item. The shape is the seed's recommended wrapper::
 
