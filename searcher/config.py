@@ -400,6 +400,10 @@ class ServerSettings(ConfigSection):
 # --- ceilings on what one request may ask for ------------------------------------------
 
 
+# The least memory bound an extraction worker can work in (limits.max_extract_memory_mb).
+MIN_EXTRACT_MEMORY_MB = 160
+
+
 class LimitsSettings(ConfigSection):
     """Server ceilings on the ``budget`` fields of a request: a larger value is clamped
     (and said so in ``meta.errors``), or refused with 422 when ``strict``."""
@@ -445,6 +449,17 @@ class LimitsSettings(ConfigSection):
     max_context_chars: int = Field(
         default=100_000, ge=0, description="Ceiling of `budget.max_context_chars`"
     )
+    max_extract_memory_mb: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Address space one extraction worker may take, in MB (an `RLIMIT_AS` each worker "
+            "sets on itself, soft and hard, before it reads anything); a page that needs more "
+            "is `failed`, `skip_reason: too_large`, and its worker is replaced. 0: half the "
+            "machine's memory (or the container's memory limit, when lower) split between "
+            "the workers, kept within 256-1024; explicit values start at 160"
+        ),
+    )
     max_total_time_ms: int = Field(
         default=30_000,
         ge=0,
@@ -453,6 +468,17 @@ class LimitsSettings(ConfigSection):
             " / `.fetch`; an `/mcp` exchange is ended 15 s after it"
         ),
     )
+
+    @field_validator("max_extract_memory_mb")
+    @classmethod
+    def _room_for_a_worker(cls, value: int) -> int:
+        # A warm worker already maps about 110 MB (trafilatura, lxml, PDFium): below this
+        # it could read nothing at all.
+        if 0 < value < MIN_EXTRACT_MEMORY_MB:
+            raise ValueError(
+                f"must be 0 (sized to the machine) or at least {MIN_EXTRACT_MEMORY_MB} MB"
+            )
+        return value
 
 
 class BudgetDefaults(ConfigSection):

@@ -309,6 +309,13 @@ class ExtractionTimeout(ExtractionError):
     skip_reason = "timeout"
 
 
+class ExtractionTooLarge(ExtractionError):
+    """Extraction needed more memory than a worker may take
+    (``limits.max_extract_memory_mb``); its worker process was replaced."""
+
+    skip_reason = "too_large"
+
+
 class ExtractionInterrupted(ExtractionError):
     """The worker extracting the page died; another try may succeed."""
 

@@ -148,6 +148,7 @@ async def open_service(
             settings.fetch,
             in_thread=extract_in_process,
             max_chars=settings.limits.max_extract_chars_per_page,
+            memory_mb=settings.limits.max_extract_memory_mb,
         )
         opened.callback(extractor.close)
         cache_cfg = settings.service.cache

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BeforeValidator, Field
 
+from searcher.api.observe import client_identity
 from searcher.contract import ErrorResponse, ResearchAccepted, ResearchJob, ResearchRequest
 from searcher.research.jobs import JobBook
 
@@ -126,7 +127,7 @@ async def event_stream(request: Request, job_id: str, after: int) -> StreamingRe
     },
 )
 async def start_research(body: ResearchRequest, request: Request) -> Response:
-    job = await _jobs(request).submit(body)
+    job = await _jobs(request).submit(body, client=client_identity(request.scope))
     if body.stream:
         return await event_stream(request, job.id, 0)
     accepted = ResearchAccepted(

@@ -19,15 +19,18 @@ from searcher.errors import (
     ExtractionError,
     ExtractionInterrupted,
     ExtractionTimeout,
+    ExtractionTooLarge,
     PageTooComplex,
 )
 from searcher.fetch.extract import EXTRACTOR_TAG, extract_main_text, warm_up
+from searcher.fetch.memory_bound import MB, machine_memory_bytes, worker_memory_mb
 from searcher.fetch.pdf import PDF_MEDIA_TYPE, PdfUnreadable, pdf_text
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
 from searcher.fetch.worker_pool import (
     TaskFailed,
     TaskKilled,
     WorkerDied,
+    WorkerOutOfMemory,
     WorkerPool,
     WorkerWontStart,
 )
@@ -52,6 +55,9 @@ class ExtractionLimits:
     # (a 10 KB PDF can hold 20 million characters; an HTML page's text is at least
     # bounded by its download size).
     max_chars: int = DEFAULT_MAX_CHARS
+    # Address space of one worker process, in MB (``None``: unbounded); set once, when a
+    # worker starts, so it holds for every task the worker runs.
+    max_memory_mb: int | None = None
 
 
 class _TooComplex(Exception):
@@ -78,12 +84,14 @@ class Extractor:
 
     Processes because extraction is CPU-bound and would hold the GIL, and because only a
     process can be stopped: a task past ``limits.timeout_s``, or whose caller gave up, has
-    its worker killed and replaced. ``client`` names the caller whose share of the pool a
-    task counts against (``None``: anonymous, no share limit).
+    its worker killed and replaced; one past ``limits.max_memory_mb`` fails in its worker,
+    which is replaced too. ``client`` names the caller whose share of the pool a task
+    counts against (``None``: anonymous, no share limit).
 
     ``in_thread=True`` runs extraction in a thread: no process start-up, but a runaway
-    extraction cannot be stopped (the caller still stops waiting at the time limit). Use
-    it in tests and single CLI commands; the pre-scan still applies.
+    extraction cannot be stopped (the caller still stops waiting at the time limit) and
+    its memory is not bounded. Use it in tests and single CLI commands; the pre-scan still
+    applies.
 
     With the "forkserver" start method, workers re-import the program's main module, so a
     script that uses the pool must keep its work under ``if __name__ == "__main__":``.
@@ -117,9 +125,11 @@ class Extractor:
         """The worker pool, started on first use."""
         if self._pool is None:
             # warm_up: each new worker loads trafilatura's lazy data before its first page.
+            memory_mb = self.limits.max_memory_mb
             self._pool = WorkerPool(
-                self._workers, self._client_share, preload=_PRELOAD, initializer=warm_up
-            )
+                self._workers, self._client_share, preload=_PRELOAD, initializer=warm_up,
+                memory_limit_bytes=memory_mb * MB if memory_mb else None,
+            )  # fmt: skip
         return self._pool
 
     async def extract(
@@ -157,6 +167,12 @@ class Extractor:
             raise ExtractionTimeout(
                 url, f"extraction took longer than {self.limits.timeout_s:g} s and was stopped"
             ) from exc
+        except WorkerOutOfMemory as exc:
+            log.info("extraction of %s ran out of memory: %s", url, exc)
+            raise ExtractionTooLarge(
+                url, f"extraction needed more than {self.limits.max_memory_mb} MB of memory "
+                "and was stopped",
+            ) from exc  # fmt: skip
         except WorkerDied as exc:
             raise ExtractionInterrupted(url, "an extraction worker died; it was replaced") from exc
         except WorkerWontStart as exc:
@@ -175,10 +191,15 @@ class Extractor:
 
 
 def build_extractor(
-    settings: FetchSettings, *, in_thread: bool = False, max_chars: int = DEFAULT_MAX_CHARS
+    settings: FetchSettings,
+    *,
+    in_thread: bool = False,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    memory_mb: int = 0,
 ) -> Extractor:
     """The extractor the configuration describes; ``max_chars`` is the server's ceiling on
-    a page's text (``limits.max_extract_chars_per_page``)."""
+    a page's text (``limits.max_extract_chars_per_page``), ``memory_mb`` each worker's
+    memory bound (``limits.max_extract_memory_mb``; 0: sized to the machine)."""
     workers = settings.extract_workers or os.cpu_count() or 1
     limits = ExtractionLimits(
         timeout_s=settings.extract_timeout_s,
@@ -191,6 +212,7 @@ def build_extractor(
         ),
         pdf_max_pages=settings.pdf_max_pages,
         max_chars=max_chars,
+        max_memory_mb=worker_memory_mb(memory_mb, workers, machine_memory_bytes()),
     )
     share = max(1, int(workers * settings.extract_client_share))
     return Extractor(workers, in_thread=in_thread, limits=limits, client_share=share)

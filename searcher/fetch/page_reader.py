@@ -16,7 +16,12 @@ from dataclasses import asdict, dataclass, replace
 
 from searcher.cache.extraction import ExtractionCache
 from searcher.contract import FetchInfo, FetchStatus, SkipReason
-from searcher.errors import FetchError, FetchHTTPError, UnsupportedContentType
+from searcher.errors import (
+    ExtractionTooLarge,
+    FetchError,
+    FetchHTTPError,
+    UnsupportedContentType,
+)
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
@@ -70,6 +75,11 @@ class PageReader:
         self._cache = cache
         self._max_concurrency = max_concurrency
 
+    @property
+    def extractor(self) -> Extractor:
+        """The extractor pages are read with (its pool's stats show who holds workers)."""
+        return self._extractor
+
     async def read(
         self, url: str, limits: FetchLimits, max_chars: int, client: str | None = None
     ) -> PageOutcome:
@@ -107,7 +117,9 @@ class PageReader:
             # A PDF cut at the download limit that PDFium cannot read (most keep their
             # cross-reference table at the end) was too large to read. One it can read
             # is not here: its pages within the limit are partial text, marked truncated.
-            if page.truncated and page.content_type == PDF_MEDIA_TYPE:
+            # One that ran out of memory says so, cut or not.
+            cut_pdf = page.truncated and page.content_type == PDF_MEDIA_TYPE
+            if cut_pdf and not isinstance(exc, ExtractionTooLarge):
                 return replace(
                     outcome, status="skipped", skip_reason="too_large",
                     error="the PDF is larger than the download limit",

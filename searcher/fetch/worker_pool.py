@@ -12,6 +12,11 @@ Scheduling: at most ``workers`` tasks run at once, and one client at most ``clie
 of them, so a caller sending hostile pages can hold only its share while everyone else's
 pages still get workers. Waiting tasks are served by fewest running tasks per client, then
 in arrival order. ``client=None`` is the anonymous caller: it has no share limit.
+
+Memory: with ``memory_limit_bytes`` each worker bounds its own address space before it
+runs anything (``searcher.fetch.memory_bound``); a task that runs into the bound (a
+``MemoryError``, or the worker ended by the abort or kill that failed allocations bring)
+raises ``WorkerOutOfMemory``, and its worker is replaced.
 """
 
 from __future__ import annotations
@@ -30,9 +35,15 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from searcher.fetch.memory_bound import bound_address_space, ended_by_memory
+
 log = logging.getLogger(__name__)
 
 Job = tuple[Callable[..., Any], tuple[Any, ...]]
+# A worker's reply status for a job that raised MemoryError (the others: "ok", "error").
+_OUT_OF_MEMORY = "out_of_memory"
+# How long a dead worker's exit code may take to arrive (the fork server reports it).
+_EXIT_CODE_WAIT_S = 5.0
 
 
 class TaskKilled(Exception):
@@ -41,6 +52,10 @@ class TaskKilled(Exception):
 
 class WorkerDied(Exception):
     """The worker process died while running the task (crash, out of memory, signal)."""
+
+
+class WorkerOutOfMemory(WorkerDied):
+    """The task ran into the worker's memory bound; the worker was replaced."""
 
 
 class WorkerWontStart(Exception):
@@ -65,11 +80,18 @@ class TaskFailed(Exception):
         self.error = error
 
 
-def _worker_main(conn: Connection, initializer: Callable[[], None] | None = None) -> None:
-    """A worker's life: get ready (``initializer``), then run one job at a time until the
-    pipe closes."""
+def _worker_main(
+    conn: Connection,
+    initializer: Callable[[], None] | None = None,
+    memory_limit_bytes: int | None = None,
+) -> None:
+    """A worker's life: bound its memory, get ready (``initializer``), then run one job at
+    a time until the pipe closes, or until a job runs out of memory (a heap that failed
+    an allocation halfway through a C library is not trusted with the next job)."""
     # Ctrl-C reaches the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if memory_limit_bytes is not None:
+        bound_address_space(memory_limit_bytes)  # before anything else is allocated
     if initializer is not None:
         with contextlib.suppress(Exception):  # a failed warm-up costs the first job time only
             initializer()
@@ -80,12 +102,16 @@ def _worker_main(conn: Connection, initializer: Callable[[], None] | None = None
             return
         try:
             reply: tuple[str, Any] = ("ok", fn(*args))
+        except MemoryError as exc:
+            reply = (_OUT_OF_MEMORY, str(exc))
         except Exception as exc:  # reported to the caller, who decides what it means
             reply = ("error", exc)
         try:
             conn.send(reply)
         except (pickle.PicklingError, TypeError, AttributeError):
             conn.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+        if reply[0] == _OUT_OF_MEMORY:
+            return  # the parent sees the process end and starts another when needed
 
 
 class _NotDelivered(Exception):
@@ -107,6 +133,11 @@ def _round_trip(conn: Connection, sentinel: int, job: Job) -> tuple[str, Any]:
         reply: tuple[str, Any] = conn.recv()
     except (BrokenPipeError, ConnectionResetError) as exc:
         raise _NotDelivered from exc
+    except EOFError:
+        # The pipe closes as the process dies, a moment before its exit code is known;
+        # the caller reads that code (was it out of memory?), so wait for it.
+        wait([sentinel], timeout=_EXIT_CODE_WAIT_S)
+        raise
     return reply
 
 
@@ -146,7 +177,8 @@ class PoolStats:
     busy: int = 0  # workers running a task now
     started: int = 0
     killed: int = 0
-    died: int = 0
+    died: int = 0  # of them, ran out of memory:
+    out_of_memory: int = 0
     by_client: dict[str, int] = field(default_factory=dict)
 
 
@@ -161,12 +193,15 @@ class WorkerPool:
         *,
         preload: Sequence[str] = (),
         initializer: Callable[[], None] | None = None,
+        memory_limit_bytes: int | None = None,
     ) -> None:
+        """``memory_limit_bytes``: each worker's address-space bound (``None``: none)."""
         if workers < 1:
             raise ValueError("a pool needs at least one worker")
         self.workers = workers
         self.client_share = max(1, min(client_share or workers, workers))
         self._initializer = initializer
+        self.memory_limit_bytes = memory_limit_bytes
         # "forkserver": forking a process that runs threads (ours do) is unsafe.
         self._context = multiprocessing.get_context("forkserver")
         if preload:
@@ -229,7 +264,9 @@ class WorkerPool:
     def _spawn(self) -> _Worker:
         ours, theirs = self._context.Pipe(duplex=True)
         process = self._context.Process(
-            target=_worker_main, args=(theirs, self._initializer), daemon=True
+            target=_worker_main,
+            args=(theirs, self._initializer, self.memory_limit_bytes),
+            daemon=True,
         )
         process.start()
         theirs.close()  # the worker holds its end; when it dies, our recv() sees EOF
@@ -336,6 +373,8 @@ class WorkerPool:
             raise
         except (EOFError, OSError) as exc:
             self._stop(worker, pending, "died", client)
+            if self._out_of_memory(worker):
+                raise WorkerOutOfMemory(self._over_bound()) from exc
             raise WorkerDied("the worker process died while running the task") from exc
         except Exception as exc:
             # The job or its reply did not survive pickling (an exception whose constructor
@@ -344,6 +383,9 @@ class WorkerPool:
             self._stop(worker, pending, "unreadable", client)
             raise TaskFailed(exc) from exc
         worker.jobs += 1
+        if status == _OUT_OF_MEMORY:
+            self._stop(worker, pending, "out_of_memory", client)  # it is ending itself
+            raise WorkerOutOfMemory(self._over_bound())
         self._idle.append(worker)
         if status == "error":
             raise TaskFailed(value)
@@ -363,6 +405,9 @@ class WorkerPool:
             )
         else:
             self._stats.died += 1
+        if why == "out_of_memory":
+            self._stats.out_of_memory += 1
+            log.warning("worker pool: a task of client %r ran out of memory", client)
         # The thread blocked in recv() wakes with EOF once the process is gone; reap then.
         pending.add_done_callback(lambda done: self._reap_after(worker, done))
 
@@ -374,6 +419,23 @@ class WorkerPool:
         else:
             worker.reap()
 
+    def _out_of_memory(self, worker: _Worker) -> bool:
+        """Whether a worker that died under a task ran into its memory bound (counted
+        as such); a pool closing kills its workers itself."""
+        if self.memory_limit_bytes is None or self._closed:
+            return False
+        if not ended_by_memory(worker.process.exitcode):
+            return False
+        self._stats.out_of_memory += 1
+        log.warning(
+            "worker pool: a worker ran out of memory (exit code %s)", worker.process.exitcode
+        )
+        return True
+
+    def _over_bound(self) -> str:
+        limit_mb = (self.memory_limit_bytes or 0) >> 20
+        return f"the task needed more than the worker's {limit_mb} MB; its worker was replaced"
+
     def stats(self) -> PoolStats:
         """Counts since start, and what is running and waiting now."""
         stats = PoolStats(
@@ -384,6 +446,7 @@ class WorkerPool:
             started=self._stats.started,
             killed=self._stats.killed,
             died=self._stats.died,
+            out_of_memory=self._stats.out_of_memory,
             by_client={str(k): v for k, v in self._running.items()},
         )
         return stats

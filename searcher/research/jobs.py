@@ -96,6 +96,9 @@ class Job:
     result: ResearchResult | None = None
     finished_at: float | None = None  # monotonic
     owner: str = ""  # the JobBook (process) running it
+    # Who started it: the pages it reads count against that caller's share of the
+    # extraction workers, as the pages of its searches do (``None``: a local caller).
+    client: str | None = None
     task: asyncio.Task[None] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -148,11 +151,18 @@ class JobBook:
         """Jobs this process holds in memory: those running and the newest finished."""
         return len(self._jobs) + len(self._finished)
 
-    async def submit(self, request: ResearchRequest, max_time_ms: int | None = None) -> Job:
+    async def submit(
+        self,
+        request: ResearchRequest,
+        max_time_ms: int | None = None,
+        client: str | None = None,
+    ) -> Job:
         """Start a job; ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
         ``InvalidRequest`` for a budget above the server's ceilings under ``limits.strict``.
         ``max_time_ms``: a deadline the caller itself cannot outlast (an MCP exchange's),
-        lowering the job's with a note, never refusing it."""
+        lowering the job's with a note, never refusing it. ``client``: who asks
+        (``searcher.api.observe.client_identity``), whose share of the extraction
+        workers the job's page reads count against."""
         self._expire()
         bounded = resolve_within(
             request.preset,
@@ -169,7 +179,7 @@ class JobBook:
         plan_backends(
             request.constraints.backend, None, self._parts.settings, self._parts.pool.backends
         )
-        job = Job(secrets.token_urlsafe(12), request, bounded, owner=self.owner)
+        job = Job(secrets.token_urlsafe(12), request, bounded, owner=self.owner, client=client)
         self._jobs[job.id] = job
         if self._store is not None and self._heart is None:
             await self._beat()
@@ -471,7 +481,8 @@ class JobBook:
         try:
             await self._set(job, "running")
             async with asyncio.timeout(limit_s + GRACE_S):
-                job.result = await Research(job.request, self._parts, emit, job.bounded).run()
+                research = Research(job.request, self._parts, emit, job.bounded, job.client)
+                job.result = await research.run()
         except asyncio.CancelledError:
             status, error = ("failed", INTERRUPTED) if self._closing else ("cancelled", "cancelled")
         except CancelledElsewhere:

@@ -101,11 +101,18 @@ class Research:
     """One research job's run: ``await Research(...).run()`` gives the result."""
 
     def __init__(
-        self, request: ResearchRequest, parts: Parts, emit: Emit, bounded: Bounded | None = None
+        self,
+        request: ResearchRequest,
+        parts: Parts,
+        emit: Emit,
+        bounded: Bounded | None = None,
+        client: str | None = None,
     ) -> None:
         """``bounded``: the job's limits if already resolved (else resolved here, within
-        the server's ``limits.*``)."""
+        the server's ``limits.*``); ``client``: who started the job, whose share of the
+        extraction workers its page reads count against (``None``: a local caller)."""
         self.request = request
+        self.client = client
         self.parts = parts
         self.emit = emit
         if bounded is None:
@@ -366,6 +373,7 @@ class Research:
             budget.fetch_limits(),
             budget.max_extract_chars_per_page,
             self.deadline,
+            client=self.client,
         )
         new = 0
         for (url, candidate), page in zip(chosen, pages, strict=True):

@@ -45,6 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from searcher import __version__
 from searcher.api.errors import send_error
 from searcher.api.host_check import split_host
+from searcher.api.observe import client_identity
 from searcher.api.replayed_body import Received, read_body, replaying
 from searcher.config import Settings
 from searcher.contract import FetchPageRequest, FetchPageResponse, SearchRequest
@@ -135,14 +136,15 @@ def _search_request(arguments: dict[str, Any], pack_chars: int) -> SearchRequest
 
 
 async def run_web_search(
-    service: SearchService, arguments: dict[str, Any], max_chars: int
+    service: SearchService, arguments: dict[str, Any], max_chars: int, client: str | None = None
 ) -> CallToolResult:
     """The context pack as text, the items (without page text) as structured content.
     Clients may show the model both, so together they stay within ``max_chars``: the
-    pack gets at most half, the items what the pack leaves."""
+    pack gets at most half, the items what the pack leaves. ``client``: who asks, for its
+    share of the extraction workers."""
     pack_chars = min(service.settings.budget.max_context_chars, max_chars // 2)
     try:
-        response = await service.search(_search_request(arguments, pack_chars))
+        response = await service.search(_search_request(arguments, pack_chars), client=client)
     except InvalidRequest as exc:  # named as the caller sent it: max_results, not budget.*
         raise InvalidRequest(search_argument(exc.field), exc.message) from exc
     text = cap_text(
@@ -184,7 +186,7 @@ def _fetch_request(arguments: dict[str, Any]) -> FetchPageRequest:
 
 
 async def run_fetch_page(
-    service: SearchService, arguments: dict[str, Any], max_chars: int
+    service: SearchService, arguments: dict[str, Any], max_chars: int, client: str | None = None
 ) -> CallToolResult:
     """The slice of the page's text as text, the paging and fetch facts as structured
     content (together within ``max_chars``); a page that could not be read is a tool
@@ -192,8 +194,9 @@ async def run_fetch_page(
     request = _fetch_request(arguments)
     wanted = request.max_chars or max_chars
     result = await fetch_page(
-        service, request.url, max(1, min(wanted, max_chars - FETCH_ROOM)), request.start_char
-    )
+        service, request.url, max(1, min(wanted, max_chars - FETCH_ROOM)), request.start_char,
+        client,
+    )  # fmt: skip
     if result.status != "fetched":
         page = result.fetch
         reason = f"{page.status} ({page.skip_reason})" if page.skip_reason else page.status
@@ -222,6 +225,7 @@ async def run_deep_research(
     arguments: dict[str, Any],
     max_chars: int,
     progress: Progress,
+    client: str | None = None,
 ) -> CallToolResult:
     """The research report as text (within ``max_chars`` with its sources), confidence,
     verification and sources as structured content; every event of the job is a progress
@@ -236,7 +240,7 @@ async def run_deep_research(
         raise InvalidRequest.from_validation(exc.errors()) from exc
     # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
     longest = max(1000, service.settings.limits.max_total_time_ms)
-    job = await jobs.submit(request, max_time_ms=longest)
+    job = await jobs.submit(request, max_time_ms=longest, client=client)
     try:
         async for event in jobs.follow(job.id):
             if event is not None:
@@ -286,16 +290,18 @@ async def call_tool(
     arguments: dict[str, Any],
     max_chars: int,
     progress: Progress = _no_progress,
+    client: str | None = None,
 ) -> CallToolResult:
     """Validate the arguments against the tool's schema and run it; errors become tool
-    errors with a clear message."""
+    errors with a clear message. ``client``: who asks (``None`` over stdio, whose one
+    client owns the process), for its share of the extraction workers."""
     try:
         spec.validate(arguments)
         if spec.name == "web_search":
-            return await run_web_search(service, arguments, max_chars)
+            return await run_web_search(service, arguments, max_chars, client)
         if spec.name == "deep_research":
-            return await run_deep_research(service, jobs, arguments, max_chars, progress)
-        return await run_fetch_page(service, arguments, max_chars)
+            return await run_deep_research(service, jobs, arguments, max_chars, progress, client)
+        return await run_fetch_page(service, arguments, max_chars, client)
     except InvalidRequest as exc:
         return _error(f"invalid arguments: {exc}")
     except AllBackendsFailed as exc:
@@ -339,7 +345,11 @@ def build_server(
             await ctx.session.report_progress(done, None, message)
 
         service, jobs = get_service(), get_jobs()
-        return await call_tool(spec, service, jobs, params.arguments or {}, max_chars, progress)
+        # Over HTTP the exchange's request says who asks, as on every other route.
+        scope = getattr(ctx.request, "scope", None)
+        client = client_identity(scope) if scope is not None else None
+        arguments = params.arguments or {}
+        return await call_tool(spec, service, jobs, arguments, max_chars, progress, client)
 
     return Server(
         "searcher",

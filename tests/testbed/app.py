@@ -24,6 +24,7 @@ from . import (
     misbehaviour,
     openai_compat,
     pages,
+    pdf_bombs,
     pdfs,
     rerank,
     searxng,
@@ -52,7 +53,7 @@ class TestbedApp:
         self.router = Router()
         for module in (
             pages, misbehaviour, searxng, brave, openai_compat, chat, blocked, hostile, pdfs,
-            rerank,
+            pdf_bombs, rerank,
         ):  # fmt: skip
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)

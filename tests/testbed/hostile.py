@@ -3,7 +3,10 @@ of their size (``/hostile/{kind}?n=``), a page that echoes its query string into
 text (``/reflect``), as a page would that tries to poison a cache keyed on a cleaned URL,
 and a SearXNG answer as Python's ``json.dumps`` writes it from broken engine data
 (``/python-json-searxng/search``: a lone surrogate, NaN, which strict parsers refuse;
-URLs with no host or broken over lines)."""
+URLs with no host or broken over lines); and a SearXNG whose results for a query that
+says "hostile" are attacking pages, and for any other query plain text PDFs
+(``/searxng/hostile/{kind}/search``: ``kind`` ``pdf-bombs`` or ``slow-pages``), so that
+two clients of one searcher can be served a hostile and an ordinary answer."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import json
 from urllib.parse import unquote_plus
 
 from .asgi import HTML, JSON, TEXT, Request, Router
+from .searxng import _result, envelope
 
 router = Router()
 
@@ -85,3 +89,36 @@ async def python_json_searxng(req: Request) -> None:
     ]  # fmt: skip
     body = json.dumps({"query": "cloud gaming", "results": results, "unresponsive_engines": []})
     await req.respond(200, body.encode(), JSON)
+
+
+# What a query saying "hostile" finds: the memory attacks of ``pdf_bombs``, or pages that
+# take trafilatura minutes once the pre-scan is lifted (``fetch.max_table_row_cells``).
+HOSTILE_RESULTS = {
+    "pdf-bombs": (
+        "/pdf/xobject-chain?depth=8&fan=10",
+        "/pdf/flate-bomb?mb=1",
+        "/pdf/flate-bomb?mb=2",
+        "/pdf/flate-bomb?mb=9",
+    ),
+    "slow-pages": tuple(f"/hostile/row?n=150000&copy={i}" for i in range(6)),
+}
+# What any other query finds: text PDFs the testbed writes (no shared data needed).
+PLAIN_RESULTS = tuple(f"/pdf/text?pages=2&copy={i}" for i in range(4))
+
+
+@router.route("/searxng/hostile/{kind}/search")
+async def hostile_or_plain_searxng(req: Request) -> None:
+    q = req.query.get("q", "")
+    hostile = HOSTILE_RESULTS.get(req.params["kind"])
+    if req.query.get("format") != "json" or hostile is None:
+        await req.respond(400, b"format=json and a kind of HOSTILE_RESULTS, please", TEXT)
+        return
+    paths = hostile if "hostile" in q.lower() else PLAIN_RESULTS
+    if (req.query.get("pageno") or "1") != "1":
+        paths = ()
+    results = [
+        _result(req.base_url + path, f"{q} ({n})", f"About {q}: result {n}.", ["bing"], n, 1.0,
+                None)
+        for n, path in enumerate(paths, start=1)
+    ]  # fmt: skip
+    await req.json(200, envelope(q, results, []))

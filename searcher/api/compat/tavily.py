@@ -578,7 +578,7 @@ async def tavily_research(body: TavilyResearchBody, request: Request) -> Respons
     )
     jobs = request.app.state.jobs
     try:
-        job = await jobs.submit(research)
+        job = await jobs.submit(research, client=client_identity(request.scope))
     except TooManyJobs as exc:
         retry = {"Retry-After": str(exc.retry_after_s)}
         raise TavilyHTTPError(429, str(exc), headers=retry) from exc
