@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,8 @@ from mcp import Client
 
 from searcher.api.app import create_app
 from searcher.config import Settings
+from searcher.fetch.memory_bound import MB, ended_by_memory, worker_memory_mb
+from searcher.fetch.worker_pool import WorkerDied, WorkerOutOfMemory, WorkerPool
 from tests.process_memory import WorkerPeaks
 from tests.testbed import TestbedServer
 from tests.testbed.hostile import HOSTILE_RESULTS
@@ -112,9 +115,52 @@ def test_full_mode_reads_every_bomb_at_once_as_too_large_within_the_bound(
     assert peaks.highest() <= BOUND_MB, peaks.peaks
 
 
+async def test_a_task_past_the_bound_is_out_of_memory_and_its_worker_replaced() -> None:
+    # Builtins as tasks: a worker needs import nothing to run them.
+    pool = WorkerPool(1, memory_limit_bytes=256 * MB)
+    try:
+        with pytest.raises(WorkerOutOfMemory):
+            await pool.run(bytearray, (512 * MB,), timeout_s=120)  # MemoryError
+        assert len(await pool.run(bytearray, (MB,), timeout_s=120)) == MB
+        with pytest.raises(WorkerOutOfMemory):
+            await pool.run(os.abort, (), timeout_s=120)  # as PDFium ends when malloc fails
+        stats = pool.stats()
+        # The second worker, started for the small task, ran the abort.
+        assert (stats.out_of_memory, stats.died, stats.started) == (2, 2, 2)
+        assert len(await pool.run(bytearray, (MB,), timeout_s=120)) == MB  # a third
+    finally:
+        pool.close()
+
+
+async def test_an_unbounded_worker_that_aborts_has_died_not_run_out_of_memory() -> None:
+    pool = WorkerPool(1)
+    try:
+        with pytest.raises(WorkerDied) as died:
+            await pool.run(os.abort, (), timeout_s=120)
+        assert not isinstance(died.value, WorkerOutOfMemory)
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize(
+    ("configured", "workers", "machine_gb", "expected"),
+    [(0, 2, 24, 1024), (0, 16, 8, 256), (0, 4, 1, 256), (0, 8, 12, 768), (384, 2, 24, 384)],
+)
+def test_the_default_bound_is_half_the_memory_split_between_the_workers(
+    configured: int, workers: int, machine_gb: int, expected: int
+) -> None:
+    assert worker_memory_mb(configured, workers, machine_gb << 30) == expected
+
+
+def test_only_the_signals_of_failed_allocations_count_as_out_of_memory() -> None:
+    assert ended_by_memory(-6) and ended_by_memory(-9)  # SIGABRT, SIGKILL (the OOM killer)
+    assert not any(ended_by_memory(code) for code in (-11, 0, 1, None))
+
+
 def test_the_memory_bound_is_at_least_what_a_worker_needs_to_start(make_settings) -> None:
-    with pytest.raises(ValueError, match=r"limits\.max_extract_memory_mb"):
+    with pytest.raises(ValueError, match=r"limits\.max_extract_memory_mb\n.*at least 160 MB"):
         make_settings(limits={"max_extract_memory_mb": 100})
+    assert make_settings(limits={"max_extract_memory_mb": 160}).limits.max_extract_memory_mb == 160
 
 
 # --- defect 2: one fair share for every reader -------------------------------------------
