@@ -52,25 +52,32 @@ def _is_worker(pid: int) -> bool:
         return False
 
 
-def peak_rss_mb(pid: int) -> float | None:
-    """The process's peak resident memory so far in MB (``None``: it is gone)."""
+def rss_mb(pid: int) -> tuple[float, float] | None:
+    """The process's resident memory now and its peak so far, in MB (``None``: it is
+    gone)."""
+    found: dict[str, float] = {}
     try:
         for line in (PROC / str(pid) / "status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                found[line[:5]] = int(line.split()[1]) / 1024
     except OSError:
-        pass
-    return None
+        return None
+    if len(found) < 2:  # a zombie has no memory lines
+        return None
+    return found["VmRSS"], found["VmHWM"]
 
 
 class WorkerPeaks:
     """While open, samples the peak RSS of the extraction workers below ``root`` (this
-    process by default); ``peaks`` maps each worker seen to the largest peak seen."""
+    process by default); ``peaks`` maps each worker seen to the largest peak seen, and
+    ``together`` is the most the workers were seen to hold at one time (their resident
+    sizes summed at each sample)."""
 
     def __init__(self, root: int | None = None, interval_s: float = 0.005) -> None:
         self.root = os.getpid() if root is None else root
         self.interval_s = interval_s
         self.peaks: dict[int, float] = {}
+        self.together = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True, name="worker-peaks")
 
@@ -85,10 +92,14 @@ class WorkerPeaks:
                 known = {pid for pid in known if pid in below}
                 known |= {pid for pid in below - known if _is_worker(pid)}
             rounds += 1
+            now = 0.0
             for pid in known:
-                peak = peak_rss_mb(pid)
-                if peak is not None and peak > self.peaks.get(pid, 0.0):
-                    self.peaks[pid] = peak
+                sizes = rss_mb(pid)
+                if sizes is None:
+                    continue
+                now += sizes[0]
+                self.peaks[pid] = max(sizes[1], self.peaks.get(pid, 0.0))
+            self.together = max(self.together, now)
             self._stop.wait(self.interval_s)
 
     def highest(self) -> float:

@@ -177,8 +177,8 @@ class PoolStats:
     busy: int = 0  # workers running a task now
     started: int = 0
     killed: int = 0
-    died: int = 0  # of them, ran out of memory:
-    out_of_memory: int = 0
+    died: int = 0
+    out_of_memory: int = 0  # of those that died, ran into their memory bound
     by_client: dict[str, int] = field(default_factory=dict)
 
 
@@ -372,8 +372,9 @@ class WorkerPool:
             self._stop(worker, pending, "died", client)
             raise
         except (EOFError, OSError) as exc:
+            out_of_memory = self._out_of_memory(worker)  # its exit code, before any kill
             self._stop(worker, pending, "died", client)
-            if self._out_of_memory(worker):
+            if out_of_memory:
                 raise WorkerOutOfMemory(self._over_bound()) from exc
             raise WorkerDied("the worker process died while running the task") from exc
         except Exception as exc:
