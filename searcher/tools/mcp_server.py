@@ -57,6 +57,7 @@ from searcher.errors import (
     describe_failures,
 )
 from searcher.research.jobs import FINISHED, JobBook
+from searcher.research.sources import refit
 from searcher.runtime import open_service
 from searcher.service import SearchService
 from searcher.tools.fetch_page import fetch_page
@@ -213,9 +214,6 @@ async def run_fetch_page(
 Progress = Callable[[float, str], Awaitable[None]]
 
 
-SOURCES_HEAD = "Sources:"
-
-
 async def run_deep_research(
     service: SearchService,
     jobs: JobBook,
@@ -223,8 +221,8 @@ async def run_deep_research(
     max_chars: int,
     progress: Progress,
 ) -> CallToolResult:
-    """The research report as text (within ``max_chars`` with its sources), confidence,
-    verification and sources as structured content; every event of the job is a progress
+    """The research report as text (within ``max_chars``, with its Sources list whole);
+    confidence, verification and sources as structured content; every event of the job is a progress
     notification. The job is one of ``jobs``: it counts against
     ``research.max_concurrent_jobs`` and shows at ``/v1/research/{id}``."""
     from searcher.contract import ResearchRequest
@@ -250,7 +248,7 @@ async def run_deep_research(
         raise ResearchFailed(job.error or job.status)
     sources = [{"n": p.n, "url": p.url, "title": p.title} for p in result.evidence or []]
     # Text and structured content together stay within max_chars: the structured part
-    # takes at most a quarter, the sources' list a third of what is left, the report the rest.
+    # takes at most a quarter, the report the rest.
     structured = capped_lists(
         {
             "confidence": result.confidence,
@@ -264,12 +262,13 @@ async def run_deep_research(
         ("sources", "sub_questions", "conflicts"),
         max_chars // 4,
     )
+    # The report lists its own sources; fitted to what is left, its body gives way, never
+    # the sources its remaining citations name.
     room = max_chars - _json_size(structured)
-    listed = "\n".join(f"[{s['n']}] {s['title']} — {s['url']}" for s in sources)
-    listed = cap_text(listed, room // 3, "more in the structured sources") if listed else ""
-    head = f"\n\n{SOURCES_HEAD}\n{listed}" if listed else ""
-    whole = f"the whole report: GET /v1/research/{job.id}"
-    text = cap_text(result.report or "", max(0, room - len(head)), whole) + head
+    text = result.report or ""
+    if len(text) > room:
+        note = f"\n\n[shortened; the whole report: GET /v1/research/{job.id}]"
+        text = refit(text, max(0, room - len(note))) + note
     return CallToolResult(
         content=[TextContent(type="text", text=text.strip())], structured_content=structured
     )
