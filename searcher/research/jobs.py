@@ -38,7 +38,13 @@ from searcher.contract import (
     ResearchRequest,
     ResearchResult,
 )
-from searcher.errors import JobNotFound, ResearchFailed, SearcherError, TooManyJobs
+from searcher.errors import (
+    JobNotFound,
+    ResearchFailed,
+    SearcherError,
+    TooManyJobs,
+    TooManyJobsForKey,
+)
 from searcher.pipeline.parts import Parts
 from searcher.research.loop import Research
 from searcher.research.presets import Bounded, resolve_within, within_time
@@ -80,6 +86,7 @@ class _Record:
     view: ResearchJob
     owner: str
     ttl_s: float
+    key: str | None = None  # the API key that started it (its id); None: anonymous
 
 
 @dataclass
@@ -96,6 +103,9 @@ class Job:
     result: ResearchResult | None = None
     finished_at: float | None = None  # monotonic
     owner: str = ""  # the JobBook (process) running it
+    # The id of the API key that started it: only that key sees, follows or cancels it.
+    # None (no keys, or MCP over stdio): anyone holding its id does.
+    key: str | None = None
     task: asyncio.Task[None] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -141,18 +151,27 @@ class JobBook:
         self._heart: asyncio.Task[None] | None = None
         self._closing = False
 
-    def running(self) -> int:
-        return sum(1 for job in self._jobs.values() if job.status not in FINISHED)
+    def running(self, key: str | None = None) -> int:
+        """Jobs running in this process; with ``key``, those that key started."""
+        return sum(
+            1
+            for job in self._jobs.values()
+            if job.status not in FINISHED and (key is None or job.key == key)
+        )
 
     def held(self) -> int:
         """Jobs this process holds in memory: those running and the newest finished."""
         return len(self._jobs) + len(self._finished)
 
-    async def submit(self, request: ResearchRequest, max_time_ms: int | None = None) -> Job:
-        """Start a job; ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
-        ``InvalidRequest`` for a budget above the server's ceilings under ``limits.strict``.
-        ``max_time_ms``: a deadline the caller itself cannot outlast (an MCP exchange's),
-        lowering the job's with a note, never refusing it."""
+    async def submit(
+        self, request: ResearchRequest, max_time_ms: int | None = None, key: str | None = None
+    ) -> Job:
+        """Start a job owned by ``key`` (an API key's id, None when anonymous);
+        ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
+        ``TooManyJobsForKey`` when ``key`` runs its share of them already, ``InvalidRequest``
+        for a budget above the server's ceilings under ``limits.strict``. ``max_time_ms``:
+        a deadline the caller itself cannot outlast (an MCP exchange's), lowering the
+        job's with a note, never refusing it."""
         self._expire()
         bounded = resolve_within(
             request.preset,
@@ -162,14 +181,17 @@ class JobBook:
         )
         if max_time_ms is not None:
             bounded = within_time(bounded, max_time_ms)
+        retry_s = max(1, int(bounded.limits.max_total_time_ms / 1000 / 4))
+        share = self._settings.jobs_per_key()
+        if key is not None and self.running(key) >= share:
+            raise TooManyJobsForKey(share, retry_s)
         if self.running() >= self._settings.max_concurrent_jobs:
-            deadline_s = bounded.limits.max_total_time_ms / 1000
-            raise TooManyJobs(self._settings.max_concurrent_jobs, max(1, int(deadline_s / 4)))
+            raise TooManyJobs(self._settings.max_concurrent_jobs, retry_s)
         # Unknown backend names are the caller's mistake (422 now), not the job's failure.
         plan_backends(
             request.constraints.backend, None, self._parts.settings, self._parts.pool.backends
         )
-        job = Job(secrets.token_urlsafe(12), request, bounded, owner=self.owner)
+        job = Job(secrets.token_urlsafe(12), request, bounded, owner=self.owner, key=key)
         self._jobs[job.id] = job
         if self._store is not None and self._heart is None:
             await self._beat()
@@ -178,20 +200,21 @@ class JobBook:
         job.task = asyncio.create_task(self._run(job), name=f"research-{job.id}")
         return job
 
-    async def view(self, job_id: str) -> ResearchJob:
-        """The job's status (``JobNotFound`` if no process knows it)."""
+    async def view(self, job_id: str, key: str | None = None) -> ResearchJob:
+        """The job's status (``JobNotFound`` if no process knows it, or another ``key``
+        started it: to that key it does not exist)."""
         self._expire()
-        job = self._local(job_id)
+        job = self._local(job_id, key)
         if job is not None:
             return job.view()
-        return (await self._stored(job_id)).view
+        return (await self._stored(job_id, key)).view
 
-    async def cancel(self, job_id: str) -> ResearchJob:
-        """Stop a job (a finished one stays as it is). A job of another process is asked
-        to stop through the store; it ends ``cancelled`` at its next step."""
-        job = self._local(job_id)
+    async def cancel(self, job_id: str, key: str | None = None) -> ResearchJob:
+        """Stop a job of ``key`` (a finished one stays as it is). A job of another process
+        is asked to stop through the store; it ends ``cancelled`` at its next step."""
+        job = self._local(job_id, key)
         if job is None:
-            seen = await self._stored(job_id)
+            seen = await self._stored(job_id, key)
             if seen.view.status not in FINISHED and self._store is not None:
                 await self._store.set(self._key("cancel", job_id), b"1", seen.ttl_s)
             return seen.view
@@ -209,15 +232,17 @@ class JobBook:
         after: int = 0,
         heartbeat_s: float | None = None,
         seen: ResearchJob | None = None,
+        key: str | None = None,
     ) -> AsyncIterator[ResearchEvent | None]:
         """The job's events after event ``after``, as they come, until its last one;
         ``None`` every ``heartbeat_s`` of silence (for a keep-alive). An ``after`` beyond
         the events a running job has so far counts from its last one: the stream must
         still end with the job's ``done``. ``seen``: the job as just read (``view``), so
-        that a job expiring right after it is still streamed whole."""
-        job = self._local(job_id)
+        that a job expiring right after it is still streamed whole. ``key``: as for
+        ``view``."""
+        job = self._local(job_id, key)
         if job is None:
-            async for event in self._follow_stored(job_id, after, heartbeat_s, seen):
+            async for event in self._follow_stored(job_id, after, heartbeat_s, seen, key):
                 yield event
             return
         sent = min(max(0, after), len(job.events))
@@ -262,8 +287,9 @@ class JobBook:
     def _key(self, kind: str, *parts: str | int) -> str:
         return NAMESPACE + ":".join([kind, *(str(p) for p in parts)])
 
-    def _local(self, job_id: str) -> Job | None:
-        return self._jobs.get(job_id) or self._finished.get(job_id)
+    def _local(self, job_id: str, key: str | None) -> Job | None:
+        job = self._jobs.get(job_id) or self._finished.get(job_id)
+        return job if job is not None and job.key == key else None
 
     def _ttl(self, job: Job) -> float:
         """How long a running job's record and events live: its own deadline (which the
@@ -283,12 +309,12 @@ class JobBook:
     async def _save(self, job: Job) -> None:
         """The job's record; once it is finished, for ``retention_s`` from now."""
         if self._store is not None:
-            await self._save_record(_Record(job.view(), job.owner, self._ttl(job)))
+            await self._save_record(_Record(job.view(), job.owner, self._ttl(job), job.key))
 
     async def _save_record(self, record: _Record) -> None:
         assert self._store is not None
-        raw = {"owner": record.owner, "view": record.view.model_dump(mode="json"),
-               "ttl_s": record.ttl_s}  # fmt: skip
+        raw = {"owner": record.owner, "key": record.key,
+               "view": record.view.model_dump(mode="json"), "ttl_s": record.ttl_s}  # fmt: skip
         finished = record.view.status in FINISHED
         ttl = self._settings.retention_s if finished else record.ttl_s
         await set_json(self._store, self._key("job", record.view.id), raw, ttl)
@@ -325,17 +351,18 @@ class JobBook:
             last = event.id
         return max(last, count)
 
-    async def _stored(self, job_id: str) -> _Record:
-        """A job from the store; one whose owner stopped beating is ``interrupted``."""
+    async def _stored(self, job_id: str, key: str | None) -> _Record:
+        """A job of ``key`` from the store; one whose owner stopped beating is
+        ``interrupted``. Another key's job is not found, as an unknown one."""
         raw = await get_json(self._store, self._key("job", job_id)) if self._store else None
-        if not isinstance(raw, dict):
+        if not isinstance(raw, dict) or raw.get("key") != key:
             raise JobNotFound(job_id)
         try:
             view = ResearchJob.model_validate(raw["view"])
             ttl_s = float(raw.get("ttl_s", self._settings.retention_s))
         except (KeyError, TypeError, ValueError) as exc:
             raise JobNotFound(job_id) from exc
-        record = _Record(view, str(raw.get("owner")), ttl_s)
+        record = _Record(view, str(raw.get("owner")), ttl_s, key)
         if view.status in FINISHED or self._store is None:
             return record
         if await self._store.get(self._key("alive", record.owner)) is not None:
@@ -359,13 +386,18 @@ class JobBook:
                 event = ResearchEvent(id=n, type=kind, ts=_now(), data=data)
                 await self._save_event(view.id, event, self._finished_event_ttl())
             failed = failed.model_copy(update={"events": last_id + 2})
-            await self._save_record(_Record(failed, record.owner, record.ttl_s))
+            await self._save_record(_Record(failed, record.owner, record.ttl_s, record.key))
         else:
             failed = failed.model_copy(update={"events": view.events + 2})
-        return _Record(failed, record.owner, record.ttl_s)
+        return _Record(failed, record.owner, record.ttl_s, record.key)
 
     async def _follow_stored(
-        self, job_id: str, after: int, heartbeat_s: float | None, seen: ResearchJob | None
+        self,
+        job_id: str,
+        after: int,
+        heartbeat_s: float | None,
+        seen: ResearchJob | None,
+        key: str | None,
     ) -> AsyncIterator[ResearchEvent | None]:
         """Another process's job: its stored events, polled until its last one. The
         stream always ends cleanly: events no longer stored are skipped, and the job's
@@ -374,7 +406,7 @@ class JobBook:
             view = seen
         else:
             try:
-                view = (await self._stored(job_id)).view
+                view = (await self._stored(job_id, key)).view
             except JobNotFound:
                 return  # expired just now: nothing to stream
         sent, quiet = await self._start_after(job_id, view, after), 0.0
@@ -394,7 +426,7 @@ class JobBook:
                 quiet = 0.0
                 yield None
             try:
-                view = (await self._stored(job_id)).view
+                view = (await self._stored(job_id, key)).view
             except JobNotFound:  # its process died and nobody read it for its lifetime
                 gone = view.model_copy(update={"status": "failed", "error": EXPIRED,
                                                "events": max(view.events, sent) + 2})  # fmt: skip

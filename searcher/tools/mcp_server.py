@@ -43,6 +43,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher import __version__
+from searcher.api.auth import key_of
 from searcher.api.errors import send_error
 from searcher.api.host_check import split_host
 from searcher.api.replayed_body import Received, read_body, replaying
@@ -220,11 +221,13 @@ async def run_deep_research(
     arguments: dict[str, Any],
     max_chars: int,
     progress: Progress,
+    key: str | None = None,
 ) -> CallToolResult:
     """The research report as text (within ``max_chars``, with its Sources list whole);
     confidence, verification and sources as structured content; every event of the job is a progress
-    notification. The job is one of ``jobs``: it counts against
-    ``research.max_concurrent_jobs`` and shows at ``/v1/research/{id}``."""
+    notification. The job is one of ``jobs``, owned by ``key`` (the API key of the MCP
+    exchange): it counts against ``research.max_concurrent_jobs`` and that key's share,
+    and shows at ``/v1/research/{id}`` to that key."""
     from searcher.contract import ResearchRequest
 
     preset = arguments.get("preset", "balanced")
@@ -234,15 +237,15 @@ async def run_deep_research(
         raise InvalidRequest.from_validation(exc.errors()) from exc
     # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
     longest = max(1000, service.settings.limits.max_total_time_ms)
-    job = await jobs.submit(request, max_time_ms=longest)
+    job = await jobs.submit(request, max_time_ms=longest, key=key)
     try:
-        async for event in jobs.follow(job.id):
+        async for event in jobs.follow(job.id, key=key):
             if event is not None:
                 data = json.dumps(event.data, ensure_ascii=False)[:300]
                 await progress(event.id, f"{event.type}: {data}")
     finally:
         if job.status not in FINISHED:  # the exchange ended first (client gone, time)
-            await asyncio.shield(jobs.cancel(job.id))
+            await asyncio.shield(jobs.cancel(job.id, key))
     result = job.result
     if result is None:
         raise ResearchFailed(job.error or job.status)
@@ -285,15 +288,16 @@ async def call_tool(
     arguments: dict[str, Any],
     max_chars: int,
     progress: Progress = _no_progress,
+    key: str | None = None,
 ) -> CallToolResult:
-    """Validate the arguments against the tool's schema and run it; errors become tool
-    errors with a clear message."""
+    """Validate the arguments against the tool's schema and run it (for the API key
+    ``key``, if any); errors become tool errors with a clear message."""
     try:
         spec.validate(arguments)
         if spec.name == "web_search":
             return await run_web_search(service, arguments, max_chars)
         if spec.name == "deep_research":
-            return await run_deep_research(service, jobs, arguments, max_chars, progress)
+            return await run_deep_research(service, jobs, arguments, max_chars, progress, key)
         return await run_fetch_page(service, arguments, max_chars)
     except InvalidRequest as exc:
         return _error(f"invalid arguments: {exc}")
@@ -338,7 +342,11 @@ def build_server(
             await ctx.session.report_progress(done, None, message)
 
         service, jobs = get_service(), get_jobs()
-        return await call_tool(spec, service, jobs, params.arguments or {}, max_chars, progress)
+        # Over HTTP the exchange came in with an API key (auth on): the job is that key's.
+        scope = getattr(ctx.request, "scope", None)
+        key = key_of(scope) if isinstance(scope, dict) else None
+        arguments = params.arguments or {}
+        return await call_tool(spec, service, jobs, arguments, max_chars, progress, key)
 
     return Server(
         "searcher",
