@@ -29,7 +29,12 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {
         "model": ErrorResponse,
         "description": "No job with that id (or it expired, or another API key started it).",
-    }
+    },
+    503: {
+        "model": ErrorResponse,
+        "description": "The job is another worker's and the state store cannot be reached "
+        "now; see Retry-After.",
+    },
 }
 
 
