@@ -1101,6 +1101,13 @@ class ResearchSettings(ConfigSection):
         le=64,
         description="Research jobs running at once (per process); more get 429 with `Retry-After`",
     )
+    max_jobs_per_key: int | None = Field(
+        default=None, ge=1, le=64,
+        description="Research jobs one API key may run at once (per process, with "
+        "`auth.enabled`), so that no key holds every slot: over it that key gets 429 with "
+        "`Retry-After` while other keys still start theirs; `null`: half of "
+        "`research.max_concurrent_jobs`, at least 1",
+    )  # fmt: skip
     retention_s: int = Field(
         default=3600, ge=1, description="How long a finished job stays readable"
     )
@@ -1114,6 +1121,12 @@ class ResearchSettings(ConfigSection):
             " process is silent this long reads as `failed: interrupted`"
         ),
     )  # fmt: skip
+
+    def jobs_per_key(self) -> int:
+        """``max_jobs_per_key``, or its default: half the slots, at least one."""
+        if self.max_jobs_per_key is not None:
+            return self.max_jobs_per_key
+        return max(1, self.max_concurrent_jobs // 2)
 
 
 class LoggingSettings(ConfigSection):

@@ -365,6 +365,20 @@ class TooManyJobs(SearcherError):
         self.retry_after_s = retry_after_s
 
 
+class TooManyJobsForKey(TooManyJobs):
+    """The caller's API key runs ``research.max_jobs_per_key`` jobs already (other keys may
+    still start theirs)."""
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        SearcherError.__init__(
+            self,
+            f"this API key runs {limit} research job(s) already, its share of the job slots "
+            "(research.max_jobs_per_key); retry when one has ended",
+        )
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
 class JobNotFound(SearcherError):
     """No research job has that id (or it expired)."""
 

@@ -51,6 +51,19 @@ class RedisServer:
         finally:
             client.close()
 
+    def stop(self) -> None:
+        """Shut down as a Redis that persists its data does (``SHUTDOWN SAVE``): a later
+        ``start`` on the same port loads what it held, expiry times included."""
+        client = redis.Redis(port=self.port, socket_timeout=5)
+        try:
+            client.shutdown(save=True)
+        except redis.ConnectionError:
+            pass  # the server closes the connection as it goes
+        finally:
+            client.close()
+        if self._process is not None:
+            self._process.wait(timeout=30)
+
     def kill(self) -> None:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()

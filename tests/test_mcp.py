@@ -259,7 +259,7 @@ async def test_deep_research_reports_with_sources_and_progress(mcp_server, testb
         bad = await client.call_tool("deep_research", {"query": "x", "preset": "huge"})
     assert result.is_error is False
     text = text_of(result)
-    assert text.startswith("# Evidence for:") and "Sources:" in text
+    assert text.startswith("# Evidence for:") and "## Sources" in text
     sources = result.structured_content["sources"]
     assert sources and all(s["url"].startswith(testbed.base_url) for s in sources)
     assert f"[{sources[0]['n']}]" in text
@@ -281,7 +281,7 @@ async def test_deep_research_stays_within_max_output_chars(mcp_server, cap):
     assert result.is_error is False, text_of(result)
     structured = result.structured_content
     assert len(text_of(result)) + len(json.dumps(structured, ensure_ascii=False)) <= cap
-    assert structured["verification_status"] and "Sources:" in text_of(result)
+    assert structured["verification_status"] and "## Sources" in text_of(result)
 
 
 def test_capped_lists_drops_trailing_entries_of_the_longest_list_first():
@@ -319,7 +319,7 @@ async def test_deep_research_keeps_within_a_strict_servers_deadline(mcp_server):
     async with Client(server) as client:
         result = await client.call_tool("deep_research", arguments)
     assert result.is_error is False, text_of(result)
-    assert "Sources:" in text_of(result)
+    assert "## Sources" in text_of(result)
 
 
 async def test_deep_research_counts_against_the_running_jobs(

@@ -456,7 +456,9 @@ def test_a_killed_server_leaves_a_readable_interrupted_job(
         server.wait(timeout=30)
     # The process died between writing its second event and the record that counts it
     # (its searches take 3 s: the record counts the plan only).
-    reader_settings = make_settings(state={"dir": str(state)})
+    # The reader marks a job interrupted once it has watched the store answer for longer
+    # than its owner_ttl_s and the owner's heartbeat is still absent.
+    reader_settings = make_settings(state={"dir": str(state)}, research={"owner_ttl_s": 1})
     search = {"round": 1, "sub_question": QUESTION, "results": 0, "new_urls": 0}
     lost = {"id": 2, "type": "search", "ts": "2024-01-01T00:00:00.000Z", "data": search}
     in_store(reader_settings, put={f"event:{job_id}:2": lost})

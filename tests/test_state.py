@@ -303,6 +303,30 @@ async def test_failsoft_tries_again_after_the_cooldown(tmp_path: Path) -> None:
     await store.aclose()
 
 
+async def test_failsoft_strict_view_raises_and_says_how_long_the_store_has_answered(
+    tmp_path: Path,
+) -> None:
+    # A research job must tell an absent record from a store it cannot reach, and how
+    # long the store has answered since it last failed (issue 24, defect 4).
+    clock = Clock()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    store = FailSoftStore(SqliteStore(blocker / "state.sqlite3"), cooldown_s=5, clock=clock)
+    clock.now += 7
+    assert store.up_for() == 7  # answered when opened, and never failed since
+    with pytest.raises(StateUnavailable):
+        await store.strict.get("k")
+    assert store.up_for() == 0 and store.health().failures == 1
+    blocker.unlink()
+    with pytest.raises(StateUnavailable):  # within the cooldown: not tried, still down
+        await store.strict.get("k")
+    clock.now += 5
+    assert await store.strict.get("k") is None  # absent: an answer, not an outage
+    clock.now += 2
+    assert store.up_for() == 2
+    await store.aclose()
+
+
 async def test_failsoft_health_check_asks_a_failed_store_again_after_the_cooldown(
     tmp_path: Path,
 ) -> None:

@@ -41,6 +41,13 @@ def bearer(scope: Scope) -> str | None:
     return None
 
 
+def key_of(scope: Scope) -> str | None:
+    """The id of the API key the request was let in with; None when keys are off (or the
+    path is open). What a key owns (its research jobs) is looked up by this."""
+    key_id = scope.get("state", {}).get("key_id")
+    return key_id if isinstance(key_id, str) else None
+
+
 def quota_window(quota: Rate, now: float) -> tuple[int, float]:
     """The quota's current window number and the seconds until the next one."""
     window = int(now // quota.per_s)

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BeforeValidator, Field
 
+from searcher.api.auth import key_of
 from searcher.api.observe import client_identity
 from searcher.contract import ErrorResponse, ResearchAccepted, ResearchJob, ResearchRequest
 from searcher.research.jobs import JobBook
@@ -26,7 +27,15 @@ _SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {SSE: {}}, "description": "The job's events, as Server-Sent Events."}
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorResponse, "description": "No job with that id (or it expired)."}
+    404: {
+        "model": ErrorResponse,
+        "description": "No job with that id (or it expired, or another API key started it).",
+    },
+    503: {
+        "model": ErrorResponse,
+        "description": "The job is another worker's and the state store cannot be reached "
+        "now; see Retry-After.",
+    },
 }
 
 
@@ -92,9 +101,9 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 async def _event_stream(
-    jobs: JobBook, job: ResearchJob, after: int, heartbeat_s: float
+    jobs: JobBook, job: ResearchJob, after: int, heartbeat_s: float, key: str | None
 ) -> AsyncIterator[bytes]:
-    async for event in jobs.follow(job.id, after, heartbeat_s, seen=job):
+    async for event in jobs.follow(job.id, after, heartbeat_s, seen=job, key=key):
         if event is None:
             yield b": keep-alive\n\n"
             continue
@@ -103,12 +112,13 @@ async def _event_stream(
 
 
 async def event_stream(request: Request, job_id: str, after: int) -> StreamingResponse:
-    """A job's events after ``after`` as an SSE response (404 before it starts)."""
-    jobs = _jobs(request)
-    job = await jobs.view(job_id)  # 404 before the stream starts, not inside it
+    """A job's events after ``after`` as an SSE response (404 before it starts, also to
+    a key that did not start the job)."""
+    jobs, key = _jobs(request), key_of(request.scope)
+    job = await jobs.view(job_id, key)  # 404 before the stream starts, not inside it
     heartbeat = request.app.state.runtime.settings.research.heartbeat_s
     return StreamingResponse(
-        _event_stream(jobs, job, after, heartbeat),
+        _event_stream(jobs, job, after, heartbeat, key),
         media_type=SSE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Job-ID": job_id},
     )
@@ -123,11 +133,17 @@ async def event_stream(request: Request, job_id: str, after: int) -> StreamingRe
         **_SSE_RESPONSE,
         413: {"model": ErrorResponse, "description": "Body over the size limit."},
         422: {"model": ErrorResponse, "description": "Invalid request; `error.field`."},
-        429: {"model": ErrorResponse, "description": "Too many jobs running; see Retry-After."},
+        429: {
+            "model": ErrorResponse,
+            "description": "Too many jobs running, or this key runs its share "
+            "(research.max_jobs_per_key); see Retry-After.",
+        },
     },
 )
 async def start_research(body: ResearchRequest, request: Request) -> Response:
-    job = await _jobs(request).submit(body, client=client_identity(request.scope))
+    job = await _jobs(request).submit(
+        body, client=client_identity(request.scope), key=key_of(request.scope)
+    )
     if body.stream:
         return await event_stream(request, job.id, 0)
     accepted = ResearchAccepted(
@@ -146,7 +162,8 @@ async def start_research(body: ResearchRequest, request: Request) -> Response:
     responses=_NOT_FOUND,
 )
 async def research_status(job_id: str, request: Request) -> Response:
-    return _json((await _jobs(request).view(job_id)).model_dump(mode="json"))
+    job = await _jobs(request).view(job_id, key_of(request.scope))
+    return _json(job.model_dump(mode="json"))
 
 
 @router.get(
@@ -188,5 +205,5 @@ async def research_events(
     responses=_NOT_FOUND,
 )
 async def cancel_research(job_id: str, request: Request) -> Response:
-    job = await _jobs(request).cancel(job_id)
+    job = await _jobs(request).cancel(job_id, key_of(request.scope))
     return _json(job.model_dump(mode="json"))

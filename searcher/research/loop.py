@@ -62,6 +62,7 @@ from searcher.research.planning import (
 )
 from searcher.research.presets import Bounded, Limits, resolve_within
 from searcher.research.report import Section, evidence_report, llm_report, verify_citations
+from searcher.research.sources import with_sources
 
 Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
 # Below this much time left, another round could not finish: write the report instead.
@@ -438,7 +439,8 @@ class Research:
             written = await llm_report(self.llm, question, passages, limits.max_report_chars)
             if written.text is not None:
                 checked = verify_citations(written.text, passages, limits.verify_claims)
-                report, method = checked.text, "llm"
+                report = with_sources(checked.text, passages, limits.max_report_chars)
+                method = "llm"
                 claims, supported, unsupported = (
                     checked.claims,
                     checked.supported,

@@ -15,22 +15,14 @@ from searcher.llm.runner import StepRunner
 from searcher.pack.layout import neutralise_markers
 from searcher.ranking.relevance import keyword_overlap, query_keywords
 from searcher.research.evidence import Passage
+from searcher.research.sources import PIECES, uncited, with_sources
 
 # A cited sentence is supported by a passage that holds this share of its keywords.
 SUPPORTED_AT = 0.3
-# A sentence, a run of line breaks or stray punctuation: the pieces put back together are
+# Sentences, runs of line breaks or stray punctuation: the pieces put back together are
 # the text (a line without a full stop was lost, and line breaks with it).
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|(?=\n)|$)|\n+|[.!?]+")
+_SENTENCE = PIECES
 _CITES = re.compile(r"\s?" + CITED)  # with the space before it, to go with it
-
-
-_LOOKS_CITED = re.compile(CITED)
-
-
-def uncited(text: str) -> str:
-    """``text`` with its bracketed numbers (a page's footnote marks, a question's "[99]")
-    as ``(n)``, so that a report's citations are only its own."""
-    return _LOOKS_CITED.sub(lambda match: f"({match.group(1)})", text)
 
 
 @dataclass(frozen=True)
@@ -58,7 +50,8 @@ def numbered_evidence(passages: Sequence[Passage], max_chars: int) -> tuple[str,
 def evidence_report(
     question: str, sections: Sequence[Section], passages: Sequence[Passage], max_chars: int
 ) -> str:
-    """The deterministic report: per sub-question its best passages, then the sources."""
+    """The deterministic report: per sub-question its best passages, then the sources
+    (``with_sources``: the body fitted to ``max_chars``, the list whole)."""
     lines = [f"# Evidence for: {uncited(question)}", ""]
     for i, section in enumerate(sections, start=1):
         status = "answered" if section.covered else "not fully answered"
@@ -67,12 +60,8 @@ def evidence_report(
             text = uncited(" ".join(passages[n - 1].text.split()))
             lines.append(f"- [{n}] {text}")
         lines.append("")
-    cited = sorted({n for s in sections for n in s.evidence})
-    if cited:
-        lines += ["## Sources", ""]
-        lines += [f"[{n}] {uncited(passages[n - 1].title)} — {passages[n - 1].url}" for n in cited]
-    report = neutralise_markers("\n".join(lines).strip())  # passages are web text
-    return report if len(report) <= max_chars else report[: max_chars - 1].rstrip() + "…"
+    # Passages are web text; the Sources list is added (and the body fitted) after.
+    return with_sources(neutralise_markers("\n".join(lines).strip()), passages, max_chars)
 
 
 def supports(sentence: str, passage: Passage) -> bool:
@@ -132,7 +121,8 @@ class Written:
 async def llm_report(
     runner: StepRunner, question: str, passages: Sequence[Passage], max_chars: int
 ) -> Written:
-    """The model's report with citations outside the evidence removed."""
+    """The model's report with citations outside the evidence removed; not yet fitted to
+    ``max_chars`` (``with_sources`` does, once its citations are verified)."""
     evidence, shown = numbered_evidence(passages, max_chars=max(2000, max_chars * 3))
     outcome = await runner.run(
         "research_report",
@@ -145,7 +135,7 @@ async def llm_report(
     checked = check_citations(outcome.value, shown)
     if not checked.refs:
         return Written(None, checked.removed)  # a report that cites nothing is not one
-    return Written(neutralise_markers(checked.text[:max_chars]), checked.removed)
+    return Written(neutralise_markers(checked.text), checked.removed)
 
 
 def _refuse() -> str:

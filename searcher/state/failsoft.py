@@ -41,11 +41,20 @@ class FailSoftStore:
         self._down_until = 0.0
         # Told of every operation served without the store (the metrics count them).
         self.on_failure: Callable[[], None] | None = None
+        # Since when every operation has reached the store (None while it is down): it
+        # answered when it was opened.
+        self._up_since: float | None = clock()
+        self.strict = StrictStore(self)
 
     @property
     def ok(self) -> bool:
         """False while the last operation failed (and its cooldown runs)."""
         return self._clock() >= self._down_until and self.last_error is None
+
+    def up_for(self) -> float:
+        """Seconds since the store last failed an operation of this process (since it was
+        opened if none did); 0 while it is down."""
+        return 0.0 if self._up_since is None else self._clock() - self._up_since
 
     def health(self) -> StateHealth:
         return StateHealth(self.engine, self.location, self.ok, self.failures, self.last_error)
@@ -64,24 +73,36 @@ class FailSoftStore:
             self.on_failure()
 
     async def _soft(self, op: Callable[[], Awaitable[T]], default: T) -> T:
+        try:
+            return await self.attempt(op)
+        except StateUnavailable:  # an unusable entry too: a miss for that entry only
+            return default
+
+    async def attempt(self, op: Callable[[], Awaitable[T]]) -> T:
+        """Run ``op`` on the store, counted as every operation is (failures, cooldown),
+        but raising ``StateUnavailable`` where the soft methods give a default: for a
+        caller that must tell an absent entry from a store it cannot reach."""
         if self._clock() < self._down_until:
             self._failed()
-            return default
+            raise StateUnavailable(self.last_error or f"state store {self.location} is down")
         try:
             result = await op()
         except StateEntryUnusable:
             self._failed()
-            return default  # that entry only: the store is up, no cooldown
+            raise  # that entry only: the store is up, no cooldown
         except StateUnavailable as exc:
             self._failed()
             if self.last_error is None:
                 log.warning("state store unavailable, caches off until it is back: %s", exc)
             self.last_error = str(exc)
             self._down_until = self._clock() + self._cooldown_s
-            return default
+            self._up_since = None
+            raise
         if self.last_error is not None:
             log.warning("state store is back: %s", self.location)
             self.last_error = None
+        if self._up_since is None:
+            self._up_since = self._clock()
         return result
 
     async def get(self, key: str) -> bytes | None:
@@ -126,3 +147,59 @@ class FailSoftStore:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class StrictStore:
+    """A ``FailSoftStore`` that raises: the same store, counted the same way, each
+    operation raising ``StateUnavailable`` when the store cannot be reached."""
+
+    def __init__(self, outer: FailSoftStore) -> None:
+        self.outer = outer
+        self.engine = outer.engine
+        self.location = outer.location
+
+    async def get(self, key: str) -> bytes | None:
+        return await self.outer.attempt(lambda: self.outer.inner.get(key))
+
+    async def set(self, key: str, value: bytes, ttl_s: float) -> None:
+        await self.outer.attempt(lambda: self.outer.inner.set(key, value, ttl_s))
+
+    async def delete(self, key: str) -> bool:
+        return await self.outer.attempt(lambda: self.outer.inner.delete(key))
+
+    async def incr(self, key: str, amount: int = 1, ttl_s: float | None = None) -> int:
+        return await self.outer.attempt(lambda: self.outer.inner.incr(key, amount, ttl_s))
+
+    async def take(
+        self, key: str, rate_per_s: float, burst: float, cost: float = 1.0
+    ) -> TokenGrant:
+        inner = self.outer.inner
+        return await self.outer.attempt(lambda: inner.take(key, rate_per_s, burst, cost))
+
+    async def add_vector(
+        self, space: str, item_id: str, vector: np.ndarray, meta: bytes, ttl_s: float
+    ) -> None:
+        inner = self.outer.inner
+        await self.outer.attempt(lambda: inner.add_vector(space, item_id, vector, meta, ttl_s))
+
+    async def vectors_after(
+        self, space: str, cursor: str | None, limit: int = 5000
+    ) -> list[VectorRow]:
+        return await self.outer.attempt(
+            lambda: self.outer.inner.vectors_after(space, cursor, limit)
+        )
+
+    async def clear(self, prefix: str = "") -> int:
+        return await self.outer.attempt(lambda: self.outer.inner.clear(prefix))
+
+    async def prune(self) -> int:
+        return await self.outer.attempt(self.outer.inner.prune)
+
+    async def stats(self, prefix: str = "") -> StateStats:
+        return await self.outer.attempt(lambda: self.outer.inner.stats(prefix))
+
+    async def ping(self) -> None:
+        await self.outer.attempt(self.outer.inner.ping)
+
+    async def aclose(self) -> None:
+        await self.outer.aclose()

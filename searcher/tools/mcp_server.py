@@ -43,6 +43,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher import __version__
+from searcher.api.auth import key_of
 from searcher.api.errors import send_error
 from searcher.api.host_check import split_host
 from searcher.api.observe import client_identity
@@ -58,6 +59,7 @@ from searcher.errors import (
     describe_failures,
 )
 from searcher.research.jobs import FINISHED, JobBook
+from searcher.research.sources import refit
 from searcher.runtime import open_service
 from searcher.service import SearchService
 from searcher.tools.fetch_page import fetch_page
@@ -216,9 +218,6 @@ async def run_fetch_page(
 Progress = Callable[[float, str], Awaitable[None]]
 
 
-SOURCES_HEAD = "Sources:"
-
-
 async def run_deep_research(
     service: SearchService,
     jobs: JobBook,
@@ -226,11 +225,13 @@ async def run_deep_research(
     max_chars: int,
     progress: Progress,
     client: str | None = None,
+    key: str | None = None,
 ) -> CallToolResult:
-    """The research report as text (within ``max_chars`` with its sources), confidence,
-    verification and sources as structured content; every event of the job is a progress
-    notification. The job is one of ``jobs``: it counts against
-    ``research.max_concurrent_jobs`` and shows at ``/v1/research/{id}``."""
+    """The research report as text (within ``max_chars``, with its Sources list whole);
+    confidence, verification and sources as structured content; every event of the job is a progress
+    notification. The job is one of ``jobs``, owned by ``key`` (the API key of the MCP
+    exchange): it counts against ``research.max_concurrent_jobs`` and that key's share,
+    and shows at ``/v1/research/{id}`` to that key."""
     from searcher.contract import ResearchRequest
 
     preset = arguments.get("preset", "balanced")
@@ -240,21 +241,21 @@ async def run_deep_research(
         raise InvalidRequest.from_validation(exc.errors()) from exc
     # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
     longest = max(1000, service.settings.limits.max_total_time_ms)
-    job = await jobs.submit(request, max_time_ms=longest, client=client)
+    job = await jobs.submit(request, max_time_ms=longest, client=client, key=key)
     try:
-        async for event in jobs.follow(job.id):
+        async for event in jobs.follow(job.id, key=key):
             if event is not None:
                 data = json.dumps(event.data, ensure_ascii=False)[:300]
                 await progress(event.id, f"{event.type}: {data}")
     finally:
         if job.status not in FINISHED:  # the exchange ended first (client gone, time)
-            await asyncio.shield(jobs.cancel(job.id))
+            await asyncio.shield(jobs.cancel(job.id, key))
     result = job.result
     if result is None:
         raise ResearchFailed(job.error or job.status)
     sources = [{"n": p.n, "url": p.url, "title": p.title} for p in result.evidence or []]
     # Text and structured content together stay within max_chars: the structured part
-    # takes at most a quarter, the sources' list a third of what is left, the report the rest.
+    # takes at most a quarter, the report the rest.
     structured = capped_lists(
         {
             "confidence": result.confidence,
@@ -268,12 +269,13 @@ async def run_deep_research(
         ("sources", "sub_questions", "conflicts"),
         max_chars // 4,
     )
+    # The report lists its own sources; fitted to what is left, its body gives way, never
+    # the sources its remaining citations name.
     room = max_chars - _json_size(structured)
-    listed = "\n".join(f"[{s['n']}] {s['title']} — {s['url']}" for s in sources)
-    listed = cap_text(listed, room // 3, "more in the structured sources") if listed else ""
-    head = f"\n\n{SOURCES_HEAD}\n{listed}" if listed else ""
-    whole = f"the whole report: GET /v1/research/{job.id}"
-    text = cap_text(result.report or "", max(0, room - len(head)), whole) + head
+    text = result.report or ""
+    if len(text) > room:
+        note = f"\n\n[shortened; the whole report: GET /v1/research/{job.id}]"
+        text = refit(text, max(0, room - len(note))) + note
     return CallToolResult(
         content=[TextContent(type="text", text=text.strip())], structured_content=structured
     )
@@ -291,16 +293,20 @@ async def call_tool(
     max_chars: int,
     progress: Progress = _no_progress,
     client: str | None = None,
+    key: str | None = None,
 ) -> CallToolResult:
-    """Validate the arguments against the tool's schema and run it; errors become tool
-    errors with a clear message. ``client``: who asks (``None`` over stdio, whose one
-    client owns the process), for its share of the extraction workers."""
+    """Validate the arguments against the tool's schema and run it (for the API key
+    ``key``, if any); errors become tool errors with a clear message. ``client``: who asks
+    (``None`` over stdio, whose one client owns the process), for its share of the
+    extraction workers."""
     try:
         spec.validate(arguments)
         if spec.name == "web_search":
             return await run_web_search(service, arguments, max_chars, client)
         if spec.name == "deep_research":
-            return await run_deep_research(service, jobs, arguments, max_chars, progress, client)
+            return await run_deep_research(
+                service, jobs, arguments, max_chars, progress, client, key
+            )
         return await run_fetch_page(service, arguments, max_chars, client)
     except InvalidRequest as exc:
         return _error(f"invalid arguments: {exc}")
@@ -345,11 +351,13 @@ def build_server(
             await ctx.session.report_progress(done, None, message)
 
         service, jobs = get_service(), get_jobs()
-        # Over HTTP the exchange's request says who asks, as on every other route.
+        # Over HTTP the exchange's request says who asks, as on every other route, and
+        # came in with an API key (auth on): a job it starts is that key's.
         scope = getattr(ctx.request, "scope", None)
-        client = client_identity(scope) if scope is not None else None
+        client = client_identity(scope) if isinstance(scope, dict) else None
+        key = key_of(scope) if isinstance(scope, dict) else None
         arguments = params.arguments or {}
-        return await call_tool(spec, service, jobs, arguments, max_chars, progress, client)
+        return await call_tool(spec, service, jobs, arguments, max_chars, progress, client, key)
 
     return Server(
         "searcher",

@@ -33,6 +33,7 @@ from pydantic import (
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from searcher.api.auth import key_of
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
 from searcher.api.errors import body_parse_problem
 from searcher.api.observe import client_identity
@@ -578,7 +579,9 @@ async def tavily_research(body: TavilyResearchBody, request: Request) -> Respons
     )
     jobs = request.app.state.jobs
     try:
-        job = await jobs.submit(research, client=client_identity(request.scope))
+        job = await jobs.submit(
+            research, client=client_identity(request.scope), key=key_of(request.scope)
+        )
     except TooManyJobs as exc:
         retry = {"Retry-After": str(exc.retry_after_s)}
         raise TavilyHTTPError(429, str(exc), headers=retry) from exc
@@ -600,7 +603,7 @@ async def tavily_research(body: TavilyResearchBody, request: Request) -> Respons
 )
 async def tavily_research_status(request_id: str, request: Request) -> Response:
     try:
-        job = await request.app.state.jobs.view(request_id)
+        job = await request.app.state.jobs.view(request_id, key_of(request.scope))
     except JobNotFound as exc:
         raise TavilyHTTPError(404, str(exc)) from exc
     status, body = research_status(job)
