@@ -1125,6 +1125,11 @@ class AuthSettings(ConfigSection):
     default_rate: str | None = Field(
         default="60/min", description="Rate of keys created without `--rate`; `null`: unlimited"
     )
+    key_check_s: float = Field(
+        default=5.0, ge=0, le=3600, description="How long a worker trusts its last check of "
+        "a key in the state store: a revoked key is refused within this time, and while the "
+        "store cannot be reached a key checked longer ago gets 503.",
+    )  # fmt: skip
 
     @field_validator("default_rate")
     @classmethod

@@ -18,6 +18,7 @@ from searcher.errors import (
     InvalidRequest,
     JobNotFound,
     SearcherError,
+    StateUnavailable,
     TooManyJobs,
     field_problems,
 )
@@ -114,6 +115,17 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _on_too_many_jobs(_: Request, exc: TooManyJobs) -> JSONResponse:
         response = error_response(429, "too_many_jobs", str(exc))
         response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
+
+    @app.exception_handler(StateUnavailable)
+    async def _on_state_unavailable(_: Request, exc: StateUnavailable) -> JSONResponse:
+        # What the store holds cannot be told: "unavailable", never "not found". The detail
+        # (an address of the internal network) stays in the log.
+        log.warning("state store unavailable: %s", exc)
+        response = error_response(
+            503, "unavailable", "the state store is unavailable; retry shortly"
+        )
+        response.headers["Retry-After"] = "5"
         return response
 
     @app.exception_handler(SearcherError)
