@@ -1275,6 +1275,12 @@ class ResultCacheSettings(ConfigSection):
             "served, marked `stale`"
         ),
     )
+    scope: Literal["key", "shared"] = Field(
+        default="key",
+        description="With auth.enabled, whose answers a request may be served: key, only "
+        "those its own API key's requests stored (no hit, age or query wording crosses "
+        "keys); shared, any key's. Without auth every request shares the cache.",
+    )
     semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
 
 

@@ -45,6 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from searcher import __version__
 from searcher.api.errors import send_error
 from searcher.api.host_check import split_host
+from searcher.api.observe import client_identity
 from searcher.api.replayed_body import Received, read_body, replaying
 from searcher.config import Settings
 from searcher.contract import FetchPageRequest, FetchPageResponse, SearchRequest
@@ -135,14 +136,14 @@ def _search_request(arguments: dict[str, Any], pack_chars: int) -> SearchRequest
 
 
 async def run_web_search(
-    service: SearchService, arguments: dict[str, Any], max_chars: int
+    service: SearchService, arguments: dict[str, Any], max_chars: int, client: str | None = None
 ) -> CallToolResult:
     """The context pack as text, the items (without page text) as structured content.
     Clients may show the model both, so together they stay within ``max_chars``: the
     pack gets at most half, the items what the pack leaves."""
     pack_chars = min(service.settings.budget.max_context_chars, max_chars // 2)
     try:
-        response = await service.search(_search_request(arguments, pack_chars))
+        response = await service.search(_search_request(arguments, pack_chars), client=client)
     except InvalidRequest as exc:  # named as the caller sent it: max_results, not budget.*
         raise InvalidRequest(search_argument(exc.field), exc.message) from exc
     text = cap_text(
@@ -286,13 +287,14 @@ async def call_tool(
     arguments: dict[str, Any],
     max_chars: int,
     progress: Progress = _no_progress,
+    client: str | None = None,
 ) -> CallToolResult:
     """Validate the arguments against the tool's schema and run it; errors become tool
-    errors with a clear message."""
+    errors with a clear message. ``client``: who calls (its API key over HTTP)."""
     try:
         spec.validate(arguments)
         if spec.name == "web_search":
-            return await run_web_search(service, arguments, max_chars)
+            return await run_web_search(service, arguments, max_chars, client)
         if spec.name == "deep_research":
             return await run_deep_research(service, jobs, arguments, max_chars, progress)
         return await run_fetch_page(service, arguments, max_chars)
@@ -339,7 +341,13 @@ def build_server(
             await ctx.session.report_progress(done, None, message)
 
         service, jobs = get_service(), get_jobs()
-        return await call_tool(spec, service, jobs, params.arguments or {}, max_chars, progress)
+        # Over HTTP, the request the call came in (its scope names the API key); none on
+        # stdio, where the caller is whoever started the process.
+        scope = getattr(ctx.request, "scope", None)
+        client = client_identity(scope) if isinstance(scope, dict) else None
+        return await call_tool(
+            spec, service, jobs, params.arguments or {}, max_chars, progress, client
+        )
 
     return Server(
         "searcher",
