@@ -1164,6 +1164,12 @@ class AuthSettings(ConfigSection):
     default_rate: str | None = Field(
         default="60/min", description="Rate of keys created without `--rate`; `null`: unlimited"
     )
+    key_check_s: float = Field(
+        default=5.0, ge=0, le=3600, description="How long a worker trusts its last check of "
+        "a key in the state store: a revoked key is refused within this time, and while the "
+        "store cannot be reached a key checked longer ago gets 503 (raise it to favour "
+        "availability in an outage over a prompt revocation)",
+    )  # fmt: skip
 
     @field_validator("default_rate")
     @classmethod
@@ -1308,6 +1314,13 @@ class ResultCacheSettings(ConfigSection):
             "When every backend fails, an answer up to this long past its fresh time is "
             "served, marked `stale`"
         ),
+    )
+    scope: Literal["key", "shared"] = Field(
+        default="key",
+        description="With `auth.enabled`, whose cached answers a request may be served: "
+        "`key`, only those its own API key's requests stored (no exact or semantic hit, "
+        "`age_s` or query wording crosses keys); `shared`, any key's. Without auth the "
+        "cache is shared",
     )
     semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
 

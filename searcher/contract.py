@@ -767,7 +767,11 @@ class StateInfo(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
+    status: str = Field(
+        description="ok; degraded: requests are answered without something (the shared "
+        "caches, a backend); unavailable (HTTP 503): requests cannot be served (API keys are "
+        "on and the state store holding them cannot be reached)."
+    )
     version: str
     backends: dict[str, BackendHealth]
     adapter_problems: dict[str, str] = Field(

@@ -91,6 +91,8 @@ def _result_cache(
     return ResultCache(
         state, settings.cache, answer_fingerprint(settings), semantic,
         budget_defaults=budget_defaults(settings),
+        # With keys on, each key is served only its own answers unless shared on purpose.
+        per_client=settings.auth.enabled and settings.cache.scope == "key",
     )  # fmt: skip
 
 

@@ -47,7 +47,8 @@ class SearchService:
         """Answer one search request with a UCP-1 response, from the result cache when it
         may (``meta.cache`` says so). Raises ``AllBackendsFailed`` when no backend answered
         and no stale answer may stand in, ``InvalidRequest`` for a request the contract
-        cannot express."""
+        cannot express. ``client`` (an API key, a peer address): its share of the
+        extraction workers, and whose cached answers it may be served (``cache.scope``)."""
         # Before the cache: a request over a ceiling is refused when limits.strict, cached
         # answer or not, and a cached answer carries this request's notes.
         limited = limited_budget(request.budget, self.settings)
@@ -57,6 +58,7 @@ class SearchService:
             lambda: self.search_uncached(request, progress, client, limited),
             limited.lowered,
             limited.budget.max_total_time_ms / 1000,
+            client,
         )
         metrics, cache = self.parts.metrics, response.meta.cache
         if metrics and self.results and cache and cache_policy(request) == "use":

@@ -35,7 +35,7 @@ from searcher.api.replayed_body import read_body, replaying
 from searcher.api.research import end_jobs_when_stopping
 from searcher.api.research import router as research_router
 from searcher.api.tools import router as tools_router
-from searcher.auth.keys import KeyBook
+from searcher.auth.keys import ApiKey
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.engine_health import ReportsEngineHealth
 from searcher.backends.registry import backend_status, default_registry
@@ -57,6 +57,7 @@ from searcher.contract import (
 from searcher.fetch.urls import without_password
 from searcher.research.jobs import JobBook
 from searcher.runtime import Runtime, open_service
+from searcher.state import StateHealth
 from searcher.tools.mcp_server import mcp_sessions, mount_mcp
 
 
@@ -98,6 +99,15 @@ def _backends_health(runtime: Runtime) -> dict[str, BackendHealth]:
             ],
             engines=engines,
         )
+    return backends
+
+
+def _service_status(backends: str, store: StateHealth | None, auth_on: bool) -> str:
+    """``unavailable`` when requests cannot be served: keys are on and the store that
+    holds them cannot be reached (every key soon gets 503); ``degraded`` when they are
+    served without something (the shared caches, a backend); else ``ok``."""
+    if store is not None and not store.ok:
+        return "unavailable" if auth_on else "degraded"
     return backends
 
 
@@ -182,7 +192,12 @@ def create_app(
         }
         return _json(response.to_wire(body.want))
 
-    @app.get("/v1/health", response_model=Health, summary="Backends and their circuit breakers")
+    @app.get(
+        "/v1/health",
+        response_model=Health,
+        summary="Backends and their circuit breakers",
+        responses={503: {"model": Health, "description": "Requests cannot be served."}},
+    )
     async def health(request: Request) -> Response:
         runtime = _runtime(request)
         backends = _backends_health(runtime)
@@ -199,7 +214,7 @@ def create_app(
         # not report a store down until some request happens to use it.
         store = await runtime.state.check() if runtime.state else None
         health = Health(
-            status=state if store is None or store.ok else "degraded",
+            status=_service_status(state, store, runtime.settings.auth.enabled),
             version=__version__,
             backends=backends,
             adapter_problems=dict(default_registry().problems),
@@ -211,7 +226,9 @@ def create_app(
             ),
             state=StateInfo(**dataclasses.asdict(store)) if store else None,
         )
-        return _json(health.model_dump())
+        # A load balancer reads the status code, not the body: 503 when nothing can be
+        # served, 200 (with "degraded" in the body) when requests still get answers.
+        return _json(health.model_dump(), 503 if health.status == "unavailable" else 200)
 
     @app.get("/v1/cache/stats", response_model=CacheStats, summary="Extraction cache statistics")
     async def cache_stats(request: Request) -> Response:
@@ -245,18 +262,21 @@ def create_app(
     @app.get(
         "/v1/usage",
         summary="The calling key: its limits and what it used today",
-        responses={404: {"model": ErrorResponse, "description": "API keys are off."}},
+        responses={
+            404: {"model": ErrorResponse, "description": "API keys are off."},
+            503: {"model": ErrorResponse, "description": "The state store is unavailable."},
+        },
     )
     async def usage(request: Request) -> Response:
-        key_id = request.scope.get("state", {}).get("key_id")
-        if key_id is None:
-            return error_response(404, "not_found", "API keys are off (auth.enabled: false)")
-        store = _runtime(request).state
-        if store is None:
-            return error_response(404, "not_found", "no state store")
-        key = next((k for k in await KeyBook(store).list() if k.id == key_id), None)
+        key: ApiKey | None = request.scope.get("state", {}).get("api_key")
         if key is None:
-            return error_response(404, "not_found", "the key is gone")
+            return error_response(404, "not_found", "API keys are off (auth.enabled: false)")
+        state = _runtime(request).state
+        if state is None:
+            return error_response(404, "not_found", "no state store")
+        # The store itself, not its fail-soft wrapper: a count it cannot read is 503
+        # (StateUnavailable), never a 0 or a "gone" key.
+        store = state.inner
         now = time.time()
         today = await read_counter(store, usage_counter(key, now))
         used = 0

@@ -6,9 +6,15 @@ and a fixed-window quota. Refusals are JSON: 401 for a missing, unknown or revok
 with ``Retry-After`` over a limit. Answers carry ``RateLimit-Limit``, ``-Remaining`` and
 ``-Reset`` of the rate; a refusal for the quota, of the quota. The quota is checked before
 a rate token is taken, and refused requests count against neither; ``/v1/usage`` does
-not count against the quota, so that a key over it can still see its usage. Keys are
-looked up once per ``CACHE_S`` per process; if the state store is down, keys seen before
-keep working and unknown ones get 503 (never let anyone in).
+not count against the quota, so that a key over it can still see its usage.
+
+Each process trusts its last check of a key for ``auth.key_check_s`` (5 s): that is the
+promise that a revoked key is refused within it. While the state store cannot be reached,
+a key checked within that window still works; one checked longer ago gets 503, as does an
+unknown one. Trusting an older check would keep a key revoked just before the outage
+working for the whole outage, and a worker cannot learn of a revocation any other way
+(it is written to the store); an operator who prefers availability over a prompt
+revocation raises ``auth.key_check_s``.
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ from searcher.config import AuthSettings
 from searcher.state.base import StateStore
 from searcher.state.failsoft import FailSoftStore
 
-CACHE_S = 5.0
 USAGE_KEEP_S = 8 * 86_400  # a week of daily usage counters, and a day of slack
 USAGE_PATH = "/v1/usage"  # outside the quota: a key over it can still see its usage
 Clock = Callable[[], float]
@@ -61,6 +66,7 @@ class AuthMiddleware:
         self.open = set(settings.open_paths)
         self.default_rate = Rate.parse(settings.default_rate) if settings.default_rate else None
         self.clock = clock
+        self.key_check_s = settings.key_check_s
         self._seen: dict[str, tuple[ApiKey | None, float]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -85,7 +91,8 @@ class AuthMiddleware:
             await self._refuse(scope, receive, send, 401, "unauthorized",
                                "unknown or revoked API key")  # fmt: skip
             return
-        scope.setdefault("state", {})["key_id"] = key.id
+        state = scope.setdefault("state", {})
+        state["key_id"], state["api_key"] = key.id, key
         quota = None if scope.get("path") == USAGE_PATH else key.quota
         refused, extra = await self._limits(store, key, quota)
         if refused is not None:
@@ -106,12 +113,13 @@ class AuthMiddleware:
         digest = hash_secret(secret)
         now = time.monotonic()
         cached = self._seen.get(digest)
-        if cached is not None and now - cached[1] < CACHE_S:
+        if cached is not None and now - cached[1] < self.key_check_s:
             return cached[0], True
         key = await KeyBook(store).lookup(secret)
         if key is None and not store.ok:
-            # The store is down: a key seen before still counts; an unknown one cannot be told.
-            return (cached[0], True) if cached is not None else (None, False)
+            # The store cannot say, and this process's last word on the key is older than
+            # the promise allows (it may have been revoked since): nobody is let in.
+            return None, False
         if len(self._seen) > 10_000:
             self._seen.clear()
         self._seen[digest] = (key, now)

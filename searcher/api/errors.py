@@ -119,12 +119,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StateUnavailable)
     async def _on_state_unavailable(_: Request, exc: StateUnavailable) -> JSONResponse:
-        # What lives only in the store (another worker's research job) cannot be told
-        # while it is away: "not found" or a stale status would be untrue.
+        # What the store holds cannot be told: "unavailable", never "not found". The detail
+        # (an address of the internal network) stays in the log.
         log.warning("state store unavailable: %s", exc)
-        response = error_response(503, "unavailable", "the state store cannot be reached; "
-                                  "retry shortly")  # fmt: skip
-        response.headers["Retry-After"] = "2"
+        response = error_response(
+            503, "unavailable", "the state store is unavailable; retry shortly"
+        )
+        response.headers["Retry-After"] = "5"
         return response
 
     @app.exception_handler(SearcherError)

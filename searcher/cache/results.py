@@ -10,6 +10,11 @@ Entries are JSON (never pickle), stored for their fresh time plus
 ``cache.stale_if_error_s``; a stale entry is served only when every backend failed.
 Partial answers (a backend of a fan-out failed, the deadline cut a fetch, an LLM step fell
 back) are never stored. ``serve_cached`` is the one call site's wrapper.
+
+With API keys on and ``cache.scope: key`` (the default), the caller (its key) is part of
+every key and semantic scope: an exact hit, its age, a semantic hit (whose pack names the
+query it was made for) and a wait for an identical request being computed stay within one
+key. Another key asking the same learns nothing of it.
 """
 
 from __future__ import annotations
@@ -125,17 +130,31 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:40]
 
 
+def _owned(owner: str | None, *parts: Any) -> tuple[Any, ...]:
+    """``parts``, and the owner when answers are kept per caller (a shared cache's keys
+    stay what they were)."""
+    return (*parts, owner) if owner is not None else parts
+
+
 def request_key(
-    request: SearchRequest, fingerprint: str, defaults: Mapping[str, Any] | None = None
+    request: SearchRequest,
+    fingerprint: str,
+    defaults: Mapping[str, Any] | None = None,
+    owner: str | None = None,
 ) -> str:
-    """The state key of a request's cached answer."""
-    return NAMESPACE + _digest(fingerprint, canonical_request(request, defaults=defaults))
+    """The state key of a request's cached answer; ``owner``: whose alone it is."""
+    canonical = canonical_request(request, defaults=defaults)
+    return NAMESPACE + _digest(*_owned(owner, fingerprint, canonical))
 
 
 def request_scope(
-    request: SearchRequest, fingerprint: str, defaults: Mapping[str, Any] | None = None
+    request: SearchRequest,
+    fingerprint: str,
+    defaults: Mapping[str, Any] | None = None,
+    owner: str | None = None,
 ) -> str:
-    return _digest(fingerprint, canonical_request(request, with_query=False, defaults=defaults))
+    canonical = canonical_request(request, with_query=False, defaults=defaults)
+    return _digest(*_owned(owner, fingerprint, canonical))
 
 
 def answer_fingerprint(settings: Settings) -> str:
@@ -232,8 +251,11 @@ class ResultCache:
         semantic: SemanticMatcher | None = None,
         clock: Callable[[], float] = time.time,
         budget_defaults: Mapping[str, Any] | None = None,
+        per_client: bool = False,
     ) -> None:
         self.state = store
+        # True: each client (an API key) is served only answers its own requests stored.
+        self.per_client = per_client
         self.settings = settings
         self.fingerprint = fingerprint
         self.budget_defaults = dict(budget_defaults or {})
@@ -242,13 +264,17 @@ class ResultCache:
         # request key -> its computation in this process (identical requests at once).
         self.computing: dict[str, _Computing] = {}
 
-    def key(self, request: SearchRequest) -> str:
-        """The state key of ``request``'s cached answer."""
-        return request_key(request, self.fingerprint, self.budget_defaults)
+    def _owner(self, client: str | None) -> str | None:
+        return client if self.per_client else None
 
-    def scope(self, request: SearchRequest) -> str:
-        """What two queries must share to answer each other (the semantic cache's scope)."""
-        return request_scope(request, self.fingerprint, self.budget_defaults)
+    def key(self, request: SearchRequest, client: str | None = None) -> str:
+        """The state key of ``request``'s cached answer, asked by ``client``."""
+        return request_key(request, self.fingerprint, self.budget_defaults, self._owner(client))
+
+    def scope(self, request: SearchRequest, client: str | None = None) -> str:
+        """What two queries must share to answer each other (the semantic cache's scope):
+        every other field of the request and, kept per client, the client."""
+        return request_scope(request, self.fingerprint, self.budget_defaults, self._owner(client))
 
     async def _entry(self, key: str) -> tuple[SearchResponse, float, float] | None:
         """(response, age, fresh seconds) of the entry at ``key``; None if absent or
@@ -265,15 +291,17 @@ class ResultCache:
             return None
         return response, age, fresh
 
-    async def lookup(self, request: SearchRequest) -> CachedResponse | None:
+    async def lookup(
+        self, request: SearchRequest, client: str | None = None
+    ) -> CachedResponse | None:
         """A fresh cached answer to ``request`` (exact, then semantic), within
         ``budget.max_age_s`` when set."""
         max_age = request.budget.max_age_s
-        key = self.key(request)
+        key = self.key(request, client)
         kind: CacheKind = "exact"
         entry = await self._entry(key)
         if entry is None and self.semantic is not None:
-            scope = self.scope(request)
+            scope = self.scope(request, client)
             similar = await self.semantic.find(request.query_text, scope)
             if similar is not None:
                 entry, kind = await self._entry(similar), "semantic"
@@ -284,9 +312,11 @@ class ResultCache:
             return None
         return CachedResponse(response, kind, age)
 
-    async def lookup_stale(self, request: SearchRequest) -> CachedResponse | None:
+    async def lookup_stale(
+        self, request: SearchRequest, client: str | None = None
+    ) -> CachedResponse | None:
         """An answer past its fresh time but within ``stale_if_error_s`` of it."""
-        entry = await self._entry(self.key(request))
+        entry = await self._entry(self.key(request, client))
         if entry is None:
             return None
         response, age, fresh = entry
@@ -297,7 +327,13 @@ class ResultCache:
             return None
         return CachedResponse(response, "stale", age)
 
-    async def store(self, request: SearchRequest, response: SearchResponse, complete: bool) -> None:
+    async def store(
+        self,
+        request: SearchRequest,
+        response: SearchResponse,
+        complete: bool,
+        client: str | None = None,
+    ) -> None:
         """Keep a complete answer for its fresh time plus the stale-if-error window."""
         if not complete:
             return
@@ -305,7 +341,7 @@ class ResultCache:
         keep = fresh + self.settings.stale_if_error_s
         if keep <= 0:
             return
-        key = self.key(request)
+        key = self.key(request, client)
         entry = {
             "v": _FORMAT,
             "stored_at": self._clock(),
@@ -314,7 +350,7 @@ class ResultCache:
         }
         await self.state.set(key, encode_json(entry), keep)
         if self.semantic is not None and fresh > 0:
-            scope = self.scope(request)
+            scope = self.scope(request, client)
             await self.semantic.add(request.query_text, scope, key, fresh)
 
 
@@ -348,21 +384,24 @@ async def serve_cached(
     compute: Callable[[], Awaitable[SearchResponse]],
     budget_notes: Sequence[ErrorEntry] = (),
     time_budget_s: float = 0.0,
+    client: str | None = None,
 ) -> SearchResponse:
     """Answer ``request`` from ``cache`` when it may, else ``compute`` it and store a
     complete answer; when every backend fails, a stale answer if there is one.
     ``budget_notes`` (what ``limits.*`` lowered in this request's budget) stand in a cached
     answer for those of the request that stored it: the time fields are not in the key.
     An identical request being computed in this process, whose deadline ends before
-    ``time_budget_s`` (this request's) does, is waited for instead of computed again."""
+    ``time_budget_s`` (this request's) does, is waited for instead of computed again.
+    ``client``: who asks (an API key), whose answers alone it may be served when the cache
+    is kept per client."""
     started = time.perf_counter()
     policy = cache_policy(request) if cache is not None else "off"
     if cache is None or policy != "use":
-        return await _computed(cache, request, compute, policy, started, budget_notes)
-    cached = await cache.lookup(request)
+        return await _computed(cache, request, compute, policy, started, budget_notes, client)
+    cached = await cache.lookup(request, client)
     if cached is not None:
         return _served(cached, request, started, budget_notes, [])
-    key = cache.key(request)
+    key = cache.key(request, client)
     ends_by = time.monotonic() + time_budget_s
     other = cache.computing.get(key)
     if other is not None and other.ends_by <= ends_by:
@@ -376,11 +415,11 @@ async def serve_cached(
         else:
             return _served(_shared(answer), request, started, budget_notes)
     if key in cache.computing:  # one that may outlast this request's deadline
-        return await _computed(cache, request, compute, policy, started, budget_notes)
+        return await _computed(cache, request, compute, policy, started, budget_notes, client)
     mine = _Computing(asyncio.get_running_loop().create_future(), ends_by)
     cache.computing[key] = mine
     try:
-        response = await _computed(cache, request, compute, policy, started, budget_notes)
+        response = await _computed(cache, request, compute, policy, started, budget_notes, client)
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError):
             mine.answer.cancel()
@@ -411,12 +450,13 @@ async def _computed(
     policy: CachePolicy,
     started: float,
     budget_notes: Sequence[ErrorEntry],
+    client: str | None = None,
 ) -> SearchResponse:
     """``compute``'s answer, stored when complete; a stale one if every backend failed."""
     try:
         response = await compute()
     except AllBackendsFailed as exc:
-        stale = await cache.lookup_stale(request) if cache and policy == "use" else None
+        stale = await cache.lookup_stale(request, client) if cache and policy == "use" else None
         if stale is None:
             raise
         reason = f"every backend failed ({exc}); served a cached answer {stale.age_s:.0f} s old"
@@ -424,5 +464,5 @@ async def _computed(
         return _served(stale, request, started, budget_notes, [note])
     response.meta.cache = CacheInfo(hit=False)
     if cache is not None and policy != "off":
-        await cache.store(request, response, is_complete(response))
+        await cache.store(request, response, is_complete(response), client)
     return response

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 
 from searcher.errors import (
@@ -27,7 +28,7 @@ from searcher.errors import (
 )
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.body import BodyDecoder, looks_like_html, parse_content_type
-from searcher.fetch.guard import INVALID_HOST_NAME, guarded_transport
+from searcher.fetch.guard import INVALID_HOST_NAME, GuardedNetworkBackend, guarded_transport
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _SCHEMES = ("http", "https")
@@ -62,6 +63,7 @@ class FetchedBody:
     body: bytes  # decoded (decompressed), at most max_bytes
     downloaded_bytes: int  # bytes received on the wire
     truncated: bool
+    hops: tuple[str, ...] = ()  # every URL requested, the first to ``url``, redirects between
 
 
 def _require_http(url: str) -> None:
@@ -201,6 +203,8 @@ class PageFetcher:
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 32,
     ) -> None:
+        # The guard's policy alone, to hold a page read before (cached) to it: ``vet``.
+        self._guard = GuardedNetworkBackend(allowed_hosts)
         self._client = httpx.AsyncClient(
             transport=transport
             or guarded_transport(allowed_hosts, max_connections=max_connections),
@@ -227,19 +231,34 @@ class PageFetcher:
         except TimeoutError as exc:
             raise FetchTimeout(url, f"not complete within {limits.timeout_s:g} s") from exc
 
+    async def vet(self, url: str, timeout_s: float) -> None:
+        """Raise ``FetchBlocked`` if fetching ``url`` would be refused now (its scheme, its
+        host by the guard and ``fetch.allowed_hosts``), without fetching it; a
+        ``FetchError`` when that cannot be told (the name does not resolve)."""
+        _require_http(url)
+        parsed = httpx.URL(url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            with _translate_errors(url):
+                await self._guard.vet(parsed.raw_host.decode("ascii"), port, timeout_s)
+        except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+            raise FetchError(url, str(exc)) from exc
+
     async def _follow(self, url: str, limits: FetchLimits) -> FetchedBody:
-        current = url
+        current, hops = url, [url]
         for _ in range(limits.max_redirects + 1):
             async with self._open(current) as response:
                 if response.status_code in REDIRECT_STATUSES:
                     current = _redirect_target(current, response)
+                    hops.append(current)
                     continue
                 if not 200 <= response.status_code < 300:
                     if response.status_code in _WALL_STATUSES:
                         await self._raise_if_wall(current, response)
                     raise FetchHTTPError(current, response.status_code)
                 with _translate_errors(current):
-                    return await self._read(current, response, limits)
+                    page = await self._read(current, response, limits)
+                return replace(page, hops=tuple(hops))
         raise TooManyRedirects(url, f"more than {limits.max_redirects} redirects")
 
     @contextlib.asynccontextmanager

@@ -170,6 +170,15 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         check_destination(host, port, addresses, self._allowed)
         return await self._connect_vetted(addresses, port, timeout, local_address, socket_options)
 
+    async def vet(self, host: str, port: int, timeout: float | None = None) -> None:
+        """Raise ``FetchBlocked`` unless a connection to ``host:port`` would be let through
+        now, as ``connect_tcp`` decides, without connecting: a page cached under another
+        configuration is held to this one. httpcore's ``ConnectError``/``ConnectTimeout``
+        when the name cannot be resolved (nothing can be told)."""
+        if is_allowed(host, port, self._allowed):
+            return
+        check_destination(host, port, await self._addresses(host, port, timeout), self._allowed)
+
     async def _addresses(self, host: str, port: int, timeout: float | None) -> list[str]:
         literal = _ip_literal(host)
         if literal is not None:

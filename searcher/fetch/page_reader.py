@@ -3,6 +3,11 @@
 A page that turns out to be a wall (bot challenge, CAPTCHA, cookie wall) rather than
 content fails with ``skip_reason="blocked"`` and is not cached.
 
+A cached page is held to the guard as its fetch would be: every URL its read went
+through (redirects included) is checked against the guard and ``fetch.allowed_hosts`` of
+now, so a page read under a configuration that allowed it is ``blocked`` under one that
+does not.
+
 Pages are read concurrently (bounded), each under its own fetch timeout, all under the
 request deadline; a page still unfinished at the deadline is reported as skipped, and the
 response goes out with what is ready.
@@ -11,6 +16,7 @@ response goes out with what is ready.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
@@ -18,6 +24,7 @@ from searcher.cache.extraction import ExtractionCache
 from searcher.contract import FetchInfo, FetchStatus, SkipReason
 from searcher.errors import (
     ExtractionTooLarge,
+    FetchBlocked,
     FetchError,
     FetchHTTPError,
     UnsupportedContentType,
@@ -91,7 +98,15 @@ class PageReader:
         entry = await self._cache.get(self._extractor.name, url)
         hit = None if entry is None else usable_entry(entry, max_chars)
         if hit is not None:
-            return self._cached(hit, limits, max_chars)
+            try:
+                for hop in hit.hops:
+                    await self._fetcher.vet(hop, limits.timeout_s)
+            except FetchBlocked as exc:
+                return _not_fetched(exc)
+            except FetchError:
+                pass  # the guard cannot tell (a name that does not resolve): fetch, as then
+            else:
+                return self._cached(hit, limits, max_chars)
         try:
             page = await self._fetcher.fetch(url, limits)
         except FetchError as exc:
@@ -138,10 +153,12 @@ class PageReader:
                 )  # fmt: skip
             return replace(outcome, status="failed", error="no main text found on the page")
         if not page.truncated:  # a truncated page's text is partial: never cache it
-            entry = cache_entry(page.content_type, text, cut=len(text) >= cut_at)
+            cut = len(text) >= cut_at
+            hops = page.hops or (url,)
             # Under the URL requested and, after redirects, the URL finally read: both
-            # name exactly what was fetched.
-            for key_url in dict.fromkeys((url, page.url)):
+            # name exactly what was fetched. Each keeps the URLs its read went through.
+            for key_url, key_hops in dict.fromkeys(((url, hops), (page.url, (page.url,)))):
+                entry = cache_entry(page.content_type, text, cut, key_hops)
                 await self._cache.put(self._extractor.name, key_url, entry)
         content = text[:max_chars]
         return replace(outcome, extracted_chars=len(content), content=content)
@@ -219,29 +236,46 @@ _CUT_MARK = " cut"
 
 @dataclass(frozen=True)
 class CachedText:
-    """A page's extracted text as the extraction cache holds it."""
+    """A page's extracted text as the extraction cache holds it, with the URLs its read
+    went through (the one asked for first, then each redirect's)."""
 
     content_type: str
     text: str
+    hops: tuple[str, ...]
 
 
-def cache_entry(content_type: str, text: str, cut: bool = False) -> str:
-    """What the extraction cache holds for a page: its media type on the first line (so a
+def cache_entry(content_type: str, text: str, cut: bool, hops: Sequence[str]) -> str:
+    """What the extraction cache holds for a page: on the first line its media type (so a
     hit can honour ``allowed_content_types``), marked when the text was cut at the
-    extraction's limit, then the extracted text."""
-    return f"{content_type}{_CUT_MARK if cut else ''}\n{text}"
+    extraction's limit, and after a tab the URLs its read went through as JSON (so a hit
+    can be held to the guard); then the extracted text."""
+    hops_json = json.dumps(list(hops), ensure_ascii=True)  # one line whatever the URLs
+    return f"{content_type}{_CUT_MARK if cut else ''}\t{hops_json}\n{text}"
+
+
+def _hops(raw: str) -> tuple[str, ...] | None:
+    try:
+        hops = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(hops, list) or not hops or not all(isinstance(h, str) for h in hops):
+        return None
+    return tuple(hops)
 
 
 def usable_entry(entry: str, max_chars: int) -> CachedText | None:
     """The cached text of ``entry`` if it can serve a read of ``max_chars`` characters:
-    ``None`` for a malformed entry, and for a cut text shorter than that (only the page
-    has the rest)."""
-    if "\n" not in entry:
+    ``None`` for a malformed entry (one written before entries kept their URLs is one: the
+    guard could not be asked about its redirects), and for a cut text shorter than that
+    (only the page has the rest)."""
+    header, newline, text = entry.partition("\n")
+    kind, tab, raw_hops = header.partition("\t")
+    hops = _hops(raw_hops) if newline and tab else None
+    if hops is None:
         return None
-    header, text = entry.split("\n", 1)
-    if header.endswith(_CUT_MARK) and len(text) < max_chars:
+    if kind.endswith(_CUT_MARK) and len(text) < max_chars:
         return None
-    return CachedText(header.removesuffix(_CUT_MARK), text)
+    return CachedText(kind.removesuffix(_CUT_MARK), text, hops)
 
 
 def _crashed(task: asyncio.Task[PageOutcome]) -> PageOutcome:

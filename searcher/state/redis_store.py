@@ -14,6 +14,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from searcher.errors import StateEntryUnusable, StateUnavailable
@@ -72,6 +75,12 @@ class RedisStore:
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             health_check_interval=30,
+            # A pooled connection that a Redis restart closed fails on its next use: one
+            # retry at once, on a new connection, so a restart costs no request. Only
+            # connection errors (a refused connect fails again at once); never a timeout,
+            # which would double the wait on a Redis that hangs.
+            retry=Retry(NoBackoff(), 1, (RedisConnectionError,)),
+            retry_on_error=[RedisConnectionError],
         )
         self._take = self._redis.register_script(_TAKE)
 

@@ -8,12 +8,19 @@ counters, buckets) first try on the loop's own connection, which never waits: wi
 busy timeout, a lock held elsewhere sends the call to the thread, and it never
 checkpoints (the thread does, every ``CHECKPOINT_EVERY`` of its writes). That saves the
 thread hop (~0.08 ms) on every API key check and cache hit.
+
+A damaged file (``PRAGMA quick_check`` at the first connection, or "database disk image is
+malformed" from any call) is moved aside and replaced by a fresh one, its API keys
+carried over as far as they can be read (``sqlite_repair``); the call that met the damage
+runs again on the fresh file. A process whose file another one replaced notices within a
+second and reopens it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -26,7 +33,16 @@ import numpy as np
 
 from searcher.errors import StateUnavailable
 from searcher.state.base import StateEngine, StateStats, TokenGrant, VectorRow, refill
+from searcher.state.sqlite_repair import (
+    file_id,
+    integrity_problem,
+    is_corruption,
+    move_aside,
+    repair_lock,
+    report,
+)
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -50,6 +66,7 @@ _NEVER = float("inf")
 CHECKPOINT_EVERY = 500  # writes on the loop's connection between two checkpoints
 # An idle bucket is full again after burst / rate seconds; keep its row at most a day.
 _BUCKET_IDLE_S = 86_400.0
+_LOOK_EVERY_S = 1.0  # how often a process looks whether another replaced the file
 
 
 def _as_bytes(value: object) -> bytes | None:
@@ -85,30 +102,116 @@ class SqliteStore:
         self._quick_thread: int | None = None
         self._quick_writes = 0
         self._checkpoints: set[asyncio.Future[None]] = set()
+        self._file: tuple[int, int] | None = None  # the file the connections opened
+        self._generation = 0  # bumped at each (re)connection of the thread
+        self._quick_generation = 0
+        self._next_look = 0.0
 
     # --- plumbing ------------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(
-                self.path,
-                timeout=self._busy_timeout_ms / 1000,
-                isolation_level=None,  # autocommit; transactions are explicit
-                check_same_thread=False,  # only ever used on the store's one thread
-            )
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,  # autocommit; transactions are explicit
+            check_same_thread=False,  # only ever used on the store's one thread
+        )
+        try:
             db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")  # a cache: durability at checkpoints
             db.executescript(_SCHEMA)
-            self._db = db
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _replaced(self) -> bool:
+        """Whether the file at ``path`` is no longer the one opened (another process
+        repaired it, or it was deleted); looked at once a second at most."""
+        now = time.monotonic()
+        if self._file is None or now < self._next_look:
+            return False
+        if file_id(self.path) != self._file:
+            return True  # looked at again on the next call, until reopened
+        self._next_look = now + _LOOK_EVERY_S
+        return False
+
+    def _connect(self) -> sqlite3.Connection:
+        """The thread's connection, checked (``quick_check``) when first opened, the file
+        repaired when damaged, reopened when another process replaced it."""
+        if self._db is not None and self._replaced():
+            self._close_thread_db()
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = self._checked_connection()
+            self._file = file_id(self.path)
+            self._generation += 1
         return self._db
+
+    def _checked_connection(self) -> sqlite3.Connection:
+        """A connection to a file ``quick_check`` finds sound: the one at ``path``, or a
+        fresh one in its place when it is damaged."""
+        opened = file_id(self.path)
+        try:
+            db = self._open()
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            self._repair(str(exc), opened)
+            return self._open()
+        try:
+            problem = integrity_problem(db)
+        except BaseException:
+            db.close()
+            raise
+        if problem is None:
+            return db
+        db.close()
+        self._repair(problem, opened)
+        return self._open()
+
+    def _close_thread_db(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+
+    def _repair(self, problem: str, opened: tuple[int, int] | None) -> None:
+        """Move the damaged file aside and start a fresh one with the keys that could be
+        read, unless another process did so since ``opened`` was the file at ``path``."""
+        with repair_lock(self.path):
+            if file_id(self.path) != opened:
+                return  # replaced meanwhile: the new file is opened (and checked) next
+            repair = move_aside(self.path, problem)
+            fresh = self._open()
+            try:
+                kept = repair.salvaged
+                fresh.executemany(
+                    "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
+                    kept.kv,
+                )
+                fresh.executemany(
+                    "INSERT OR REPLACE INTO counters (key, value, expires_at) VALUES (?, ?, ?)",
+                    kept.counters,
+                )
+            finally:
+                fresh.close()
+        log.error("%s", report(self.path, problem, repair))
 
     def _quick_connection(self) -> sqlite3.Connection | None:
         """The connection of the calling thread's event loop; None until the store's thread
         has made the schema, or when called from another thread than the first caller."""
-        if self._db is None:
-            return None
+        if self._db is None or self._replaced():
+            return None  # the thread (re)opens the file first
+        if self._quick_db is not None and self._quick_generation != self._generation:
+            # The thread reopened the file (repaired, or replaced by another process): this
+            # connection still reads the old one.
+            if self._quick_thread == threading.get_ident():
+                self._quick_db.close()
+                self._quick_db = None
+            else:
+                return None
         if self._quick_db is None:
             # Bound to this thread: any use from another would raise, never corrupt.
             db = sqlite3.connect(self.path, timeout=0, isolation_level=None)
@@ -116,6 +219,7 @@ class SqliteStore:
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints run on the thread
             self._quick_db, self._quick_thread = db, threading.get_ident()
+            self._quick_generation = self._generation
         return self._quick_db if self._quick_thread == threading.get_ident() else None
 
     async def _quick(self, fn: Callable[[sqlite3.Connection], T], writes: bool) -> T:
@@ -125,15 +229,14 @@ class SqliteStore:
         if db is not None:
             try:
                 result = fn(db)
-            except sqlite3.OperationalError as exc:
-                if (exc.sqlite_errorcode & 0xFF) not in (
-                    sqlite3.SQLITE_BUSY,
-                    sqlite3.SQLITE_LOCKED,
-                ):
-                    raise StateUnavailable(f"state file {self.path}: {exc}") from exc
-                # Another process holds the write lock: wait for it on the thread.
             except sqlite3.Error as exc:
-                raise StateUnavailable(f"state file {self.path}: {exc}") from exc
+                busy = isinstance(exc, sqlite3.OperationalError) and (
+                    exc.sqlite_errorcode & 0xFF
+                ) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+                # Another process holds the write lock: wait for it on the thread. A damaged
+                # file: the thread repairs it and runs the call again.
+                if not busy and not is_corruption(exc):
+                    raise StateUnavailable(f"state file {self.path}: {exc}") from exc
             else:
                 if writes:
                     self._wrote()
@@ -159,7 +262,15 @@ class SqliteStore:
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         def run() -> T:
             try:
-                return fn(self._connect())
+                try:
+                    return fn(self._connect())
+                except sqlite3.DatabaseError as exc:
+                    if not is_corruption(exc):
+                        raise
+                    opened = self._file
+                    self._close_thread_db()
+                    self._repair(str(exc), opened)
+                    return fn(self._connect())  # once more, on the fresh file
             except sqlite3.Error as exc:
                 raise StateUnavailable(f"state file {self.path}: {exc}") from exc
             except OSError as exc:
