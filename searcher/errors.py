@@ -100,6 +100,8 @@ FailureKind = Literal[
     "unavailable",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+# What an empty answer's entry says (``BackendFailure.no_results``); read its kind, not this.
+NO_RESULTS_REASON = "no results"
 
 
 class BackendError(SearcherError):
@@ -205,6 +207,16 @@ class BackendFailure:
     backend: str
     reason: str
     kind: FailureKind
+
+    @classmethod
+    def no_results(cls, backend: str) -> BackendFailure:
+        """An instance that answered with no hits: listed, but no failure of its own."""
+        return cls(backend, NO_RESULTS_REASON, "no_results")
+
+    @property
+    def empty(self) -> bool:
+        """The instance answered, with nothing (``no_results``)."""
+        return self.kind == "no_results"
 
 
 def describe_failures(failures: Sequence[BackendFailure], separator: str = "; ") -> str:

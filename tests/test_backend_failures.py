@@ -6,7 +6,6 @@ import httpx
 import pytest
 
 from searcher.backends.base import BackendAnswer, BackendQuery, Capabilities
-from searcher.backends.chain import BackendPool
 from searcher.backends.failures import (
     classify_status,
     engine_failure_kind,
@@ -14,6 +13,7 @@ from searcher.backends.failures import (
     transport_failure,
 )
 from searcher.backends.policy import BackendPlan
+from searcher.backends.pool import BackendPool
 from searcher.backends.registry import build_backends
 from searcher.config import BreakerSettings
 from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendConnectError

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from searcher.backends.base import BackendQuery
-from searcher.backends.chain import BackendPool, fit_query
+from searcher.backends.fit import fit_query
 from searcher.backends.policy import plan_backends
+from searcher.backends.pool import BackendPool
 from searcher.backends.registry import backend_status, build_backends, load_registry
 from searcher.config import Settings, load_settings
 from searcher.errors import ConfigError
