@@ -40,10 +40,13 @@ from searcher.backends.base import (
 from searcher.backends.registry import ENTRY_POINT_GROUP
 from searcher.config import InstanceSettings
 from searcher.errors import (
+    BackendAuthRejected,
     BackendBadResponse,
+    BackendBlocked,
     BackendConnectError,
     BackendError,
     BackendHTTPError,
+    BackendRateLimited,
     BackendTimeout,
 )
 
@@ -51,11 +54,14 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Backend",
     "BackendAnswer",
+    "BackendAuthRejected",
     "BackendBadResponse",
+    "BackendBlocked",
     "BackendConnectError",
     "BackendError",
     "BackendHTTPError",
     "BackendQuery",
+    "BackendRateLimited",
     "BackendSpec",
     "BackendTimeout",
     "BuildContext",

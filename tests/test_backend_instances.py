@@ -49,7 +49,8 @@ def test_two_searxng_instances_as_a_fallback_chain(
     meta = data["meta"]
     assert meta["backend_used"] == "sx-lab" and meta["fallback_used"] is True
     assert meta["backends_tried"] == ["sx-home", "sx-lab"]
-    assert {"stage": "search", "source": "sx-home", "reason": "HTTP 500"} in meta["errors"]
+    failed = {"stage": "search", "source": "sx-home", "reason": "HTTP 500", "kind": "http_status"}
+    assert failed in meta["errors"]
     # Per-engine lists for any SearXNG instance, not only one named "searxng".
     provenance = [p for item in data["items"] for p in item["provenance"]]
     assert {p["backend"] for p in provenance} == {"sx-lab"}

@@ -302,17 +302,20 @@ def test_completeness():
         response.meta.backend_used, response.meta.fallback_used = backend, fallback
         return response
 
-    failed = ErrorEntry(stage="search", source="searxng", reason="HTTP 500")
+    failed = ErrorEntry(stage="search", source="searxng", reason="HTTP 500", kind="http_status")
     assert is_complete(with_errors())
     assert not is_complete(with_errors(failed, backend="brave"))  # a fan-out lost one
     assert is_complete(with_errors(failed, backend="brave", fallback=True))  # chain did its job
     warned = ErrorEntry(stage="search", source="searxng", reason="unresponsive engines: x")
     assert not is_complete(with_errors(warned))
-    cut = ErrorEntry(stage="fetch", source="http://a", reason="budget: request deadline reached")
+    empty = ErrorEntry(stage="search", source="searxng", reason="no results", kind="no_results")
+    assert is_complete(with_errors(empty, backend="brave"))  # an empty answer is an answer
+    # Read by kind, not by the reason's words: "timeout: ..." of a page that failed is no cut.
+    cut = ErrorEntry(stage="fetch", source="http://a", reason="request deadline", kind="budget")
     assert not is_complete(with_errors(cut))
-    gone = ErrorEntry(stage="fetch", source="http://a", reason="failed: HTTP 404")
+    gone = ErrorEntry(stage="fetch", source="http://a", reason="timeout: HTTP 404", kind="failed")
     assert is_complete(with_errors(gone))
-    llm = ErrorEntry(stage="answer", source="llm", reason="fallback: timed out")
+    llm = ErrorEntry(stage="answer", source="llm", reason="timed out", kind="fallback")
     assert not is_complete(with_errors(llm))
 
 

@@ -22,6 +22,7 @@ from searcher.backends.failures import challenge, http_failure, transport_failur
 from searcher.config import InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
+    BackendBlocked,
     BackendError,
     BackendTimeout,
 )
@@ -184,7 +185,7 @@ class HttpBackend:
             raise transport_failure(self.name, exc) from exc
         wall = challenge(headers, body)
         if wall:  # a JSON API answering a CAPTCHA page with 200
-            raise BackendBadResponse(self.name, f"HTTP {status}: {wall}", "blocked")
+            raise BackendBlocked(self.name, f"HTTP {status}: {wall}", status=status)
         try:
             answer = self._parse_response(status, headers, body, self.name)
         except BackendError:

@@ -28,6 +28,7 @@ from searcher.errors import (
     BackendBadResponse,
     BackendConnectError,
     BackendError,
+    BackendRateLimited,
     BackendTimeout,
 )
 
@@ -115,7 +116,7 @@ def _translate(exc: Exception, instance: str = NAME) -> BackendError:
     if isinstance(exc, TimeoutException):
         return BackendTimeout(instance, f"ddgs timed out: {exc}")
     if isinstance(exc, RatelimitException):
-        return BackendError(instance, f"rate limited: {exc}", "rate_limited")
+        return BackendRateLimited(instance, f"rate limited: {exc}")
     return BackendConnectError(instance, f"ddgs failed: {exc}")
 
 

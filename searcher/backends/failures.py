@@ -14,10 +14,13 @@ from collections.abc import Mapping
 import aiohttp
 
 from searcher.errors import (
+    BackendAuthRejected,
     BackendBadResponse,
+    BackendBlocked,
     BackendConnectError,
     BackendError,
     BackendHTTPError,
+    BackendRateLimited,
     FailureKind,
 )
 from searcher.fetch.blocked import blocked_reason
@@ -79,10 +82,10 @@ def http_failure(
     headers: Mapping[str, str],
     body: bytes,
     hints: Mapping[int, str] | None = None,
-) -> BackendHTTPError:
-    """The error for an HTTP error answer, with its kind, its Retry-After and the reason
-    a user can act on (``hints``: the adapter's explanation of a status, e.g. SearXNG's
-    403 when its JSON format is off)."""
+) -> BackendError:
+    """The error for an HTTP error answer, its class chosen by ``classify_status``, with
+    its Retry-After and the reason a user can act on (``hints``: the adapter's
+    explanation of a status, e.g. SearXNG's 403 when its JSON format is off)."""
     kind = classify_status(status, headers, body)
     reason = f"HTTP {status}"
     if kind == "blocked":
@@ -91,9 +94,14 @@ def http_failure(
         reason += f": {hints[status]}"
     elif 300 <= status < 400:
         reason += f": {_redirect(headers)}"
-    wait = retry_after_s(headers.get("retry-after")) if kind == "rate_limited" else None
-    verdict = not (kind == "http_status" and status in NO_VERDICT_STATUSES)
-    return BackendHTTPError(backend, status, reason, kind, wait, verdict)
+    if kind == "blocked":
+        return BackendBlocked(backend, reason, status=status)
+    if kind == "rate_limited":
+        wait = retry_after_s(headers.get("retry-after"))
+        return BackendRateLimited(backend, reason, status=status, retry_after_s=wait)
+    if kind == "auth":
+        return BackendAuthRejected(backend, reason, status=status)
+    return BackendHTTPError(backend, status, reason, verdict=status not in NO_VERDICT_STATUSES)
 
 
 def _redirect(headers: Mapping[str, str]) -> str:

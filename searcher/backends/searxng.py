@@ -42,7 +42,7 @@ from searcher.backends.engine_positions import (
 from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
 from searcher.config import HttpUrl, InstanceSettings
-from searcher.errors import EnginesUnresponsive, FailureKind
+from searcher.errors import EnginesUnresponsive, FailureKind, engines_unresponsive
 
 NAME = "searxng"
 CAPABILITIES = Capabilities(
@@ -198,7 +198,7 @@ def parse_response(
     hits, paired = _hits(raw_results[:MAX_RESULTS_PER_ANSWER], instance)
     unresponsive = _unresponsive(data)
     if not hits and unresponsive:
-        raise EnginesUnresponsive(instance, unresponsive, unresponsive_kind(unresponsive))
+        raise engines_unresponsive(instance, unresponsive, unresponsive_kind(unresponsive))
     warnings = [f"engine {name} unresponsive: {msg}" for name, msg in unresponsive]
     if not paired:
         warnings.append(

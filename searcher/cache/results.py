@@ -207,16 +207,16 @@ def is_complete(response: SearchResponse) -> bool:
     used = set((meta.backend_used or "").split("+"))
     for error in meta.errors:
         if error.stage == "search":
-            if error.reason == "no results":
+            if error.kind == "no_results":
                 continue
             # In a fallback chain the failures before the answering backend are the
             # chain doing its job; anything else is a missing part of the answer.
             if meta.fallback_used and error.source not in used:
                 continue
             return False
-        if error.stage == "fetch" and error.reason.startswith(("budget:", "timeout:")):
+        if error.stage == "fetch" and error.kind in ("budget", "timeout"):
             return False
-        if error.reason.startswith("fallback:"):
+        if error.kind == "fallback":
             return False
     return True
 
