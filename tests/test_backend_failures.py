@@ -12,9 +12,9 @@ from searcher.backends.failures import (
     retry_after_s,
     transport_failure,
 )
+from searcher.backends.instances import build_backends
 from searcher.backends.policy import BackendPlan
 from searcher.backends.pool import BackendPool
-from searcher.backends.registry import build_backends
 from searcher.config import BreakerSettings
 from searcher.errors import (
     AllBackendsFailed,

@@ -15,9 +15,10 @@ import yaml
 
 from searcher.backends.base import BackendQuery
 from searcher.backends.fit import fit_query
+from searcher.backends.instances import backend_status, build_backends
 from searcher.backends.policy import plan_backends
 from searcher.backends.pool import BackendPool
-from searcher.backends.registry import backend_status, build_backends, load_registry
+from searcher.backends.registry import load_registry
 from searcher.config import Settings, load_settings
 from searcher.errors import ConfigError
 from searcher.pipeline.resilience import Deadline

@@ -7,10 +7,10 @@ import aiohttp
 import pytest
 
 from searcher.backends.base import BackendAnswer, BackendQuery, Capabilities, Hit
+from searcher.backends.instances import build_backends
 from searcher.backends.pacing import Pacer, instance_rates
 from searcher.backends.policy import plan_backends
 from searcher.backends.pool import BackendPool
-from searcher.backends.registry import build_backends
 from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendTimeout, InvalidRequest
 from searcher.pipeline.resilience import CircuitBreaker, Deadline
 from searcher.state.sqlite_store import SqliteStore

@@ -7,8 +7,8 @@ import pytest
 
 from searcher.backends.base import BackendQuery
 from searcher.backends.engine_health import EngineHealth, EngineHealthSettings, engines_to_ask
+from searcher.backends.instances import build_backends
 from searcher.backends.pool import BackendPool
-from searcher.backends.registry import build_backends
 from searcher.pipeline.resilience import Deadline
 from tests.testbed.corpus import ENGINES
 

@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 
 from searcher.backends.failures import challenge, http_failure, transport_failure
-from searcher.config import InstanceSettings
+from searcher.config_sections import InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
     BackendBlocked,

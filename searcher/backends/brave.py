@@ -21,7 +21,7 @@ from searcher.backends.base import (
 )
 from searcher.backends.failures import http_failure
 from searcher.backends.normalise import http_url, iso_utc, plain_text
-from searcher.config import HttpUrl, InstanceSettings
+from searcher.config_sections import HttpUrl, InstanceSettings
 
 NAME = "brave"
 MAX_COUNT = 20  # the API refuses more per call

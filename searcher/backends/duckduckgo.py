@@ -23,7 +23,7 @@ from searcher.backends.base import (
     Hit,
 )
 from searcher.backends.normalise import http_url, plain_text
-from searcher.config import InstanceSettings
+from searcher.config_sections import InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
     BackendConnectError,

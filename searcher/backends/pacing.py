@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Mapping
 
 from searcher.auth.rates import Rate
-from searcher.backends.registry import upstream_of
+from searcher.backends.instances import upstream_of
 from searcher.config import Settings
 from searcher.errors import BackendRateLimited
 from searcher.pipeline.resilience import Deadline

@@ -41,7 +41,7 @@ from searcher.backends.engine_positions import (
 )
 from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
-from searcher.config import HttpUrl, InstanceSettings
+from searcher.config_sections import HttpUrl, InstanceSettings
 from searcher.errors import EnginesUnresponsive, FailureKind, engines_unresponsive
 
 NAME = "searxng"

@@ -44,7 +44,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher import __version__
 from searcher.api.errors import send_error
-from searcher.api.host_check import split_host
 from searcher.api.replayed_body import Received, read_body, replaying
 from searcher.config import Settings
 from searcher.contract import FetchPageRequest, FetchPageResponse, SearchRequest
@@ -56,6 +55,7 @@ from searcher.errors import (
     TooManyJobs,
     describe_failures,
 )
+from searcher.fetch.urls import split_host
 from searcher.research.jobs import FINISHED, JobBook
 from searcher.runtime import open_service
 from searcher.service import SearchService
