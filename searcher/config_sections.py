@@ -100,6 +100,13 @@ class BreakerSettings(ConfigSection):
 FusionWeight = Annotated[float, BeforeValidator(_refuse_boolean), Field(ge=0, allow_inf_nan=False)]
 
 
+# Keys every instance has that change what searching it gives: which adapter, whether it
+# is used, its weight in fusion. An adapter adds its own (``BackendSpec.answer_settings``).
+ANSWER_SETTINGS = frozenset({"adapter", "enabled", "weight"})
+# Keys every instance has that change how it is called, never what it answers.
+CALL_SETTINGS = frozenset({"timeout_s", "breaker", "rate"})
+
+
 class InstanceSettings(ConfigSection):
     """What every backend instance has; an adapter's config model (declared in its
     module, ``searcher/backends/<adapter>.py``) adds its own keys."""

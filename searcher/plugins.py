@@ -38,7 +38,7 @@ from searcher.backends.base import (
     json_object,
 )
 from searcher.backends.registry import ENTRY_POINT_GROUP
-from searcher.config import InstanceSettings
+from searcher.config_sections import ANSWER_SETTINGS, InstanceSettings
 from searcher.errors import (
     BackendAuthRejected,
     BackendBadResponse,
@@ -51,6 +51,7 @@ from searcher.errors import (
 )
 
 __all__ = [
+    "ANSWER_SETTINGS",
     "ENTRY_POINT_GROUP",
     "Backend",
     "BackendAnswer",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from searcher.backends.registry import load_registry
 from searcher.cache.results import (
     ResultCache,
     answer_fingerprint,
@@ -451,6 +453,51 @@ def test_the_fingerprint_follows_what_shapes_an_answer_and_only_that():
     # Capacity, timeouts and secrets do not.
     assert not changed(fetch={"extract_workers": 7, "max_concurrency": 2})
     assert not changed(backends={"brave": {"api_key": "other"}})
+
+
+def test_each_adapter_declares_what_of_an_instance_shapes_its_answers():
+    def fingerprint(**instance: Any) -> str:
+        mine = {"adapter": "brave", "base_url": "http://127.0.0.1:9/", **instance}
+        return answer_fingerprint(
+            Settings.model_validate({"backends": {"instances": {"mine": mine}}})
+        )
+
+    base = fingerprint(api_key="a", timeout_s=3)
+    # A named instance's key, timeout, breaker and pace are not what it answers.
+    assert (
+        fingerprint(api_key="b", timeout_s=9, breaker={"failure_threshold": 1}, rate="2/s") == base
+    )
+    # Its upstream, its weight, whether it is used are.
+    assert fingerprint(api_key="a", timeout_s=3, base_url="http://127.0.0.1:10/") != base
+    assert fingerprint(api_key="a", timeout_s=3, weight=0.5) != base
+    assert fingerprint(api_key="a", timeout_s=3, enabled=False) != base
+    # A plugin that declares nothing: every key but the timing ones and its api_key.
+    spec = load_registry().spec("brave")
+    undeclared = dataclasses.replace(spec, answer_settings=None)
+    config = spec.config_model.model_validate({"adapter": "brave", "api_key": "k", "timeout_s": 2})
+    assert set(undeclared.answer_shaping(config)) == {"adapter", "enabled", "weight", "base_url"}
+
+
+def test_a_named_instance_keeps_its_cached_answers_when_its_timeouts_change(
+    make_settings, serve_searcher, testbed_clean, matching_query, tmp_path
+):
+    state = {"dir": str(tmp_path / "shared-state")}
+
+    def served(**instance: Any) -> str:
+        mine = {"adapter": "searxng", "base_url": testbed_clean.searxng_url(), **instance}
+        backends = {"instances": {"sx-mine": mine}, "order": ["sx-mine"]}
+        return serve_searcher(make_settings(state=state, backends=backends))
+
+    body = {"query": matching_query, "budget": {"max_results": 4}}
+    assert post(served(timeout_s=5), body).json()["meta"]["cache"]["hit"] is False
+    calls = backend_calls(testbed_clean)
+    retimed = served(timeout_s=3, breaker={"failure_threshold": 2}, rate="50/s")
+    assert post(retimed, body).json()["meta"]["cache"]["hit"] is True
+    assert backend_calls(testbed_clean) == calls  # no backend was asked
+    # Another base URL is another upstream (here one answering alike, a little later).
+    moved = served(timeout_s=5, base_url=testbed_clean.searxng_url("slow/1"))
+    assert post(moved, body).json()["meta"]["cache"]["hit"] is False
+    assert backend_calls(testbed_clean) > calls
 
 
 async def _at_once(base: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:

@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 
 from searcher.backends.failures import challenge, http_failure, transport_failure
-from searcher.config_sections import InstanceSettings
+from searcher.config_sections import CALL_SETTINGS, InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
     BackendBlocked,
@@ -119,6 +119,19 @@ class BackendSpec:
     build: Callable[[str, Any, BuildContext], Backend]  # (instance name, config, context)
     # What keeps a configured instance from being usable (e.g. "no base_url"), or None.
     missing: Callable[[Any], str | None] = field(default=lambda config: None)
+    # The keys of its config model that change what an instance answers (its upstream,
+    # its weight: ``config_sections.ANSWER_SETTINGS`` plus its own): the result cache's
+    # fingerprint holds these and nothing else, so a new timeout or key keeps the cached
+    # answers. None (a plugin that does not say): every key but the timing ones
+    # (``CALL_SETTINGS``) and an ``api_key``.
+    answer_settings: frozenset[str] | None = None
+
+    def answer_shaping(self, config: InstanceSettings) -> dict[str, Any]:
+        """The settings of ``config`` that change its answers, as JSON-ready data."""
+        data = config.model_dump(mode="json")
+        if self.answer_settings is None:
+            return {k: v for k, v in data.items() if k not in CALL_SETTINGS | {"api_key"}}
+        return {k: v for k, v in data.items() if k in self.answer_settings}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from searcher.backends.base import (
     Hit,
 )
 from searcher.backends.normalise import http_url, plain_text
-from searcher.config_sections import InstanceSettings
+from searcher.config_sections import ANSWER_SETTINGS, InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
     BackendConnectError,
@@ -160,4 +160,4 @@ def _build(name: str, settings: DuckDuckGoSettings, context: BuildContext) -> Du
     return DuckDuckGoBackend(context.ddgs_factory or default_factory, name)
 
 
-SPEC = BackendSpec(NAME, CAPABILITIES, DuckDuckGoSettings, _build)
+SPEC = BackendSpec(NAME, CAPABILITIES, DuckDuckGoSettings, _build, answer_settings=ANSWER_SETTINGS)

@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
@@ -60,6 +61,18 @@ def build_backends(
         name: registry.spec(status.adapter).build(name, settings.backends.get(name), context)
         for name, status in backend_status(settings, registry).items()
         if status.usable
+    }
+
+
+def answer_settings(settings: Settings, registry: Registry | None = None) -> dict[str, Any]:
+    """Every instance's settings that change its answers, by name, as its adapter
+    declares them (``BackendSpec.answer_settings``): what the result cache's fingerprint
+    holds of the instances."""
+    registry = registry or default_registry()
+    backends = settings.backends
+    return {
+        name: registry.spec(backends.get(name).adapter).answer_shaping(backends.get(name))
+        for name in backends.names
     }
 
 

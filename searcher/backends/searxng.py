@@ -41,7 +41,7 @@ from searcher.backends.engine_positions import (
 )
 from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
-from searcher.config_sections import HttpUrl, InstanceSettings
+from searcher.config_sections import ANSWER_SETTINGS, HttpUrl, InstanceSettings
 from searcher.errors import EnginesUnresponsive, FailureKind, engines_unresponsive
 
 NAME = "searxng"
@@ -337,4 +337,8 @@ def _build(name: str, settings: SearxngSettings, context: BuildContext) -> Searx
     return SearxngBackend(name, settings, context.client, context.clock)
 
 
-SPEC = BackendSpec(NAME, CAPABILITIES, SearxngSettings, _build, _missing)
+# Which SearXNG answers; how long it is waited for and how its failing engines are backed
+# off (engine_health) do not change what it answers.
+SPEC = BackendSpec(
+    NAME, CAPABILITIES, SearxngSettings, _build, _missing, ANSWER_SETTINGS | {"base_url"}
+)

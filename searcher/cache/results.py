@@ -26,7 +26,8 @@ import orjson
 from pydantic import ValidationError
 
 from searcher import __version__
-from searcher.config import ResultCacheSettings, Settings
+from searcher.backends.instances import answer_settings
+from searcher.config import LEGACY_INSTANCES, ResultCacheSettings, Settings
 from searcher.contract import (
     Budget,
     CacheInfo,
@@ -139,13 +140,12 @@ def request_scope(
 
 
 def answer_fingerprint(settings: Settings) -> str:
-    """A digest of every setting that shapes an answer (not timeouts, keys or caches)."""
-    backends = settings.backends.model_dump(mode="json")
-    for name in ("searxng", "duckduckgo", "brave"):
-        backend = backends.get(name, {})
-        for secret_or_timing in ("api_key", "timeout_s", "breaker"):
-            backend.pop(secret_or_timing, None)
-    backends.pop("hedge_delay_ms", None)
+    """A digest of every setting that shapes an answer (not timeouts, keys or caches).
+    Of each backend instance, what its adapter declares (``backends.instances``)."""
+    backends = settings.backends.model_dump(
+        mode="json", exclude={"instances", "hedge_delay_ms", *LEGACY_INSTANCES}
+    )
+    backends["instances"] = answer_settings(settings)
     shaping = {
         "version": __version__,
         "backends": backends,
