@@ -13,9 +13,8 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
 import orjson
 
 from searcher.backends.failures import challenge, http_failure, transport_failure
@@ -26,6 +25,9 @@ from searcher.errors import (
     BackendError,
     BackendTimeout,
 )
+
+if TYPE_CHECKING:  # loaded by whoever opens the client: the configuration does not need it
+    import aiohttp
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,8 @@ class HttpBackend:
         self._status_hints = status_hints or {}
 
     async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
+        import aiohttp  # loaded already (the client is one); kept off the config's imports
+
         parts = self._build_request(query)
         started = time.perf_counter()
         try:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from searcher.errors import (
     BackendAuthRejected,
@@ -24,6 +23,9 @@ from searcher.errors import (
     FailureKind,
 )
 from searcher.fetch.blocked import blocked_reason
+
+if TYPE_CHECKING:  # loaded by whoever opens the client
+    import aiohttp
 
 # A challenge page is judged on its first bytes only (walls are short).
 CHALLENGE_HEAD_BYTES = 64 * 1024
@@ -117,6 +119,8 @@ def transport_failure(backend: str, exc: aiohttp.ClientError) -> BackendError:
     """The error for an aiohttp failure while asking or reading: a body that lies about
     its encoding or length (``ClientPayloadError``) is a bad answer, not worth a retry;
     anything else is a connection failure."""
+    import aiohttp  # loaded already (``exc`` is one of its errors)
+
     if isinstance(exc, aiohttp.ClientPayloadError):
         return BackendBadResponse(backend, f"malformed answer body: {exc!r}")
     return BackendConnectError(backend, f"connection failed: {exc!r}")

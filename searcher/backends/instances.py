@@ -9,15 +9,16 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from searcher.backends import duckduckgo
 from searcher.backends.base import Backend, BuildContext
 from searcher.backends.registry import Registry, default_registry
 from searcher.config import Settings
 from searcher.config_sections import InstanceSettings
+
+if TYPE_CHECKING:  # loaded by whoever opens the client
+    import aiohttp
 
 
 @dataclass(frozen=True)

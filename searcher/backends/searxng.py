@@ -9,9 +9,8 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 from pydantic import Field
 
@@ -43,6 +42,9 @@ from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
 from searcher.config_sections import ANSWER_SETTINGS, HttpUrl, InstanceSettings
 from searcher.errors import EnginesUnresponsive, FailureKind, engines_unresponsive
+
+if TYPE_CHECKING:  # loaded by whoever opens the client
+    import aiohttp
 
 NAME = "searxng"
 CAPABILITIES = Capabilities(
@@ -314,6 +316,8 @@ class SearxngBackend:
             return
         if self._config_failed_at is not None and now - self._config_failed_at < CONFIG_RETRY_S:
             return
+        import aiohttp  # loaded already (the client is one); kept off the config's imports
+
         try:
             async with asyncio.timeout(timeout_s):
                 async with self._client.get(self.base_url + "/config") as response:
