@@ -9,19 +9,15 @@ explicitly; nothing below this module reads ``os.environ``.
 from __future__ import annotations
 
 import os
-import types
-import typing
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import platformdirs
 import yaml
 from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -31,87 +27,27 @@ from pydantic import (
     model_validator,
 )
 
+from searcher.auth.rates import Rate
+from searcher.backends.registry import resolve_instances
+
+# The section types live below this module (backend adapters build on them); a reader of
+# the configuration, and a plugin, finds them here too.
+from searcher.config_sections import (
+    BreakerSettings,
+    ConfigSection,
+    FusionWeight,
+    HttpUrl,
+    InstanceSettings,
+)
 from searcher.errors import ConfigError, InvalidRequest, field_problems
-from searcher.fetch.urls import without_password
+from searcher.fetch.urls import split_host, without_password
 
 # The instances that exist without configuration, one per built-in adapter, named after
 # it; today's ``backends.searxng`` / ``SEARXNG_BASE_URL`` and friends configure them.
 LEGACY_INSTANCES: tuple[str, ...] = ("searxng", "duckduckgo", "brave")
 
 
-def _http_url(value: str) -> str:
-    # Checked at load time: a typo here would otherwise fail every call, with the HTTP
-    # client's own words. Empty is unset (SEARXNG_BASE_URL= in an environment file).
-    if not value:
-        return value
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise ValueError(f"not a URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
-    return value
-
-
-HttpUrl = Annotated[str, AfterValidator(_http_url)]
 SECRET_KEYS = frozenset({"api_key", "openwebui_api_key", "tavily_api_key", "redis_url"})
-
-
-def _numbers_only(annotation: Any) -> bool:
-    """Whether a field of this type takes numbers and no booleans."""
-    if annotation is bool:
-        return False
-    if annotation in (int, float):
-        return True
-    if typing.get_origin(annotation) not in (typing.Union, types.UnionType, Annotated):
-        return False  # a list, a dict, a literal...: pydantic refuses a boolean itself
-    args = typing.get_args(annotation)
-    return any(_numbers_only(a) for a in args) and not any(a is bool for a in args)
-
-
-class ConfigSection(BaseModel):
-    """A section of the configuration: unknown keys are errors, and so is a boolean given
-    for a number (YAML reads yes/no/on/off as booleans, which pydantic would take as 1/0:
-    ``timeout_s: yes`` was a one-second timeout)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name or "")
-        if field is not None and _numbers_only(field.annotation):
-            return _refuse_boolean(value)
-        return value
-
-
-def _refuse_boolean(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError(f"must be a number, not {str(value).lower()}")
-    return value
-
-
-class BreakerSettings(ConfigSection):
-    failure_threshold: int = Field(
-        default=5,
-        ge=1,
-        description=(
-            "Consecutive failed attempts that open the breaker (a rejected key opens it "
-            "at once, a 429 with `Retry-After` for that long; an empty answer is no "
-            "failure)"
-        ),
-    )
-    recovery_timeout: float = Field(
-        default=60.0, gt=0, description="Seconds open before trial calls (half-open)"
-    )
-    half_open_max_calls: int = Field(
-        default=3, ge=1, description="Trial calls admitted, and successes needed to close"
-    )
-
-
-# A weight in fusion: NaN, an infinity or a negative one would turn the order upside down.
-FusionWeight = Annotated[float, BeforeValidator(_refuse_boolean), Field(ge=0, allow_inf_nan=False)]
 
 
 class BackendSettings(ConfigSection):
@@ -127,55 +63,6 @@ class BackendSettings(ConfigSection):
     timeout_s: float = Field(default=8.0, gt=0)
     weight: FusionWeight = 1.0
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
-
-
-class InstanceSettings(ConfigSection):
-    """What every backend instance has; an adapter's config model (declared in its
-    module, ``searcher/backends/<adapter>.py``) adds its own keys."""
-
-    adapter: str = Field(description="`searxng`, `brave`, `duckduckgo`, or a plugin's adapter")
-    enabled: bool = Field(
-        default=True,
-        description=(
-            "Switch a backend off (`<name>`: `searxng`, `duckduckgo`, `brave`, or "
-            "`instances.<name>`; every key below works for both)"
-        ),
-    )
-    timeout_s: float = Field(
-        default=8.0,
-        gt=0,
-        description=(
-            "Upper bound on one call, also capped by the request's "
-            "`per_request_timeout_ms.search` (DuckDuckGo's default: 10)"
-        ),
-    )
-    weight: FusionWeight = Field(
-        default=1.0,
-        description=(
-            "The weight of the instance's lists in fusion (an intent's `weights` multiply it)"
-        ),
-    )
-    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
-    rate: str | None = Field(
-        default=None,
-        description=(
-            "searcher's own pace for the instance (`1/s`, `60/min`, …), shared by all "
-            "workers through the state store; over it a search waits its turn within its "
-            "deadline, else falls back without calling"
-        ),
-    )
-
-    @field_validator("rate")
-    @classmethod
-    def _rate(cls, value: str | None) -> str | None:
-        if value is not None:
-            from searcher.auth.rates import Rate
-
-            try:
-                Rate.parse(value)
-            except InvalidRequest as exc:
-                raise ValueError(exc.message) from exc
-        return value
 
 
 class FetchSettings(ConfigSection):
@@ -382,8 +269,6 @@ class ServerSettings(ConfigSection):
     @classmethod
     def _hosts_read(cls, value: list[str] | None) -> list[str] | None:
         # Read here, so that a malformed entry is a ConfigError, not a failure at start-up.
-        from searcher.api.host_check import split_host
-
         for entry in value or []:
             if entry.strip() != "*":
                 split_host(entry)  # ValueError names the entry
@@ -644,10 +529,8 @@ class BackendsSettings(ConfigSection):
 
     @model_validator(mode="after")
     def _resolve_instances(self) -> BackendsSettings:
-        # Imported here: the registry imports the adapters, whose config models import this
-        # module. Validation needs it so that a typo in an instance fails at start-up.
-        from searcher.backends.registry import resolve_instances
-
+        # The registry checks each instance by its adapter's model, so that a typo in an
+        # instance fails at start-up.
         legacy = {
             # Unset and None keys left out: the adapter's defaults apply, and a dumped
             # config (``api_key: null`` for SearXNG) stays valid.
@@ -761,6 +644,23 @@ class EmbeddingSettings(ConfigSection):
     )
 
 
+def pattern_problem(pattern: str) -> str | None:
+    """What is wrong with a routing regex, or None (the settings validate with this, the
+    router compiles with it)."""
+    try:
+        regex = re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        return f"invalid regex {pattern!r}: {exc}"
+    # A pattern that matches the empty string matches every query, which silently makes
+    # every later group unreachable; that is the default group's job, so say so.
+    if regex.search("") is not None:
+        return (
+            f"regex {pattern!r} matches the empty string, so it would match every query; "
+            "use routing.default_group for a catch-all"
+        )
+    return None
+
+
 class RouteGroup(ConfigSection):
     patterns: list[str] = Field(default_factory=list, description="Regexes (case-insensitive).")
     engines: list[str] = Field(default_factory=list, description="SearXNG engines.")
@@ -771,8 +671,6 @@ class RouteGroup(ConfigSection):
     def _patterns_compile(cls, patterns: list[str]) -> list[str]:
         # Checked here, so that a bad regex is a ConfigError from every command (the
         # router compiles them again at start-up, when it would be too late to say so).
-        from searcher.pipeline.routing import pattern_problem
-
         for pattern in patterns:
             problem = pattern_problem(pattern)
             if problem is not None:
@@ -1175,8 +1073,6 @@ class AuthSettings(ConfigSection):
     @classmethod
     def _rate(cls, value: str | None) -> str | None:
         if value is not None:
-            from searcher.auth.rates import Rate  # the one parser of rates
-
             try:
                 Rate.parse(value)
             except InvalidRequest as exc:

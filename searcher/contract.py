@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from typing_extensions import TypeAliasType
 
+from searcher.errors import FailureKind
 from searcher.fetch.urls import DOMAIN_ENTRY, domain_of
 
 MAX_QUERY_CHARS = 2000
@@ -599,10 +600,22 @@ class Citation(BaseModel):
     title: str
 
 
+# What an entry of ``meta.errors`` is, in one word: a backend's failure kind (``no_results``
+# for an instance that answered with nothing), a page's skip reason or fetch status, or an
+# LLM step that took its fallback.
+ErrorKind = Literal[FailureKind, SkipReason, FetchStatus, "fallback"]
+
+
 class ErrorEntry(BaseModel):
     stage: str = Field(description="search, fetch, extract, render, ...")
     source: str = Field(description="The backend name or page URL concerned.")
     reason: str
+    kind: ErrorKind | None = Field(
+        default=None,
+        description="What kind of problem, in one word: a backend failure's kind "
+        "(timeout, http_status, rate_limited, no_results, ...), a page's skip reason or "
+        "fetch status (budget, timeout, failed, ...), or fallback (an LLM step).",
+    )
 
 
 CacheKind = Literal["exact", "semantic", "stale"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 if TYPE_CHECKING:
     from searcher.contract import FetchStatus, SkipReason
@@ -100,12 +100,17 @@ FailureKind = Literal[
     "unavailable",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+# What an empty answer's entry says (``BackendFailure.no_results``); read its kind, not this.
+NO_RESULTS_REASON = "no results"
 
 
 class BackendError(SearcherError):
-    """A search backend did not give a usable answer; ``kind`` says why, in one word."""
+    """A search backend did not give a usable answer. The class is the kind: ``kind``
+    names it in one word (the breaker, ``/v1/health``, ``meta.errors`` and the metrics
+    read it), and no instance can say otherwise. A plugin that raises ``BackendError``
+    itself reports a bad answer."""
 
-    kind: FailureKind = "bad_response"
+    kind: ClassVar[FailureKind] = "bad_response"
     retryable: bool = False
     # Whether the failure says something about the backend's health (its breaker counts
     # it); False when the request itself was at fault, e.g. a constraint the backend
@@ -116,15 +121,17 @@ class BackendError(SearcherError):
         self,
         backend: str,
         reason: str,
-        kind: FailureKind | None = None,
+        *,
+        status: int | None = None,
         retry_after_s: float | None = None,
+        verdict: bool = True,
     ) -> None:
         super().__init__(f"{backend}: {reason}")
         self.backend = backend
         self.reason = reason
-        if kind is not None:
-            self.kind = kind
+        self.status = status  # the HTTP status the backend answered with, when it did
         self.retry_after_s = retry_after_s  # from a 429's Retry-After, when it said
+        self.verdict = verdict
 
     def failure(self) -> BackendFailure:
         """This error as an entry of a search outcome's failures."""
@@ -142,41 +149,46 @@ class BackendConnectError(BackendError):
 
 
 class BackendHTTPError(BackendError):
-    """The backend answered with an HTTP error status; ``kind`` is chosen from it by
-    ``searcher.backends.failures.classify_status``."""
+    """The backend answered with an HTTP error status no other class names (not a 429,
+    a refused key or a challenge page: ``searcher.backends.failures.http_failure``
+    chooses). 5xx can pass, so they are retried; other statuses mean our request is
+    wrong."""
+
+    kind = "http_status"
 
     def __init__(
-        self,
-        backend: str,
-        status: int,
-        reason: str | None = None,
-        kind: FailureKind = "http_status",
-        retry_after_s: float | None = None,
-        verdict: bool = True,
+        self, backend: str, status: int, reason: str | None = None, *, verdict: bool = True
     ) -> None:
-        super().__init__(backend, reason or f"HTTP {status}", kind, retry_after_s)
-        self.status = status
-        # 5xx can pass; a 429 passes only after its Retry-After (the breaker waits it
-        # out); other 4xx mean our request or key is wrong.
-        self.retryable = status >= 500 and kind == "http_status"
-        self.verdict = verdict  # see ``failures.NO_VERDICT_STATUSES``
+        super().__init__(backend, reason or f"HTTP {status}", status=status, verdict=verdict)
+        self.retryable = status >= 500
+
+
+class BackendRateLimited(BackendError):
+    """The backend said "too many requests" (a 429, with its Retry-After when it gave
+    one: the breaker waits it out), or searcher's own pacing
+    (``backends.<instance>.rate``) had no turn for the call before the request's
+    deadline, so it was never made."""
+
+    kind = "rate_limited"
+
+
+class BackendBlocked(BackendError):
+    """The backend answered with a CAPTCHA or bot wall instead of results."""
+
+    kind = "blocked"
+
+
+class BackendAuthRejected(BackendError):
+    """The backend refused the key, or access is switched off (401, 403): retrying will
+    not help, so the breaker opens at once."""
+
+    kind = "auth"
 
 
 class BackendBadResponse(BackendError):
-    """The backend answered 200 with something that is not the expected format."""
+    """The backend answered with something that is not the expected format."""
 
     kind = "bad_response"
-
-
-class EnginesUnresponsive(BackendError):
-    """SearXNG answered, but with no results because its engines failed."""
-
-    def __init__(
-        self, backend: str, engines: list[tuple[str, str]], kind: FailureKind = "bad_response"
-    ) -> None:
-        listed = ", ".join(f"{name} ({msg})" for name, msg in engines)
-        super().__init__(backend, f"no results; unresponsive engines: {listed}", kind)
-        self.engines = engines
 
 
 class CircuitOpen(BackendError):
@@ -185,17 +197,65 @@ class CircuitOpen(BackendError):
     kind = "circuit_open"
 
 
-class BackendRateLimited(BackendError):
-    """searcher's own pacing (``backends.<instance>.rate``) has no turn for the call
-    before the request's deadline: it was never made."""
-
-    kind = "rate_limited"
-
-
 class BackendNotAvailable(BackendError):
     """The backend is disabled or not configured."""
 
     kind = "unavailable"
+
+
+class EnginesUnresponsive(BackendError):
+    """SearXNG answered, but with no results because its engines failed. Raised as one
+    of its subclasses, whose other base is the kind the engines' messages tell
+    (``engines_unresponsive``); none is retried (SearXNG asked its engines already)."""
+
+    retryable = False
+
+    def __init__(self, backend: str, engines: list[tuple[str, str]]) -> None:
+        listed = ", ".join(f"{name} ({msg})" for name, msg in engines)
+        super().__init__(backend, f"no results; unresponsive engines: {listed}")
+        self.engines = engines
+
+
+class EnginesTimedOut(EnginesUnresponsive, BackendTimeout):
+    pass
+
+
+class EnginesUnreachable(EnginesUnresponsive, BackendConnectError):
+    pass
+
+
+class EnginesHTTPError(EnginesUnresponsive, BackendError):
+    kind = "http_status"
+
+
+class EnginesRateLimited(EnginesUnresponsive, BackendRateLimited):
+    pass
+
+
+class EnginesBlocked(EnginesUnresponsive, BackendBlocked):
+    pass
+
+
+class EnginesBadResponse(EnginesUnresponsive, BackendBadResponse):
+    pass
+
+
+_ENGINES_UNRESPONSIVE: dict[FailureKind, type[EnginesUnresponsive]] = {
+    cls.kind: cls
+    for cls in (
+        EnginesTimedOut, EnginesUnreachable, EnginesHTTPError, EnginesRateLimited,
+        EnginesBlocked, EnginesBadResponse,
+    )
+}  # fmt: skip
+
+
+def engines_unresponsive(
+    backend: str, engines: list[tuple[str, str]], kind: FailureKind
+) -> EnginesUnresponsive:
+    """The error of a SearXNG answer whose engines all failed, as the class of ``kind``
+    (the most telling of their messages); a kind engines cannot fail with reads as a bad
+    answer."""
+    return _ENGINES_UNRESPONSIVE.get(kind, EnginesBadResponse)(backend, engines)
 
 
 @dataclass(frozen=True)
@@ -205,6 +265,16 @@ class BackendFailure:
     backend: str
     reason: str
     kind: FailureKind
+
+    @classmethod
+    def no_results(cls, backend: str) -> BackendFailure:
+        """An instance that answered with no hits: listed, but no failure of its own."""
+        return cls(backend, NO_RESULTS_REASON, "no_results")
+
+    @property
+    def empty(self) -> bool:
+        """The instance answered, with nothing (``no_results``)."""
+        return self.kind == "no_results"
 
 
 def describe_failures(failures: Sequence[BackendFailure], separator: str = "; ") -> str:

@@ -38,24 +38,31 @@ from searcher.backends.base import (
     json_object,
 )
 from searcher.backends.registry import ENTRY_POINT_GROUP
-from searcher.config import InstanceSettings
+from searcher.config_sections import ANSWER_SETTINGS, InstanceSettings
 from searcher.errors import (
+    BackendAuthRejected,
     BackendBadResponse,
+    BackendBlocked,
     BackendConnectError,
     BackendError,
     BackendHTTPError,
+    BackendRateLimited,
     BackendTimeout,
 )
 
 __all__ = [
+    "ANSWER_SETTINGS",
     "ENTRY_POINT_GROUP",
     "Backend",
     "BackendAnswer",
+    "BackendAuthRejected",
     "BackendBadResponse",
+    "BackendBlocked",
     "BackendConnectError",
     "BackendError",
     "BackendHTTPError",
     "BackendQuery",
+    "BackendRateLimited",
     "BackendSpec",
     "BackendTimeout",
     "BuildContext",

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from searcher.backends.chain import BackendPool
 from searcher.backends.duckduckgo import SearcherFactory
+from searcher.backends.instances import build_backends, upstream_keys
 from searcher.backends.pacing import Pacer, instance_rates
-from searcher.backends.registry import build_backends, upstream_keys
+from searcher.backends.pool import BackendPool
 from searcher.backends.shared_breakers import SharedBreakers
 from searcher.cache.extraction import ExtractionCache
 from searcher.cache.results import (

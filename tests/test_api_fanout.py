@@ -80,7 +80,8 @@ def test_fan_out_with_a_failing_backend_returns_partial_results(
     )
     data = post(serve_searcher(settings), {"query": matching_query}).json()
     assert data["meta"]["backend_used"] == "brave" and data["items"]
-    assert {"stage": "search", "source": "searxng", "reason": "HTTP 500"} in data["meta"]["errors"]
+    failed = {"stage": "search", "source": "searxng", "reason": "HTTP 500", "kind": "http_status"}
+    assert failed in data["meta"]["errors"]
 
 
 def test_intent_sets_choose_the_fan_out(
@@ -110,6 +111,7 @@ def test_an_intents_instance_that_cannot_be_used_is_named(
         "stage": "plan",
         "source": "sx-off",
         "reason": "not enabled or not configured (intent background)",
+        "kind": None,
     } in data.json()["meta"]["errors"]
 
 

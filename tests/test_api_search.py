@@ -161,7 +161,7 @@ def test_zero_results_is_an_empty_answer_not_an_error(make_settings, serve_searc
     data = post(serve_searcher(settings), {"query": "zzqxv nonexistentterm"}).json()
     assert data["items"] == [] and data["usage"]["results_returned"] == 0
     assert data["meta"]["errors"] == [
-        {"stage": "search", "source": "searxng", "reason": "no results"}
+        {"stage": "search", "source": "searxng", "reason": "no results", "kind": "no_results"}
     ]
     assert "(no results)" in data["rendered_text"]
 

@@ -6,17 +6,28 @@ import httpx
 import pytest
 
 from searcher.backends.base import BackendAnswer, BackendQuery, Capabilities
-from searcher.backends.chain import BackendPool
 from searcher.backends.failures import (
     classify_status,
     engine_failure_kind,
     retry_after_s,
     transport_failure,
 )
+from searcher.backends.instances import build_backends
 from searcher.backends.policy import BackendPlan
-from searcher.backends.registry import build_backends
+from searcher.backends.pool import BackendPool
 from searcher.config import BreakerSettings
-from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendConnectError
+from searcher.errors import (
+    AllBackendsFailed,
+    BackendAuthRejected,
+    BackendBadResponse,
+    BackendBlocked,
+    BackendConnectError,
+    BackendError,
+    BackendHTTPError,
+    BackendRateLimited,
+    EnginesBlocked,
+    EnginesUnresponsive,
+)
 from searcher.pipeline.resilience import CircuitBreaker, Deadline
 from tests.testbed.blocked import CLOUDFLARE
 
@@ -99,6 +110,32 @@ async def test_each_failure_has_its_kind(make_settings, pool_for, testbed, behav
         await pool.search_with_fallback(["searxng"], BackendQuery("q"), Deadline(10), 8.0, 0)
     (failure,) = info.value.failures
     assert failure.kind == kind and says in failure.reason
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "error"),
+    [
+        ("status/500", BackendHTTPError),
+        ("ratelimit/30", BackendRateLimited),
+        ("captcha", BackendBlocked),
+        ("garbage", BackendBadResponse),
+        ("json-off", BackendAuthRejected),
+        ("unresponsive", EnginesBlocked),
+    ],
+)
+async def test_the_class_of_a_failure_is_its_kind(
+    make_settings, pool_for, testbed, behaviour, error
+):
+    """One failure, one class: the kind is the class's, and no instance can say another."""
+    pool = await pool_for(
+        make_settings(backends={"searxng": {"base_url": testbed.searxng_url(behaviour)}})
+    )
+    with pytest.raises(BackendError) as info:
+        await pool.backends["searxng"].search(BackendQuery("q"), 8.0)
+    assert type(info.value) is error
+    assert info.value.failure().kind == error.kind
+    if behaviour == "unresponsive":  # SearXNG's engines behind a wall: blocked, not retried
+        assert isinstance(info.value, EnginesUnresponsive) and not info.value.retryable
 
 
 async def test_a_json_off_instance_says_how_to_fix_it(make_settings, serve_searcher, testbed):

@@ -14,9 +14,11 @@ import pytest
 import yaml
 
 from searcher.backends.base import BackendQuery
-from searcher.backends.chain import BackendPool, fit_query
+from searcher.backends.fit import fit_query
+from searcher.backends.instances import backend_status, build_backends
 from searcher.backends.policy import plan_backends
-from searcher.backends.registry import backend_status, build_backends, load_registry
+from searcher.backends.pool import BackendPool
+from searcher.backends.registry import load_registry
 from searcher.config import Settings, load_settings
 from searcher.errors import ConfigError
 from searcher.pipeline.resilience import Deadline
@@ -48,7 +50,8 @@ def test_two_searxng_instances_as_a_fallback_chain(
     meta = data["meta"]
     assert meta["backend_used"] == "sx-lab" and meta["fallback_used"] is True
     assert meta["backends_tried"] == ["sx-home", "sx-lab"]
-    assert {"stage": "search", "source": "sx-home", "reason": "HTTP 500"} in meta["errors"]
+    failed = {"stage": "search", "source": "sx-home", "reason": "HTTP 500", "kind": "http_status"}
+    assert failed in meta["errors"]
     # Per-engine lists for any SearXNG instance, not only one named "searxng".
     provenance = [p for item in data["items"] for p in item["provenance"]]
     assert {p["backend"] for p in provenance} == {"sx-lab"}

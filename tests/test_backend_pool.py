@@ -7,10 +7,10 @@ import aiohttp
 import pytest
 
 from searcher.backends.base import BackendAnswer, BackendQuery, Capabilities, Hit
-from searcher.backends.chain import BackendPool
+from searcher.backends.instances import build_backends
 from searcher.backends.pacing import Pacer, instance_rates
 from searcher.backends.policy import plan_backends
-from searcher.backends.registry import build_backends
+from searcher.backends.pool import BackendPool
 from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendTimeout, InvalidRequest
 from searcher.pipeline.resilience import CircuitBreaker, Deadline
 from searcher.state.sqlite_store import SqliteStore
@@ -313,7 +313,7 @@ async def _chain_outcome(pool, chain, deadline_s):
 async def test_a_chain_of_one_instance_ends_as_the_race_does(
     make_settings, behaviour, retries, deadline_s
 ):
-    """A chain of one name is awaited in place (``_only``), not raced: same outcome,
+    """A chain of one name is awaited in place (``only``), not raced: same outcome,
     same failures, same breaker state as the race over that one name."""
     settings = make_settings(backends={"searxng": {"breaker": {"failure_threshold": 2}}})
     outcomes = []
@@ -326,11 +326,11 @@ async def test_a_chain_of_one_instance_ends_as_the_race_does(
         if path == "_only":
 
             async def chain(budget_s, pool=pool, query=query):
-                return await pool._only("searxng", query, Deadline(budget_s), 5.0, retries)
+                return await pool.chain.only("searxng", query, Deadline(budget_s), 5.0, retries)
         else:
 
             async def chain(budget_s, pool=pool, query=query):
-                return await pool._race(["searxng"], query, Deadline(budget_s), 5.0, retries)
+                return await pool.chain.race(["searxng"], query, Deadline(budget_s), 5.0, retries)
 
         outcomes.append(await _chain_outcome(pool, chain, deadline_s))
     assert outcomes[0] == outcomes[1]

@@ -129,9 +129,10 @@ def test_items_become_searxng_results_with_engines_from_provenance():
         _item(2, "https://example.org/b", [], None),
     ]
     errors = [
-        ErrorEntry(stage="search", source="duckduckgo", reason="rate limited"),
-        ErrorEntry(stage="search", source="brave", reason="no results"),
-        ErrorEntry(stage="fetch", source="https://example.org/a", reason="timeout"),
+        ErrorEntry(stage="search", source="duckduckgo", reason="rate limited", kind="rate_limited"),
+        # An empty answer is told by its kind, whatever its reason says.
+        ErrorEntry(stage="search", source="brave", reason="nothing found", kind="no_results"),
+        ErrorEntry(stage="fetch", source="https://example.org/a", reason="timeout", kind="timeout"),
     ]
     answer = searxng_answer("bm25", _response(items, errors))
     first, second = answer["results"]

@@ -6,9 +6,9 @@ import httpx
 import pytest
 
 from searcher.backends.base import BackendQuery
-from searcher.backends.chain import BackendPool
 from searcher.backends.engine_health import EngineHealth, EngineHealthSettings, engines_to_ask
-from searcher.backends.registry import build_backends
+from searcher.backends.instances import build_backends
+from searcher.backends.pool import BackendPool
 from searcher.pipeline.resilience import Deadline
 from tests.testbed.corpus import ENGINES
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from searcher.auth.rates import Rate
+from searcher.backends.instances import upstream_key, upstream_of
 from searcher.backends.pacing import Pacer
-from searcher.backends.registry import upstream_key, upstream_of
 from searcher.backends.searxng import SearxngSettings
 from searcher.errors import BackendRateLimited
 from searcher.pipeline.resilience import Deadline

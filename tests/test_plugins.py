@@ -16,13 +16,17 @@ from tests.conftest import STATIC_MODEL
 ROOT = Path(__file__).resolve().parents[1]
 
 PINNED = {
+    "ANSWER_SETTINGS",
     "ENTRY_POINT_GROUP",
     "Backend",
     "BackendAnswer",
+    "BackendAuthRejected",
     "BackendBadResponse",
+    "BackendBlocked",
     "BackendConnectError",
     "BackendError",
     "BackendHTTPError",
+    "BackendRateLimited",
     "BackendQuery",
     "BackendSpec",
     "BackendTimeout",
@@ -42,7 +46,7 @@ def test_the_plugin_api_is_pinned():
     assert set(searcher.plugins.__all__) == PINNED
     assert len(searcher.plugins.__all__) == len(PINNED)  # no name twice
     assert searcher.plugins.ENTRY_POINT_GROUP == "searcher.backends"
-    for name in PINNED - {"ENTRY_POINT_GROUP", "BuildRequest", "ParseResponse"}:
+    for name in PINNED - {"ENTRY_POINT_GROUP", "ANSWER_SETTINGS", "BuildRequest", "ParseResponse"}:
         value = getattr(searcher.plugins, name)
         assert value.__name__ == name and value.__module__.startswith("searcher."), name
     assert issubclass(searcher.plugins.BackendBadResponse, searcher.plugins.BackendError)

@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from searcher.backends.base import BackendQuery
-from searcher.backends.chain import BackendPool
-from searcher.backends.registry import build_backends
+from searcher.backends.instances import build_backends
+from searcher.backends.pool import BackendPool
 from searcher.config import Settings
 from searcher.errors import AllBackendsFailed
 from searcher.pipeline.resilience import Deadline

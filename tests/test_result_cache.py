@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from searcher.backends.registry import load_registry
 from searcher.cache.results import (
     ResultCache,
     answer_fingerprint,
@@ -302,17 +304,20 @@ def test_completeness():
         response.meta.backend_used, response.meta.fallback_used = backend, fallback
         return response
 
-    failed = ErrorEntry(stage="search", source="searxng", reason="HTTP 500")
+    failed = ErrorEntry(stage="search", source="searxng", reason="HTTP 500", kind="http_status")
     assert is_complete(with_errors())
     assert not is_complete(with_errors(failed, backend="brave"))  # a fan-out lost one
     assert is_complete(with_errors(failed, backend="brave", fallback=True))  # chain did its job
     warned = ErrorEntry(stage="search", source="searxng", reason="unresponsive engines: x")
     assert not is_complete(with_errors(warned))
-    cut = ErrorEntry(stage="fetch", source="http://a", reason="budget: request deadline reached")
+    empty = ErrorEntry(stage="search", source="searxng", reason="no results", kind="no_results")
+    assert is_complete(with_errors(empty, backend="brave"))  # an empty answer is an answer
+    # Read by kind, not by the reason's words: "timeout: ..." of a page that failed is no cut.
+    cut = ErrorEntry(stage="fetch", source="http://a", reason="request deadline", kind="budget")
     assert not is_complete(with_errors(cut))
-    gone = ErrorEntry(stage="fetch", source="http://a", reason="failed: HTTP 404")
+    gone = ErrorEntry(stage="fetch", source="http://a", reason="timeout: HTTP 404", kind="failed")
     assert is_complete(with_errors(gone))
-    llm = ErrorEntry(stage="answer", source="llm", reason="fallback: timed out")
+    llm = ErrorEntry(stage="answer", source="llm", reason="timed out", kind="fallback")
     assert not is_complete(with_errors(llm))
 
 
@@ -448,6 +453,51 @@ def test_the_fingerprint_follows_what_shapes_an_answer_and_only_that():
     # Capacity, timeouts and secrets do not.
     assert not changed(fetch={"extract_workers": 7, "max_concurrency": 2})
     assert not changed(backends={"brave": {"api_key": "other"}})
+
+
+def test_each_adapter_declares_what_of_an_instance_shapes_its_answers():
+    def fingerprint(**instance: Any) -> str:
+        mine = {"adapter": "brave", "base_url": "http://127.0.0.1:9/", **instance}
+        return answer_fingerprint(
+            Settings.model_validate({"backends": {"instances": {"mine": mine}}})
+        )
+
+    base = fingerprint(api_key="a", timeout_s=3)
+    # A named instance's key, timeout, breaker and pace are not what it answers.
+    assert (
+        fingerprint(api_key="b", timeout_s=9, breaker={"failure_threshold": 1}, rate="2/s") == base
+    )
+    # Its upstream, its weight, whether it is used are.
+    assert fingerprint(api_key="a", timeout_s=3, base_url="http://127.0.0.1:10/") != base
+    assert fingerprint(api_key="a", timeout_s=3, weight=0.5) != base
+    assert fingerprint(api_key="a", timeout_s=3, enabled=False) != base
+    # A plugin that declares nothing: every key but the timing ones and its api_key.
+    spec = load_registry().spec("brave")
+    undeclared = dataclasses.replace(spec, answer_settings=None)
+    config = spec.config_model.model_validate({"adapter": "brave", "api_key": "k", "timeout_s": 2})
+    assert set(undeclared.answer_shaping(config)) == {"adapter", "enabled", "weight", "base_url"}
+
+
+def test_a_named_instance_keeps_its_cached_answers_when_its_timeouts_change(
+    make_settings, serve_searcher, testbed_clean, matching_query, tmp_path
+):
+    state = {"dir": str(tmp_path / "shared-state")}
+
+    def served(**instance: Any) -> str:
+        mine = {"adapter": "searxng", "base_url": testbed_clean.searxng_url(), **instance}
+        backends = {"instances": {"sx-mine": mine}, "order": ["sx-mine"]}
+        return serve_searcher(make_settings(state=state, backends=backends))
+
+    body = {"query": matching_query, "budget": {"max_results": 4}}
+    assert post(served(timeout_s=5), body).json()["meta"]["cache"]["hit"] is False
+    calls = backend_calls(testbed_clean)
+    retimed = served(timeout_s=3, breaker={"failure_threshold": 2}, rate="50/s")
+    assert post(retimed, body).json()["meta"]["cache"]["hit"] is True
+    assert backend_calls(testbed_clean) == calls  # no backend was asked
+    # Another base URL is another upstream (here one answering alike, a little later).
+    moved = served(timeout_s=5, base_url=testbed_clean.searxng_url("slow/1"))
+    assert post(moved, body).json()["meta"]["cache"]["hit"] is False
+    assert backend_calls(testbed_clean) > calls
 
 
 async def _at_once(base: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:

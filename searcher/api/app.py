@@ -38,7 +38,8 @@ from searcher.api.tools import router as tools_router
 from searcher.auth.keys import ApiKey
 from searcher.backends.duckduckgo import SearcherFactory
 from searcher.backends.engine_health import ReportsEngineHealth
-from searcher.backends.registry import backend_status, default_registry
+from searcher.backends.instances import backend_status
+from searcher.backends.registry import default_registry
 from searcher.config import Settings, load_settings
 from searcher.contract import (
     BackendHealth,

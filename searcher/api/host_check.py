@@ -16,33 +16,11 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from searcher.api.errors import send_error
+from searcher.fetch.urls import split_host
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 _SHOWN = 100  # characters of a refused header value quoted back
-
-
-def split_host(value: str) -> tuple[str, str | None]:
-    """``host[:port]`` as (lowercased name, port or None); IPv6 names keep their
-    brackets, and a bare IPv6 address (``::1``) gets them. The port is digits (or ``*``
-    in ``server.allowed_hosts``); one trailing dot of a name is dropped. ``ValueError``
-    for anything else (``[::1]evil.com``, ``[::1``, ``name:abc``)."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        name, closed, rest = value.partition("]")
-        if not closed or (rest and not rest.startswith(":")):
-            raise ValueError(f"malformed host {value!r}")
-        return name + "]", _port(rest[1:], value)
-    if value.count(":") > 1:  # a bare IPv6 address has no port
-        return f"[{value}]", None
-    name, _, port = value.partition(":")
-    return name.removesuffix("."), _port(port, value)
-
-
-def _port(port: str, value: str) -> str | None:
-    if port and not (port.isdecimal() and port.isascii()) and port != "*":
-        raise ValueError(f"malformed port in host {value!r}")
-    return port or None
 
 
 def host_allowed(host: str | None, allowed: Sequence[str]) -> bool:

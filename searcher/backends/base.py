@@ -13,18 +13,21 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
 import orjson
 
 from searcher.backends.failures import challenge, http_failure, transport_failure
-from searcher.config import InstanceSettings
+from searcher.config_sections import CALL_SETTINGS, InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
+    BackendBlocked,
     BackendError,
     BackendTimeout,
 )
+
+if TYPE_CHECKING:  # loaded by whoever opens the client: the configuration does not need it
+    import aiohttp
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,19 @@ class BackendSpec:
     build: Callable[[str, Any, BuildContext], Backend]  # (instance name, config, context)
     # What keeps a configured instance from being usable (e.g. "no base_url"), or None.
     missing: Callable[[Any], str | None] = field(default=lambda config: None)
+    # The keys of its config model that change what an instance answers (its upstream,
+    # its weight: ``config_sections.ANSWER_SETTINGS`` plus its own): the result cache's
+    # fingerprint holds these and nothing else, so a new timeout or key keeps the cached
+    # answers. None (a plugin that does not say): every key but the timing ones
+    # (``CALL_SETTINGS``) and an ``api_key``.
+    answer_settings: frozenset[str] | None = None
+
+    def answer_shaping(self, config: InstanceSettings) -> dict[str, Any]:
+        """The settings of ``config`` that change its answers, as JSON-ready data."""
+        data = config.model_dump(mode="json")
+        if self.answer_settings is None:
+            return {k: v for k, v in data.items() if k not in CALL_SETTINGS | {"api_key"}}
+        return {k: v for k, v in data.items() if k in self.answer_settings}
 
 
 @dataclass(frozen=True)
@@ -162,6 +178,8 @@ class HttpBackend:
         self._status_hints = status_hints or {}
 
     async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
+        import aiohttp  # loaded already (the client is one); kept off the config's imports
+
         parts = self._build_request(query)
         started = time.perf_counter()
         try:
@@ -184,7 +202,7 @@ class HttpBackend:
             raise transport_failure(self.name, exc) from exc
         wall = challenge(headers, body)
         if wall:  # a JSON API answering a CAPTCHA page with 200
-            raise BackendBadResponse(self.name, f"HTTP {status}: {wall}", "blocked")
+            raise BackendBlocked(self.name, f"HTTP {status}: {wall}", status=status)
         try:
             answer = self._parse_response(status, headers, body, self.name)
         except BackendError:

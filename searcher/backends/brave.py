@@ -21,7 +21,7 @@ from searcher.backends.base import (
 )
 from searcher.backends.failures import http_failure
 from searcher.backends.normalise import http_url, iso_utc, plain_text
-from searcher.config import HttpUrl, InstanceSettings
+from searcher.config_sections import ANSWER_SETTINGS, HttpUrl, InstanceSettings
 
 NAME = "brave"
 MAX_COUNT = 20  # the API refuses more per call
@@ -117,4 +117,7 @@ def _build(name: str, settings: BraveSettings, context: BuildContext) -> HttpBac
     return HttpBackend(name, CAPABILITIES, request, parse_response, context.client)
 
 
-SPEC = BackendSpec(NAME, CAPABILITIES, BraveSettings, _build, _missing)
+# Which account asks (api_key) and how long it waits do not change what Brave answers.
+SPEC = BackendSpec(
+    NAME, CAPABILITIES, BraveSettings, _build, _missing, ANSWER_SETTINGS | {"base_url"}
+)

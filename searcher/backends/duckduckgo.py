@@ -23,11 +23,12 @@ from searcher.backends.base import (
     Hit,
 )
 from searcher.backends.normalise import http_url, plain_text
-from searcher.config import InstanceSettings
+from searcher.config_sections import ANSWER_SETTINGS, InstanceSettings
 from searcher.errors import (
     BackendBadResponse,
     BackendConnectError,
     BackendError,
+    BackendRateLimited,
     BackendTimeout,
 )
 
@@ -115,7 +116,7 @@ def _translate(exc: Exception, instance: str = NAME) -> BackendError:
     if isinstance(exc, TimeoutException):
         return BackendTimeout(instance, f"ddgs timed out: {exc}")
     if isinstance(exc, RatelimitException):
-        return BackendError(instance, f"rate limited: {exc}", "rate_limited")
+        return BackendRateLimited(instance, f"rate limited: {exc}")
     return BackendConnectError(instance, f"ddgs failed: {exc}")
 
 
@@ -159,4 +160,4 @@ def _build(name: str, settings: DuckDuckGoSettings, context: BuildContext) -> Du
     return DuckDuckGoBackend(context.ddgs_factory or default_factory, name)
 
 
-SPEC = BackendSpec(NAME, CAPABILITIES, DuckDuckGoSettings, _build)
+SPEC = BackendSpec(NAME, CAPABILITIES, DuckDuckGoSettings, _build, answer_settings=ANSWER_SETTINGS)

@@ -23,7 +23,7 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import Field
 
 from searcher.backends.failures import engine_failure_kind
-from searcher.config import ConfigSection
+from searcher.config_sections import ConfigSection
 from searcher.errors import FailureKind
 
 EngineStateName = Literal["healthy", "suspended", "probing"]

@@ -10,17 +10,22 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from searcher.errors import (
+    BackendAuthRejected,
     BackendBadResponse,
+    BackendBlocked,
     BackendConnectError,
     BackendError,
     BackendHTTPError,
+    BackendRateLimited,
     FailureKind,
 )
 from searcher.fetch.blocked import blocked_reason
+
+if TYPE_CHECKING:  # loaded by whoever opens the client
+    import aiohttp
 
 # A challenge page is judged on its first bytes only (walls are short).
 CHALLENGE_HEAD_BYTES = 64 * 1024
@@ -79,10 +84,10 @@ def http_failure(
     headers: Mapping[str, str],
     body: bytes,
     hints: Mapping[int, str] | None = None,
-) -> BackendHTTPError:
-    """The error for an HTTP error answer, with its kind, its Retry-After and the reason
-    a user can act on (``hints``: the adapter's explanation of a status, e.g. SearXNG's
-    403 when its JSON format is off)."""
+) -> BackendError:
+    """The error for an HTTP error answer, its class chosen by ``classify_status``, with
+    its Retry-After and the reason a user can act on (``hints``: the adapter's
+    explanation of a status, e.g. SearXNG's 403 when its JSON format is off)."""
     kind = classify_status(status, headers, body)
     reason = f"HTTP {status}"
     if kind == "blocked":
@@ -91,9 +96,14 @@ def http_failure(
         reason += f": {hints[status]}"
     elif 300 <= status < 400:
         reason += f": {_redirect(headers)}"
-    wait = retry_after_s(headers.get("retry-after")) if kind == "rate_limited" else None
-    verdict = not (kind == "http_status" and status in NO_VERDICT_STATUSES)
-    return BackendHTTPError(backend, status, reason, kind, wait, verdict)
+    if kind == "blocked":
+        return BackendBlocked(backend, reason, status=status)
+    if kind == "rate_limited":
+        wait = retry_after_s(headers.get("retry-after"))
+        return BackendRateLimited(backend, reason, status=status, retry_after_s=wait)
+    if kind == "auth":
+        return BackendAuthRejected(backend, reason, status=status)
+    return BackendHTTPError(backend, status, reason, verdict=status not in NO_VERDICT_STATUSES)
 
 
 def _redirect(headers: Mapping[str, str]) -> str:
@@ -109,6 +119,8 @@ def transport_failure(backend: str, exc: aiohttp.ClientError) -> BackendError:
     """The error for an aiohttp failure while asking or reading: a body that lies about
     its encoding or length (``ClientPayloadError``) is a bad answer, not worth a retry;
     anything else is a connection failure."""
+    import aiohttp  # loaded already (``exc`` is one of its errors)
+
     if isinstance(exc, aiohttp.ClientPayloadError):
         return BackendBadResponse(backend, f"malformed answer body: {exc!r}")
     return BackendConnectError(backend, f"connection failed: {exc!r}")

@@ -14,14 +14,14 @@ import asyncio
 from collections.abc import Mapping
 
 from searcher.auth.rates import Rate
-from searcher.backends.registry import upstream_of
+from searcher.backends.instances import upstream_of
 from searcher.config import Settings
 from searcher.errors import BackendRateLimited
 from searcher.pipeline.resilience import Deadline
 from searcher.state.base import StateStore
 
 NAMESPACE = "pace:"
-MIN_CALL_S = 0.05  # the least time a call needs after its turn (chain.MIN_ATTEMPT_S)
+MIN_CALL_S = 0.05  # the least time a call needs after its turn (runner.MIN_ATTEMPT_S)
 MAX_TRIES = 20  # waits are computed from the bucket; this only bounds a pathological loop
 
 

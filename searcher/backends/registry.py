@@ -1,5 +1,7 @@
-"""Which adapters exist (built-ins plus the ``searcher.backends`` entry-point group), the
-named instances configured over them, and building the usable ones.
+"""Which adapters exist (built-ins plus the ``searcher.backends`` entry-point group), and
+the named instances configured over them, each checked by its adapter's config model
+(``searcher.config`` validates through ``resolve_instances``; building the usable
+instances is ``backends.instances``).
 
 A third-party package adds an adapter without touching searcher: it declares a
 ``BackendSpec`` and names it in its packaging metadata, e.g. in ``pyproject.toml``::
@@ -13,20 +15,16 @@ and configures instances of it as ``backends.instances: {mine: {adapter: mysearc
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-import aiohttp
 from pydantic import ValidationError
 
 from searcher.backends import brave, duckduckgo, searxng
-from searcher.backends.base import Backend, BackendSpec, BuildContext
-from searcher.config import InstanceSettings, Settings
+from searcher.backends.base import BackendSpec
+from searcher.config_sections import InstanceSettings
 
 ENTRY_POINT_GROUP = "searcher.backends"
 BUILTIN_SPECS: tuple[BackendSpec, ...] = (searxng.SPEC, duckduckgo.SPEC, brave.SPEC)
@@ -131,77 +129,3 @@ def resolve_instances(
             raise ValueError(f"backends.instances.{name}: expected a mapping")
         resolved[name] = _validated(f"backends.instances.{name}", raw, registry)
     return resolved
-
-
-@dataclass(frozen=True)
-class BackendStatus:
-    name: str
-    adapter: str
-    enabled: bool
-    configured: bool
-    note: str | None = None
-
-    @property
-    def usable(self) -> bool:
-        return self.enabled and self.configured
-
-
-def backend_status(
-    settings: Settings, registry: Registry | None = None
-) -> dict[str, BackendStatus]:
-    """Enabled/configured state of every instance, with what is missing."""
-    registry = registry or default_registry()
-    statuses: dict[str, BackendStatus] = {}
-    for name in settings.backends.names:
-        cfg = settings.backends.get(name)
-        missing = registry.spec(cfg.adapter).missing(cfg)
-        note = "disabled" if not cfg.enabled else missing
-        statuses[name] = BackendStatus(name, cfg.adapter, cfg.enabled, missing is None, note)
-    return statuses
-
-
-def build_backends(
-    settings: Settings,
-    client: aiohttp.ClientSession,
-    ddgs_factory: duckduckgo.SearcherFactory | None = None,
-    registry: Registry | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> dict[str, Backend]:
-    """Instances of every usable backend, by name, in configuration order."""
-    registry = registry or default_registry()
-    context = BuildContext(client, ddgs_factory, clock)
-    return {
-        name: registry.spec(status.adapter).build(name, settings.backends.get(name), context)
-        for name, status in backend_status(settings, registry).items()
-        if status.usable
-    }
-
-
-# What an instance's settings say about how searcher uses it, not about which upstream it is.
-_USAGE_KEYS = frozenset({"enabled", "timeout_s", "weight", "breaker", "rate", "engine_health"})
-
-
-def upstream_key(name: str, instance: InstanceSettings) -> str:
-    """The key under which workers and replicas share an instance's breaker and pace: its
-    name and a digest of what names its upstream (adapter, base URL, API key...). Two
-    configurations that give one name to different upstreams (another SearXNG, another
-    key) share nothing; the digest keeps a key out of the store."""
-    upstream = {k: v for k, v in instance.model_dump(mode="json").items() if k not in _USAGE_KEYS}
-    if isinstance(upstream.get("base_url"), str):
-        # Adapters join paths to it either way: ".../searx" and ".../searx/" are one upstream.
-        upstream["base_url"] = upstream["base_url"].rstrip("/")
-    digest = hashlib.sha256(json.dumps(upstream, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{name}@{digest}"
-
-
-def upstream_of(key: str) -> str:
-    """The upstream part of an ``upstream_key`` (without the instance's name): what two
-    instances of one upstream (one SearXNG, one Brave key) share, their pacing allowance;
-    the upstream's limit counts their calls together."""
-    return key.rpartition("@")[2]
-
-
-def upstream_keys(settings: Settings) -> dict[str, str]:
-    """``upstream_key`` of every instance, by name."""
-    backends = settings.backends
-    return {name: upstream_key(name, backends.get(name)) for name in backends.names}

@@ -9,9 +9,8 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 from pydantic import Field
 
@@ -41,8 +40,11 @@ from searcher.backends.engine_positions import (
 )
 from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
-from searcher.config import HttpUrl, InstanceSettings
-from searcher.errors import EnginesUnresponsive, FailureKind
+from searcher.config_sections import ANSWER_SETTINGS, HttpUrl, InstanceSettings
+from searcher.errors import EnginesUnresponsive, FailureKind, engines_unresponsive
+
+if TYPE_CHECKING:  # loaded by whoever opens the client
+    import aiohttp
 
 NAME = "searxng"
 CAPABILITIES = Capabilities(
@@ -198,7 +200,7 @@ def parse_response(
     hits, paired = _hits(raw_results[:MAX_RESULTS_PER_ANSWER], instance)
     unresponsive = _unresponsive(data)
     if not hits and unresponsive:
-        raise EnginesUnresponsive(instance, unresponsive, unresponsive_kind(unresponsive))
+        raise engines_unresponsive(instance, unresponsive, unresponsive_kind(unresponsive))
     warnings = [f"engine {name} unresponsive: {msg}" for name, msg in unresponsive]
     if not paired:
         warnings.append(
@@ -314,6 +316,8 @@ class SearxngBackend:
             return
         if self._config_failed_at is not None and now - self._config_failed_at < CONFIG_RETRY_S:
             return
+        import aiohttp  # loaded already (the client is one); kept off the config's imports
+
         try:
             async with asyncio.timeout(timeout_s):
                 async with self._client.get(self.base_url + "/config") as response:
@@ -337,4 +341,8 @@ def _build(name: str, settings: SearxngSettings, context: BuildContext) -> Searx
     return SearxngBackend(name, settings, context.client, context.clock)
 
 
-SPEC = BackendSpec(NAME, CAPABILITIES, SearxngSettings, _build, _missing)
+# Which SearXNG answers; how long it is waited for and how its failing engines are backed
+# off (engine_health) do not change what it answers.
+SPEC = BackendSpec(
+    NAME, CAPABILITIES, SearxngSettings, _build, _missing, ANSWER_SETTINGS | {"base_url"}
+)

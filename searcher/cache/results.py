@@ -31,7 +31,8 @@ import orjson
 from pydantic import ValidationError
 
 from searcher import __version__
-from searcher.config import ResultCacheSettings, Settings
+from searcher.backends.instances import answer_settings
+from searcher.config import LEGACY_INSTANCES, ResultCacheSettings, Settings
 from searcher.contract import (
     Budget,
     CacheInfo,
@@ -158,13 +159,12 @@ def request_scope(
 
 
 def answer_fingerprint(settings: Settings) -> str:
-    """A digest of every setting that shapes an answer (not timeouts, keys or caches)."""
-    backends = settings.backends.model_dump(mode="json")
-    for name in ("searxng", "duckduckgo", "brave"):
-        backend = backends.get(name, {})
-        for secret_or_timing in ("api_key", "timeout_s", "breaker"):
-            backend.pop(secret_or_timing, None)
-    backends.pop("hedge_delay_ms", None)
+    """A digest of every setting that shapes an answer (not timeouts, keys or caches).
+    Of each backend instance, what its adapter declares (``backends.instances``)."""
+    backends = settings.backends.model_dump(
+        mode="json", exclude={"instances", "hedge_delay_ms", *LEGACY_INSTANCES}
+    )
+    backends["instances"] = answer_settings(settings)
     shaping = {
         "version": __version__,
         "backends": backends,
@@ -226,16 +226,16 @@ def is_complete(response: SearchResponse) -> bool:
     used = set((meta.backend_used or "").split("+"))
     for error in meta.errors:
         if error.stage == "search":
-            if error.reason == "no results":
+            if error.kind == "no_results":
                 continue
             # In a fallback chain the failures before the answering backend are the
             # chain doing its job; anything else is a missing part of the answer.
             if meta.fallback_used and error.source not in used:
                 continue
             return False
-        if error.stage == "fetch" and error.reason.startswith(("budget:", "timeout:")):
+        if error.stage == "fetch" and error.kind in ("budget", "timeout"):
             return False
-        if error.reason.startswith("fallback:"):
+        if error.kind == "fallback":
             return False
     return True
 

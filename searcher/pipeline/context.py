@@ -22,6 +22,7 @@ from searcher.contract import (
     Citation,
     CragInfo,
     ErrorEntry,
+    ErrorKind,
     Item,
     LlmCall,
     Meta,
@@ -106,9 +107,9 @@ class RequestContext:
             spent = int((time.perf_counter() - t0) * 1000)
             self.timing[stage] = self.timing.get(stage, 0) + spent
 
-    def error(self, stage: str, source: str, reason: str) -> None:
-        """Record one entry of ``meta.errors``."""
-        self.errors.append(ErrorEntry(stage=stage, source=source, reason=reason))
+    def error(self, stage: str, source: str, reason: str, kind: ErrorKind | None = None) -> None:
+        """Record one entry of ``meta.errors``, with its kind when it has one."""
+        self.errors.append(ErrorEntry(stage=stage, source=source, reason=reason, kind=kind))
 
     def search_errors(self, outcome: SearchOutcome) -> None:
         """Record what a search could not do: constraints an instance cannot honour
@@ -116,7 +117,7 @@ class RequestContext:
         for note in outcome.plan_notes:
             self.error("plan", note.backend, note.reason)
         for failure in outcome.failures:
-            self.error("search", failure.backend, failure.reason)
+            self.error("search", failure.backend, failure.reason, failure.kind)
         for answer in outcome.answers:
             for warning in answer.warnings:
                 self.error("search", answer.backend, warning)
@@ -134,7 +135,7 @@ class RequestContext:
         """The UCP-1 response: what the stages produced, with this context's books."""
         request, want, extras = self.request, self.request.want, self.extras
         errors = self.errors + [
-            ErrorEntry(stage=r.step, source="llm", reason=f"fallback: {r.reason}")
+            ErrorEntry(stage=r.step, source="llm", reason=f"fallback: {r.reason}", kind="fallback")
             for r in self.llm.records
             if r.fallback_used
         ]

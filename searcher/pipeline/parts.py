@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from searcher.backends.chain import BackendPool
+from searcher.backends.pool import BackendPool
 from searcher.config import Settings
 from searcher.embedding.embedders import Embedder
 from searcher.fetch.page_reader import PageReader

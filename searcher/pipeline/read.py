@@ -34,5 +34,6 @@ async def read(
         )  # fmt: skip
     for url, page in zip(urls, pages, strict=True):
         if page.status != "fetched":
-            ctx.error("fetch", url, f"{page.skip_reason or page.status}: {page.error}")
+            kind = page.skip_reason or page.status
+            ctx.error("fetch", url, f"{kind}: {page.error}", kind)
     return pages

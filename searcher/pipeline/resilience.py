@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from searcher.config import BreakerSettings
+from searcher.config_sections import BreakerSettings
 from searcher.errors import FailureKind
 
 Clock = Callable[[], float]

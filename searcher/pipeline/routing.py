@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from searcher.config import RoutingSettings
+from searcher.config import RoutingSettings, pattern_problem
 from searcher.errors import ConfigError
 
 
@@ -38,22 +38,6 @@ class CompiledRoutes:
     rules: tuple[_Rule, ...]
     default: Route
     groups: dict[str, Route]  # every group by name, as chosen by something other than a pattern
-
-
-def pattern_problem(pattern: str) -> str | None:
-    """What is wrong with a routing regex, or None (the settings validate with this)."""
-    try:
-        regex = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        return f"invalid regex {pattern!r}: {exc}"
-    # A pattern that matches the empty string matches every query, which silently makes
-    # every later group unreachable; that is the default group's job, so say so.
-    if regex.search("") is not None:
-        return (
-            f"regex {pattern!r} matches the empty string, so it would match every query; "
-            "use routing.default_group for a catch-all"
-        )
-    return None
 
 
 def _compile(group: str, index: int, pattern: str) -> re.Pattern[str]:

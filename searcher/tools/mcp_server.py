@@ -45,7 +45,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from searcher import __version__
 from searcher.api.auth import key_of
 from searcher.api.errors import send_error
-from searcher.api.host_check import split_host
 from searcher.api.observe import client_identity
 from searcher.api.replayed_body import Received, read_body, replaying
 from searcher.config import Settings
@@ -58,6 +57,7 @@ from searcher.errors import (
     TooManyJobs,
     describe_failures,
 )
+from searcher.fetch.urls import split_host
 from searcher.research.jobs import FINISHED, JobBook
 from searcher.research.sources import refit
 from searcher.runtime import open_service

@@ -39,8 +39,6 @@ TIME_RANGES = ("day", "week", "month", "year")
 # Values SearXNG clients send to mean "no filter" (Open WebUI sends empty strings,
 # mcp-searxng and others "all" for the language).
 _UNSET = frozenset({"", "none", "all", "auto"})
-# The backend chain's reason for an empty answer: not an engine failure.
-NO_RESULTS = "no results"
 
 
 # --- SearXNG parameters -> SearchRequest ---------------------------------------------
@@ -197,7 +195,7 @@ def searxng_answer(query: str, response: SearchResponse) -> dict[str, Any]:
     unresponsive = [
         (error.source, error.reason)
         for error in response.meta.errors
-        if error.stage == "search" and error.reason != NO_RESULTS
+        if error.stage == "search" and error.kind != "no_results"  # empty: no engine failed
     ]
     return _answer(query, results, _once(unresponsive))
 
