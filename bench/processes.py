@@ -41,7 +41,7 @@ def process(
     args: list[str],
     ready_url: str,
     env: dict[str, str] | None = None,
-    ready_s: float = 30.0,
+    ready_s: float = 120.0,
     cwd: Path = REPO,
 ) -> Iterator[int]:
     """Run ``args`` until the block ends, once ``ready_url`` answers; yields its pid."""
@@ -68,7 +68,7 @@ def testbed() -> Iterator[str]:
 
 @contextlib.contextmanager
 def serving(
-    config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 30.0, repo: Path = REPO
+    config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 120.0, repo: Path = REPO
 ) -> Iterator[tuple[str, int]]:
     """``searcher serve`` with ``config`` in its own process; yields its base URL and pid.
     ``repo`` is the checkout whose code runs (``python -m`` puts the working directory
@@ -86,7 +86,7 @@ def serving(
 
 @contextlib.contextmanager
 def searcher(
-    config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 30.0, repo: Path = REPO
+    config: dict, extra_args: tuple[str, ...] = (), ready_s: float = 120.0, repo: Path = REPO
 ) -> Iterator[str]:
     """``serving``, for callers that need only the base URL."""
     with serving(config, extra_args, ready_s, repo) as (base, _):

@@ -130,15 +130,7 @@ async def open_service(
     # Everything opened is closed again, in reverse order, however start-up ends (a Redis
     # or Qdrant that cannot be reached, Ctrl-C while the embedder loads): nothing leaks.
     async with contextlib.AsyncExitStack() as opened:
-        state = await open_store(settings.state)  # first: an unreachable Redis stops start-up
-        opened.push_async_callback(state.aclose)
-        if metrics is not None:
-            state.on_failure = functools.partial(metrics.state_error, state.engine)
-        semantic_on = settings.cache.enabled and settings.cache.semantic.enabled
-        qdrant = None
-        if settings.state.qdrant_url and semantic_on:
-            qdrant = await open_qdrant(settings.state.qdrant_url)  # so does an absent Qdrant
-            opened.push_async_callback(qdrant.close)
+        state, qdrant = await _open_stores(opened, settings, metrics)
         # trust_env=False: aiohttp would look proxies up in a thread on every request.
         backend_client = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
@@ -183,18 +175,49 @@ async def open_service(
         # The semantic cache needs the embedder now: with a model still loading from a hub,
         # it stays off for this run (the exact-match result cache works regardless).
         results = _result_cache(settings, state, embedding.embedder, qdrant)
-        if sweep and cache_cfg.enabled:
-            _in_background(opened, cache.run_sweeper(cache_cfg.sweep_interval_s))
-        if sweep:
-            _in_background(opened, _prune_state(state, cache_cfg.sweep_interval_s))
-        if results is not None and isinstance(results.semantic, SemanticCache):
-            # Mirror the vectors other workers stored, in the background: a lookup
-            # meanwhile uses what is there rather than waiting for 100,000 rows.
-            _in_background(opened, results.semantic.sync())
+        _housekeeping(opened, settings, cache, state, results, sweep)
         if metrics is not None:
             metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
         service = SearchService(parts, results)
         yield Runtime(settings, service, pool, cache, embedding, state, results)
+
+
+async def _open_stores(
+    opened: contextlib.AsyncExitStack, settings: Settings, metrics: Metrics | None
+) -> tuple[FailSoftStore, AsyncQdrantClient | None]:
+    """The state store and, when the semantic cache uses it, Qdrant: either one that cannot
+    be reached stops start-up (the state store first)."""
+    state = await open_store(settings.state)
+    opened.push_async_callback(state.aclose)
+    if metrics is not None:
+        state.on_failure = functools.partial(metrics.state_error, state.engine)
+    semantic_on = settings.cache.enabled and settings.cache.semantic.enabled
+    qdrant = None
+    if settings.state.qdrant_url and semantic_on:
+        qdrant = await open_qdrant(settings.state.qdrant_url)
+        opened.push_async_callback(qdrant.close)
+    return state, qdrant
+
+
+def _housekeeping(
+    opened: contextlib.AsyncExitStack,
+    settings: Settings,
+    cache: ExtractionCache,
+    state: FailSoftStore,
+    results: ResultCache | None,
+    sweep: bool,
+) -> None:
+    """The background work of a runtime: the cache sweeper and state pruning (``sweep``),
+    and the semantic cache's mirror of the vectors other workers stored."""
+    interval_s = settings.service.cache.sweep_interval_s
+    if sweep and settings.service.cache.enabled:
+        _in_background(opened, cache.run_sweeper(interval_s))
+    if sweep:
+        _in_background(opened, _prune_state(state, interval_s))
+    if results is not None and isinstance(results.semantic, SemanticCache):
+        # In the background: a lookup meanwhile uses what is there rather than waiting
+        # for 100,000 rows.
+        _in_background(opened, results.semantic.sync())
 
 
 def _in_background(opened: contextlib.AsyncExitStack, work: Coroutine[Any, Any, Any]) -> None:

@@ -11,7 +11,7 @@ from fastapi.routing import APIRoute
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from searcher.api.app import SearchFastPath, _valid_search
+from searcher.api.search_route import SearchFastPath, _valid_search
 from searcher.contract import SearchRequest
 from tests.ddgs_fake import FakeDDGS
 
@@ -442,7 +442,7 @@ def test_an_answer_as_python_writes_it_from_broken_engine_data_is_read(
     assert "\ufffd" in cut["snippet"]
 
 
-# --- POST /v1/search's fast path (searcher/api/app.py SearchFastPath) ---------------------
+# --- POST /v1/search's fast path (searcher/api/search_route.py SearchFastPath) -------------
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),

@@ -15,8 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from searcher.api.access_log import WRITER_THREAD, AccessEntry, AccessLogWriter
+from searcher.api.app import create_app
 from tests.ports import free_port
 from tests.redis_server import RedisServer
+from tests.testbed.server import ThreadedServer
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:
@@ -116,21 +119,57 @@ def test_request_id_is_echoed_when_sane_and_made_when_not(make_settings, serve_s
         assert re.fullmatch(r"[0-9a-f]{32}", made.headers["x-request-id"])
 
 
+def access_lines(caplog: pytest.LogCaptureFixture) -> list[dict]:
+    return [json.loads(r.getMessage()) for r in caplog.records if r.name == "searcher.access"]
+
+
 @pytest.mark.parametrize("queries", [False, True])
-def test_one_json_access_line_per_request(make_settings, serve_searcher, caplog, queries):
+def test_one_json_access_line_per_request(make_settings, caplog, queries):
     caplog.set_level(logging.INFO, logger="searcher.access")
-    base = serve_searcher(make_settings(logging={"queries": queries}))
-    httpx.post(
-        f"{base}/v1/search", json={"query": "cloud gaming"}, headers={"X-Request-ID": "req-1"}
-    )
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "searcher.access"]
-    (line,) = [entry for entry in lines if entry["request_id"] == "req-1"]
+    app = create_app(make_settings(logging={"queries": queries}))
+    with ThreadedServer(app, lifespan="on") as server:  # stopped: every line is written
+        httpx.post(
+            f"{server.base_url}/v1/search", json={"query": "cloud gaming"},
+            headers={"X-Request-ID": "req-1"},
+        )  # fmt: skip
+    (line,) = [entry for entry in access_lines(caplog) if entry["request_id"] == "req-1"]
     assert line["route"] == "/v1/search" and line["method"] == "POST"
     assert line["status"] == 200 and line["latency_ms"] > 0
     assert line["backends"] == ["searxng"] and line["mode"] == "simple"
     assert ("query" in line) is queries
     if queries:
         assert line["query"] == "cloud gaming"
+
+
+def test_access_lines_are_written_off_the_request_complete_and_in_order(make_settings, caplog):
+    """The lines are written by the access log's own thread, not the one serving requests;
+    a clean stop writes every one of them, whole, in the order the requests ended."""
+    caplog.set_level(logging.INFO, logger="searcher.access")
+    ids = [f"order-{n:03d}" for n in range(60)]
+    app = create_app(make_settings())
+    with ThreadedServer(app, lifespan="on") as server, httpx.Client() as client:
+        for rid in ids:
+            headers = {"X-Request-ID": rid}
+            assert client.get(f"{server.base_url}/v1/health", headers=headers).is_success
+    records = [r for r in caplog.records if r.name == "searcher.access"]
+    assert {r.threadName for r in records} == {WRITER_THREAD}
+    lines = [entry for entry in access_lines(caplog) if entry["request_id"] in ids]
+    assert [entry["request_id"] for entry in lines] == ids
+    assert all(entry["route"] == "/v1/health" and entry["status"] == 200 for entry in lines)
+
+
+def test_a_full_queue_holds_the_request_back_and_loses_no_line(caplog):
+    """With room for two lines, a burst of 500 waits for the writer: all 500 arrive, in
+    order, by the time ``close`` returns."""
+    caplog.set_level(logging.INFO, logger="searcher.access")
+    writer = AccessLogWriter(max_pending=2)
+    for n in range(500):
+        writer.write(AccessEntry(time.time(), f"burst-{n}", None, None, "GET", "/x", "/x",
+                                 200, 0.001, {"n": n}))  # fmt: skip
+    writer.close()
+    assert [entry["n"] for entry in access_lines(caplog)] == list(range(500))
+    writer.write(AccessEntry(time.time(), "late", None, None, "GET", "/x", "/x", 200, 0.0, {}))
+    assert access_lines(caplog)[-1]["request_id"] == "late"  # after close: written at once
 
 
 def test_two_workers_report_their_sum(config_file, tmp_path: Path):

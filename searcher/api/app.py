@@ -2,121 +2,37 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
-import json
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import orjson
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import PlainTextResponse, Response
 from fastapi.routing import APIRoute
-from starlette.types import Message, Receive, Scope, Send
 
 from searcher import __version__
-from searcher.api.auth import (
-    AuthMiddleware,
-    quota_window,
-    read_counter,
-    usage_counter,
-    usage_report,
-)
+from searcher.api.access_log import AccessLogWriter
+from searcher.api.auth import AuthMiddleware
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
-from searcher.api.errors import error_response, install_error_handlers
+from searcher.api.errors import install_error_handlers
 from searcher.api.host_check import HostOriginMiddleware
-from searcher.api.metrics import CONTENT_TYPE, Metrics
-from searcher.api.observe import ObserveMiddleware, client_identity
-from searcher.api.replayed_body import read_body, replaying
+from searcher.api.metrics import Metrics
+from searcher.api.observe import ObserveMiddleware
 from searcher.api.research import end_jobs_when_stopping
 from searcher.api.research import router as research_router
+from searcher.api.search_route import answer_valid_searches_directly
+from searcher.api.search_route import router as search_router
+from searcher.api.status_routes import metrics_router
+from searcher.api.status_routes import router as status_router
 from searcher.api.tools import router as tools_router
-from searcher.auth.keys import ApiKey
 from searcher.backends.duckduckgo import SearcherFactory
-from searcher.backends.engine_health import ReportsEngineHealth
-from searcher.backends.instances import backend_status
-from searcher.backends.registry import default_registry
 from searcher.config import Settings, load_settings
-from searcher.contract import (
-    BackendHealth,
-    CacheCleared,
-    CacheStats,
-    EmbedderHealth,
-    EngineHealthEntry,
-    ErrorResponse,
-    FailureSeen,
-    Health,
-    LlmHealth,
-    SearchRequest,
-    SearchResponse,
-    StateInfo,
-)
-from searcher.fetch.urls import without_password
 from searcher.research.jobs import JobBook
-from searcher.runtime import Runtime, open_service
-from searcher.state import StateHealth
+from searcher.runtime import open_service
 from searcher.tools.mcp_server import mcp_sessions, mount_mcp
 
-
-def _json(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
-
-
-def _runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
-
-
-def _backends_health(runtime: Runtime) -> dict[str, BackendHealth]:
-    """Every instance: its adapter, whether it is usable, its breaker, its recent failures
-    by kind and (meta-search instances) the engines seen failing."""
-    pool = runtime.pool
-    now = pool.clock()
-    backends = {}
-    for name, status in backend_status(runtime.settings).items():
-        breaker = pool.breakers.get(name)
-        snap = breaker.snapshot() if breaker else None
-        backend = pool.backends.get(name)
-        engines = None
-        if isinstance(backend, ReportsEngineHealth):
-            engines = [EngineHealthEntry(**vars(e)) for e in backend.engines_health()]
-        backends[name] = BackendHealth(
-            adapter=status.adapter,
-            enabled=status.enabled,
-            configured=status.configured,
-            note=status.note,
-            breaker=snap.state if snap else None,
-            consecutive_failures=snap.consecutive_failures if snap else 0,
-            last_error=snap.last_error if snap else None,
-            retry_in_s=snap.retry_in_s if snap else None,
-            failures_by_kind=snap.failures_by_kind if snap else {},
-            last_failures=[
-                FailureSeen(kind=f.kind, reason=f.reason, age_s=round(now - f.at, 3))
-                for f in (snap.recent if snap else ())
-            ],
-            engines=engines,
-        )
-    return backends
-
-
-def _service_status(backends: str, store: StateHealth | None, auth_on: bool) -> str:
-    """``unavailable`` when requests cannot be served: keys are on and the store that
-    holds them cannot be reached (every key soon gets 503); ``degraded`` when they are
-    served without something (the shared caches, a backend); else ``ok``."""
-    if store is not None and not store.ok:
-        return "unavailable" if auth_on else "degraded"
-    return backends
-
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    413: {"model": ErrorResponse, "description": "Body over the size limit."},
-    422: {"model": ErrorResponse, "description": "Invalid request; `error.field` names the field."},
-    502: {"model": ErrorResponse, "description": "Every backend failed; each is listed."},
-}
+Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]
 
 
 def create_app(
@@ -125,27 +41,70 @@ def create_app(
     """The ASGI app. ``ddgs_factory`` replaces the DuckDuckGo library (tests only)."""
     settings = settings or load_settings()
     metrics = Metrics() if settings.metrics.enabled else None
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_service(settings, ddgs_factory=ddgs_factory, metrics=metrics) as runtime:
-            app.state.runtime = runtime
-            app.state.jobs = jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
-            undo = end_jobs_when_stopping(jobs)
-            try:
-                async with mcp_sessions(app):  # MCP tool calls end before the service closes
-                    yield
-            finally:
-                undo()
-                await jobs.close()  # research jobs end (cancelled) before the service closes
-
+    access_log = AccessLogWriter() if settings.logging.access else None
     app = FastAPI(
         title="searcher",
         version=__version__,
         summary="Search API for LLMs and agents: fused web results packed as evidence.",
-        lifespan=lifespan,
+        lifespan=_lifespan(settings, ddgs_factory, metrics, access_log),
     )
-    # Middleware, innermost first: each one added wraps the ones before it.
+    app.state.metrics = metrics
+    _add_middleware(app, settings, metrics, access_log)
+    install_error_handlers(app)
+    # The search route first: the router tries routes in order, and /v1/search is the
+    # busiest; none of the other paths overlaps another.
+    app.include_router(search_router)  # POST /v1/search
+    app.include_router(status_router)  # /v1/health, /v1/cache/*, /v1/usage
+    if metrics is not None:
+        app.include_router(metrics_router)  # GET /metrics
+    app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
+    app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
+    app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
+    app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
+    app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
+    mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
+    _name_the_instances(app, list(settings.backends.names))
+    answer_valid_searches_directly(app)
+    _answer_probes_with_head(app)
+    return app
+
+
+def _lifespan(
+    settings: Settings,
+    ddgs_factory: SearcherFactory | None,
+    metrics: Metrics | None,
+    access_log: AccessLogWriter | None,
+) -> Lifespan:
+    """The app's life: the service, research jobs and MCP sessions opened at start-up and
+    closed in reverse order at shutdown; the access log's last lines written after all."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            async with open_service(
+                settings, ddgs_factory=ddgs_factory, metrics=metrics
+            ) as runtime:
+                app.state.runtime = runtime
+                jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
+                app.state.jobs = jobs
+                undo = end_jobs_when_stopping(jobs)
+                try:
+                    async with mcp_sessions(app):  # MCP tool calls end before the service
+                        yield
+                finally:
+                    undo()
+                    await jobs.close()  # research jobs end (cancelled) before the service
+        finally:
+            if access_log is not None:
+                access_log.close()  # every queued line is written before the app stops
+
+    return lifespan
+
+
+def _add_middleware(
+    app: FastAPI, settings: Settings, metrics: Metrics | None, access_log: AccessLogWriter | None
+) -> None:
+    """The middleware, innermost first: each one added wraps the ones before it."""
     server = settings.server
     app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)
     if settings.auth.enabled:  # outside the body limit: a stranger's body is never read
@@ -169,135 +128,10 @@ def create_app(
         cors_origins=server.cors.allow_origins,
     )
     # ... and, outermost, every request is timed, counted and logged, refusals included.
-    logs = settings.logging
     app.add_middleware(
-        ObserveMiddleware, metrics=metrics, access_log=logs.access, log_queries=logs.queries,
-        routes=app.router.routes,
+        ObserveMiddleware, metrics=metrics, access_log=access_log,
+        log_queries=settings.logging.queries, routes=app.router.routes,
     )  # fmt: skip
-    install_error_handlers(app)
-
-    @app.post(
-        "/v1/search",
-        response_model=SearchResponse,
-        responses=_ERRORS,
-        summary="Search the web and return a UCP-1 context pack",
-    )
-    async def search(body: SearchRequest, request: Request) -> Response:
-        response = await _runtime(request).service.search(
-            body, client=client_identity(request.scope)
-        )
-        request.state.log = {
-            "query": body.query_text,
-            "mode": response.meta.mode_used,
-            "backends": response.meta.backends_tried,
-        }
-        return _json(response.to_wire(body.want))
-
-    @app.get(
-        "/v1/health",
-        response_model=Health,
-        summary="Backends and their circuit breakers",
-        responses={503: {"model": Health, "description": "Requests cannot be served."}},
-    )
-    async def health(request: Request) -> Response:
-        runtime = _runtime(request)
-        backends = _backends_health(runtime)
-        usable = [n for n, b in backends.items() if b.breaker is not None]
-        healthy = [n for n in usable if backends[n].breaker != "open"]
-        state = "ok" if healthy else "degraded"
-        embedder = EmbedderHealth(
-            name=runtime.embedder.name if runtime.embedder else None,
-            problem=runtime.embedder_problem,
-            state=runtime.embedding.state,
-        )
-        llm = runtime.settings.llm
-        # A store that failed is asked again here once its cooldown is over: health must
-        # not report a store down until some request happens to use it.
-        store = await runtime.state.check() if runtime.state else None
-        health = Health(
-            status=_service_status(state, store, runtime.settings.auth.enabled),
-            version=__version__,
-            backends=backends,
-            adapter_problems=dict(default_registry().problems),
-            embedder=embedder,
-            llm=LlmHealth(
-                configured=llm.configured,
-                base_url=without_password(llm.base_url) if llm.base_url else None,
-                model=llm.model,
-            ),
-            state=StateInfo(**dataclasses.asdict(store)) if store else None,
-        )
-        # A load balancer reads the status code, not the body: 503 when nothing can be
-        # served, 200 (with "degraded" in the body) when requests still get answers.
-        return _json(health.model_dump(), 503 if health.status == "unavailable" else 200)
-
-    @app.get("/v1/cache/stats", response_model=CacheStats, summary="Extraction cache statistics")
-    async def cache_stats(request: Request) -> Response:
-        runtime = _runtime(request)
-        stats = await asyncio.to_thread(runtime.cache.stats)  # scans the cache directory
-        return _json(
-            CacheStats(
-                enabled=runtime.settings.service.cache.enabled,
-                dir=str(runtime.settings.cache_dir()),
-                max_bytes=runtime.cache.max_bytes,
-                **stats,
-            ).model_dump()
-        )
-
-    @app.post("/v1/cache/clear", response_model=CacheCleared, summary="Empty the extraction cache")
-    async def cache_clear(request: Request) -> Response:
-        removed = await _runtime(request).cache.clear()
-        return _json({"removed": removed})
-
-    if metrics is not None:
-
-        @app.get(
-            "/metrics",
-            summary="Prometheus metrics",
-            response_class=PlainTextResponse,
-            responses={200: {"content": {"text/plain": {}}}},
-        )
-        async def prometheus_metrics() -> Response:
-            return Response(metrics.exposition(), media_type=CONTENT_TYPE)
-
-    @app.get(
-        "/v1/usage",
-        summary="The calling key: its limits and what it used today",
-        responses={
-            404: {"model": ErrorResponse, "description": "API keys are off."},
-            503: {"model": ErrorResponse, "description": "The state store is unavailable."},
-        },
-    )
-    async def usage(request: Request) -> Response:
-        key: ApiKey | None = request.scope.get("state", {}).get("api_key")
-        if key is None:
-            return error_response(404, "not_found", "API keys are off (auth.enabled: false)")
-        state = _runtime(request).state
-        if state is None:
-            return error_response(404, "not_found", "no state store")
-        # The store itself, not its fail-soft wrapper: a count it cannot read is 503
-        # (StateUnavailable), never a 0 or a "gone" key.
-        store = state.inner
-        now = time.time()
-        today = await read_counter(store, usage_counter(key, now))
-        used = 0
-        if key.quota is not None:
-            window, _ = quota_window(key.quota, now)
-            used = await read_counter(store, f"auth:quota:{key.id}:{window}")
-        return _json(usage_report(key, today, used, now))
-
-    # After the app's own routes: the router tries routes in order, and /v1/search is the
-    # busiest; none of these paths overlaps another.
-    app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
-    app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
-    app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
-    app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
-    app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
-    mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
-    _name_the_instances(app, list(settings.backends.names))
-    _answer_valid_searches_directly(app)
-    _answer_probes_with_head(app)
-    return app
 
 
 def _answer_probes_with_head(app: FastAPI) -> None:
@@ -310,53 +144,6 @@ def _answer_probes_with_head(app: FastAPI) -> None:
                 route.path, route.endpoint, methods=["HEAD"], include_in_schema=False,
                 response_class=route.response_class,
             )  # fmt: skip
-
-
-def _answer_valid_searches_directly(app: FastAPI) -> None:
-    """Put a :class:`SearchFastPath` in front of FastAPI's handler of POST /v1/search."""
-    for route in app.router.routes:
-        if isinstance(route, APIRoute) and route.path == "/v1/search":
-            route.app = SearchFastPath(route.app, route.endpoint)
-
-
-class SearchFastPath:
-    """POST /v1/search, answered without FastAPI's request handling when the body is valid.
-
-    FastAPI's handling of a body parameter (content-type sniffing, dependency solving,
-    its exit stacks) costs about 50 us a request, a sixth of what the server adds to a
-    simple search. A body sent as ``application/json`` that parses and validates is
-    parsed and validated here as FastAPI does it (``json.loads``, then the model with
-    ``from_attributes``, as its body field does) and handed to the endpoint. Anything
-    else (another content type, bad JSON, an invalid request, a client gone, a failed
-    read) goes to FastAPI's handler with what was received replayed, so every error
-    answer stays FastAPI's own. The route itself is unchanged: the OpenAPI document and
-    the route in metrics and logs stay the same (tests/test_api_search.py compares the two
-    paths)."""
-
-    def __init__(self, handler: Any, endpoint: Any) -> None:
-        self.handler = handler  # FastAPI's ASGI app of the route
-        self.endpoint = endpoint
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        received: list[Message | BaseException] = []
-        body = await read_body(receive, received)
-        request = None if body is None else _valid_search(scope, body)
-        if request is None:
-            await self.handler(scope, replaying(received, receive), send)
-            return
-        response = await self.endpoint(request, Request(scope, receive, send))
-        await response(scope, receive, send)
-
-
-def _valid_search(scope: Scope, body: bytes) -> SearchRequest | None:
-    """The request in ``body`` when FastAPI would take the body as JSON and it is valid."""
-    content_type = next((v for k, v in scope["headers"] if k == b"content-type"), None)
-    if content_type != b"application/json" or not body:
-        return None
-    try:
-        return SearchRequest.model_validate(json.loads(body), from_attributes=True)
-    except Exception:  # bad JSON, too deep, invalid: FastAPI's handler answers it
-        return None
 
 
 def _name_the_instances(app: FastAPI, names: list[str]) -> None:

@@ -17,13 +17,12 @@ import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from searcher.api.access_log import AccessEntry, AccessLogWriter, access_line
 from searcher.api.errors import send_error
 from searcher.api.metrics import Metrics
 
@@ -83,7 +82,7 @@ class ObserveMiddleware:
         self,
         app: ASGIApp,
         metrics: Metrics | None,
-        access_log: bool,
+        access_log: AccessLogWriter | None,
         log_queries: bool,
         routes: Sequence[BaseRoute] = (),
     ) -> None:
@@ -114,8 +113,8 @@ class ObserveMiddleware:
             route = route_of(scope, self.routes)
             if self.metrics is not None:
                 self.metrics.http_request(route, scope["method"], status, seconds)
-            if self.access_log and log.isEnabledFor(logging.INFO):
-                log.info(self._line(scope, state, rid, route, status, seconds))
+            if self.access_log is not None and log.isEnabledFor(logging.INFO):
+                self.access_log.write(self._entry(scope, state, rid, route, status, seconds))
 
         started_response = False
 
@@ -146,17 +145,17 @@ class ObserveMiddleware:
             if not recorded:
                 record()
 
-    def _line(
+    def _entry(
         self, scope: Scope, state: dict[str, Any], rid: str, route: str, status: int,
         seconds: float,
-    ) -> str:  # fmt: skip
+    ) -> AccessEntry:  # fmt: skip
         extra = dict(state.get("log") or {})
         if not self.log_queries:
             extra.pop(QUERY_FIELD, None)
         client = scope.get("client")
-        return _access_line(
-            rid, state.get("key_id"), client[0] if client else None, scope["method"], route,
-            scope.get("path"), status, seconds, extra,
+        return AccessEntry(
+            time.time(), rid, state.get("key_id"), client[0] if client else None,
+            scope["method"], route, scope.get("path"), status, seconds, extra,
         )  # fmt: skip
 
 
@@ -166,28 +165,10 @@ def log_refusal(
 ) -> None:  # fmt: skip
     """The access line of a request the HTTP server answered itself, before the app saw
     it: unparsable (400), headers too large (431) or too slow (408), too many connections
-    (503). Method and path are null where they were never read."""
+    (503). Method and path are null where they were never read. Written at once: these
+    are few, and come from the server, which holds no writer of the app's."""
     if log.isEnabledFor(logging.INFO):
         client_ip = client[0] if client else None
-        line = _access_line(uuid.uuid4().hex, None, client_ip, method, PROTOCOL_ROUTE, path,
-                            status, seconds, {})  # fmt: skip
-        log.info(line)
-
-
-def _access_line(
-    rid: str, key_id: str | None, client: str | None, method: str | None, route: str,
-    path: str | None, status: int, seconds: float, extra: dict[str, Any],
-) -> str:  # fmt: skip
-    entry = {
-        "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "request_id": rid,
-        "key_id": key_id,
-        "client": client,
-        "method": method,
-        "route": route,
-        "path": path,
-        "status": status,
-        "latency_ms": round(seconds * 1000, 2),
-        **extra,
-    }
-    return orjson.dumps(entry).decode()
+        entry = AccessEntry(time.time(), uuid.uuid4().hex, None, client_ip, method,
+                            PROTOCOL_ROUTE, path, status, seconds, {})  # fmt: skip
+        log.info(access_line(entry))

@@ -1,7 +1,7 @@
 """A request body read ahead of an ASGI app and handed to it unchanged.
 
 Two front doors look at a body before the app they wrap does: ``POST /v1/search``'s fast
-path (``app.SearchFastPath``) and the MCP endpoint's message check
+path (``search_route.SearchFastPath``) and the MCP endpoint's message check
 (``mcp_server.McpEndpoint``). Each reads the body's messages, keeps them, and replays
 them to the app they wrap, so that app sees exactly what the client sent.
 """

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from searcher.cache.extraction import ExtractionCache
@@ -31,7 +31,7 @@ from searcher.errors import (
 )
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extractor import Extractor
-from searcher.fetch.fetcher import FetchLimits, PageFetcher
+from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
 from searcher.fetch.pdf import PDF_MEDIA_TYPE
 from searcher.pipeline.resilience import Deadline
 
@@ -61,6 +61,15 @@ class PageOutcome:
 
 
 Progress = Callable[[int, int, str, PageOutcome], None]
+Fetch = Callable[[str, FetchLimits], Awaitable[FetchedBody]]
+
+
+class _PastDeadline(FetchError):
+    """A download whose turn came after the request's deadline: it never started."""
+
+    status = "skipped"
+    skip_reason = "timeout"
+
 
 DEADLINE_SKIP = PageOutcome(
     "skipped", "timeout", "request deadline reached before the page was read"
@@ -92,6 +101,11 @@ class PageReader:
     ) -> PageOutcome:
         """Read one page; never raises for a page's own failure. ``client`` is the caller
         whose share of the extraction pool the page counts against."""
+        return await self._read(url, limits, max_chars, client, self._fetcher.fetch)
+
+    async def _read(
+        self, url: str, limits: FetchLimits, max_chars: int, client: str | None, fetch: Fetch
+    ) -> PageOutcome:
         # The cache key is the URL as requested, byte for byte: two URLs that differ only
         # in tracking parameters can be two different pages (one that echoes its query
         # string would otherwise poison the clean URL's entry).
@@ -108,9 +122,15 @@ class PageReader:
             else:
                 return self._cached(hit, limits, max_chars)
         try:
-            page = await self._fetcher.fetch(url, limits)
+            page = await fetch(url, limits)
         except FetchError as exc:
             return _not_fetched(exc)
+        return await self._extracted(url, page, max_chars, client)
+
+    async def _extracted(
+        self, url: str, page: FetchedBody, max_chars: int, client: str | None
+    ) -> PageOutcome:
+        """The outcome of a fetched page: its text extracted (and cached), or why not."""
         outcome = PageOutcome(
             "fetched",
             http_status=page.status_code,
@@ -190,16 +210,21 @@ class PageReader:
         still unread at the deadline are cancelled (their extractions killed)."""
         if not urls:
             return []
+        # The gate bounds the downloads only: a page whose bytes are in is extracted at
+        # once (the worker pool bounds extractions), while the next download starts.
         gate = asyncio.Semaphore(self._max_concurrency)
         done_count = 0
 
-        async def read_one(url: str) -> PageOutcome:
-            nonlocal done_count
+        async def fetch_in_turn(url: str, limits: FetchLimits) -> FetchedBody:
             async with gate:
                 page_limits = replace(limits, timeout_s=deadline.cap(limits.timeout_s))
                 if page_limits.timeout_s <= 0:
-                    return DEADLINE_SKIP
-                outcome = await self.read(url, page_limits, max_chars, client)
+                    raise _PastDeadline(url, DEADLINE_SKIP.error or "")
+                return await self._fetcher.fetch(url, page_limits)
+
+        async def read_one(url: str) -> PageOutcome:
+            nonlocal done_count
+            outcome = await self._read(url, limits, max_chars, client, fetch_in_turn)
             done_count += 1
             if progress is not None:
                 progress(done_count, len(urls), url, outcome)

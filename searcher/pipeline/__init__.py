@@ -11,5 +11,6 @@
 
 Each stage takes the ``RequestContext`` (``context.py``), the long-lived ``Parts``
 (``parts.py``) and the data of the stages before it, and returns data. A research loop can
-call ``retrieve.searcher_for``, ``rank.rank_results`` and ``read.read`` on their own.
+call ``retrieve.searcher_for``, ``rank.rank_results`` and ``read.read_urls`` on their own,
+in a context ``derived`` from its own (``context.py``).
 """

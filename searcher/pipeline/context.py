@@ -4,6 +4,10 @@ The stages take data and return data; what every stage shares — the request, i
 budget, deadline and tool-call allowance, the LLM step runner, the timings, the errors and
 the optional parts of ``meta`` — lives here, so that no stage keeps books by hand and the
 response is built in one place (as SearXNG's per-request ``Search``/``ResultContainer``).
+
+A research job keeps its books here too: its context carries the job's event stream
+(``emit``) and search trace, and each search it runs works in a context ``derived`` from
+it, sharing its deadline, tool calls, LLM runner, errors, trace and events.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from typing import Any
 
 from searcher import __version__
 from searcher.backends.outcome import SearchOutcome
@@ -23,6 +28,7 @@ from searcher.contract import (
     CragInfo,
     ErrorEntry,
     ErrorKind,
+    EventType,
     Item,
     LlmCall,
     Meta,
@@ -32,6 +38,7 @@ from searcher.contract import (
     RankInfo,
     SearchRequest,
     SearchResponse,
+    TraceEntry,
     Usage,
 )
 from searcher.fetch.page_reader import PageOutcome
@@ -41,6 +48,8 @@ from searcher.pipeline.parts import Parts
 from searcher.pipeline.resilience import CallBudget, Deadline
 
 PRODUCER = Producer(name="searcher", version=__version__)
+# Where a job's typed events go (stored and streamed, or printed): the job's business.
+Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
 
 
 def utc_now() -> str:
@@ -76,6 +85,9 @@ class RequestContext:
     extras: MetaExtras = field(default_factory=MetaExtras)
     client: str | None = None  # who asks: its share of the extraction workers
     retrieved_utc: str = field(default_factory=utc_now)
+    emit: Emit | None = None  # a job's event stream; a search has none
+    trace: list[TraceEntry] = field(default_factory=list)  # a job's searches
+    unique_errors: bool = False  # a job says each problem once, however often it met it
 
     @classmethod
     def start(
@@ -107,9 +119,37 @@ class RequestContext:
             spent = int((time.perf_counter() - t0) * 1000)
             self.timing[stage] = self.timing.get(stage, 0) + spent
 
+    def derived(self, request: SearchRequest, budget: EffectiveBudget) -> RequestContext:
+        """A context for one search of a job: its own request, budget and ``meta`` parts;
+        the job's deadline, tool calls, LLM runner, client, errors, trace and events."""
+        return dataclasses.replace(
+            self, request=request, budget=budget, started=time.perf_counter(),
+            extras=MetaExtras(), retrieved_utc=utc_now(),
+        )  # fmt: skip
+
     def error(self, stage: str, source: str, reason: str, kind: ErrorKind | None = None) -> None:
         """Record one entry of ``meta.errors``, with its kind when it has one."""
-        self.errors.append(ErrorEntry(stage=stage, source=source, reason=reason, kind=kind))
+        entry = ErrorEntry(stage=stage, source=source, reason=reason, kind=kind)
+        if not (self.unique_errors and entry in self.errors):
+            self.errors.append(entry)
+
+    async def event(
+        self, kind: EventType, data: dict[str, Any], trace: TraceEntry | None = None
+    ) -> None:
+        """Record one step of a job: its trace entry, if it has one, and its event."""
+        if trace is not None:
+            self.trace.append(trace)
+        if self.emit is not None:
+            await self.emit(kind, data)
+
+    def reported_errors(self) -> list[ErrorEntry]:
+        """What went wrong, as the response says it: the errors recorded, then every LLM
+        step that fell back."""
+        return self.errors + [
+            ErrorEntry(stage=r.step, source="llm", reason=f"fallback: {r.reason}", kind="fallback")
+            for r in self.llm.records
+            if r.fallback_used
+        ]
 
     def search_errors(self, outcome: SearchOutcome) -> None:
         """Record what a search could not do: constraints an instance cannot honour
@@ -134,11 +174,7 @@ class RequestContext:
     ) -> SearchResponse:
         """The UCP-1 response: what the stages produced, with this context's books."""
         request, want, extras = self.request, self.request.want, self.extras
-        errors = self.errors + [
-            ErrorEntry(stage=r.step, source="llm", reason=f"fallback: {r.reason}", kind="fallback")
-            for r in self.llm.records
-            if r.fallback_used
-        ]
+        errors = self.reported_errors()
         self.timing["total"] = int((time.perf_counter() - self.started) * 1000)
         return SearchResponse(
             created_utc=utc_now(),

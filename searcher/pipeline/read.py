@@ -25,15 +25,28 @@ async def read(
     ctx.timing.setdefault("fetch", 0)
     if not reads_pages(ctx) or not results:
         return []
-    budget = ctx.budget
-    urls = [r.url for r in results[: budget.max_fetch_pages]]
+    urls = [r.url for r in results[: ctx.budget.max_fetch_pages]]
     with ctx.timed("fetch"):
-        pages = await parts.reader.read_all(
-            urls, budget.fetch_limits(), budget.max_extract_chars_per_page, ctx.deadline,
-            progress, ctx.client,
-        )  # fmt: skip
+        return await read_urls(ctx, parts, urls, progress)
+
+
+async def read_urls(
+    ctx: RequestContext,
+    parts: Parts,
+    urls: Sequence[str],
+    progress: Progress | None = None,
+    stage: str = "fetch",
+) -> list[PageOutcome]:
+    """The pages of ``urls`` in their order, read under the context's budget and deadline,
+    counted against its client's share of the extraction workers; each page not read is
+    recorded under ``stage`` with why."""
+    budget = ctx.budget
+    pages = await parts.reader.read_all(
+        urls, budget.fetch_limits(), budget.max_extract_chars_per_page, ctx.deadline,
+        progress, ctx.client,
+    )  # fmt: skip
     for url, page in zip(urls, pages, strict=True):
         if page.status != "fetched":
             kind = page.skip_reason or page.status
-            ctx.error("fetch", url, f"{kind}: {page.error}", kind)
+            ctx.error(stage, url, f"{kind}: {page.error}", kind)
     return pages

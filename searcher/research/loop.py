@@ -7,6 +7,9 @@ refined or followed through its bridge entities. The loop stops when everything 
 covered, when a round brings nothing new, or at the budget; then the report is written
 (by the LLM, or as an evidence report) and its citations verified. Progress goes out as
 typed events through ``emit``; nothing here knows how they are stored or streamed.
+
+The job's books (errors, search trace, events) are kept by its ``RequestContext``; each
+search runs in a context derived from it, and pages are read through the ``read`` stage.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -24,8 +27,6 @@ from searcher.contract import (
     Budget,
     Conflict,
     Constraints,
-    ErrorEntry,
-    EventType,
     EvidencePassage,
     Query,
     ReportMethod,
@@ -40,10 +41,11 @@ from searcher.contract import (
 from searcher.errors import AllBackendsFailed, ResearchFailed, describe_failures
 from searcher.llm.runner import StepRunner
 from searcher.pipeline.budget import effective_budget
-from searcher.pipeline.context import RequestContext
+from searcher.pipeline.context import Emit, RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import make_plan
 from searcher.pipeline.rank import Ranked, pool_cut, rank_results
+from searcher.pipeline.read import read_urls
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.pipeline.retrieve import retrieve
 from searcher.research.evidence import (
@@ -64,7 +66,7 @@ from searcher.research.presets import Bounded, Limits, resolve_within
 from searcher.research.report import Section, evidence_report, llm_report, verify_citations
 from searcher.research.sources import with_sources
 
-Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
+__all__ = ["Emit", "Research"]
 # Below this much time left, another round could not finish: write the report instead.
 MIN_ROUND_S = 0.5
 ESTIMATED_TOKENS = (
@@ -82,20 +84,34 @@ class _Candidate:
 
 @dataclass
 class _State:
-    """What the job has learnt so far."""
+    """What the job has learnt so far (its books are in its context)."""
 
     pool: EvidencePool = field(default_factory=EvidencePool)
     asked: list[SubQ] = field(default_factory=list)
-    trace: list[TraceEntry] = field(default_factory=list)
     unread: dict[str, _Candidate] = field(default_factory=dict)
     read: set[str] = field(default_factory=set)
     pages_read: int = 0
-    errors: list[ErrorEntry] = field(default_factory=list)
 
-    def error(self, stage: str, source: str, reason: str) -> None:
-        entry = ErrorEntry(stage=stage, source=source, reason=reason)
-        if entry not in self.errors:
-            self.errors.append(entry)
+
+@dataclass(frozen=True)
+class _Chosen:
+    """The evidence the report is written from: passages numbered in ``order``."""
+
+    order: list[int]  # indexes into the pool, in citation order
+    sections: list[Section]
+    passages: list[Passage]
+    scores: dict[int, float]
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The report and what checking its citations found."""
+
+    text: str
+    method: ReportMethod
+    claims: int = 0
+    supported: int = 0
+    unsupported: list[int] = field(default_factory=list)
 
 
 class Research:
@@ -115,7 +131,6 @@ class Research:
         self.request = request
         self.client = client
         self.parts = parts
-        self.emit = emit
         if bounded is None:
             bounded = resolve_within(
                 request.preset,
@@ -130,7 +145,14 @@ class Research:
             parts.llm, parts.settings.llm, self.deadline, self.calls, date.today()
         )
         self.state = _State()
-        self.state.errors += bounded.notes  # the limits this server lowered
+        # Reads use the server's default page budget; searches derive their own.
+        self.ctx = RequestContext(
+            self.search_request(request.query_text),
+            effective_budget(Budget(), parts.settings.budget),
+            self.deadline, self.calls, self.llm,
+            errors=list(bounded.notes),  # the limits this server lowered
+            client=client, emit=emit, unique_errors=True,
+        )  # fmt: skip
         self.started = time.perf_counter()
         # One LLM call stays back for the report when there is a model to write it.
         self.reserve = 1 if parts.llm is not None else 0
@@ -175,7 +197,7 @@ class Research:
             new_passages = await self.search_round(round_no, pending)
             new_passages += await self.read_round(round_no)
             coverage = self.coverage()
-            await self.emit(
+            await self.ctx.event(
                 "evidence",
                 {
                     "round": round_no,
@@ -216,7 +238,7 @@ class Research:
             if found:
                 planned = [planned[0], *[q for q in found if q.question != planned[0].question]]
                 planned, source = planned[:n], "llm"
-        await self.emit(
+        await self.ctx.event(
             "plan",
             {
                 "round": 1,
@@ -250,7 +272,7 @@ class Research:
             source = "entities"
         found = [q for q in found if q.question.lower() not in {a.lower() for a in asked}]
         if found:
-            await self.emit(
+            await self.ctx.event(
                 "plan",
                 {
                     "round": round_no,
@@ -283,34 +305,33 @@ class Research:
     async def search_one(self, round_no: int, sub: SubQ) -> list[Ranked]:
         request = self.search_request(sub.question)
         budget = effective_budget(request.budget, self.parts.settings.budget)
-        ctx = RequestContext(request, budget, self.deadline, self.calls, self.llm)
+        ctx = self.ctx.derived(request, budget)
         try:
             plan = await make_plan(ctx, self.parts)
             tagged = await retrieve(ctx, self.parts, plan)
             ranking = await rank_results(self.parts, plan, tagged, self.deadline.remaining())
-            ranked = ranking.results
-            if cut := pool_cut(ranking):
-                self.state.error("rank", "fusion", cut)
         except AllBackendsFailed as exc:
             reason = describe_failures(exc.failures) or "no backend is enabled"
-            self.state.error("search", "backends", reason)
-            self.state.trace.append(
-                TraceEntry(
-                    round=round_no,
-                    sub_question=sub.question,
-                    query=sub.question,
-                    results=0,
-                    new_urls=0,
-                    error=reason,
-                )
-            )
-            await self.emit(
-                "search",
-                {"round": round_no, "sub_question": sub.question, "results": 0, "error": reason},
-            )
+            ctx.error("search", "backends", reason)
+            failed = TraceEntry(
+                round=round_no, sub_question=sub.question, query=sub.question,
+                results=0, new_urls=0, error=reason,
+            )  # fmt: skip
+            await ctx.event("search", _search_event(failed), failed)
             return []
-        for entry in ctx.errors:
-            self.state.error(entry.stage, entry.source, entry.reason)
+        if cut := pool_cut(ranking):
+            ctx.error("rank", "fusion", cut)
+        ranked = ranking.results
+        done = TraceEntry(
+            round=round_no, sub_question=sub.question, query=sub.question,
+            results=len(ranked), new_urls=self.note_results(ranked),
+        )  # fmt: skip
+        await ctx.event("search", _search_event(done), done)
+        return ranked
+
+    def note_results(self, ranked: Sequence[Ranked]) -> int:
+        """Take the results' snippets as evidence and their pages as candidates to read;
+        returns how many pages are new."""
         new_urls = 0
         for position, result in enumerate(ranked):
             hit = result.fused.hit
@@ -325,25 +346,7 @@ class Research:
                 self.state.unread[hit.url] = _Candidate(hit.title, position, order)
             elif position < known.position:
                 known.position = position
-        self.state.trace.append(
-            TraceEntry(
-                round=round_no,
-                sub_question=sub.question,
-                query=sub.question,
-                results=len(ranked),
-                new_urls=new_urls,
-            )
-        )
-        await self.emit(
-            "search",
-            {
-                "round": round_no,
-                "sub_question": sub.question,
-                "results": len(ranked),
-                "new_urls": new_urls,
-            },
-        )
-        return ranked
+        return new_urls
 
     async def search_round(self, round_no: int, subs: Sequence[SubQ]) -> int:
         """Search the sub-questions at once (as many as the tool calls allow); returns the
@@ -368,14 +371,7 @@ class Research:
         for url, _ in chosen:
             del self.state.unread[url]
             self.state.read.add(url)
-        budget = effective_budget(Budget(), self.parts.settings.budget)
-        pages = await self.parts.reader.read_all(
-            [url for url, _ in chosen],
-            budget.fetch_limits(),
-            budget.max_extract_chars_per_page,
-            self.deadline,
-            client=self.client,
-        )
+        pages = await read_urls(self.ctx, self.parts, [url for url, _ in chosen], stage="read")
         new = 0
         for (url, candidate), page in zip(chosen, pages, strict=True):
             self.state.pages_read += 1
@@ -383,9 +379,7 @@ class Research:
             if page.status == "fetched" and page.content:
                 added = self.state.pool.add_page(url, candidate.title, page.content)
                 new += added
-            else:
-                self.state.error("read", url, f"{page.skip_reason or page.status}: {page.error}")
-            await self.emit(
+            await self.ctx.event(
                 "read",
                 {
                     "round": round_no,
@@ -404,15 +398,46 @@ class Research:
         return [(q, self.state.pool.best(q.question, k)) for q in self.state.asked]
 
     def all_failed(self) -> bool:
-        return bool(self.state.trace) and all(t.error for t in self.state.trace)
+        return bool(self.ctx.trace) and all(t.error for t in self.ctx.trace)
 
     def failure_reason(self) -> str:
-        reasons = list(dict.fromkeys(t.error for t in self.state.trace if t.error))
+        reasons = list(dict.fromkeys(t.error for t in self.ctx.trace if t.error))
         return "every search failed: " + "; ".join(reasons)
 
     async def finish(self, question: str, rounds: int, stopped: str) -> ResearchResult:
-        pool = self.state.pool
         coverage = self.coverage()
+        chosen = self.choose(question, coverage)
+        conflicts = [
+            Conflict(sub_question=q.question, what=d.what, values=d.values)
+            for q, best in coverage
+            for d in disagreements(q.question, [self.state.pool.passages[s.index] for s in best])
+        ]
+        written = await self.write(question, chosen)
+        status = _verification(
+            written.method, chosen.sections, conflicts, written.claims, written.supported
+        )
+        await self.ctx.event(
+            "verify",
+            {
+                "status": status,
+                "claims": written.claims,
+                "supported": written.supported,
+                "unsupported": written.unsupported,
+                "conflicts": len(conflicts),
+            },
+        )
+        await self.ctx.event("draft", {"method": written.method, "chars": len(written.text)})
+        if self.llm.estimated_tokens:
+            self.ctx.error("llm", "usage", ESTIMATED_TOKENS)
+        return self.result(
+            question, coverage, chosen, written, conflicts,
+            status=status, stopped=stopped, rounds=rounds,
+        )  # fmt: skip
+
+    def choose(self, question: str, coverage: Sequence[tuple[SubQ, list[Scored]]]) -> _Chosen:
+        """The passages that fit ``max_evidence_chars``, numbered, and each sub-question's
+        section citing its own."""
+        pool = self.state.pool
         order = choose_evidence(
             pool, [question, *(q.question for q, _ in coverage)], self.limits.max_evidence_chars
         )
@@ -423,55 +448,49 @@ class Research:
             )
             for q, best in coverage
         ]
-        passages = [pool.passages[i] for i in order]
         scores = {s.index: s.score for _, best in coverage for s in best}
-        conflicts = [
-            Conflict(sub_question=q.question, what=d.what, values=d.values)
-            for q, best in coverage
-            for d in disagreements(q.question, [pool.passages[s.index] for s in best])
-        ]
+        return _Chosen(order, sections, [pool.passages[i] for i in order], scores)
+
+    async def write(self, question: str, chosen: _Chosen) -> _Written:
+        """The report: the model's, its citations checked, else the evidence report."""
         limits = self.limits
-        report: str | None = None
-        method: ReportMethod = "evidence"
-        claims = supported = 0
-        unsupported: list[int] = []
-        if passages and self.llm_allowed("research_report"):
-            written = await llm_report(self.llm, question, passages, limits.max_report_chars)
+        if chosen.passages and self.llm_allowed("research_report"):
+            written = await llm_report(self.llm, question, chosen.passages, limits.max_report_chars)
             if written.text is not None:
-                checked = verify_citations(written.text, passages, limits.verify_claims)
-                report = with_sources(checked.text, passages, limits.max_report_chars)
-                method = "llm"
-                claims, supported, unsupported = (
-                    checked.claims,
-                    checked.supported,
-                    checked.unsupported,
+                checked = verify_citations(written.text, chosen.passages, limits.verify_claims)
+                report = with_sources(checked.text, chosen.passages, limits.max_report_chars)
+                return _Written(
+                    report, "llm", checked.claims, checked.supported, checked.unsupported
                 )
-        if report is None:
-            report = evidence_report(question, sections, passages, limits.max_report_chars)
-        covered_share = sum(s.covered for s in sections) / len(sections) if sections else 0.0
-        status = _verification(method, sections, conflicts, claims, supported)
-        confidence = covered_share * (0.5 if conflicts else 1.0)
-        if method == "llm" and claims:
-            confidence *= supported / claims
-        await self.emit(
-            "verify",
-            {
-                "status": status,
-                "claims": claims,
-                "supported": supported,
-                "unsupported": unsupported,
-                "conflicts": len(conflicts),
-            },
+        report = evidence_report(
+            question, chosen.sections, chosen.passages, limits.max_report_chars
         )
-        await self.emit("draft", {"method": method, "chars": len(report)})
+        return _Written(report, "evidence")
+
+    def result(
+        self,
+        question: str,
+        coverage: Sequence[tuple[SubQ, list[Scored]]],
+        chosen: _Chosen,
+        written: _Written,
+        conflicts: list[Conflict],
+        *,
+        status: VerificationStatus,
+        stopped: str,
+        rounds: int,
+    ) -> ResearchResult:
+        """The job's result as the caller wants it (``want``)."""
         want = self.request.want
-        if self.llm.estimated_tokens:
-            self.state.error("llm", "usage", ESTIMATED_TOKENS)
+        sections = chosen.sections
+        confidence = sum(s.covered for s in sections) / len(sections) if sections else 0.0
+        confidence *= 0.5 if conflicts else 1.0
+        if written.method == "llm" and written.claims:
+            confidence *= written.supported / written.claims
         return ResearchResult(
             question=question,
             preset=self.request.preset,
-            report=report if want.report else None,
-            report_method=method,
+            report=written.text if want.report else None,
+            report_method=written.method,
             confidence=round(confidence, 3),
             verification_status=status,
             sub_questions=[
@@ -482,7 +501,7 @@ class Research:
                     coverage=round(max((s.coverage for s in best), default=0.0), 3),
                     evidence=section.evidence,
                 )
-                for (q, best), section in zip(coverage, sections, strict=True)
+                for (q, best), section in zip(coverage, chosen.sections, strict=True)
             ],
             evidence=[
                 EvidencePassage(
@@ -491,22 +510,17 @@ class Research:
                     title=p.title,
                     text=p.text,
                     kind=p.kind,
-                    score=round(scores.get(i, 0.0), 4),
+                    score=round(chosen.scores.get(i, 0.0), 4),
                 )
-                for n, (i, p) in enumerate(zip(order, passages, strict=True), start=1)
+                for n, (i, p) in enumerate(zip(chosen.order, chosen.passages, strict=True), 1)
             ]
             if want.evidence
             else None,
             conflicts=conflicts,
-            unsupported_citations=unsupported,
-            search_trace=self.state.trace if want.trace else None,
+            unsupported_citations=written.unsupported,
+            search_trace=self.ctx.trace if want.trace else None,
             stopped=stopped,
-            errors=self.state.errors
-            + [
-                ErrorEntry(stage=r.step, source="llm", reason=f"fallback: {r.reason}")
-                for r in self.llm.records
-                if r.fallback_used
-            ],
+            errors=self.ctx.reported_errors(),
             usage=ResearchUsage(
                 rounds=rounds,
                 tool_calls=self.calls.used,
@@ -527,6 +541,16 @@ async def _all_or_none(steps: Sequence[Coroutine[Any, Any, object]]) -> None:
                 group.create_task(step)
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
+
+
+def _search_event(trace: TraceEntry) -> dict[str, Any]:
+    """The ``search`` event of one search: its trace entry, said as an event."""
+    data: dict[str, Any] = {
+        "round": trace.round,
+        "sub_question": trace.sub_question,
+        "results": trace.results,
+    }
+    return data | ({"error": trace.error} if trace.error else {"new_urls": trace.new_urls})
 
 
 def _verification(
