@@ -24,8 +24,9 @@ from searcher.embedding.embedders import (
 )
 from searcher.errors import EmbedderUnavailable
 from searcher.fetch.urls import normalise_url
-from searcher.ranking.dedup import dedup_text, drop_near_duplicates
+from searcher.ranking.dedup import drop_near_duplicates
 from searcher.ranking.fusion import FusedHit, Source
+from searcher.text import document_text
 from tests.testbed import TestbedServer
 from tests.testbed.openai_compat import vector
 
@@ -117,7 +118,7 @@ async def test_unrelated_and_merely_related_pages_are_kept(static):
 
 async def test_the_threshold_is_respected(static):
     hits = results(PY313, PY313_REPRINT)
-    vectors = await static.embed([dedup_text(h) for h in hits])
+    vectors = await static.embed([document_text(h.hit.title, h.hit.snippet) for h in hits])
     cosine = float(vectors[0] @ vectors[1])
     assert 0.5 < cosine < 1.0
     kept, _ = await drop_near_duplicates(hits, static, cosine + 1e-4)
@@ -378,7 +379,7 @@ PRESSURIZED_B = (
 
 async def test_pages_on_one_subject_are_kept_however_close_their_vectors(static):
     hits = results(PRESSURIZED_A, PRESSURIZED_B)
-    vectors = await static.embed([dedup_text(h) for h in hits])
+    vectors = await static.embed([document_text(h.hit.title, h.hit.snippet) for h in hits])
     assert float(vectors[0] @ vectors[1]) >= THRESHOLD  # the embedding alone would merge them
     kept, notes = await drop_near_duplicates(hits, static, THRESHOLD)
     assert (kept, notes) == (hits, [])

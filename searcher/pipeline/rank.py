@@ -14,7 +14,7 @@ from searcher.ranking.dedup import drop_near_duplicates
 from searcher.ranking.fusion import FusedHit, engine_count, fuse_answers
 from searcher.ranking.hybrid import hybrid_stage
 from searcher.ranking.relevance import apply_filter, score_results
-from searcher.ranking.rerank import document_text
+from searcher.text import document_text
 
 
 @dataclass(frozen=True)
