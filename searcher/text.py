@@ -235,22 +235,22 @@ def stem_positions(
 # --- the query ----------------------------------------------------------------------------
 
 
-def _is_keyword(part: str) -> bool:
+def _is_keyword(part: str, stop_words: frozenset[str]) -> bool:
     # Single letters are noise ("what's" -> "s"); single digits can be a version or code.
-    return part not in STOP_WORDS and (len(part) > 1 or part.isdigit())
+    return part not in stop_words and (len(part) > 1 or part.isdigit())
 
 
 @functools.lru_cache(maxsize=1024)
-def _read_query(query: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _read_query(query: str, stop_words: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(keywords, terms) of ``query``; see ``query_keywords`` and ``query_terms``."""
     keywords: dict[str, None] = {}  # ordered sets
     terms: dict[str, None] = {}
     for token in _TOKEN.findall(query.lower()):
         parts = [p for p in COMPOUND_SEPARATOR.split(token) if p]
-        if len(parts) > 1 and any(_is_keyword(p) for p in parts):
+        if len(parts) > 1 and any(_is_keyword(p, stop_words) for p in parts):
             keywords[token] = None
         for part in parts:
-            if _is_keyword(part):
+            if _is_keyword(part, stop_words):
                 keywords[stem(part)] = None
                 terms[stem(part)] = None
     return tuple(keywords), tuple(terms)[:MAX_QUERY_TERMS]
@@ -262,14 +262,21 @@ def query_keywords(query: str) -> list[str]:
     A compound such as ``SRVO-063``, ``6ES7-214`` or ``node.js`` is kept whole (as written,
     lower-cased) and also as its parts (``srvo``, ``063``), so a page that spells the code
     the same way matches more of it than one that only has the parts."""
-    return list(_read_query(query)[0])
+    return list(_read_query(query, STOP_WORDS)[0])
 
 
-def query_terms(query: str) -> tuple[str, ...]:
+_NO_STOP_WORDS: frozenset[str] = frozenset()
+
+
+def query_terms(query: str, keep_stop_words: bool = False) -> tuple[str, ...]:
     """The query's terms, what BM25 counts: its words (compounds split into their parts),
-    stop words and single letters dropped, stemmed, first-seen order, at most
-    ``MAX_QUERY_TERMS``."""
-    return _read_query(query)[1]
+    single letters and (unless ``keep_stop_words``) stop words dropped, stemmed,
+    first-seen order, at most ``MAX_QUERY_TERMS``.
+
+    ``keep_stop_words`` is for BM25 over a handful of short texts (the hybrid stage's
+    titles and snippets), where a stop word's IDF is its weight; there keeping them ranks
+    better (bench/ranking_halves.py, dev halves)."""
+    return _read_query(query, _NO_STOP_WORDS if keep_stop_words else STOP_WORDS)[1]
 
 
 # --- BM25 ---------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def _reference_bm25(query: str, texts: list[str]) -> list[float]:
 
     # Every run of letters and digits counts; the length is in words of two or more.
     docs = [Counter(map(stem, re.findall(r"[^\W_]+", t.lower()))) for t in texts]
-    wanted = set(query_terms(query)) & {w for d in docs for w in d}
+    wanted = set(query_terms(query, keep_stop_words=True)) & {w for d in docs for w in d}
     if not wanted:
         return [0.0] * len(texts)
     lengths = [len(re.findall(r"[^\W_]{2,}", t)) for t in texts]

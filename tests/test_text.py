@@ -143,6 +143,10 @@ def test_query_terms_are_the_keywords_less_the_compounds() -> None:
     assert query_terms("Who won in 1871, a or b?") == ("won", "1871")
     assert query_terms("SRVO-063 encoder alarm") == ("srvo", "063", "encoder", "alarm")
     assert len(query_terms(" ".join(f"word{i}" for i in range(100)))) == 32
+    # The hybrid stage's BM25 over a pool of snippets keeps the stop words (IDF weighs them).
+    assert query_terms("What is the capital of Peru?", keep_stop_words=True) == (
+        "what", "is", "the", "capital", "of", "peru",
+    )  # fmt: skip
 
 
 # --- the stemmer's prefixes ----------------------------------------------------------------

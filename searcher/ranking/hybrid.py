@@ -126,7 +126,7 @@ def pool_bm25(query: str, texts: Sequence[str]) -> list[float]:
     from ``texts`` alone and lengths in words, divided by the best (all 0 when nothing
     matches)."""
     read = [_Text(t) for t in texts]
-    terms = query_terms(query)
+    terms = query_terms(query, keep_stop_words=True)
     return _pool_bm25(terms, read, _term_counts(terms, read))
 
 
@@ -202,7 +202,7 @@ def _named(wanted: frozenset[str], as_words: list[tuple[str, str]], tokens: str)
 def hybrid_scores(query: str, texts: Sequence[str], cosines: Sequence[float] | None) -> list[float]:
     """Seed 004's mix for each text; without cosines the other two keep their ratio."""
     read = [_Text(t) for t in texts]
-    terms = query_terms(query)
+    terms = query_terms(query, keep_stop_words=True)
     counts = _term_counts(terms, read)
     lexical = _pool_bm25(terms, read, counts)
     entity = _entity_overlap(query, read, terms, counts)
