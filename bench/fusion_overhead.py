@@ -30,8 +30,9 @@ from typing import Any
 from bench.processes import percentile
 from searcher.backends.base import BackendAnswer, Hit
 from searcher.embedding.embedders import StaticEmbedder
-from searcher.ranking.dedup import dedup_text, drop_near_duplicates
+from searcher.ranking.dedup import drop_near_duplicates
 from searcher.ranking.fusion import FusedHit, fuse, ranked_lists
+from searcher.text import document_text
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CORPUS = SHARED / "data" / "scifact" / "corpus.jsonl"
@@ -182,7 +183,7 @@ async def run(trials: int, warmup: int) -> None:
         counts["kept"] += len(kept)
 
         # Side by side on the same texts: model2vec's own encode, and no known words.
-        texts = [dedup_text(f) for f in fused]
+        texts = [document_text(f.hit.title, f.hit.snippet) for f in fused]
         clock.start()
         embedder.model.encode(texts)
         clock.lap("model2vec")

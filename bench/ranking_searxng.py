@@ -49,7 +49,7 @@ from searcher.ranking.evaluation import Qrels, evaluate, run_from_rankings
 from searcher.ranking.fusion import engine_count, fuse_answers, ranked_lists, searxng_style
 from searcher.ranking.hybrid import blended_order, cosines, hybrid_scores
 from searcher.ranking.relevance import DomainLists, apply_filter, score_results
-from searcher.ranking.rerank import document_text
+from searcher.text import document_text
 from tests.testbed import real_searxng
 from tests.testbed.json_engines import JsonEnginesApp
 from tests.testbed.server import ThreadedServer

@@ -642,6 +642,14 @@ class EmbeddingSettings(ConfigSection):
             "offline](operations.md#running-offline-what-is-downloaded-and-when))"
         ),
     )
+    cache_size: int = Field(
+        default=4096,
+        ge=0,
+        le=1_000_000,
+        description="Texts whose vectors are remembered across requests (least recently "
+        "used forgotten first; ~1 KB each for a 256-d model); 0 = none. Within a request a "
+        "text is embedded once either way.",
+    )
 
 
 def pattern_problem(pattern: str) -> str | None:

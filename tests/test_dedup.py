@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from searcher.backends.base import Hit
 from searcher.config import EmbeddingSettings
 from searcher.embedding.embedders import (
+    CachedEmbedder,
     OpenAIEmbedder,
     StaticEmbedder,
     build_embedder,
@@ -24,8 +25,9 @@ from searcher.embedding.embedders import (
 )
 from searcher.errors import EmbedderUnavailable
 from searcher.fetch.urls import normalise_url
-from searcher.ranking.dedup import dedup_text, drop_near_duplicates
+from searcher.ranking.dedup import drop_near_duplicates
 from searcher.ranking.fusion import FusedHit, Source
+from searcher.text import document_text
 from tests.testbed import TestbedServer
 from tests.testbed.openai_compat import vector
 
@@ -117,7 +119,7 @@ async def test_unrelated_and_merely_related_pages_are_kept(static):
 
 async def test_the_threshold_is_respected(static):
     hits = results(PY313, PY313_REPRINT)
-    vectors = await static.embed([dedup_text(h) for h in hits])
+    vectors = await static.embed([document_text(h.hit.title, h.hit.snippet) for h in hits])
     cosine = float(vectors[0] @ vectors[1])
     assert 0.5 < cosine < 1.0
     kept, _ = await drop_near_duplicates(hits, static, cosine + 1e-4)
@@ -204,16 +206,19 @@ def test_static_vectors_equal_model2vec_encode_around_the_int16_sum_limit(static
     np.testing.assert_allclose(ours, normalise_rows(static.model.encode(texts)), atol=1e-5)
 
 
-def test_remembered_vectors_are_the_computed_ones_across_a_full_memory():
+async def test_remembered_vectors_are_the_computed_ones_across_a_full_memory():
     # A fresh embedder, so that what it remembers is this test's alone.
-    embedder = StaticEmbedder.load(str(STATIC_MODEL))
+    static = StaticEmbedder.load(str(STATIC_MODEL))
+    embedder = CachedEmbedder(static, size=4096)
     first = [f"text number {i} about subject {i % 7}" for i in range(3000)]
     second = first[-500:] + [f"another text {i} on topic {i % 5}" for i in range(2000)]
-    embedder.encode(first)
-    # Over the memory's size: what it held is dropped while this call still needs some.
-    again = embedder.encode(second)
-    np.testing.assert_allclose(again, normalise_rows(embedder.model.encode(second)), atol=1e-5)
-    np.testing.assert_array_equal(embedder.encode(second[:3]), again[:3])  # served remembered
+    await embedder.embed(first)
+    # Over the memory's size: the least recently used go while this call still needs some.
+    again = await embedder.embed(second)
+    np.testing.assert_allclose(again, normalise_rows(static.model.encode(second)), atol=1e-5)
+    hits = embedder.hits
+    np.testing.assert_array_equal(await embedder.embed(second[:3]), again[:3])
+    assert embedder.hits == hits + 3  # served remembered
 
 
 # Whitespace, control and format characters, combining marks: where words split.
@@ -257,13 +262,16 @@ def test_a_missing_local_model_is_a_clear_error(tmp_path):
 def test_build_embedder_follows_the_settings():
     assert build_embedder(EmbeddingSettings(provider="none")) is None
     static = build_embedder(EmbeddingSettings(provider="model2vec", model=str(STATIC_MODEL)))
-    assert isinstance(static, StaticEmbedder)
+    assert isinstance(static, CachedEmbedder) and isinstance(static.inner, StaticEmbedder)
+    assert static.size == EmbeddingSettings().cache_size
+    uncached = EmbeddingSettings(provider="model2vec", model=str(STATIC_MODEL), cache_size=0)
+    assert isinstance(build_embedder(uncached), StaticEmbedder)
     with pytest.raises(EmbedderUnavailable, match="base_url"):
         build_embedder(EmbeddingSettings(provider="openai", model="nomic-embed-text"))
     remote = build_embedder(
         EmbeddingSettings(provider="openai", model="nomic-embed-text", base_url="http://x/v1")
     )
-    assert isinstance(remote, OpenAIEmbedder)
+    assert isinstance(remote, CachedEmbedder) and isinstance(remote.inner, OpenAIEmbedder)
     assert remote.name == "openai:nomic-embed-text"
 
 
@@ -378,7 +386,7 @@ PRESSURIZED_B = (
 
 async def test_pages_on_one_subject_are_kept_however_close_their_vectors(static):
     hits = results(PRESSURIZED_A, PRESSURIZED_B)
-    vectors = await static.embed([dedup_text(h) for h in hits])
+    vectors = await static.embed([document_text(h.hit.title, h.hit.snippet) for h in hits])
     assert float(vectors[0] @ vectors[1]) >= THRESHOLD  # the embedding alone would merge them
     kept, notes = await drop_near_duplicates(hits, static, THRESHOLD)
     assert (kept, notes) == (hits, [])

@@ -81,19 +81,20 @@ def test_an_embedder_changes_the_cosine_and_a_failing_one_is_left_out():
 
 
 def _reference_bm25(query: str, texts: list[str]) -> list[float]:
-    """BM25 as the docstring says it, every word of every text stemmed (no shortcuts)."""
+    """BM25 as the docstring says it, every word of every text stemmed (no shortcuts), the
+    query's terms those of ``searcher.text.query_terms``."""
     import math
     import re
     from collections import Counter
 
-    from searcher.ranking.relevance import stem
+    from searcher.text import query_terms, stem
 
-    word = re.compile(r"[^\W_]{2,}")
-    docs = [Counter(map(stem, word.findall(t.lower()))) for t in texts]
-    wanted = {stem(w) for w in word.findall(query.lower())} & {w for d in docs for w in d}
+    # Every run of letters and digits counts; the length is in words of two or more.
+    docs = [Counter(map(stem, re.findall(r"[^\W_]+", t.lower()))) for t in texts]
+    wanted = set(query_terms(query, keep_stop_words=True)) & {w for d in docs for w in d}
     if not wanted:
         return [0.0] * len(texts)
-    lengths = [sum(d.values()) for d in docs]
+    lengths = [len(re.findall(r"[^\W_]{2,}", t)) for t in texts]
     average = (sum(lengths) / len(docs)) or 1.0
     scores = []
     for d, length in zip(docs, lengths, strict=True):
@@ -111,7 +112,7 @@ def _reference_entities(query: str, texts: list[str]) -> list[float]:
     import re
 
     from searcher.ranking.hybrid import entities
-    from searcher.ranking.relevance import query_keywords, stem
+    from searcher.text import query_keywords, stem
 
     wanted = entities(query) or set(query_keywords(query))
     out = []

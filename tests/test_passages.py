@@ -15,7 +15,6 @@ from searcher.pack.passages import (
     PageChoice,
     page_passage_spans,
     passage_spans,
-    query_terms,
     select_across_pages,
     select_passages,
     split_passages,
@@ -108,15 +107,6 @@ def test_passages_are_ordered_slices_covering_the_text(text: str, max_chars: int
 
 
 # --- scoring and selection ------------------------------------------------------------------
-
-
-def test_query_terms_drop_stop_words_and_stem_plurals() -> None:
-    assert query_terms("What are the countries with the most boxes and engines?") == [
-        "country",
-        "box",
-        "engine",
-    ]
-    assert query_terms("Who won in 1871, a or b?") == ["won", "1871"]
 
 
 def test_select_keeps_the_matching_passage_in_document_order() -> None:

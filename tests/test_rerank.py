@@ -9,9 +9,7 @@ import pytest
 
 from searcher.config import RerankSettings
 from searcher.ranking.rerank import (
-    MAX_DOCUMENT_CHARS,
     BadReply,
-    document_text,
     parse_scores,
     reorder,
     request_body,
@@ -136,10 +134,3 @@ def test_logits_become_relevances_in_order():
     assert unit_scores({0: 0.2, 1: 0.9}) == {0: 0.2, 1: 0.9}
     logits = unit_scores({0: -3.0, 1: 0.9, 2: 1.1})
     assert 0 < logits[0] < logits[1] < logits[2] < 1
-
-
-def test_a_document_is_cut_to_what_a_model_reads():
-    # A backend's megabyte snippet reaches neither the reranker nor the static model whole.
-    text = document_text("Title", "word " * 1_000_000)
-    assert len(text) == MAX_DOCUMENT_CHARS and text.startswith("Title\nword word")
-    assert document_text(" Short ", "snippet ") == "Short \nsnippet"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from importlib import resources
 
 import pytest
@@ -16,23 +15,16 @@ from searcher.errors import ConfigError
 from searcher.fetch.urls import domain_matches
 from searcher.ranking import relevance as scoring
 from searcher.ranking.relevance import (
-    _SEARCH_PER_PREFIX_CHARS_UP_TO,
     COMPONENTS,
     DomainLists,
     Scored,
-    _searched_prefixes,
-    _words_matching,
-    _words_starting,
     apply_filter,
     keyword_overlap,
     load_domain_lists,
     parse_domain_file,
-    query_keywords,
     score_results,
-    stem,
-    words_stemming_to,
 )
-from searcher.ranking.relevance import _words as words_of
+from searcher.text import query_keywords
 
 SHIPPED = ScoringSettings()
 # The tests of each component leave the soft keyword score out (it is tested on its own);
@@ -177,59 +169,12 @@ def test_parse_domain_file() -> None:
 # --- keywords -------------------------------------------------------------------------
 
 
-def test_codes_are_kept_whole_and_in_parts() -> None:
-    assert query_keywords("SRVO-063 encoder alarm") == [
-        "srvo-063", "srvo", "063", "encoder", "alarm",
-    ]  # fmt: skip
-    assert {"6es7-214", "6es7", "214"} <= set(query_keywords("6ES7-214 wiring"))
-    assert {"a06b-6079", "a06b", "6079"} <= set(query_keywords("A06B-6079 amplifier"))
-
-
 def test_seed_example_passes_the_filter() -> None:
     keywords = query_keywords("SRVO-063 encoder alarm")
     overlap = keyword_overlap(keywords, "FANUC Servo Alarm SRVO-063 Troubleshooting", "", "")
     # srvo-063, srvo, 063 and alarm found; "encoder" is not in the title.
     assert overlap == pytest.approx(4 / 5)
     assert overlap >= DEFAULTS.min_keyword_overlap
-
-
-def test_stop_words_and_noise_are_dropped() -> None:
-    assert query_keywords("What is the capital of Peru?") == ["capital", "peru"]
-    assert query_keywords("what's it") == []
-    assert query_keywords("the and/or of") == []
-    assert query_keywords("python 3") == ["python", "3"]  # a lone digit can be a version
-
-
-def test_keywords_are_deduplicated_in_first_seen_order() -> None:
-    assert query_keywords("router Routers ROUTER switch") == ["router", "switch"]
-
-
-@pytest.mark.parametrize(
-    ("forms", "common"),
-    [
-        (["router", "routers"], "router"),
-        (["route", "routes", "routed", "routing"], "rout"),
-        (["library", "libraries"], "library"),
-        (["study", "studies", "studied"], "study"),
-        (["box", "boxes"], "box"),
-        (["class", "classes"], "class"),
-        (["patch", "patches", "patched", "patching"], "patch"),
-        (["run", "running"], "run"),
-        (["install", "installs", "installed", "installing"], "install"),
-        (["configure", "configured", "configuring", "configures"], "configur"),
-        (["setting", "settings"], "set"),
-    ],
-)
-def test_stemming_brings_forms_together(forms: list[str], common: str) -> None:
-    assert {stem(form) for form in forms} == {common}
-
-
-@pytest.mark.parametrize(
-    "word", ["news", "status", "analysis", "string", "thing", "speed", "need", "free", "bus",
-             "063", "6es7", "ok"],
-)  # fmt: skip
-def test_stemming_leaves_these_alone(word: str) -> None:
-    assert stem(word) == word
 
 
 def test_overlap_matches_stems_in_title_snippet_and_url() -> None:
@@ -255,12 +200,6 @@ def test_compound_matches_as_a_phrase_however_it_is_joined() -> None:
 def test_unspaced_scripts_match_as_substrings() -> None:
     keywords = query_keywords("東京タワー")
     assert keyword_overlap(keywords, "東京タワーの歴史", "", "") == 1.0
-
-
-@given(st.text())
-def test_word_split_is_the_regex_split(text: str) -> None:
-    # The translate-table split stands in for this regex because it is faster.
-    assert words_of(text) == re.findall(r"[^\W_]+", text.lower())
 
 
 def test_overlap_without_keywords_is_one() -> None:
@@ -446,58 +385,6 @@ def test_keyword_weight_is_a_soft_score() -> None:
     scored = score_results(items, "SRVO-063 encoder alarm", "general", LISTS, soft)
     assert [s.index for s in scored] == [1, 0] and all(s.kept for s in scored)
     assert scored[0].components["keyword"] == pytest.approx(0.5)
-
-
-@given(st.lists(st.text(alphabet="abcdeilnorsty", min_size=1, max_size=12), min_size=1, max_size=8))
-def test_the_stem_finder_finds_every_word_that_stems_to_a_keyword(words: list[str]) -> None:
-    # The keyword overlap stems only the words the finder yields: it must miss none.
-    text = " ".join(words)
-    for word in words:
-        found = words_stemming_to((stem(word),), text)
-        assert word in found
-
-
-# Text made of the stems' pieces, so that words start (and contain) one, two or none.
-PIECES = ["ga", "gam", "m", "clou", "d", "a", "b1", "é", "É", "1", "u", "lo", "_", " ", "-", "."]
-
-
-@given(
-    st.text(alphabet="abgclou_ -.1éÉ", max_size=40)
-    | st.lists(st.sampled_from(PIECES)).map("".join),
-    st.lists(
-        st.sampled_from(["gam", "clou", "cloud", "a", "b1", "é", "ga", "gb", "lo", "1", "u"]),
-        min_size=1,
-        max_size=8,
-    ),
-)
-@settings(max_examples=500)
-def test_the_finder_yields_exactly_the_words_that_start_with_a_prefix(
-    text: str, stems: list[str]
-) -> None:
-    # What a look-behind for the word's start would give: every whole word (a run of
-    # letters and digits) that starts with a prefix, once, nothing inside a word; with a
-    # few prefixes (a scan for each) and with many (one scan for all).
-    prefixes = tuple({s[:-1] or s for s in stems})
-    words = re.findall(r"[^\W_]+", text)
-    expected = sorted(w for w in words if w.startswith(prefixes))
-    assert sorted(words_stemming_to(tuple(stems), text)) == expected
-    # Both finders, whichever the number of prefixes and the length of the text.
-    per_prefix = [w for p in _searched_prefixes(tuple(stems)) for w in _words_starting(p, text)]
-    assert sorted(per_prefix) == expected
-    assert sorted(_words_matching(tuple(stems), text)) == expected
-
-
-def test_a_long_text_is_read_in_one_scan(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A snippet of megabytes full of words with a prefix: the regex's one scan is about
-    # twice as fast as a search per prefix, and finds the same words.
-    def no_search_per_prefix(prefix: str, text: str) -> list[str]:
-        raise AssertionError("a long text is searched per prefix")
-
-    monkeypatch.setattr(scoring, "_words_starting", no_search_per_prefix)
-    text = "saga gaming clouds 1gam " * 1_000
-    assert len(text) > _SEARCH_PER_PREFIX_CHARS_UP_TO
-    found = words_stemming_to(("cloud", "gam"), text)
-    assert sorted(found) == sorted(["gaming", "clouds"] * 1_000)
 
 
 def test_keyword_overlap_reads_a_bounded_start_of_each_field():

@@ -2,7 +2,9 @@
 
 Two kinds: a static model2vec model in-process (a per-token lookup table, fast enough to
 run inline on the request path) and any OpenAI-compatible ``/v1/embeddings`` endpoint
-(Ollama's nomic-embed-text, vLLM, a hosted API).
+(Ollama's nomic-embed-text, vLLM, a hosted API). Either is wrapped in a ``CachedEmbedder``
+(the ``embeddings.cache_size`` texts used last, across requests); within one request,
+``RequestVectors`` makes sure a text is embedded once, whichever steps ask for it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import bisect
 import copy
 import itertools
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,9 +47,6 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
 
 # Distinct words remembered with their token ids (a few hundred bytes each).
 _WORD_CACHE_SIZE = 100_000
-# Texts whose vectors are kept: near-duplicate removal and the hybrid stage read the same
-# title + snippet in one request, and popular results recur across requests (~1 KB each).
-_TEXT_CACHE_SIZE = 4_096
 # Where a BERT tokenizer splits words: what its normaliser keeps and then counts as
 # whitespace (space, tab, newline, carriage return, Unicode Zs, line and paragraph
 # separators). str.split() also splits at some control characters, which BERT deletes.
@@ -83,7 +83,6 @@ class StaticEmbedder:
         self._tokenizer = copy.deepcopy(model.tokenizer)
         self._tokenizer.no_truncation()
         self._word_ids: dict[str, tuple[int, ...]] = {}
-        self._vectors: dict[str, np.ndarray] = {}
         self._int16_tokens = _int16_safe_tokens(model.embedding)
 
     @classmethod
@@ -124,19 +123,11 @@ class StaticEmbedder:
             raise EmbedderUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), d)`` float32 unit rows; zero rows for texts without tokens."""
-        known = self._vectors
-        rows = {t: known[t] for t in texts if t in known}
-        new = [t for t in dict.fromkeys(texts) if t not in rows]
-        if new:
-            fresh = dict(zip(new, self._encode(new), strict=True))
-            if len(known) + len(new) > _TEXT_CACHE_SIZE:
-                known.clear()  # as with words: rare, and cheaper than tracking recency
-            known.update(fresh)
-            rows.update(fresh)
+        """``(len(texts), d)`` float32 unit rows; zero rows for texts without tokens.
+        (Vectors are remembered by ``CachedEmbedder``, not here.)"""
         if not texts:
             return np.zeros((0, self.model.embedding.shape[1]), dtype=np.float32)
-        return np.stack([rows[t] for t in texts])
+        return self._encode(texts)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not self._fast:
@@ -275,20 +266,105 @@ def parse_embeddings(data: Any, expected: int) -> np.ndarray:
     return matrix
 
 
+# --- vectors remembered ------------------------------------------------------------------
+
+
+def _rows_for(name: str, fresh: np.ndarray, count: int) -> np.ndarray:
+    """``fresh`` when it holds one row per text asked; ``EmbedderUnavailable`` otherwise
+    (rows cannot be told apart, so none can be remembered)."""
+    fresh = np.asarray(fresh)
+    if fresh.ndim != 2 or fresh.shape[0] != count:
+        raise EmbedderUnavailable(f"{name}: gave shape {fresh.shape} for {count} texts")
+    return fresh
+
+
+class CachedEmbedder:
+    """An embedder whose vectors are remembered across requests: the ``size`` texts used
+    most recently (least recently used forgotten first). Near-duplicate removal and the
+    hybrid stage read the same titles and snippets, and popular results and queries
+    recur; a hit costs a dict look-up where the static model costs ~30 us a text and an
+    HTTP embedder a round trip. A 256-d float32 row is 1 KB: 4,096 texts hold ~4 MB.
+    ``hits`` and ``misses`` count texts (a text asked twice in one call counts once)."""
+
+    def __init__(self, inner: Embedder, size: int) -> None:
+        self.name = inner.name
+        self.inner = inner
+        self.size = size
+        self.hits = 0
+        self.misses = 0
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The rows of ``texts``; only those not remembered are asked of the inner
+        embedder, in one call."""
+        if not texts:
+            return await self.inner.embed(texts)
+        known = self._vectors
+        rows: dict[str, np.ndarray] = {}
+        for text in dict.fromkeys(texts):
+            row = known.get(text)
+            if row is not None:
+                known.move_to_end(text)
+                rows[text] = row
+        new = [t for t in dict.fromkeys(texts) if t not in rows]
+        self.hits += len(rows)
+        self.misses += len(new)
+        if new:
+            fresh = _rows_for(self.name, await self.inner.embed(new), len(new))
+            for text, row in zip(new, fresh, strict=True):
+                rows[text] = row
+                known[text] = row
+            while len(known) > self.size:
+                known.popitem(last=False)
+        return np.stack([rows[t] for t in texts])
+
+    async def aclose(self) -> None:
+        """Close the inner embedder's HTTP client, if it has one."""
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class RequestVectors:
+    """One request's vectors, by text: each text the request's steps embed (near-duplicate
+    removal, then the hybrid stage, with the query) is asked of ``embedder`` once, however
+    small its cache or however many steps ask. Lives as long as the request."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.name = embedder.name
+        self.embedder = embedder
+        self._vectors: dict[str, np.ndarray] = {}
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The rows of ``texts``, embedding those this request has not seen yet."""
+        if not texts:
+            return await self.embedder.embed(texts)
+        known = self._vectors
+        new = [t for t in dict.fromkeys(texts) if t not in known]
+        if new:
+            fresh = _rows_for(self.name, await self.embedder.embed(new), len(new))
+            known.update(zip(new, fresh, strict=True))
+        return np.stack([known[t] for t in texts])
+
+
 # --- from settings -------------------------------------------------------------------------
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
-    """The configured embedder; None when switched off. Raises ``EmbedderUnavailable``
-    when it cannot be had (the reason says why)."""
+    """The configured embedder, remembering ``embeddings.cache_size`` texts' vectors;
+    None when switched off. Raises ``EmbedderUnavailable`` when it cannot be had (the
+    reason says why)."""
     if settings.provider == "none":
         return None
+    inner: Embedder
     if settings.provider == "openai":
         if not settings.base_url:
             raise EmbedderUnavailable(
                 "embeddings.base_url is required for embeddings.provider openai"
             )
-        return OpenAIEmbedder(
+        inner = OpenAIEmbedder(
             settings.base_url, settings.model, settings.api_key, settings.timeout_s
         )
-    return StaticEmbedder.load(settings.model)
+    else:
+        inner = StaticEmbedder.load(settings.model)
+    return CachedEmbedder(inner, settings.cache_size) if settings.cache_size else inner

@@ -11,7 +11,7 @@ from searcher.llm.answer import cited_sentences_share
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepRunner
-from searcher.ranking.relevance import query_keywords
+from searcher.text import query_keywords
 
 ISREL = ("relevant", "irrelevant")
 ISSUP = ("fully_supported", "partially_supported", "no_support")

@@ -16,7 +16,7 @@ from searcher.llm.prompts import messages
 from searcher.llm.rewrite import operators, without_operators
 from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate, candidate_lines
-from searcher.ranking.relevance import STOP_WORDS
+from searcher.text import STOP_WORDS
 
 GRADES: tuple[CragGrade, ...] = typing.get_args(CragGrade)
 SHOWN = 5  # results the grader sees

@@ -24,7 +24,7 @@ from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
 from searcher.llm.rewrite import keep_operators
 from searcher.llm.runner import StepRunner
-from searcher.pack.passages import query_terms
+from searcher.text import query_terms
 
 MAX_PERSPECTIVE_CHARS = 300
 
@@ -148,7 +148,7 @@ class Diversity:
 
 def lexical_diversity(queries: Sequence[str]) -> float:
     """1 - mean pairwise Jaccard overlap of the queries' topical words (lower-cased, stop
-    words out, plurals folded); 0.0 with fewer than two queries."""
+    words out, stemmed: ``searcher.text.query_terms``); 0.0 with fewer than two queries."""
     if len(queries) < 2:
         return 0.0
     bags = [set(query_terms(q)) or set(q.lower().split()) for q in queries]

@@ -2,23 +2,25 @@
 
 A page is split into passages (its paragraphs; long ones split at sentence boundaries,
 tiny fragments such as headings merged into their neighbours). The passages are ranked by
-BM25 over the page's own passages, with query terms lower-cased and lightly stemmed
-(plural forms), ties broken by position. :func:`select_passages` keeps the best ones that
+BM25 over the page's own passages (``searcher.text``: its query terms, stemmer and BM25),
+ties broken by position. :func:`select_passages` keeps the best ones that
 fit a character budget, in document order, with ``…`` lines marking what was left out;
 :func:`top_chunks` returns the best few (Tavily's ``chunks_per_source``).
 
 Every passage is a slice of the page, so nothing is reworded. The work is bounded: at most
-``MAX_PASSAGES`` passages are considered, and query terms are found by one regex search
-per term over the lower-cased page rather than by tokenising all of it in Python.
+``MAX_PASSAGES`` passages are considered, and query terms are found by searching the
+lower-cased page for the words that start like them (``searcher.text.stem_positions``)
+rather than by tokenising all of it in Python.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from bisect import bisect_right, insort
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from searcher.text import bm25, query_terms, stem_positions
 
 Span = tuple[int, int]  # [start, end) offsets of a passage in the page text
 
@@ -26,29 +28,16 @@ DEFAULT_MAX_CHARS = 500
 # Passages considered per page (~1 MB of text at 500 characters each): bounds the work on a
 # huge page; text beyond is never chosen.
 MAX_PASSAGES = 2000
-_MAX_QUERY_TERMS = 32
 # A selection budget buys passages about half its size (at least this), so that even a
 # small share holds two pieces of evidence rather than one cut paragraph.
 _MIN_SELECT_SIZE = 160
 ELISION = "…"
 _GAP = f"\n\n{ELISION}\n\n"
 _LEAD = f"{ELISION}\n\n"
-_K1, _B = 1.2, 0.75
 
 _LINE = re.compile(r"[^\n]+")
 # A sentence ends at . ! ? or … (maybe followed by closing quotes or brackets) and spaces.
 _SENTENCE_END = re.compile(r"([.!?…][\"'”’)\]]*)\s+")
-_WORD = re.compile(r"\w+")
-# Words that carry no topic: common English function words and question words.
-_STOP_TEXT = """a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if
-    in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that
-    the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom whose why will
-    with would you your yours yourself yourselves s t"""
-_STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
 # --- splitting ----------------------------------------------------------------------------
@@ -174,83 +163,46 @@ def split_passages(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
 # --- scoring ------------------------------------------------------------------------------
 
 
-def _stem(word: str) -> str:
-    """A light plural stemmer: ``countries`` -> ``country``, ``boxes`` -> ``box``,
-    ``engines`` -> ``engine``; other words unchanged."""
-    if len(word) > 4 and word.endswith("ies") and word[-4] not in "aeiou":
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("sses", "xes", "ches", "shes", "zzes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
+def _lowered(text: str) -> str:
+    """``text`` lower-cased with every offset kept: ``lower()`` never shrinks a character
+    but may grow one ("İ"), which is then left as it was."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(low if len(low := ch.lower()) == 1 else ch for ch in text)
 
 
-def query_terms(query: str) -> list[str]:
-    """The query's distinct topical terms, stemmed, in query order."""
-    terms: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
-        if word in _STOP_WORDS or (len(word) < 2 and not word.isdigit()):
-            continue
-        terms[_stem(word)] = None
-    return list(terms)[:_MAX_QUERY_TERMS]
-
-
-def _forms(stem: str) -> str:
-    """A regex for the word forms of ``stem``: itself and its plurals."""
-    if len(stem) > 2 and stem.endswith("y") and stem[-2] not in "aeiou":
-        return f"{re.escape(stem[:-1])}(?:y|ies)"
-    return f"{re.escape(stem)}(?:e?s)?"
-
-
-def _is_word_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
-
-
-def _term_counts(text: str, spans: Sequence[Span], terms: Sequence[str]) -> dict[int, list[int]]:
-    """``{passage index: [count of each term]}`` for the passages holding any term."""
-    counts: dict[int, list[int]] = {}
+def _term_counts(text: str, spans: Sequence[Span], terms: Sequence[str]) -> list[dict[str, int]]:
+    """For each passage, how many of its words stem to each of ``terms`` (those it has)."""
+    counts: list[dict[str, int]] = [{} for _ in spans]
     if not terms or not spans:
         return counts
-    # One literal-prefixed pattern per term over the lower-cased page is ~4x faster than a
-    # case-insensitive alternation. lower() never shrinks a character, so equal lengths
-    # mean the offsets still line up; otherwise match case-insensitively on the page.
-    lowered = text.lower()
-    flags = 0
-    if len(lowered) != len(text):
-        lowered, flags = text, re.IGNORECASE
     starts = [s for s, _ in spans]
-    begin, end = spans[0][0], spans[-1][1]
-    for k, term in enumerate(terms):
-        for match in re.compile(_forms(term) + r"\b", flags).finditer(lowered, begin, end):
-            at = match.start()
-            if at and _is_word_char(lowered[at - 1]):
-                continue  # inside a longer word
-            index = bisect_right(starts, at) - 1
-            if match.end() > spans[index][1]:
-                continue  # cannot happen for a word inside a passage; guards odd whitespace
-            counts.setdefault(index, [0] * len(terms))[k] += 1
+    for at, term in stem_positions(tuple(terms), _lowered(text), spans[0][0], spans[-1][1]):
+        index = bisect_right(starts, at) - 1
+        if at < spans[index][1]:  # a word between passages (odd whitespace) counts for none
+            row = counts[index]
+            row[term] = row.get(term, 0) + 1
     return counts
 
 
-def bm25_scores(query: str, text: str, spans: Sequence[Span]) -> list[float]:
-    """BM25 of each passage for ``query``, with document frequencies taken over the page's
-    passages and lengths in characters."""
+def passage_bm25(
+    query: str, texts: Sequence[str], spans: Sequence[Sequence[Span]]
+) -> list[list[float]]:
+    """BM25 of every passage of every page for ``query``, with document frequencies and
+    the average length (in characters) taken over all the pages' passages together, so
+    that scores compare across pages."""
     terms = query_terms(query)
-    counts = _term_counts(text, spans, terms)
-    scores = [0.0] * len(spans)
-    if not counts:
-        return scores
-    n = len(spans)
-    average = sum(e - s for s, e in spans) / n
-    df = [sum(1 for row in counts.values() if row[k]) for k in range(len(terms))]
-    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
-    for index, row in counts.items():
-        s, e = spans[index]
-        norm = _K1 * (1 - _B + _B * (e - s) / average)
-        scores[index] = sum(
-            w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, row, strict=True) if tf
-        )
+    counts = [
+        row
+        for text, page in zip(texts, spans, strict=True)
+        for row in _term_counts(text, page, terms)
+    ]
+    flat = bm25(terms, counts, [e - s for page in spans for s, e in page])
+    scores, at = [], 0
+    for page in spans:
+        scores.append(flat[at : at + len(page)])
+        at += len(page)
     return scores
 
 
@@ -336,7 +288,7 @@ def select_passages(query: str, text: str, budget: int) -> str:
     spans = passage_spans(text, size)
     if not spans:
         return ""
-    scores = bm25_scores(query, text, spans)
+    scores = passage_bm25(query, [text], [spans])[0]
     selection = _Selection(text, spans)
     for index in _ranked(scores):
         cost = selection.cost(index)
@@ -359,7 +311,7 @@ def top_chunks(query: str, text: str, n: int, max_chars: int = DEFAULT_MAX_CHARS
     if n <= 0:
         return []
     spans = passage_spans(text, max_chars)
-    scores = bm25_scores(query, text, spans)
+    scores = passage_bm25(query, [text], [spans])[0]
     return [text[spans[i][0] : spans[i][1]] for i in _ranked(scores)[:n]]
 
 
@@ -388,30 +340,6 @@ class PageChoice:
 def page_passage_spans(texts: Sequence[str]) -> list[list[Span]]:
     """The passages each page is cut into when pages compete (what embeddings score)."""
     return [passage_spans(text, CROSS_PAGE_PASSAGE_CHARS) for text in texts]
-
-
-def _global_bm25(
-    query: str, texts: Sequence[str], spans: Sequence[Sequence[Span]]
-) -> list[list[float]]:
-    """BM25 of every passage of every page, with document frequencies and the average
-    length taken over all the pages' passages together, so scores compare across pages."""
-    terms = query_terms(query)
-    counts = [_term_counts(text, page, terms) for text, page in zip(texts, spans, strict=True)]
-    scores = [[0.0] * len(page) for page in spans]
-    n = sum(len(page) for page in spans)
-    if not n or not any(counts):
-        return scores
-    average = sum(e - s for page in spans for s, e in page) / n
-    df = [sum(1 for page in counts for row in page.values() if row[k]) for k in range(len(terms))]
-    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
-    for page_scores, page_counts, page_spans in zip(scores, counts, spans, strict=True):
-        for index, row in page_counts.items():
-            s, e = page_spans[index]
-            norm = _K1 * (1 - _B + _B * (e - s) / average)
-            page_scores[index] = sum(
-                w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, row, strict=True) if tf
-            )
-    return scores
 
 
 def _combined(
@@ -448,7 +376,7 @@ def select_across_pages(
     if budget <= 0:
         return [PageChoice("", 0, 0) for _ in texts]
     spans = [passage_spans(text, size) for text in texts]
-    scores = _combined(_global_bm25(query, texts, spans), similarity)
+    scores = _combined(passage_bm25(query, texts, spans), similarity)
     selections = [_Selection(t, s) for t, s in zip(texts, spans, strict=True)]
     used = 0
 
@@ -511,7 +439,7 @@ def top_chunks_across(
     if n <= 0:
         return [[] for _ in texts]
     spans = [passage_spans(text, max_chars) for text in texts]
-    scores = _global_bm25(query, texts, spans)
+    scores = passage_bm25(query, texts, spans)
     slots = n * sum(1 for page in spans if page)
     order = sorted(
         ((p, i) for p, page in enumerate(scores) for i in range(len(page)) if page[i] > 0),

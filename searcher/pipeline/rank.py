@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from searcher.embedding.embedders import RequestVectors
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
@@ -14,7 +15,7 @@ from searcher.ranking.dedup import drop_near_duplicates
 from searcher.ranking.fusion import FusedHit, engine_count, fuse_answers
 from searcher.ranking.hybrid import hybrid_stage
 from searcher.ranking.relevance import apply_filter, score_results
-from searcher.ranking.rerank import document_text
+from searcher.text import document_text
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,11 @@ async def rank_results(
     )
     beyond_pool = max(0, len(fused) - MAX_POOL)
     fused = fused[:MAX_POOL]
+    # Near-duplicate removal and the hybrid stage embed the same title + snippet texts:
+    # one table of this request's vectors asks the embedder for each text once.
+    vectors = RequestVectors(parts.embedder) if parts.embedder is not None else None
     fused, notes = await drop_near_duplicates(
-        fused, parts.embedder, settings.fusion.near_duplicate_threshold, time_left_s
+        fused, vectors, settings.fusion.near_duplicate_threshold, time_left_s
     )
     if parts.embedder is None:
         # Off by choice (provider "none") is no error; off because loading failed is.
@@ -85,7 +89,7 @@ async def rank_results(
         notes = [problem] if problem and len(fused) > 1 else []
     ranked = heuristic_order(fused, plan.query, plan, parts)
     ranked = await hybrid_stage(
-        ranked, plan.query, settings.scoring.hybrid_share, parts.embedder,
+        ranked, plan.query, settings.scoring.hybrid_share, vectors,
         result_text, _with_hybrid_score, time_left_s,
     )  # fmt: skip
     return Ranking(ranked, notes, beyond_pool)

@@ -19,10 +19,8 @@ import numpy as np
 
 from searcher.embedding.embedders import Embedder, normalise_rows
 from searcher.ranking.fusion import FusedHit, Source, representative
+from searcher.text import document_text
 
-# Near-duplicates show in the first few hundred characters; a cap bounds the embedding
-# cost when a backend sends long snippets.
-_MAX_TEXT_CHARS = 600
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[^\W_]+")
 # A reprint repeats the words of what it copies: at least this share of the shorter text's
@@ -60,11 +58,6 @@ def _may_be_one_page(texts: Sequence[str]) -> Callable[[int, int], bool]:
     return one_page
 
 
-def dedup_text(fused: FusedHit) -> str:
-    """What is compared: title and snippet."""
-    return f"{fused.hit.title}\n{fused.hit.snippet}".strip()[:_MAX_TEXT_CHARS]
-
-
 async def drop_near_duplicates(
     fused: Sequence[FusedHit],
     embedder: Embedder | None,
@@ -84,7 +77,8 @@ async def drop_near_duplicates(
         return kept, ["near-duplicate removal off: no embedder (URL dedup only)"]
     if len(kept) < 2:
         return kept, []
-    texts = [dedup_text(f) for f in kept]
+    # What is compared is the text the hybrid stage embeds too: one vector serves both.
+    texts = [document_text(f.hit.title, f.hit.snippet) for f in kept]
     try:
         async with asyncio.timeout(time_left_s):
             vectors = await embedder.embed(texts)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -26,13 +25,11 @@ import numpy as np
 
 from searcher.embedding.embedders import Embedder
 from searcher.errors import EmbedderUnavailable
-from searcher.ranking.relevance import query_keywords, shortest_prefixes, stem, stem_prefixes
+from searcher.text import bm25, query_keywords, query_terms, searched_prefixes, stem
 
 T = TypeVar("T")
 
 BM25_WEIGHT, COSINE_WEIGHT, ENTITY_WEIGHT = 0.4, 0.4, 0.2
-_K1, _B = 1.2, 0.75
-_WORD = re.compile(r"[^\W_]{2,}")
 _ENTITY_WORD = re.compile(r"[^\W_][\w-]*")
 
 
@@ -85,7 +82,7 @@ class _Text:
 
     def __init__(self, text: str) -> None:
         # Lower-cased entity words; split at hyphens and underscores, they give the runs of
-        # letters and digits, of which those of two or more (``_WORD``) are the BM25 terms.
+        # letters and digits, the words BM25 counts (its lengths: those of two or more).
         self.tokens = tokens = spaced_entity_words(text.lower())
         if "-" in tokens or "_" in tokens:
             self.words = tokens.replace("-", " ").replace("_", " ")
@@ -99,7 +96,7 @@ class _Text:
 def _word_starts(stems: frozenset[str]) -> tuple[str, ...]:
     # A space and a prefix (``stem_prefixes``) start a word that may stem to one of
     # ``stems``; as no prefix starts another, no word starts with two of them.
-    return tuple(" " + prefix for prefix in shortest_prefixes(stem_prefixes(stems)))
+    return tuple(" " + prefix for prefix in searched_prefixes(stems))
 
 
 def _words_stemming_to(stems: frozenset[str], text: str) -> list[str]:
@@ -125,20 +122,12 @@ def _stem_counts(words: str, stems: frozenset[str]) -> dict[str, int]:
 
 
 def pool_bm25(query: str, texts: Sequence[str]) -> list[float]:
-    """BM25 of each text for the query's keywords, statistics from ``texts`` alone,
-    divided by the best (all 0 when nothing matches). Terms are the stemmed runs of two
-    or more letters or digits (``_WORD``)."""
-    return _pool_bm25(query, [_Text(t) for t in texts])
-
-
-def _pool_bm25(query: str, texts: Sequence[_Text]) -> list[float]:
-    terms = _query_terms(query)
-    return _bm25(terms, texts, _term_counts(terms, texts))
-
-
-def _query_terms(query: str) -> tuple[str, ...]:
-    """The query's BM25 terms: its ``_WORD`` runs, stemmed, in first-seen order."""
-    return tuple(dict.fromkeys(stem(w) for w in _WORD.findall(query.lower())))
+    """BM25 of each text for the query's terms (``searcher.text.query_terms``), statistics
+    from ``texts`` alone and lengths in words, divided by the best (all 0 when nothing
+    matches)."""
+    read = [_Text(t) for t in texts]
+    terms = query_terms(query, keep_stop_words=True)
+    return _pool_bm25(terms, read, _term_counts(terms, read))
 
 
 def _term_counts(terms: tuple[str, ...], texts: Sequence[_Text]) -> list[dict[str, int]]:
@@ -149,28 +138,11 @@ def _term_counts(terms: tuple[str, ...], texts: Sequence[_Text]) -> list[dict[st
     return [_stem_counts(t.words, wanted) for t in texts]
 
 
-def _bm25(
+def _pool_bm25(
     terms: tuple[str, ...], texts: Sequence[_Text], counts: Sequence[dict[str, int]]
 ) -> list[float]:
-    if not texts or not terms:
-        return [0.0] * len(texts)
-    present = [w for w in terms if any(w in c for c in counts)]
-    if not present:
-        return [0.0] * len(texts)
-    n = len(texts)
-    lengths = [t.length for t in texts]
-    average = (sum(lengths) / n) or 1.0
-    idf = {w: math.log(1 + (n - (df := sum(1 for c in counts if w in c)) + 0.5) / (df + 0.5))
-           for w in present}  # fmt: skip
-    scores = [
-        sum(
-            idf[w] * c[w] * (_K1 + 1) / (c[w] + _K1 * (1 - _B + _B * length / average))
-            for w in present
-            if w in c
-        )
-        for c, length in zip(counts, lengths, strict=True)
-    ]
-    best = max(scores)
+    scores = bm25(terms, counts, [t.length for t in texts])
+    best = max(scores, default=0.0)
     return [s / best if best > 0 else 0.0 for s in scores]
 
 
@@ -230,17 +202,17 @@ def _named(wanted: frozenset[str], as_words: list[tuple[str, str]], tokens: str)
 def hybrid_scores(query: str, texts: Sequence[str], cosines: Sequence[float] | None) -> list[float]:
     """Seed 004's mix for each text; without cosines the other two keep their ratio."""
     read = [_Text(t) for t in texts]
-    terms = _query_terms(query)
+    terms = query_terms(query, keep_stop_words=True)
     counts = _term_counts(terms, read)
-    bm25 = _bm25(terms, read, counts)
+    lexical = _pool_bm25(terms, read, counts)
     entity = _entity_overlap(query, read, terms, counts)
     if cosines is None:
         scale = 1.0 / (BM25_WEIGHT + ENTITY_WEIGHT)
-        pairs = zip(bm25, entity, strict=True)
+        pairs = zip(lexical, entity, strict=True)
         return [scale * (BM25_WEIGHT * b + ENTITY_WEIGHT * e) for b, e in pairs]
     return [
         BM25_WEIGHT * b + COSINE_WEIGHT * max(0.0, min(1.0, c)) + ENTITY_WEIGHT * e
-        for b, c, e in zip(bm25, cosines, entity, strict=True)
+        for b, c, e in zip(lexical, cosines, entity, strict=True)
     ]
 
 

@@ -28,6 +28,14 @@ from searcher.backends.base import Hit
 from searcher.config import ScoringSettings
 from searcher.errors import ConfigError
 from searcher.fetch.urls import host_of
+from searcher.text import (
+    COMPOUND_SEPARATOR,
+    UNSPACED_FROM,
+    query_keywords,
+    stem,
+    words,
+    words_stemming_to,
+)
 
 # The seed's "base 0.0-0.9": the best fused result gets 0.9, leaving room for the boosts.
 BASE_CEILING = 0.9
@@ -140,197 +148,6 @@ def load_domain_lists(settings: ScoringSettings) -> DomainLists:
 
 # --- keywords ---------------------------------------------------------------------------
 
-# Common English function words: they say nothing about what a page is about.
-_STOP_WORDS_TEXT = """
-    a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just me more most my myself no nor not now of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up
-    very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves get got also may might must shall vs via per
-"""
-STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
-
-# Words whose final -s is not a plural.
-_NOT_PLURAL = frozenset({"news", "series", "species", "always", "perhaps", "lens"})
-_VOWELS = frozenset("aeiouy")
-# Doubled final consonants undone after -ing/-ed ("running" -> "run"); l, s, z stay doubled
-# because they are usually part of the word ("installing" -> "install").
-_UNDOUBLE = frozenset("bcdfghjkmnpqrtvwx")
-
-# A token: letters/digits (any script), possibly joined by - _ . / into a compound such as
-# "srvo-063", "6es7-214", "node.js" or "tcp/ip".
-_TOKEN = re.compile(r"[^\W_]+(?:[-_./][^\W_]+)*")
-_COMPOUND_SEP = re.compile(r"[-_./]")
-# Scripts written without spaces between words (CJK, kana, hangul): matched as substrings.
-_UNSPACED_FROM = 0x2E80
-
-
-def _has_vowel(word: str) -> bool:
-    return any(ch in _VOWELS for ch in word)
-
-
-def _strip_verb_suffix(word: str, suffix: str) -> str:
-    stem = word[: -len(suffix)]
-    if len(stem) < 3 or not _has_vowel(stem):  # "string", "thing", "need" stay whole
-        return word
-    if len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] in _UNDOUBLE:
-        stem = stem[:-1]
-    return stem
-
-
-@functools.lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """Light suffix stripping for lower-case words, so that forms of a word meet.
-
-    In order: plurals (``-ies`` -> ``-y``; ``-es`` after s/x/z/ch/sh; ``-s`` except after
-    s/u/i), then ``-ied`` -> ``-y``, ``-ing``, ``-ed`` (with a doubled consonant undone),
-    then a final silent ``-e`` — so "routers" -> "router" and route / routes / routed /
-    routing all give "rout". Words of three letters or fewer, and tokens with digits, are
-    left alone. Both sides of a comparison go through it once; the output need not be a
-    word."""
-    if len(word) <= 3 or not word.isalpha() or word in _NOT_PLURAL:
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        word = word[:-3] + "y"
-    elif word.endswith(("sses", "xes", "zes", "ches", "shes")):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    if word.endswith("ied") and len(word) > 4:
-        word = word[:-3] + "y"
-    elif word.endswith("ing"):
-        word = _strip_verb_suffix(word, "ing")
-    elif word.endswith("ed") and not word.endswith("eed"):
-        word = _strip_verb_suffix(word, "ed")
-    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
-        word = word[:-1]
-    return word
-
-
-def stem_prefixes(stems: Iterable[str]) -> tuple[str, ...]:
-    """What every word that stems to one of ``stems`` starts with, longest first: ``stem``
-    only strips suffixes and turns -ies / -ied into -y, so a word that stems to ``s``
-    starts with ``s`` less its last letter."""
-    return tuple(sorted({s[:-1] or s for s in stems if s}, key=lambda p: (-len(p), p)))
-
-
-@functools.lru_cache(maxsize=1024)
-def _prefix_pattern(stems: tuple[str, ...]) -> re.Pattern[str]:
-    prefixes = stem_prefixes(stems)
-    if not prefixes:
-        return re.compile(r"(?!)")  # matches nothing
-    # No look-behind for the word's start: with one, the re engine tries every position;
-    # without, it skips to the prefixes' first letters (2x faster on snippets).
-    return re.compile(f"(?:{'|'.join(map(re.escape, prefixes))})[^\\W_]*")
-
-
-def shortest_prefixes(prefixes: Iterable[str]) -> tuple[str, ...]:
-    """``prefixes`` less those that start with another one (whose words it finds), sorted:
-    no word starts with two of them, so a search for each finds each word once."""
-    kept: list[str] = []
-    for prefix in sorted(prefixes):  # a prefix sorts right before the words it starts
-        if not kept or not prefix.startswith(kept[-1]):
-            kept.append(prefix)
-    return tuple(kept)
-
-
-@functools.lru_cache(maxsize=1024)
-def _searched_prefixes(stems: tuple[str, ...]) -> tuple[str, ...]:
-    return shortest_prefixes(stem_prefixes(stems))
-
-
-# Up to this many prefixes, a text is searched for each (``str.find``: fast, and no pattern
-# to compile for a new query); with more, one scan with a regex of them all is faster.
-_SEARCH_PER_PREFIX_UP_TO = 4
-# A text longer than this (titles and snippets are a few hundred characters) is scanned
-# with the regex too: each word found costs less Python there, which halves the time of a
-# hostile snippet of megabytes full of words that start with a prefix.
-_SEARCH_PER_PREFIX_CHARS_UP_TO = 20_000
-_REST_OF_WORD = re.compile(r"[^\W_]*")
-
-
-def words_stemming_to(stems: tuple[str, ...], text: str) -> list[str]:
-    """The words (runs of letters and digits) of lower-case ``text`` that may stem to one
-    of ``stems`` (words too; ``stem_prefixes``), in some order: stemming only these words,
-    not every word of a text, finds the same stems."""
-    prefixes = _searched_prefixes(stems)
-    if len(prefixes) > _SEARCH_PER_PREFIX_UP_TO or len(text) > _SEARCH_PER_PREFIX_CHARS_UP_TO:
-        return _words_matching(stems, text)
-    return [word for prefix in prefixes for word in _words_starting(prefix, text)]
-
-
-def _words_matching(stems: tuple[str, ...], text: str) -> list[str]:
-    """``words_stemming_to`` in one scan of a regex of all the prefixes."""
-    # A prefix found inside a word is not a word; it cannot hide one either, as a match
-    # never crosses the non-letter before the next word.
-    return [
-        m.group()
-        for m in _prefix_pattern(stems).finditer(text)
-        if not m.start() or not text[m.start() - 1].isalnum()
-    ]
-
-
-def _words_starting(prefix: str, text: str) -> list[str]:
-    """The words of ``text`` that start with ``prefix`` (of letters and digits), in order."""
-    words = []
-    at = text.find(prefix)
-    while at >= 0:
-        rest = _REST_OF_WORD.match(text, at + len(prefix))
-        end = rest.end() if rest else len(text)  # it always matches, if only ""
-        if not at or not text[at - 1].isalnum():
-            words.append(text[at:end])
-        at = text.find(prefix, end)  # the rest of the word holds no word
-    return words
-
-
-def _is_keyword(part: str) -> bool:
-    # Single letters are noise ("what's" -> "s"); single digits can be a version or code.
-    return part not in STOP_WORDS and (len(part) > 1 or part.isdigit())
-
-
-def query_keywords(query: str) -> list[str]:
-    """The query's keywords: lower-case, stop words dropped, stemmed, first-seen order.
-
-    A compound such as ``SRVO-063``, ``6ES7-214`` or ``node.js`` is kept whole (as written,
-    lower-cased) and also as its parts (``srvo``, ``063``), so a page that spells the code
-    the same way matches more of it than one that only has the parts."""
-    keywords: dict[str, None] = {}  # an ordered set
-    for token in _TOKEN.findall(query.lower()):
-        parts = [p for p in _COMPOUND_SEP.split(token) if p]
-        if len(parts) > 1 and any(_is_keyword(p) for p in parts):
-            keywords[token] = None
-        for part in parts:
-            if _is_keyword(part):
-                keywords[stem(part)] = None
-    return list(keywords)
-
-
-# Snippets use a few hundred distinct characters; the bound only stops hostile text that
-# cycles through all of Unicode from growing the table for ever.
-_WORD_CHARS_BOUND = 65536
-
-
-class _WordChars(dict[int, int]):
-    """A ``str.translate`` table turning every character that is not a letter or digit
-    into a space: the same split as the regex ``[^\\W_]+``, about five times faster on
-    snippets. Filled lazily, one entry per character seen, up to a bound."""
-
-    def __missing__(self, codepoint: int) -> int:
-        value = codepoint if chr(codepoint).isalnum() else 0x20
-        if len(self) < _WORD_CHARS_BOUND:
-            self[codepoint] = value
-        return value
-
-
-_WORD_CHARS = _WordChars()
-
-
-def _words(text: str) -> list[str]:
-    return text.lower().translate(_WORD_CHARS).split()
-
 
 @dataclass(frozen=True)
 class _KeywordSet:
@@ -346,10 +163,10 @@ class _KeywordSet:
 def _keyword_set(keywords: tuple[str, ...]) -> _KeywordSet:
     stems, phrases, substrings = [], [], []
     for keyword in keywords:
-        if _COMPOUND_SEP.search(keyword):
+        if COMPOUND_SEPARATOR.search(keyword):
             # "SRVO-063", "srvo 063" and ".../srvo-063-alarm" all contain " srvo 063 ".
-            phrases.append(f" {' '.join(_words(keyword))} ")
-        elif any(ord(ch) >= _UNSPACED_FROM for ch in keyword):
+            phrases.append(f" {' '.join(words(keyword))} ")
+        elif any(ord(ch) >= UNSPACED_FROM for ch in keyword):
             substrings.append(keyword)
         else:
             stems.append(keyword)
@@ -372,7 +189,7 @@ def _overlap(keywords: _KeywordSet, title: str, snippet: str, url: str) -> float
         stems = set(map(stem, words_stemming_to(keywords.stems, text)))
         found += sum(1 for k in keywords.stems if k in stems)
     if keywords.phrases or keywords.substrings:
-        padded = f" {' '.join(_words(text))} "
+        padded = f" {' '.join(words(text))} "
         found += sum(1 for k in keywords.phrases if k in padded)
         found += sum(1 for k in keywords.substrings if k in padded)
     return found / keywords.total

@@ -127,17 +127,6 @@ def unit_scores(scores: Mapping[int, float]) -> dict[int, float]:
     return {i: 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, s)))) for i, s in scores.items()}
 
 
-# Results carry a few hundred characters of title and snippet. A backend sending megabytes
-# must not stall the event loop: one 4 MB snippet took the static model 5.5 s to embed.
-MAX_DOCUMENT_CHARS = 2000
-
-
-def document_text(title: str, snippet: str) -> str:
-    """What the model (and the hybrid relevance) reads of a result: title and snippet, at
-    most ``MAX_DOCUMENT_CHARS``."""
-    return f"{title}\n{snippet}".strip()[:MAX_DOCUMENT_CHARS]
-
-
 async def rerank_stage(
     items: Sequence[T],
     query: str,

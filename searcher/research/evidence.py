@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from searcher.pack.passages import bm25_scores, passage_spans
-from searcher.ranking.relevance import keyword_overlap, query_keywords
+from searcher.pack.passages import passage_bm25, passage_spans
+from searcher.ranking.relevance import keyword_overlap
+from searcher.text import query_keywords
 
 PASSAGE_CHARS = 600
 # A sub-question counts as covered when one passage holds this share of its keywords:
@@ -40,7 +41,10 @@ class Passage:
 
 
 @dataclass(frozen=True)
-class Scored:
+class ScoredPassage:
+    """A passage of the pool (by index), its BM25 score for a question, and the share of
+    the question's keywords it holds."""
+
     index: int  # into EvidencePool.passages
     score: float
     coverage: float
@@ -67,19 +71,16 @@ class EvidencePool:
         spans = passage_spans(content, PASSAGE_CHARS)
         return sum(self.add(Passage(url, title, content[s:e], "page")) for s, e in spans)
 
-    def best(self, question: str, k: int) -> list[Scored]:
+    def best(self, question: str, k: int) -> list[ScoredPassage]:
         """The ``k`` passages that answer ``question`` best (BM25 over every passage seen,
         so document frequencies come from all sources), best first; passages that match
         no term are left out."""
         if not self.passages or k <= 0:
             return []
         texts = [p.scored_text() for p in self.passages]
-        joined, spans, at = [], [], 0
-        for text in texts:
-            joined.append(text)
-            spans.append((at, at + len(text)))
-            at += len(text) + 2
-        scores = bm25_scores(question, "\n\n".join(joined), spans)
+        # Each passage a page of one passage: statistics over all of them together.
+        by_page = passage_bm25(question, texts, [[(0, len(text))] for text in texts])
+        scores = [score for (score,) in by_page]
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
         keywords = query_keywords(question)
         found = []
@@ -87,7 +88,9 @@ class EvidencePool:
             if scores[i] <= 0:
                 break
             p = self.passages[i]
-            found.append(Scored(i, scores[i], keyword_overlap(keywords, p.title, p.text, "")))
+            found.append(
+                ScoredPassage(i, scores[i], keyword_overlap(keywords, p.title, p.text, ""))
+            )
         return found
 
 
@@ -122,7 +125,7 @@ def choose_evidence(pool: EvidencePool, questions: Sequence[str], max_chars: int
     return chosen
 
 
-def covered(best: Sequence[Scored]) -> bool:
+def covered(best: Sequence[ScoredPassage]) -> bool:
     """Whether a sub-question is answered: one of its passages holds most of its terms."""
     return any(s.coverage >= COVERED_AT for s in best)
 

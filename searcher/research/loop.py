@@ -51,7 +51,7 @@ from searcher.pipeline.retrieve import retrieve
 from searcher.research.evidence import (
     EvidencePool,
     Passage,
-    Scored,
+    ScoredPassage,
     choose_evidence,
     covered,
     disagreements,
@@ -249,7 +249,7 @@ class Research:
         return planned
 
     async def refine(
-        self, round_no: int, question: str, coverage: Sequence[tuple[SubQ, list[Scored]]]
+        self, round_no: int, question: str, coverage: Sequence[tuple[SubQ, list[ScoredPassage]]]
     ) -> list[SubQ]:
         """New sub-questions for what is not covered: the model's, else the bridge
         entities of the evidence so far."""
@@ -393,7 +393,7 @@ class Research:
 
     # --- judging and writing ------------------------------------------------------
 
-    def coverage(self) -> list[tuple[SubQ, list[Scored]]]:
+    def coverage(self) -> list[tuple[SubQ, list[ScoredPassage]]]:
         k = self.limits.passages_per_question
         return [(q, self.state.pool.best(q.question, k)) for q in self.state.asked]
 

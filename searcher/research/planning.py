@@ -14,8 +14,9 @@ from searcher.errors import LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepRunner
-from searcher.ranking.relevance import STOP_WORDS, keyword_overlap, query_keywords
+from searcher.ranking.relevance import keyword_overlap
 from searcher.research.evidence import Passage
+from searcher.text import STOP_WORDS, query_keywords
 
 Source = Literal["question", "llm", "templates", "entities", "refined"]
 MAX_QUESTION_CHARS = 300

@@ -13,9 +13,10 @@ from searcher.llm.answer import CITED, check_citations
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepRunner
 from searcher.pack.layout import neutralise_markers
-from searcher.ranking.relevance import keyword_overlap, query_keywords
+from searcher.ranking.relevance import keyword_overlap
 from searcher.research.evidence import Passage
 from searcher.research.sources import PIECES, uncited, with_sources
+from searcher.text import query_keywords
 
 # A cited sentence is supported by a passage that holds this share of its keywords.
 SUPPORTED_AT = 0.3

@@ -13,7 +13,8 @@ An embedder configured with base URL ``{server}/openai[/<behaviour>]/v1`` posts 
 - ``/openai/short/v1``           200 with one embedding fewer than inputs
 
 Like the real API: ``input`` is a string or a list of strings, ``model`` is required,
-bad bodies get 400 with ``{"error": {"message", "type", ...}}``.
+bad bodies get 400 with ``{"error": {"message", "type", ...}}``. Each answered request's
+``{"model", "input"}`` is recorded (``GET /_bodies``), its input as a list.
 """
 
 from __future__ import annotations
@@ -100,7 +101,10 @@ def answer_body(model: str, texts: list[str]) -> dict[str, Any]:
 async def answer(req: Request) -> None:
     checked = await _inputs(req)
     if checked is not None:
-        await req.json(200, answer_body(*checked))
+        model, texts = checked
+        # Kept (GET /_bodies), so that a test can count which texts were embedded.
+        req.app.record_body(req.path, {"model": model, "input": texts})
+        await req.json(200, answer_body(model, texts))
 
 
 @router.route("/openai" + EMBEDDINGS, methods=("POST",))
