@@ -213,6 +213,9 @@ def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
         return None
 
     def report(done: int, total: int, url: str, outcome: PageOutcome) -> None:
+        if outcome.cancelled:
+            click.echo(f"[{done}/{total}] cancelled {url}", err=True)
+            return
         detail = outcome.skip_reason or outcome.error or f"{outcome.extracted_chars} chars"
         click.echo(f"[{done}/{total}] {outcome.status:<7} {url} ({detail})", err=True)
 
@@ -658,6 +661,8 @@ def evaluate(run_path: str, qrels_path: str, fmt: str, metrics: tuple[str, ...])
         result = evaluation.evaluate_files(
             run_path, qrels_path, names or evaluation.DEFAULT_METRICS
         )
+    except evaluation.MetricsNotInstalled as exc:
+        _fail(str(exc), 1)  # the input may be fine: the installation lacks the extra
     except evaluation.EvalError as exc:
         _fail(str(exc), 2)
     if fmt == "json":
