@@ -44,7 +44,8 @@ config_option = click.option(
     "config_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Path to searcher.yaml (default: $SEARCHER_CONFIG, else built-in defaults).",
+    help="Path to searcher.yaml (default: $SEARCHER_CONFIG, else ./searcher.yaml if there "
+    "is one, else built-in defaults).",
 )
 
 
@@ -116,6 +117,7 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
     }
     _check_address(server.host, server.port)  # before start-up work, and in one line
+    _print_startup_report(config_path, settings)
     if workers == 1:
         if not _served(lambda: run_server(create_app(settings), server, **options)):
             # The reason (e.g. the app's start-up failed) is in uvicorn's log above.
@@ -127,6 +129,20 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
     os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
     run_server("searcher.api.app:create_app", server, workers, **options)
+
+
+def _print_startup_report(config_path: str | None, settings: Settings) -> None:
+    """The start-up block on stderr: the config file read, each backend and whether it
+    answered a probe, the embedder, the LLM endpoint, look-alike variables ignored."""
+    import os
+
+    from searcher.config_hints import find_config_file
+    from searcher.startup_report import probe_backends, report_lines
+
+    reaches = asyncio.run(probe_backends(settings))
+    config = find_config_file(config_path, os.environ)
+    for line in report_lines(config, settings, reaches, os.environ):
+        click.echo(line, err=True)
 
 
 def _check_address(host: str, port: int) -> None:
@@ -316,7 +332,10 @@ def search(
     if remote:
         run = functools.partial(_search_remote, remote, api_key, request)
     else:
-        run = functools.partial(_search_in_process, _settings(config_path), request)
+        settings = _settings(config_path)
+        if sys.stderr.isatty():  # as the progress lines: for a person, not a script
+            _print_startup_report(config_path, settings)
+        run = functools.partial(_search_in_process, settings, request)
     try:
         data = _run(run)
     except InvalidRequest as exc:

@@ -31,7 +31,8 @@ from pydantic import (
     model_validator,
 )
 
-from searcher.errors import ConfigError, InvalidRequest, field_problems
+from searcher.config_hints import find_config_file, unknown_key_text
+from searcher.errors import UNKNOWN_FIELD, ConfigError, InvalidRequest, field_problems
 from searcher.fetch.urls import without_password
 
 # The instances that exist without configuration, one per built-in adapter, named after
@@ -1342,7 +1343,6 @@ ENV_VARS: dict[str, str] = {
     "SEARCHER_REDIS_URL": "state.redis_url",
     "SEARCHER_STATE_DIR": "state.dir",
 }
-CONFIG_ENV_VAR = "SEARCHER_CONFIG"
 
 
 def with_legacy_keys_moved(data: Any) -> Any:
@@ -1411,9 +1411,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def load_settings(
     path: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
-    """Read settings from a YAML file (``path`` or ``$SEARCHER_CONFIG``) and the environment."""
+    """Read settings from a YAML file (``path``, else ``$SEARCHER_CONFIG``, else
+    ``./searcher.yaml`` when there is one) and the environment."""
     env = os.environ if environ is None else environ
-    config_path = path or env.get(CONFIG_ENV_VAR)
+    found = find_config_file(path, env)
+    config_path = None if found is None else str(found.path)
     source = f" (file {config_path})" if config_path else ""
     tree: dict[str, Any] = _read_yaml(Path(config_path)) if config_path else {}
     masked_keys = _masked_values(tree)
@@ -1441,6 +1443,8 @@ def load_settings(
             # A rule over several keys has no field of its own (field_problems says "body").
             p.text if p.field == "body"
             else f"{p.field} (from ${from_env[p.field]}): {p.text}" if p.field in from_env
+            else f"{p.field}: {unknown_key_text(Settings, p.field.split('.'))}"
+            if p.text == UNKNOWN_FIELD
             else f"{p.field}: {p.text}"
             for p in field_problems(exc.errors())
         )  # fmt: skip
