@@ -27,6 +27,7 @@ from searcher.api.auth import (
 )
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
+from searcher.api.docs import mount_docs
 from searcher.api.errors import error_response, install_error_handlers
 from searcher.api.host_check import HostOriginMiddleware
 from searcher.api.metrics import CONTENT_TYPE, Metrics
@@ -133,7 +134,10 @@ def create_app(
         version=__version__,
         summary="Search API for LLMs and agents: fused web results packed as evidence.",
         lifespan=lifespan,
+        docs_url=None,  # served from our own assets (searcher/api/docs.py), not a CDN
+        redoc_url=None,
     )
+    mount_docs(app)
     # Middleware, innermost first: each one added wraps the ones before it.
     server = settings.server
     app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)
