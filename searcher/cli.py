@@ -263,7 +263,11 @@ async def _search_remote(url: str, api_key: str | None, request: SearchRequest) 
 @main.command()
 @click.argument("query")
 @click.option("--mode", type=click.Choice(["simple", "full"]), default="simple", show_default=True)
-@click.option("--backend", default=None, help="searxng, duckduckgo, brave or auto.")
+@click.option(
+    "--backend",
+    default=None,
+    help="searxng, duckduckgo, brave, a named instance (backends.instances) or auto.",
+)
 @click.option("--max-results", type=click.IntRange(1, 100), default=None, help="Results wanted.")
 @click.option("--max-chars", type=click.IntRange(0), default=None, help="Context pack budget.")
 @click.option("--json", "as_json", is_flag=True, help="Print the UCP-1 JSON instead of the pack.")
@@ -306,7 +310,7 @@ def search(
     config_path: str | None,
 ) -> None:
     """Search, in-process or on a running searcher (--remote), and print the context pack.
-    The LLM steps need ``llm.base_url`` and ``llm.model``; without them they fall back."""
+    The LLM steps need llm.base_url and llm.model; without them they fall back."""
     body: dict[str, Any] = {"query": query, "constraints": {"search_mode": mode}, "budget": {}}
     constraints = body["constraints"]
     if backend:
@@ -516,7 +520,7 @@ def cache_stats(config_path: str | None) -> None:
 @config_option
 def cache_clear(config_path: str | None) -> None:
     """Remove every cached extraction and every cached search result (with the semantic
-    cache's vectors, in Qdrant too when ``state.qdrant_url`` is set)."""
+    cache's vectors, in Qdrant too when state.qdrant_url is set)."""
     from searcher.cache.extraction import ExtractionCache
     from searcher.cache.results import NAMESPACE
 
@@ -545,8 +549,8 @@ def cache_clear(config_path: str | None) -> None:
 @cache.command("prune")
 @config_option
 def cache_prune(config_path: str | None) -> None:
-    """Remove expired entries now (``searcher serve`` also does it every
-    ``service.cache.sweep_interval_s``)."""
+    """Remove expired entries now (searcher serve also does it every
+    service.cache.sweep_interval_s)."""
     from searcher.cache.extraction import ExtractionCache
 
     settings = _settings(config_path)
@@ -559,7 +563,7 @@ def cache_prune(config_path: str | None) -> None:
 
 @main.group()
 def keys() -> None:
-    """API keys for ``auth.enabled``: create (shown once), list, revoke."""
+    """API keys for auth.enabled: create (shown once), list, revoke."""
 
 
 def _rate_option(value: str | None, field: str) -> Any:

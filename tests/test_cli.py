@@ -308,3 +308,17 @@ def _read_pty(fd: int) -> bytes:
         return os.read(fd, 4096)
     except OSError:  # EIO: the writing side is closed and everything has been read
         return b""
+
+
+def _commands(group, path=()):
+    yield path
+    for name, command in getattr(group, "commands", {}).items():
+        yield from _commands(command, (*path, name))
+
+
+def test_help_shows_no_rest_markup_and_names_instances_for_backend():
+    # Docstrings become --help text: reST's ``literal`` would be printed as it is.
+    for path in _commands(main):
+        result = run(*path, "--help")
+        assert result.exit_code == 0 and "``" not in result.stdout, (path, result.stdout)
+    assert "named instance" in run("search", "--help").stdout
