@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install runtime serve search test lint bench clean
+.PHONY: install runtime serve search demo test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ serve: runtime  ## Run the HTTP API on http://127.0.0.1:8080 (docs at /docs).
 
 search: runtime  ## One search from the command line: make search Q="what is bm25"
 	$(BIN)/searcher search "$(Q)"
+
+demo: runtime  ## Try it with no internet: a small local web (demo/) and searcher on it; Ctrl-C stops.
+	$(BIN)/python -m demo
 
 lint: install  ## Formatting, lint and types.
 	$(BIN)/ruff format --check .
@@ -59,4 +62,4 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/python -m bench.pdf_extraction
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo
