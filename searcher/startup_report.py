@@ -17,8 +17,8 @@ from searcher import __version__
 from searcher.backends.registry import backend_status
 from searcher.config import ENV_VARS, Settings
 from searcher.config_hints import ConfigFile, lookalike_env_vars
-from searcher.embedder_loading import needs_network
-from searcher.urls import without_password
+from searcher.embedding.loading import needs_network
+from searcher.fetch.urls import without_password
 
 PROBE_TIMEOUT_S = 1.5
 # Adapters that have no base_url to configure call a fixed public address.
