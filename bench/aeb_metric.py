@@ -16,7 +16,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-AEB_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "aeb"
+from tests.shared_data import shared_path
+
+AEB_DIR = shared_path("data/aeb")
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 

@@ -29,7 +29,6 @@ import time
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import bm25s
@@ -51,13 +50,14 @@ from searcher.pack.passages import (
     select_passages,
 )
 from searcher.runtime import open_service
+from tests.shared_data import shared_path
 from tests.testbed import data_dir
 from tests.testbed.server import ThreadedServer
 
 BUDGETS = (800, 2000, 4000)
 RESULTS = 5
 SNIPPET_CHARS = 200
-STATIC_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "minilm-static-256"
+STATIC_MODEL = shared_path("models/minilm-static-256")
 
 
 # --- the corpora ------------------------------------------------------------------------------

@@ -25,8 +25,9 @@ import trafilatura
 
 from bench.aeb_metric import AebPage, Scores, aggregate, load_aeb, score_page
 from searcher.fetch.extract import EXTRACTOR_TAG, extract_main_text
+from tests.shared_data import shared_path
 
-TRAFILATURA_EVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "trafilatura-eval"
+TRAFILATURA_EVAL = shared_path("data/trafilatura-eval")
 Extract = Callable[[bytes, str], str]
 
 

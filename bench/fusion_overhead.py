@@ -24,7 +24,6 @@ import json
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from bench.processes import percentile
@@ -33,8 +32,9 @@ from searcher.embedding.embedders import StaticEmbedder
 from searcher.ranking.dedup import drop_near_duplicates
 from searcher.ranking.fusion import FusedHit, fuse, ranked_lists
 from searcher.text import document_text
+from tests.shared_data import shared_dir
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = shared_dir()
 CORPUS = SHARED / "data" / "scifact" / "corpus.jsonl"
 MODEL = SHARED / "models" / "minilm-static-256"
 DOMAINS = [

@@ -15,8 +15,10 @@ from pathlib import Path
 import httpx
 import yaml
 
+from tests.shared_data import shared_path
+
 REPO = Path(__file__).resolve().parents[1]
-STATIC_MODEL = REPO.parent / "shared" / "models" / "minilm-static-256"
+STATIC_MODEL = shared_path("models/minilm-static-256")
 
 
 def free_port() -> int:

@@ -18,8 +18,9 @@ from pathlib import Path
 from bench.ranking_parts.scifact import Doc
 from bench.ranking_parts.scifact import load as load_scifact_files
 from searcher.ranking.evaluation import Qrels
+from tests.shared_data import shared_path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = shared_path("data")
 DEV_CAP = 300
 
 

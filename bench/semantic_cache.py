@@ -40,8 +40,9 @@ from searcher.cache.semantic import SPACE, SemanticCache, same_anchors, same_que
 from searcher.config import SemanticCacheSettings
 from searcher.embedding.embedders import StaticEmbedder
 from searcher.state import SqliteStore
+from tests.shared_data import shared_dir
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = shared_dir()
 PAIRS = SHARED / "data" / "qqp" / "pairs.json"
 MODEL = SHARED / "models" / "minilm-static-256"
 MAX_FALSE = 0.01

@@ -44,7 +44,8 @@ config_option = click.option(
     "config_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Path to searcher.yaml (default: $SEARCHER_CONFIG, else built-in defaults).",
+    help="Path to searcher.yaml (default: $SEARCHER_CONFIG, else ./searcher.yaml if there "
+    "is one, else built-in defaults).",
 )
 
 
@@ -116,6 +117,7 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
     }
     _check_address(server.host, server.port)  # before start-up work, and in one line
+    _print_startup_report(config_path, settings)
     if workers == 1:
         if not _served(lambda: run_server(create_app(settings), server, **options)):
             # The reason (e.g. the app's start-up failed) is in uvicorn's log above.
@@ -127,6 +129,20 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
         os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
     os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
     run_server("searcher.api.app:create_app", server, workers, **options)
+
+
+def _print_startup_report(config_path: str | None, settings: Settings) -> None:
+    """The start-up block on stderr: the config file read, each backend and whether it
+    answered a probe, the embedder, the LLM endpoint, look-alike variables ignored."""
+    import os
+
+    from searcher.config_hints import find_config_file
+    from searcher.startup_report import probe_backends, report_lines
+
+    reaches = asyncio.run(probe_backends(settings))
+    config = find_config_file(config_path, os.environ)
+    for line in report_lines(config, settings, reaches, os.environ):
+        click.echo(line, err=True)
 
 
 def _check_address(host: str, port: int) -> None:
@@ -213,6 +229,9 @@ def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
         return None
 
     def report(done: int, total: int, url: str, outcome: PageOutcome) -> None:
+        if outcome.cancelled:
+            click.echo(f"[{done}/{total}] cancelled {url}", err=True)
+            return
         detail = outcome.skip_reason or outcome.error or f"{outcome.extracted_chars} chars"
         click.echo(f"[{done}/{total}] {outcome.status:<7} {url} ({detail})", err=True)
 
@@ -244,7 +263,11 @@ async def _search_remote(url: str, api_key: str | None, request: SearchRequest) 
 @main.command()
 @click.argument("query")
 @click.option("--mode", type=click.Choice(["simple", "full"]), default="simple", show_default=True)
-@click.option("--backend", default=None, help="searxng, duckduckgo, brave or auto.")
+@click.option(
+    "--backend",
+    default=None,
+    help="searxng, duckduckgo, brave, a named instance (backends.instances) or auto.",
+)
 @click.option("--max-results", type=click.IntRange(1, 100), default=None, help="Results wanted.")
 @click.option("--max-chars", type=click.IntRange(0), default=None, help="Context pack budget.")
 @click.option("--json", "as_json", is_flag=True, help="Print the UCP-1 JSON instead of the pack.")
@@ -287,7 +310,7 @@ def search(
     config_path: str | None,
 ) -> None:
     """Search, in-process or on a running searcher (--remote), and print the context pack.
-    The LLM steps need ``llm.base_url`` and ``llm.model``; without them they fall back."""
+    The LLM steps need llm.base_url and llm.model; without them they fall back."""
     body: dict[str, Any] = {"query": query, "constraints": {"search_mode": mode}, "budget": {}}
     constraints = body["constraints"]
     if backend:
@@ -313,7 +336,10 @@ def search(
     if remote:
         run = functools.partial(_search_remote, remote, api_key, request)
     else:
-        run = functools.partial(_search_in_process, _settings(config_path), request)
+        settings = _settings(config_path)
+        if sys.stderr.isatty():  # as the progress lines: for a person, not a script
+            _print_startup_report(config_path, settings)
+        run = functools.partial(_search_in_process, settings, request)
     try:
         data = _run(run)
     except InvalidRequest as exc:
@@ -494,7 +520,7 @@ def cache_stats(config_path: str | None) -> None:
 @config_option
 def cache_clear(config_path: str | None) -> None:
     """Remove every cached extraction and every cached search result (with the semantic
-    cache's vectors, in Qdrant too when ``state.qdrant_url`` is set)."""
+    cache's vectors, in Qdrant too when state.qdrant_url is set)."""
     from searcher.cache.extraction import ExtractionCache
     from searcher.cache.results import NAMESPACE
 
@@ -523,8 +549,8 @@ def cache_clear(config_path: str | None) -> None:
 @cache.command("prune")
 @config_option
 def cache_prune(config_path: str | None) -> None:
-    """Remove expired entries now (``searcher serve`` also does it every
-    ``service.cache.sweep_interval_s``)."""
+    """Remove expired entries now (searcher serve also does it every
+    service.cache.sweep_interval_s)."""
     from searcher.cache.extraction import ExtractionCache
 
     settings = _settings(config_path)
@@ -537,7 +563,7 @@ def cache_prune(config_path: str | None) -> None:
 
 @main.group()
 def keys() -> None:
-    """API keys for ``auth.enabled``: create (shown once), list, revoke."""
+    """API keys for auth.enabled: create (shown once), list, revoke."""
 
 
 def _rate_option(value: str | None, field: str) -> Any:
@@ -658,6 +684,8 @@ def evaluate(run_path: str, qrels_path: str, fmt: str, metrics: tuple[str, ...])
         result = evaluation.evaluate_files(
             run_path, qrels_path, names or evaluation.DEFAULT_METRICS
         )
+    except evaluation.MetricsNotInstalled as exc:
+        _fail(str(exc), 1)  # the input may be fine: the installation lacks the extra
     except evaluation.EvalError as exc:
         _fail(str(exc), 2)
     if fmt == "json":

@@ -29,6 +29,7 @@ from pydantic import (
 
 from searcher.auth.rates import Rate
 from searcher.backends.registry import resolve_instances
+from searcher.config_hints import find_config_file, unknown_key_text
 
 # The section types live below this module (backend adapters build on them); a reader of
 # the configuration, and a plugin, finds them here too.
@@ -39,7 +40,7 @@ from searcher.config_sections import (
     HttpUrl,
     InstanceSettings,
 )
-from searcher.errors import ConfigError, InvalidRequest, field_problems
+from searcher.errors import UNKNOWN_FIELD, ConfigError, InvalidRequest, field_problems
 from searcher.fetch.urls import split_host, without_password
 
 # The instances that exist without configuration, one per built-in adapter, named after
@@ -1298,7 +1299,6 @@ ENV_VARS: dict[str, str] = {
     "SEARCHER_REDIS_URL": "state.redis_url",
     "SEARCHER_STATE_DIR": "state.dir",
 }
-CONFIG_ENV_VAR = "SEARCHER_CONFIG"
 
 
 def with_legacy_keys_moved(data: Any) -> Any:
@@ -1367,9 +1367,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def load_settings(
     path: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
-    """Read settings from a YAML file (``path`` or ``$SEARCHER_CONFIG``) and the environment."""
+    """Read settings from a YAML file (``path``, else ``$SEARCHER_CONFIG``, else
+    ``./searcher.yaml`` when there is one) and the environment."""
     env = os.environ if environ is None else environ
-    config_path = path or env.get(CONFIG_ENV_VAR)
+    found = find_config_file(path, env)
+    config_path = None if found is None else str(found.path)
     source = f" (file {config_path})" if config_path else ""
     tree: dict[str, Any] = _read_yaml(Path(config_path)) if config_path else {}
     masked_keys = _masked_values(tree)
@@ -1397,6 +1399,8 @@ def load_settings(
             # A rule over several keys has no field of its own (field_problems says "body").
             p.text if p.field == "body"
             else f"{p.field} (from ${from_env[p.field]}): {p.text}" if p.field in from_env
+            else f"{p.field}: {unknown_key_text(Settings, p.field.split('.'))}"
+            if p.text == UNKNOWN_FIELD
             else f"{p.field}: {p.text}"
             for p in field_problems(exc.errors())
         )  # fmt: skip

@@ -51,6 +51,9 @@ class FieldProblem:
         return f"{self.message}: {self.detail}" if self.detail else self.message
 
 
+UNKNOWN_FIELD = "unknown field"  # what field_problems says of a key no model has
+
+
 def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
     """pydantic's validation errors (``exc.errors()``) in our words: fields dotted, without
     FastAPI's leading ``body``; the one rule for every entry point (HTTP, CLI, MCP, client,
@@ -68,7 +71,7 @@ def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
             field, message = "body", "malformed JSON"
             detail = str((err.get("ctx") or {}).get("error", "")) or None
         elif kind == "extra_forbidden":
-            message = "unknown field"
+            message = UNKNOWN_FIELD
         elif kind == "missing" and field == "body":
             message = "a JSON object body is required"
         elif kind in ("model_attributes_type", "dict_type") and field == "body":

@@ -15,10 +15,12 @@ from hypothesis import settings as hypothesis_settings
 from searcher.api.app import create_app
 from searcher.config import Settings
 from tests.ddgs_fake import FakeDDGS
-from tests.testbed import TestbedServer, shared_dir
+from tests.shared_data import AEB, MISSING_PREFIX, REQUIRE_VARIABLE, require_shared, shared_required
+from tests.testbed import TestbedServer
 from tests.testbed import aeb_ids as _aeb_ids
 from tests.testbed import ground_truth as _ground_truth
 from tests.testbed.server import ThreadedServer
+from tests.tiny_model import tiny_model_dir
 
 # Property tests check what holds, not how fast: a loaded machine must not fail them
 # (hypothesis's default 200 ms deadline per example is a timed assertion).
@@ -26,9 +28,41 @@ hypothesis_settings.register_profile("searcher", deadline=None)
 hypothesis_settings.load_profile("searcher")
 
 
+# --- shared data: skipped when missing, failed when CI requires it ----------------------
+
+
+def _missing_shared_data(report: pytest.TestReport | pytest.CollectReport) -> bool:
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return False
+    return str(report.longrepr[2]).removeprefix("Skipped: ").startswith(MISSING_PREFIX)
+
+
+def _fail_when_required(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """A skip for missing shared data turns into a failure under SEARCHER_REQUIRE_SHARED=1
+    (``.ci/run``): CI must run the quality gates, never skip them unnoticed."""
+    if shared_required() and _missing_shared_data(report):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")  # type: ignore[index]
+        report.outcome = "failed"
+        report.longrepr = f"{reason} [{REQUIRE_VARIABLE} is set: this must not be skipped]"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    _fail_when_required(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    _fail_when_required(outcome.get_result())
+
+
 @pytest.fixture(scope="session")
 def testbed() -> Iterator[TestbedServer]:
-    """The testbed server on 127.0.0.1 (one per session; see tests/testbed/)."""
+    """The testbed server on 127.0.0.1 (one per session; see tests/testbed/). It serves
+    the AEB pages, which live in the shared folder."""
+    require_shared(AEB)
     with TestbedServer() as server:
         yield server
 
@@ -62,8 +96,9 @@ def aeb_ground_truth() -> dict[str, dict[str, str]]:
 
 # --- searcher itself, pointed at the testbed ------------------------------------------
 
-# The offline embedding model (../shared/models/README.md); tests never load from a hub.
-STATIC_MODEL = shared_dir() / "models" / "minilm-static-256"
+# The plumbing tests' embedding model, built by the suite (tests/tiny_model.py); tests
+# never load from a hub. Quality tests use the real one (tests/shared_data.py).
+STATIC_MODEL = tiny_model_dir()
 
 
 def serve_until_it_exits(config_path: str) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,7 @@
 """Bad input, health, cache endpoints and the OpenAPI document, over real HTTP."""
 
 import json
+import re
 
 import httpx
 import pytest
@@ -8,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from searcher.config import Settings
 from searcher.contract import FetchInfo, Item, Want
 from searcher.pipeline.assemble import fetch_info
 from tests.responses import search_response
@@ -259,3 +261,25 @@ def test_the_wire_form_is_the_json_dump_less_what_was_not_wanted(items, with_ite
     if not want.answer:
         expected.pop("answer"), expected.pop("answer_citations")
     assert repr(response.to_wire(want)) == repr(expected)
+
+
+def test_the_docs_page_loads_its_assets_from_searcher_itself(serve_searcher, tmp_path):
+    # Offline, a CDN asset is a blank page: every URL the page names must be ours, and load.
+    # No backend is needed for that (nor the testbed): this runs on any fresh clone.
+    settings = Settings.model_validate(
+        {
+            "embeddings": {"provider": "none"},
+            "service": {"cache": {"dir": str(tmp_path / "cache")}},
+            "state": {"dir": str(tmp_path / "state")},
+        }
+    )
+    base = serve_searcher(settings)
+    page = httpx.get(f"{base}/docs").text
+    urls = re.findall(r"""(?:src|href|url)\s*[=:]\s*['"]([^'"]+)['"]""", page)
+    assert urls and all(u.startswith("/") for u in urls), urls
+    assert "http://" not in page and "https://" not in page
+    for url in urls:
+        answer = httpx.get(f"{base}{url}")
+        assert answer.status_code == 200, url
+    script = next(u for u in urls if u.split("?")[0].endswith(".js"))
+    assert "SwaggerUIBundle" in httpx.get(f"{base}{script}").text

@@ -29,6 +29,7 @@ from searcher.errors import (
     EnginesUnresponsive,
 )
 from searcher.pipeline.resilience import CircuitBreaker, Deadline
+from tests.ports import free_port
 from tests.testbed.blocked import CLOUDFLARE
 
 
@@ -483,3 +484,23 @@ async def test_an_unexpected_error_is_that_backends_failure_not_a_crash(
     (failure,) = outcome.failures
     assert failure.kind == "bad_response" and "RuntimeError('plugin bug')" in failure.reason
     assert any(r.exc_info and "plugin bug" in str(r.exc_info[1]) for r in caplog.records)
+
+
+def test_a_refused_connection_is_said_in_words_and_its_retries_listed_once(
+    make_settings, serve_searcher
+):
+    port = free_port()  # nothing listens there
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": f"http://127.0.0.1:{port}"}},
+        budget={"max_search_retries": 2},
+    )
+    response = post(serve_searcher(settings), {"query": "q"})
+    assert response.status_code == 502
+    # Once, though tried three times; in words, not aiohttp's ClientConnectorError(...).
+    assert response.json()["error"]["backends"] == [
+        {
+            "backend": "searxng",
+            "reason": f"cannot connect to 127.0.0.1:{port}: connection refused",
+            "kind": "connect",
+        }
+    ]

@@ -16,7 +16,8 @@ from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
 from searcher.fetch.page_reader import PageReader
 from searcher.pack.layout import PackItem, render_context_pack
-from tests.testbed import TestbedServer, data_dir
+from tests.shared_data import AEB, require_shared
+from tests.testbed import TestbedServer
 from tests.testbed.blocked import PAGES
 
 EXPECTED = {
@@ -145,7 +146,7 @@ def test_short_page_with_a_cookie_footer_is_content() -> None:
 
 
 def test_none_of_the_aeb_pages_is_flagged() -> None:
-    paths = sorted((data_dir() / "aeb" / "html").glob("*.html.gz"))
+    paths = sorted((require_shared(AEB) / "html").glob("*.html.gz"))
     assert len(paths) == 121
     flagged = {}
     for path in paths:

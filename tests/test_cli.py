@@ -262,3 +262,63 @@ def test_search_with_llm_steps_prints_the_answer(testbed, tmp_path, matching_que
     assert "note: multi_query llm: fallback: HTTP 500" in result.stderr
     bad = run("search", matching_query, "--config", str(path), "--multi-query", "9")
     assert bad.exit_code == 2 and "constraints.multi_query" in bad.stderr
+
+
+def test_ctrl_c_in_full_mode_reports_pages_as_cancelled(config_file, testbed_clean):
+    # Pages that answer after a minute; Ctrl-C once they are all being read. The progress
+    # lines are printed only to a terminal, so stderr is a pseudo-terminal here.
+    import os
+    import pty
+
+    config = config_file(searxng={"base_url": testbed_clean.searxng_url("delayed/60000/60000")})
+    reader, writer = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "searcher", "search", "q", "--mode", "full",
+         "--max-results", "3", "--config", config],
+        stdout=subprocess.DEVNULL, stderr=writer,
+    )  # fmt: skip
+    os.close(writer)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if sum("/slow/" in e.path for e in testbed_clean.log) >= 3:
+                break
+            time.sleep(0.05)  # polling the testbed's log, bounded by the deadline above
+        assert proc.poll() is None, "the search ended before its pages were read"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        stderr = b""
+        while chunk := _read_pty(reader):
+            stderr += chunk
+    finally:
+        os.close(reader)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=20)
+    lines = stderr.decode().splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("[")] == ["cancelled"] * 3
+    assert "failed" not in stderr.decode() and lines[-1] == "searcher: interrupted"
+
+
+def _read_pty(fd: int) -> bytes:
+    """What the terminal holds; b"" once it is empty and its writer has gone."""
+    import os
+
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # EIO: the writing side is closed and everything has been read
+        return b""
+
+
+def _commands(group, path=()):
+    yield path
+    for name, command in getattr(group, "commands", {}).items():
+        yield from _commands(command, (*path, name))
+
+
+def test_help_shows_no_rest_markup_and_names_instances_for_backend():
+    # Docstrings become --help text: reST's ``literal`` would be printed as it is.
+    for path in _commands(main):
+        result = run(*path, "--help")
+        assert result.exit_code == 0 and "``" not in result.stdout, (path, result.stdout)
+    assert "named instance" in run("search", "--help").stdout

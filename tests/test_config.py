@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from searcher.config import ENV_VARS, load_settings, masked
+from searcher.config_hints import ConfigFile, find_config_file, lookalike_env_vars
 from searcher.errors import ConfigError
 
 
@@ -199,3 +200,62 @@ def test_booleans_and_numbers_still_load_where_they_belong(tmp_path):
     settings = load_settings(path, environ={"ENABLE_BRAVE": "0", "SEARCHER_PORT": "8081"})
     assert settings.backends.searxng.enabled is False and settings.backends.searxng.timeout_s == 2
     assert settings.backends.brave.enabled is False and settings.budget.max_results == 3
+
+
+# --- configuration that is never silently ignored (issue 25) ----------------------------
+
+
+def test_searcher_yaml_in_the_current_directory_is_read_when_nothing_is_named(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "searcher.yaml").write_text("server: {port: 9123}\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_settings(environ={}).server.port == 9123
+    named = tmp_path / "other.yaml"
+    named.write_text("server: {port: 9124}\n")
+    assert load_settings(environ={"SEARCHER_CONFIG": str(named)}).server.port == 9124
+    assert load_settings(named, environ={}).server.port == 9124
+    found = find_config_file(None, {}, tmp_path)
+    assert found == ConfigFile(tmp_path / "searcher.yaml", "./searcher.yaml")
+    assert find_config_file(None, {}, tmp_path / "elsewhere") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("backends: {searxng: {timeout: 3}}",
+         "backends.searxng.timeout: unknown field (did you mean 'timeout_s'?)"),
+        ("server: {prot: 80}", "server.prot: unknown field (did you mean 'port'?)"),
+        ("backends: {instances: {sx: {adapter: searxng, base_ulr: 'http://x'}}}",
+         "backends.instances.sx.base_ulr: unknown field (did you mean 'base_url'?)"),
+        ("srever: {port: 80}", "srever: unknown field (did you mean 'server'?)"),
+        ("server: {zzzz: 1}", "server.zzzz: unknown field"),
+    ],
+)  # fmt: skip
+def test_an_unknown_key_gets_the_closest_known_one(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    assert message in str(info.value)
+    if "did you mean" not in message:
+        assert "did you mean" not in str(info.value)
+
+
+def test_variables_that_look_like_ours_but_are_not_read_are_named():
+    environ = {
+        "SEARXNG_URL": "http://x",  # SearXNG's own docs' name, not ours
+        "SEARCHER_PROT": "80",
+        "SEARCHER_NOTHING_LIKE_IT": "1",
+        "SEARXNG_BASE_URL": "http://x",  # read: no warning
+        "SEARCHER_SHARED_DIR": "/x",  # the test suite's: no warning
+        "HOME": "/root",
+    }
+    assert lookalike_env_vars(environ, ENV_VARS) == [
+        "$SEARCHER_NOTHING_LIKE_IT is not a setting searcher reads; it is ignored "
+        "(see the configuration reference)",
+        "$SEARCHER_PROT is not a setting searcher reads; it is ignored (did you mean "
+        "SEARCHER_PORT?)",
+        "$SEARXNG_URL is not a setting searcher reads; it is ignored (did you mean "
+        "SEARXNG_BASE_URL?)",
+    ]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,11 +27,17 @@ from searcher.fetch.urls import normalise_url
 from searcher.ranking.dedup import drop_near_duplicates
 from searcher.ranking.fusion import FusedHit, Source
 from searcher.text import document_text
+from tests.shared_data import REAL_MODEL, SCIFACT, require_shared
 from tests.testbed import TestbedServer
 from tests.testbed.openai_compat import vector
 
-STATIC_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "minilm-static-256"
 THRESHOLD = 0.88  # what ../shared/models/README.md measured for this model
+
+
+def real_model() -> str:
+    """The real static model's directory (skips the test when the shared folder lacks it)."""
+    return str(require_shared(REAL_MODEL))
+
 
 PY313 = (
     "Python 3.13 released with experimental free-threaded mode",
@@ -67,7 +72,7 @@ EVEREST = (
 
 @pytest.fixture(scope="module")
 def static() -> StaticEmbedder:
-    return StaticEmbedder.load(str(STATIC_MODEL))
+    return StaticEmbedder.load(real_model())
 
 
 def fused(url: str, text: tuple[str, str], score: float, *sources: Source) -> FusedHit:
@@ -173,11 +178,9 @@ class FixedEmbedder:
 
 # --- the static embedder ---------------------------------------------------------------
 
-SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
-
 
 def test_static_vectors_equal_model2vec_encode(static):
-    with SCIFACT.open() as f:
+    with (require_shared(SCIFACT) / "corpus.jsonl").open() as f:
         docs = [json.loads(next(f)) for _ in range(50)]
     texts = [f"{d['title']}\n{d['text'][:300]}" for d in docs] + [
         "Ünïcödé, punctuation!!! (and) 'quotes' — dashes",
@@ -208,7 +211,7 @@ def test_static_vectors_equal_model2vec_encode_around_the_int16_sum_limit(static
 
 async def test_remembered_vectors_are_the_computed_ones_across_a_full_memory():
     # A fresh embedder, so that what it remembers is this test's alone.
-    static = StaticEmbedder.load(str(STATIC_MODEL))
+    static = StaticEmbedder.load(real_model())
     embedder = CachedEmbedder(static, size=4096)
     first = [f"text number {i} about subject {i % 7}" for i in range(3000)]
     second = first[-500:] + [f"another text {i} on topic {i % 5}" for i in range(2000)]
@@ -261,10 +264,10 @@ def test_a_missing_local_model_is_a_clear_error(tmp_path):
 
 def test_build_embedder_follows_the_settings():
     assert build_embedder(EmbeddingSettings(provider="none")) is None
-    static = build_embedder(EmbeddingSettings(provider="model2vec", model=str(STATIC_MODEL)))
+    static = build_embedder(EmbeddingSettings(provider="model2vec", model=real_model()))
     assert isinstance(static, CachedEmbedder) and isinstance(static.inner, StaticEmbedder)
     assert static.size == EmbeddingSettings().cache_size
-    uncached = EmbeddingSettings(provider="model2vec", model=str(STATIC_MODEL), cache_size=0)
+    uncached = EmbeddingSettings(provider="model2vec", model=real_model(), cache_size=0)
     assert isinstance(build_embedder(uncached), StaticEmbedder)
     with pytest.raises(EmbedderUnavailable, match="base_url"):
         build_embedder(EmbeddingSettings(provider="openai", model="nomic-embed-text"))
@@ -405,7 +408,7 @@ def test_a_full_word_memory_keeps_the_words_the_call_needs(monkeypatch):
     # included, and looking them up failed (KeyError: a 500 from the hybrid stage).
     import searcher.embedding.embedders as embeddings
 
-    embedder = StaticEmbedder.load(str(STATIC_MODEL))
+    embedder = StaticEmbedder.load(real_model())
     embedder.encode(["cloud gaming"])
     monkeypatch.setattr(embeddings, "_WORD_CACHE_SIZE", 3)
     texts = ["cloud gaming on new hardware", "gaming servers in the cloud"]

@@ -261,3 +261,20 @@ def test_a_cutoff_out_of_range_is_refused_before_trec_eval_sees_it(files, metric
     assert done.stderr == (
         f"searcher: unknown metric {metric!r}: the cutoff after @ must be from 1 to 1,000,000\n"
     )
+
+
+# The metrics are an extra (``eval``): without it the command names the extra to install.
+_WITHOUT_METRICS = (
+    "import sys; sys.modules['ir_measures'] = None; "  # None: as if it were not installed
+    "from searcher.cli import main; main()"
+)
+
+
+def test_without_the_eval_extra_the_command_names_it(files):
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_METRICS, "eval", *files],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
+    assert "'eval' extra" in done.stderr and "pip install 'searcher[eval]'" in done.stderr

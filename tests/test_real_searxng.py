@@ -31,9 +31,9 @@ from searcher.config import Settings
 from searcher.errors import AllBackendsFailed
 from searcher.pipeline.resilience import Deadline
 from tests.ports import free_port
-from tests.testbed import TestbedServer, shared_dir
+from tests.shared_data import SEARXNG_SOURCE, require_shared
+from tests.testbed import TestbedServer
 
-SOURCE = shared_dir() / "searxng"
 READY_TIMEOUT_S = 90.0
 
 
@@ -49,9 +49,7 @@ def _build_dir() -> Path:
 @pytest.fixture(scope="session")
 def searxng_build() -> Path:
     """A built SearXNG (src/ and venv/), built once and kept."""
-    script = SOURCE / "build.sh"
-    if not script.exists():
-        pytest.skip(f"no SearXNG source at {SOURCE}")
+    script = require_shared(f"{SEARXNG_SOURCE}/build.sh")
     target = _build_dir()
     done = subprocess.run(
         ["bash", str(script), str(target)], capture_output=True, text=True, timeout=900, check=False
@@ -63,7 +61,7 @@ def searxng_build() -> Path:
 
 
 def _settings(port: int, engines: list[dict], formats: list[str]) -> dict:
-    example = yaml.safe_load((SOURCE / "settings-example.yml").read_text())
+    example = yaml.safe_load((require_shared(SEARXNG_SOURCE) / "settings-example.yml").read_text())
     example["server"]["port"] = port
     example["search"]["formats"] = formats
     # SearXNG suspends failing engines itself (180 s for a 429); off, so that what is

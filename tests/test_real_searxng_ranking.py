@@ -25,6 +25,7 @@ from searcher.contract import SearchRequest
 from searcher.ranking.evaluation import evaluate, run_from_rankings
 from searcher.ranking.fusion import ranked_lists
 from searcher.runtime import open_service
+from tests.shared_data import require_shared
 from tests.testbed import real_searxng
 from tests.testbed.json_engines import JsonEnginesApp
 from tests.testbed.server import ThreadedServer
@@ -43,6 +44,7 @@ class Collection:
     """The first ``DOCS`` Cranfield abstracts, the queries judged on them, three engines."""
 
     def __init__(self) -> None:
+        require_shared("data/cranfield")
         data = cranfield()
         self.docs = {d.id: d for d in data.docs[:DOCS]}
         judged = {**data.dev, **data.test}

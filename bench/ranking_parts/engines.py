@@ -16,9 +16,10 @@ from typing import Protocol
 import numpy as np
 
 from bench.ranking_parts.scifact import Doc
+from tests.shared_data import shared_path
 
 Encode = Callable[[Sequence[str]], np.ndarray]
-STATIC_MODEL = Path(__file__).resolve().parents[3] / "shared" / "models" / "minilm-static-256"
+STATIC_MODEL = shared_path("models/minilm-static-256")
 MINILM_MAX_TOKENS = 256
 
 

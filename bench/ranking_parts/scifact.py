@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searcher.ranking.evaluation import Qrels, read_qrels
+from tests.shared_data import shared_path
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact"
+DATA = shared_path("data/scifact")
 
 
 @dataclass(frozen=True)

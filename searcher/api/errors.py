@@ -102,8 +102,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AllBackendsFailed)
     async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:
+        # A retry that failed as the attempt before it is listed once, as in the message.
+        failures = dict.fromkeys((f.backend, f.reason, f.kind) for f in exc.failures)
         backends = [
-            {"backend": f.backend, "reason": f.reason, "kind": f.kind} for f in exc.failures
+            {"backend": backend, "reason": reason, "kind": kind}
+            for backend, reason, kind in failures
         ]
         return error_response(502, "all_backends_failed", str(exc), backends=backends)
 

@@ -117,7 +117,17 @@ def _translate(exc: Exception, instance: str = NAME) -> BackendError:
         return BackendTimeout(instance, f"ddgs timed out: {exc}")
     if isinstance(exc, RatelimitException):
         return BackendRateLimited(instance, f"rate limited: {exc}")
-    return BackendConnectError(instance, f"ddgs failed: {exc}")
+    return BackendConnectError(instance, _in_words(exc))
+
+
+def _in_words(exc: Exception) -> str:
+    """ddgs' failure in one short line: its errors nest the HTTP library's whole chain
+    ("DNSError('error sending request for url (...) > error resolving DNS > ...')")."""
+    text = str(exc)
+    if "dns" in text.lower():
+        return "cannot resolve DuckDuckGo's address (no network or DNS?)"
+    first = text.split(" > ")[0].strip()
+    return f"ddgs failed: {first[:200]}"
 
 
 def _is_no_results(exc: Exception) -> bool:

@@ -8,6 +8,7 @@ Pure functions of (status, headers, body); ``HttpBackend`` calls them.
 from __future__ import annotations
 
 import email.utils
+import os
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -123,7 +124,27 @@ def transport_failure(backend: str, exc: aiohttp.ClientError) -> BackendError:
 
     if isinstance(exc, aiohttp.ClientPayloadError):
         return BackendBadResponse(backend, f"malformed answer body: {exc!r}")
-    return BackendConnectError(backend, f"connection failed: {exc!r}")
+    return BackendConnectError(backend, connection_problem(exc))
+
+
+def connection_problem(exc: aiohttp.ClientError) -> str:
+    """A connection failure in words ("cannot connect to 127.0.0.1:8898: connection
+    refused"), not aiohttp's object dump with its connection key."""
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"cannot resolve {exc.host}: {_os_reason(exc.os_error)} (no network or DNS?)"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {exc.host}:{exc.port}: {_os_reason(exc.os_error)}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection before answering"
+    text = str(exc)
+    return f"connection failed: {type(exc).__name__}" + (f": {text}" if text else "")
+
+
+def _os_reason(error: OSError) -> str:
+    """The system's words for an OS error ("connection refused"), lower-case."""
+    if error.errno is not None and error.errno > 0:
+        return os.strerror(error.errno).lower()
+    return (error.strerror or str(error) or type(error).__name__).lower()
 
 
 # SearXNG's texts for an engine's failure (``searx/webutils.py``), lower-case, and what

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from searcher.backends import brave, duckduckgo, searxng
 from searcher.backends.base import BackendSpec
+from searcher.config_hints import unknown_key_text
 from searcher.config_sections import InstanceSettings
 
 ENTRY_POINT_GROUP = "searcher.backends"
@@ -107,11 +108,16 @@ def _validated(where: str, raw: Mapping[str, Any], registry: Registry) -> Instan
         return spec.config_model.model_validate(dict(raw))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{where}.{'.'.join(str(p) for p in err['loc'])}: "
-            + str(err["msg"]).removeprefix("Value error, ")
+            f"{where}.{'.'.join(str(p) for p in err['loc'])}: " + _problem(spec.config_model, err)
             for err in exc.errors()
         )
         raise ValueError(problems) from None
+
+
+def _problem(model: type[BaseModel], err: Mapping[str, Any]) -> str:
+    if err["type"] == "extra_forbidden":
+        return unknown_key_text(model, [str(p) for p in err["loc"]])
+    return str(err["msg"]).removeprefix("Value error, ")
 
 
 def resolve_instances(

@@ -12,9 +12,10 @@ from __future__ import annotations
 import bisect
 import copy
 import itertools
+import os
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,6 +45,35 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
 
 
 # --- model2vec, in-process ---------------------------------------------------------------
+
+_LOCAL_OR_OFF = "set embeddings.model to a local model directory, or embeddings.provider: none"
+
+
+def load_problem(model: str, exc: Exception, environ: Mapping[str, str]) -> str:
+    """Why a model2vec model did not load, in one line, with the fix that applies: the
+    hub libraries' own messages run to several sentences and advise HF_HUB_OFFLINE=1
+    even when it is set."""
+    offline = environ.get("HF_HUB_OFFLINE", "").lower() not in ("", "0", "false", "no")
+    kind = type(exc).__name__
+    if _looks_like_path(model):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"cannot load model2vec model {model!r}: {kind}: {first[:200]}"
+    if offline:
+        return (
+            f"the embedding model {model!r} is not in the hub cache and HF_HUB_OFFLINE is "
+            f"set: {_LOCAL_OR_OFF}"
+        )
+    if kind in _HUB_UNREACHABLE or "connect" in str(exc).lower():
+        return (
+            f"cannot reach the model hub for the embedding model {model!r} (no network?): "
+            f"{_LOCAL_OR_OFF}, or HF_HUB_OFFLINE=1 if it is in the hub cache"
+        )
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"cannot load model2vec model {model!r}: {kind}: {first[:200]} (embeddings.model)"
+
+
+# huggingface_hub's errors for "the hub could not be asked and the cache lacks the model".
+_HUB_UNREACHABLE = frozenset({"LocalEntryNotFoundError", "ConnectError", "ConnectionError"})
 
 # Distinct words remembered with their token ids (a few hundred bytes each).
 _WORD_CACHE_SIZE = 100_000
@@ -105,11 +135,7 @@ class StaticEmbedder:
                 force_download=False,
             )
         except Exception as exc:  # hub, network and file errors of many kinds
-            raise EmbedderUnavailable(
-                f"cannot load model2vec model {model!r}: {type(exc).__name__}: {exc}"
-                " (embeddings.model; to run offline, set it to a local model directory, or"
-                " set HF_HUB_OFFLINE=1 to use the hub cache, or embeddings.provider: none)"
-            ) from exc
+            raise EmbedderUnavailable(load_problem(model, exc, os.environ)) from exc
         return cls(loaded, name=f"model2vec:{model}")
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -52,11 +52,15 @@ class PageOutcome:
     extracted_chars: int = 0
     cached: bool = False
     content: str | None = None
+    # The read was stopped by the caller (Ctrl-C, a client gone): the progress report
+    # says so; such a page never reaches a response.
+    cancelled: bool = False
 
     def fetch_info(self) -> FetchInfo:
         """The wire form of the read: everything but the text."""
         fields = asdict(self)
         fields.pop("content")
+        fields.pop("cancelled")
         return FetchInfo(**fields)
 
 
@@ -74,6 +78,7 @@ class _PastDeadline(FetchError):
 DEADLINE_SKIP = PageOutcome(
     "skipped", "timeout", "request deadline reached before the page was read"
 )
+CANCELLED = PageOutcome("skipped", error="the read was interrupted", cancelled=True)
 
 
 class PageReader:
@@ -215,6 +220,12 @@ class PageReader:
         gate = asyncio.Semaphore(self._max_concurrency)
         done_count = 0
 
+        def report(url: str, outcome: PageOutcome) -> None:
+            nonlocal done_count
+            done_count += 1
+            if progress is not None:
+                progress(done_count, len(urls), url, outcome)
+
         async def fetch_in_turn(url: str, limits: FetchLimits) -> FetchedBody:
             async with gate:
                 page_limits = replace(limits, timeout_s=deadline.cap(limits.timeout_s))
@@ -223,15 +234,28 @@ class PageReader:
                 return await self._fetcher.fetch(url, page_limits)
 
         async def read_one(url: str) -> PageOutcome:
-            nonlocal done_count
-            outcome = await self._read(url, limits, max_chars, client, fetch_in_turn)
-            done_count += 1
-            if progress is not None:
-                progress(done_count, len(urls), url, outcome)
+            try:
+                outcome = await self._read(url, limits, max_chars, client, fetch_in_turn)
+            except asyncio.CancelledError:
+                if stopping:  # the caller's cancellation, not the deadline's
+                    report(url, CANCELLED)
+                raise
+            report(url, outcome)
             return outcome
 
+        stopping = False
         tasks = [asyncio.create_task(read_one(url)) for url in urls]
-        await asyncio.wait(tasks, timeout=deadline.remaining())
+        try:
+            await asyncio.wait(tasks, timeout=deadline.remaining())
+        except asyncio.CancelledError:
+            # Cancelled (Ctrl-C): the reads stop here, while their HTTP client is still
+            # open; left running, each would fail on the closed client (a ReadError
+            # reported as a failed page) once the caller's clean-up closed it.
+            stopping = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         outcomes = []
         for task in tasks:
             if task.done() and not task.cancelled() and task.exception() is None:

@@ -34,6 +34,26 @@ class EvalError(ValueError):
     """A problem with the input files or the metric names, said in one line."""
 
 
+class MetricsNotInstalled(EvalError):
+    """The metrics library is an optional extra (``eval``): most servers never score runs,
+    and it pulls in SciPy (143 MB of a 476 MB install)."""
+
+
+EXTRA_HINT = (
+    "searcher eval needs the 'eval' extra (ir-measures, pytrec-eval-terrier): "
+    "pip install 'searcher[eval]' (in a checkout: .venv/bin/pip install -e '.[eval]')"
+)
+
+
+def _metrics_library() -> Any:
+    """ir-measures, or MetricsNotInstalled naming the extra that brings it."""
+    try:
+        import ir_measures
+    except ImportError:
+        raise MetricsNotInstalled(EXTRA_HINT) from None
+    return ir_measures
+
+
 @dataclass(frozen=True)
 class MetricScore:
     name: str
@@ -186,7 +206,7 @@ MAX_CUTOFF = 1_000_000  # deeper than any run a ranking is judged on
 def _measure(name: str) -> Any:
     """The ir-measures measure for ``name``: its own names (``nDCG@10``, ``RR``, ``R@10``)
     and the aliases ``MRR``, ``MAP`` and ``Recall@k``."""
-    import ir_measures
+    ir_measures = _metrics_library()
 
     canonical = _ALIASES.get(name, name)
     if canonical.startswith("Recall@"):
@@ -209,7 +229,7 @@ def _measure(name: str) -> Any:
 
 def evaluate(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -> Evaluation:
     """Mean of each metric over the judged queries (see the module's docstring)."""
-    import ir_measures
+    ir_measures = _metrics_library()
 
     names = list(dict.fromkeys(metrics)) or list(DEFAULT_METRICS)
     measures = {name: _measure(name) for name in names}

@@ -434,7 +434,9 @@ class Research:
             status=status, stopped=stopped, rounds=rounds,
         )  # fmt: skip
 
-    def choose(self, question: str, coverage: Sequence[tuple[SubQ, list[Scored]]]) -> _Chosen:
+    def choose(
+        self, question: str, coverage: Sequence[tuple[SubQ, list[ScoredPassage]]]
+    ) -> _Chosen:
         """The passages that fit ``max_evidence_chars``, numbered, and each sub-question's
         section citing its own."""
         pool = self.state.pool
@@ -470,7 +472,7 @@ class Research:
     def result(
         self,
         question: str,
-        coverage: Sequence[tuple[SubQ, list[Scored]]],
+        coverage: Sequence[tuple[SubQ, list[ScoredPassage]]],
         chosen: _Chosen,
         written: _Written,
         conflicts: list[Conflict],

@@ -10,7 +10,6 @@ import gzip
 import html
 import json
 import math
-import os
 import re
 import threading
 from collections import Counter
@@ -18,15 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[2]
-
-
-def shared_dir() -> Path:
-    """The shared folder (``/work/shared`` next to the repo), or ``$SEARCHER_SHARED_DIR``."""
-    env = os.environ.get("SEARCHER_SHARED_DIR")
-    if env:
-        return Path(env).resolve()
-    return (_REPO / ".." / "shared").resolve()
+from tests.shared_data import shared_dir
 
 
 def data_dir() -> Path:

@@ -22,9 +22,11 @@ from pathlib import Path
 import httpx
 import platformdirs
 
+from tests.shared_data import SEARXNG_SOURCE, missing_reason, shared_path
+
 from .server import HOST, bind
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "searxng"
+SHARED = shared_path(SEARXNG_SOURCE)
 BUILD_SCRIPT = SHARED / "build.sh"
 # The same place tests/test_real_searxng.py builds into, so CI builds SearXNG once.
 DEFAULT_CACHE = (
@@ -38,7 +40,7 @@ READY_TIMEOUT_S = 60.0
 def shared_missing() -> str | None:
     """Why a real SearXNG cannot be built here, or None."""
     if not BUILD_SCRIPT.is_file():
-        return f"{SHARED} is absent: no SearXNG source to build"
+        return missing_reason(SEARXNG_SOURCE) or f"{BUILD_SCRIPT} is absent"
     return None
 
 

@@ -1,0 +1,79 @@
+"""``python -m demo`` (``make demo``): the demo web on 127.0.0.1:8890 and searcher serving
+on 127.0.0.1:8080 against it, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from demo.web import DemoServer
+
+CONFIG = Path(__file__).with_name("searcher.yaml")
+WEB_PORT = 8890
+
+
+def config_for(web_port: int) -> str:
+    """demo/searcher.yaml itself, or a copy pointed at another port of the demo web."""
+    if web_port == WEB_PORT:
+        return str(CONFIG.relative_to(Path.cwd()) if CONFIG.is_relative_to(Path.cwd()) else CONFIG)
+    config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    config["backends"]["searxng"]["base_url"] = f"http://127.0.0.1:{web_port}"
+    config["fetch"]["allowed_hosts"] = [f"127.0.0.1:{web_port}"]
+    path = Path(tempfile.mkdtemp(prefix="searcher-demo-")) / "searcher.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return str(path)
+
+
+def banner(web: str, api: str, config: str) -> str:
+    cli = ".venv/bin/searcher"
+    return f"""
+Demo web (SearXNG's JSON format and {len(list(_slugs()))} pages): {web}
+searcher: {api}  (API docs: {api}/docs)
+
+In another terminal, all offline:
+  {cli} search "what is bm25" --config {config}
+  {cli} search "why did stadia close" --mode full --max-results 3 --config {config}
+  curl -s {api}/v1/search -H 'content-type: application/json' \\
+       -d '{{"query": "okapi bm25", "constraints": {{"search_mode": "full"}}}}'
+  {cli} research "how does bm25 rank documents" --config {config}
+  {cli} mcp --config {config}        # MCP on stdio (also at {api}/mcp)
+
+Ctrl-C stops both.
+"""
+
+
+def _slugs() -> list[str]:
+    text = Path(__file__).with_name("pages.txt").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line.startswith("=== ")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
+    parser.add_argument("--port", type=int, default=8080, help="searcher's port")
+    parser.add_argument("--web-port", type=int, default=WEB_PORT, help="the demo web's port")
+    args = parser.parse_args(argv)
+    try:
+        web = DemoServer(args.web_port)
+    except OSError as exc:
+        print(f"demo: cannot listen on 127.0.0.1:{args.web_port}: {exc.strerror}", file=sys.stderr)
+        return 2
+    config = config_for(web.port)
+    from searcher.cli import main as searcher
+
+    with web:
+        print(banner(web.base_url, f"http://127.0.0.1:{args.port}", config), file=sys.stderr)
+        try:
+            searcher(["serve", "--port", str(args.port), "--config", config])
+        except SystemExit as exc:  # click ends every command so; Ctrl-C included (code 0)
+            return exc.code if isinstance(exc.code, int) else 1
+        except KeyboardInterrupt:
+            return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
