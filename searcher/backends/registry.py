@@ -24,12 +24,12 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from searcher.backends import brave, duckduckgo, searxng
+from searcher.backends import brave, duckduckgo, local, searxng
 from searcher.backends.base import Backend, BackendSpec, BuildContext
 from searcher.config import InstanceSettings, Settings
 
 ENTRY_POINT_GROUP = "searcher.backends"
-BUILTIN_SPECS: tuple[BackendSpec, ...] = (searxng.SPEC, duckduckgo.SPEC, brave.SPEC)
+BUILTIN_SPECS: tuple[BackendSpec, ...] = (searxng.SPEC, duckduckgo.SPEC, brave.SPEC, local.SPEC)
 BUILT_IN = "built-in"
 
 
@@ -166,10 +166,13 @@ def build_backends(
     ddgs_factory: duckduckgo.SearcherFactory | None = None,
     registry: Registry | None = None,
     clock: Callable[[], float] = time.monotonic,
+    corpus: Any = None,
+    embedder: Callable[[], Any] = lambda: None,
 ) -> dict[str, Backend]:
-    """Instances of every usable backend, by name, in configuration order."""
+    """Instances of every usable backend, by name, in configuration order; ``corpus``
+    (a ``CorpusReader``) and ``embedder`` serve the ``local`` instances."""
     registry = registry or default_registry()
-    context = BuildContext(client, ddgs_factory, clock)
+    context = BuildContext(client, ddgs_factory, clock, corpus, embedder)
     return {
         name: registry.spec(status.adapter).build(name, settings.backends.get(name), context)
         for name, status in backend_status(settings, registry).items()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from searcher.backends.local import LocalBackend
 from searcher.fetch.page_reader import PageOutcome, Progress
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
@@ -26,13 +27,47 @@ async def read(
     if not reads_pages(ctx) or not results:
         return []
     budget = ctx.budget
-    urls = [r.url for r in results[: budget.max_fetch_pages]]
+    chosen = results[: budget.max_fetch_pages]
+    urls = [r.url for r in chosen]
+    # A result of a local collection is read from its index, never fetched: a file:// URL
+    # is read only for the backend that produced it.
+    local = {i: backend for i, r in enumerate(chosen) if (backend := _local_source(parts, r))}
+    web = [url for i, url in enumerate(urls) if i not in local]
     with ctx.timed("fetch"):
-        pages = await parts.reader.read_all(
-            urls, budget.fetch_limits(), budget.max_extract_chars_per_page, ctx.deadline,
-            progress, ctx.client,
+        fetched = iter(
+            await parts.reader.read_all(
+                web, budget.fetch_limits(), budget.max_extract_chars_per_page, ctx.deadline,
+                progress, ctx.client,
+            )
         )  # fmt: skip
+        pages = [
+            await _read_local(local[i], url, ctx, budget.max_extract_chars_per_page)
+            if i in local else next(fetched)
+            for i, url in enumerate(urls)
+        ]  # fmt: skip
     for url, page in zip(urls, pages, strict=True):
         if page.status != "fetched":
             ctx.error("fetch", url, f"{page.skip_reason or page.status}: {page.error}")
     return pages
+
+
+def _local_source(parts: Parts, result: Ranked) -> LocalBackend | None:
+    """The local backend that gave ``result``, if one did."""
+    for source in result.fused.sources:
+        backend = parts.pool.backends.get(source.backend)
+        if isinstance(backend, LocalBackend):
+            return backend
+    return None
+
+
+async def _read_local(
+    backend: LocalBackend, url: str, ctx: RequestContext, max_chars: int
+) -> PageOutcome:
+    """A local document's content from its index: the chunk that best matches the query
+    and its neighbours."""
+    content = await backend.read(url, ctx.request.query_text, max_chars)
+    if content is None:
+        return PageOutcome("failed", error="the document is no longer in the corpus index")
+    return PageOutcome(
+        "fetched", content_type="text/markdown", extracted_chars=len(content), content=content
+    )
