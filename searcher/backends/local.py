@@ -53,7 +53,7 @@ class LocalSettings(InstanceSettings):
     @model_validator(mode="after")
     def _some_collection(self) -> LocalSettings:
         if not self.collection and not self.collections:
-            raise ValueError("collection: required (or collections: [...])")
+            raise ValueError("needs a collection (collection: NAME, or collections: [...])")
         return self
 
     def names(self) -> list[str]:

@@ -109,7 +109,7 @@ def _validated(where: str, raw: Mapping[str, Any], registry: Registry) -> Instan
         return spec.config_model.model_validate(dict(raw))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{where}.{'.'.join(str(p) for p in err['loc'])}: "
+            f"{where}{''.join(f'.{p}' for p in err['loc'])}: "
             + str(err["msg"]).removeprefix("Value error, ")
             for err in exc.errors()
         )

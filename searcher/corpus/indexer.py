@@ -7,6 +7,7 @@ with its reason. Each file is one transaction (``store.replace_document``).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import os
@@ -146,6 +147,9 @@ async def index_paths(
     done = 0
     for candidate in candidates:
         outcome = await _index_one(conn, candidate, known, options, embedder, report)
+        # Between two files: where Ctrl-C (asyncio.run cancels this task) takes effect
+        # even when embedding never waits (a static model computes in place).
+        await asyncio.sleep(0)
         report.count(outcome)
         done += 1
         if progress is not None:

@@ -12,7 +12,7 @@ from searcher.config import Settings
 from searcher.corpus import store
 from searcher.corpus.indexer import IndexOptions, IndexReport, Progress, index_paths
 from searcher.corpus.roots import allowed_path, resolved_roots
-from searcher.embedding.embedders import build_embedder
+from searcher.embedding.embedders import OpenAIEmbedder, build_embedder
 
 
 def index_file(settings: Settings) -> Path:
@@ -48,6 +48,8 @@ async def add(
         return await index_paths(conn, starts, options, embedder, progress)
     finally:
         conn.close()
+        if isinstance(embedder, OpenAIEmbedder):
+            await embedder.aclose()
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # Words of a query kept for its FTS5 expression: a long pasted text must not become a
 # thousand-term OR.
 MAX_QUERY_WORDS = 64
+# Chunks on each side of the best one that full mode gives as a document's content.
+NEIGHBOURS = 2
 # Chunks kept as a document's supporting chunks.
 MAX_CHUNKS_PER_DOCUMENT = 3
 
@@ -112,9 +114,9 @@ def passage_with_neighbours(
     query: str, max_chars: int,
 ) -> str | None:  # fmt: skip
     """Full mode's content of the document at ``path``: the chunk that best matches
-    ``query`` (on ``page`` for a PDF page's URL) with the chunks before and after it,
-    then further neighbours while they fit ``max_chars``; ``None`` when the document is
-    not in ``collections``."""
+    ``query`` (on ``page`` for a PDF page's URL) with ``NEIGHBOURS`` chunks before and
+    after it, cut at ``max_chars``; ``None`` when the document is not in
+    ``collections``."""
     chunks = store.document_chunks(conn, collections, path)
     if not chunks:
         return None
@@ -129,25 +131,14 @@ def passage_with_neighbours(
 
 
 def _around(chunks: list[ChunkRow], centre: int, max_chars: int) -> str:
-    """The chunk at ``centre`` and its neighbours, nearest first, in reading order."""
-    by_ordinal = {c.ordinal: c for c in chunks}
-    chosen = [centre]
-    size = len(by_ordinal[centre].text)
-    for distance in range(1, len(chunks)):
-        grew = False
-        for ordinal in (centre - distance, centre + distance):
-            chunk = by_ordinal.get(ordinal)
-            if chunk is None or size + 2 + len(chunk.text) > max_chars:
-                continue
-            chosen.append(ordinal)
-            size += 2 + len(chunk.text)
-            grew = True
-        if not grew:
-            break
+    """The chunk at ``centre`` and up to ``NEIGHBOURS`` chunks on each side, in reading
+    order, each section's heading before its first chunk."""
+    window = [c for c in chunks if abs(c.ordinal - centre) <= NEIGHBOURS]
     parts = []
-    for ordinal in sorted(chosen):
-        chunk = by_ordinal[ordinal]
-        parts.append(f"## {chunk.heading}\n\n{chunk.text}" if chunk.heading and (
-            ordinal == min(chosen) or by_ordinal.get(ordinal - 1, chunk).heading != chunk.heading
-        ) else chunk.text)  # fmt: skip
+    previous: str | None = None
+    for chunk in window:
+        if chunk.heading and chunk.heading != previous:
+            parts.append(f"## {chunk.heading}")
+        parts.append(chunk.text)
+        previous = chunk.heading
     return "\n\n".join(parts)[:max_chars]
