@@ -244,7 +244,12 @@ async def _search_remote(url: str, api_key: str | None, request: SearchRequest) 
 @main.command()
 @click.argument("query")
 @click.option("--mode", type=click.Choice(["simple", "full"]), default="simple", show_default=True)
-@click.option("--backend", default=None, help="searxng, duckduckgo, brave or auto.")
+@click.option(
+    "--backend",
+    default=None,
+    help="An instance (searxng, duckduckgo, brave, a local collection's...), several "
+    "comma-separated (fused), or auto.",
+)
 @click.option("--max-results", type=click.IntRange(1, 100), default=None, help="Results wanted.")
 @click.option("--max-chars", type=click.IntRange(0), default=None, help="Context pack budget.")
 @click.option("--json", "as_json", is_flag=True, help="Print the UCP-1 JSON instead of the pack.")
@@ -291,7 +296,8 @@ def search(
     body: dict[str, Any] = {"query": query, "constraints": {"search_mode": mode}, "budget": {}}
     constraints = body["constraints"]
     if backend:
-        constraints["backend"] = backend
+        names = [name.strip() for name in backend.split(",")]
+        constraints["backend"] = names if len(names) > 1 else backend
     if rewrite:
         constraints["rewrite"] = True
     if multi_query is not None:

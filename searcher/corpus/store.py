@@ -60,8 +60,10 @@ CREATE TABLE IF NOT EXISTS chunks (
     vector BLOB
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks (document, ordinal);
+-- The collection beside the text: BM25 is filtered by it without a join (which doubled
+-- the time of a query matching most chunks).
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
-    text, heading, tokenize = 'porter unicode61 remove_diacritics 2'
+    text, heading, collection UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TABLE IF NOT EXISTS skipped (
     collection TEXT NOT NULL,
@@ -222,8 +224,8 @@ def replace_document(conn: sqlite3.Connection, new: NewDocument) -> None:
                  None if vector is None else vector.tobytes()),
             ).lastrowid  # fmt: skip
             conn.execute(
-                "INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)",
-                (chunk_id, chunk.text, chunk.heading or ""),
+                "INSERT INTO chunks_fts (rowid, text, heading, collection) VALUES (?, ?, ?, ?)",
+                (chunk_id, chunk.text, chunk.heading or "", new.collection),
             )
         conn.execute(
             "DELETE FROM skipped WHERE collection = ? AND path = ?", (new.collection, new.path)
@@ -356,9 +358,8 @@ def keyword_search(
     """``(chunk id, BM25 score)`` of the best ``limit`` chunks matching the FTS5 query
     ``match``, best first (FTS5's bm25() is lower for better: negated here)."""
     rows = conn.execute(
-        "SELECT f.rowid, bm25(chunks_fts) AS s FROM chunks_fts f "
-        "JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document "
-        "WHERE chunks_fts MATCH ? AND d.collection = ? ORDER BY s LIMIT ?",
+        "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts "
+        "WHERE chunks_fts MATCH ? AND collection = ? ORDER BY s LIMIT ?",
         (match, collection, limit),
     )
     return [(chunk_id, -score) for chunk_id, score in rows]
