@@ -16,6 +16,7 @@ import numpy as np
 
 from searcher.corpus import store
 from searcher.corpus.store import ChunkRow, VectorCache
+from searcher.ranking.relevance import STOP_WORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words of a query kept for its FTS5 expression: a long pasted text must not become a
@@ -28,10 +29,12 @@ MAX_CHUNKS_PER_DOCUMENT = 3
 
 
 def fts_query(text: str) -> str | None:
-    """The FTS5 expression for ``text``: each word quoted (no FTS5 syntax gets through,
-    whatever the user typed), joined by OR so that BM25 ranks partial matches; ``None``
-    when it has no word."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:MAX_QUERY_WORDS]
+    """The FTS5 expression for ``text``: each word but stop words (unless it has no other)
+    quoted (no FTS5 syntax gets through, whatever the user typed), joined by OR so that
+    BM25 ranks partial matches; ``None`` when it has no word."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    # Stop words match nearly every chunk: BM25 then scores them all for little signal.
+    words = ([w for w in words if w not in STOP_WORDS] or words)[:MAX_QUERY_WORDS]
     if not words:
         return None
     return " OR ".join(f'"{w}"' for w in words)
