@@ -26,7 +26,7 @@ from bench.processes import STATIC_MODEL, percentile
 from searcher.corpus import store
 from searcher.corpus.chunking import Chunk
 from searcher.corpus.indexer import IndexOptions, index_paths
-from searcher.corpus.reader import CorpusReader
+from searcher.corpus.serving import CorpusReader
 from searcher.embedding.embedders import StaticEmbedder
 
 CHUNKS_PER_DOCUMENT = 10

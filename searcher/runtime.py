@@ -31,7 +31,7 @@ from searcher.cache.results import (
 from searcher.cache.semantic import SemanticCache
 from searcher.cache.semantic_qdrant import QdrantSemanticCache, open_qdrant
 from searcher.config import Settings
-from searcher.corpus.reader import CorpusReader
+from searcher.corpus.serving import CorpusReader
 from searcher.corpus.store import FILE_NAME as CORPUS_FILE
 from searcher.embedding.embedders import Embedder
 from searcher.embedding.loading import EmbedderLoad, needs_network

@@ -29,8 +29,8 @@ from searcher.backends.base import (
     Hit,
 )
 from searcher.config import InstanceSettings
-from searcher.corpus.reader import CollectionMissing, CorpusReader
 from searcher.corpus.retrieval import DocumentMatch
+from searcher.corpus.serving import CollectionMissing, CorpusReader
 from searcher.embedding.embedders import Embedder
 from searcher.errors import BackendError, BackendTimeout, EmbedderUnavailable
 
