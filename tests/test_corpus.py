@@ -354,3 +354,14 @@ def test_an_interrupted_run_leaves_a_usable_index(tmp_path, corpus_config):
     assert f"{600 - documents[0]} indexed" in resumed.stdout
     assert f"{documents[0]} unchanged" in resumed.stdout
     assert status(config)["many"]["files"] == 600
+
+
+def test_an_indexed_files_url_is_not_fetchable_outside_the_local_backend(
+    indexed, make_settings, serve_searcher
+):
+    notes, _ = indexed
+    base = serve_searcher(make_settings(embeddings=EMBEDDINGS))
+    url = (notes / "garden.md").as_uri()
+    response = httpx.post(f"{base}/v1/fetch", json={"url": url}, timeout=30)
+    assert response.status_code == 422 and "url" in response.text
+    assert "Tomatoes" not in response.text
