@@ -1,4 +1,4 @@
-"""``searcher serve | search | research | cache | keys | config | plugins | eval``: a thin
+"""``searcher serve | search | research | index | cache | keys | config | plugins | eval``: a thin
 layer over the library.
 
 Domain errors become one-line messages and exit codes here, at the edge; no traceback.
@@ -266,7 +266,8 @@ async def _search_remote(url: str, api_key: str | None, request: SearchRequest) 
 @click.option(
     "--backend",
     default=None,
-    help="searxng, duckduckgo, brave, a named instance (backends.instances) or auto.",
+    help="searxng, duckduckgo, brave, a named instance (backends.instances; a local "
+    "collection's too), several comma-separated (fused), or auto.",
 )
 @click.option("--max-results", type=click.IntRange(1, 100), default=None, help="Results wanted.")
 @click.option("--max-chars", type=click.IntRange(0), default=None, help="Context pack budget.")
@@ -314,7 +315,8 @@ def search(
     body: dict[str, Any] = {"query": query, "constraints": {"search_mode": mode}, "budget": {}}
     constraints = body["constraints"]
     if backend:
-        constraints["backend"] = backend
+        names = [name.strip() for name in backend.split(",")]
+        constraints["backend"] = names if len(names) > 1 else backend
     if rewrite:
         constraints["rewrite"] = True
     if multi_query is not None:
@@ -467,6 +469,147 @@ def mcp_stdio(config_path: str | None) -> None:
         _run(lambda: serve_stdio(settings))
     except SearcherError as exc:
         _fail(str(exc), 1)
+
+
+@main.group()
+def index() -> None:
+    """Own documents: index folders into collections, searched by ``adapter: local``."""
+
+
+collection_option = click.option(
+    "--collection", "collection", metavar="NAME", help="The collection (letters, digits, _ . -)."
+)
+
+
+@index.command("add")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--collection", "collection", metavar="NAME", required=True, help="The collection.")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show each file as it is done (default: on a terminal).",
+)
+@config_option
+def index_add(
+    paths: tuple[str, ...], collection: str, progress: bool | None, config_path: str | None
+) -> None:
+    """Index files and folders into a collection. Re-running it updates the collection:
+    unchanged files are skipped, changed ones re-indexed, deleted ones removed."""
+    from searcher.corpus import operations
+    from searcher.corpus.roots import PathRefused
+    from searcher.errors import EmbedderUnavailable
+
+    settings = _settings(config_path)
+    show = sys.stderr.isatty() if progress is None else progress
+    try:
+        report = _run(lambda: operations.add(settings, paths, collection, _index_progress(show)))
+    except (PathRefused, ValueError) as exc:
+        _fail(str(exc), 2)
+    except EmbedderUnavailable as exc:
+        _fail(f"cannot load the embedder ({exc}); embeddings.provider: none indexes for "
+              "keyword search only", 1)  # fmt: skip
+    if show and sys.stderr.isatty():
+        click.echo("", err=True)  # end the progress line
+    click.echo(
+        f"{collection}: {report.indexed} indexed ({report.chunks} chunks), "
+        f"{report.unchanged} unchanged, {report.removed} removed, {len(report.skipped)} skipped"
+    )
+    for path, reason, detail in report.skipped:
+        click.echo(f"  skipped {path}: {reason} ({detail})")
+
+
+def _index_progress(show: bool) -> Callable[[int, int, str, str], None] | None:
+    if not show:
+        return None
+    tty = sys.stderr.isatty()
+
+    def report(done: int, total: int, path: str, outcome: str) -> None:
+        line = f"[{done}/{total}] {outcome:<9} {path}"
+        if tty:  # one line, rewritten
+            click.echo(f"\r\x1b[K{line[:160]}", err=True, nl=False)
+        else:
+            click.echo(line, err=True)
+
+    return report
+
+
+@index.command("status")
+@collection_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@config_option
+def index_status(collection: str | None, as_json: bool, config_path: str | None) -> None:
+    """Collections, their files, chunks, bytes and when each file was indexed, and every
+    skipped file with its reason."""
+    from searcher.corpus import operations
+
+    settings = _settings(config_path)
+    try:
+        found = operations.status(settings, collection)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if as_json:
+        click.echo(json.dumps([_collection_json(c) for c in found], indent=2))
+        return
+    if not found:
+        click.echo(f"no collections in {operations.index_file(settings)}")
+    for c in found:
+        click.echo(
+            f"{c.name}: {len(c.documents)} files, {c.chunks} chunks, {c.bytes} bytes, "
+            f"{len(c.skipped)} skipped, vectors: {c.embedder or 'none (keywords only)'}"
+        )
+        for d in c.documents:
+            click.echo(f"  {_when(d.indexed_at)}  {d.chunks:>5} chunks  {d.path}")
+        for s in c.skipped:
+            click.echo(f"  skipped  {s.reason:<14} {s.path} ({s.detail})")
+
+
+def _when(timestamp: float) -> str:
+    import datetime
+
+    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _collection_json(c: Any) -> dict[str, Any]:
+    return {
+        "collection": c.name,
+        "embedder": c.embedder,
+        "files": len(c.documents),
+        "chunks": c.chunks,
+        "bytes": c.bytes,
+        "documents": [
+            {
+                "path": d.path,
+                "kind": d.kind,
+                "title": d.title,
+                "bytes": d.size,
+                "chunks": d.chunks,
+                "indexed_at": _when(d.indexed_at),
+            }
+            for d in c.documents
+        ],
+        "skipped": [{"path": s.path, "reason": s.reason, "detail": s.detail} for s in c.skipped],
+    }
+
+
+@index.command("remove")
+@click.argument("path", required=False, metavar="[PATH]")
+@collection_option
+@config_option
+def index_remove(path: str | None, collection: str | None, config_path: str | None) -> None:
+    """Drop a file or folder from the index (from --collection, else from every
+    collection), or with --collection alone the whole collection."""
+    from searcher.corpus import operations
+
+    if path is None and collection is None:
+        _fail("index remove: give a PATH, --collection NAME, or both", 2)
+    settings = _settings(config_path)
+    try:
+        removed = operations.remove(settings, path, collection)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    what = path if path is not None else f"collection {collection}"
+    click.echo(f"removed {what}: {removed} documents")
 
 
 @main.group()

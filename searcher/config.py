@@ -1230,6 +1230,50 @@ class ResultCacheSettings(ConfigSection):
     semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
 
 
+class CorpusSettings(ConfigSection):
+    """Own documents indexed with ``searcher index add`` and searched by ``adapter: local``
+    instances (see [docs/corpus.md](corpus.md))."""
+
+    dir: str | None = Field(
+        default=None,
+        description=(
+            "Where the embedded corpus index (`corpus.sqlite3`: SQLite FTS5 + float32 "
+            "vectors) lives; default: `state.dir`"
+        ),
+    )
+    roots: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Folders that may be indexed (symlinks resolved, `..` refused); empty = any "
+            "path the user of the CLI names"
+        ),
+    )
+    max_file_bytes: int = Field(
+        default=20 * 1024 * 1024,
+        ge=1,
+        description="Files larger than this are skipped (reason `too_large`)",
+    )
+    chunk_chars: int = Field(
+        default=1200,
+        ge=200,
+        le=20_000,
+        description="Chunks are cut at headings and paragraphs to about this many characters",
+    )
+    candidates: int = Field(
+        default=50,
+        ge=1,
+        le=1000,
+        description="Chunks taken from each of BM25 and the vectors before RRF fuses them",
+    )
+    rrf_k: int = Field(
+        default=60, ge=1, description="RRF constant fusing the BM25 and vector chunk lists"
+    )
+
+    def directory(self, state: StateSettings) -> Path:
+        """Where the corpus index lives."""
+        return Path(self.dir).expanduser() if self.dir else state.directory()
+
+
 class Settings(ConfigSection):
     backends: BackendsSettings = Field(default_factory=BackendsSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
@@ -1249,6 +1293,7 @@ class Settings(ConfigSection):
     research: ResearchSettings = Field(default_factory=ResearchSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    corpus: CorpusSettings = Field(default_factory=CorpusSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
 

@@ -111,7 +111,9 @@ class InstanceSettings(ConfigSection):
     """What every backend instance has; an adapter's config model (declared in its
     module, ``searcher/backends/<adapter>.py``) adds its own keys."""
 
-    adapter: str = Field(description="`searxng`, `brave`, `duckduckgo`, or a plugin's adapter")
+    adapter: str = Field(
+        description="`searxng`, `brave`, `duckduckgo`, `local`, or a plugin's adapter"
+    )
     enabled: bool = Field(
         default=True,
         description=(

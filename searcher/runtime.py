@@ -31,6 +31,8 @@ from searcher.cache.results import (
 from searcher.cache.semantic import SemanticCache
 from searcher.cache.semantic_qdrant import QdrantSemanticCache, open_qdrant
 from searcher.config import Settings
+from searcher.corpus.serving import CorpusReader
+from searcher.corpus.store import FILE_NAME as CORPUS_FILE
 from searcher.embedding.embedders import Embedder
 from searcher.embedding.loading import EmbedderLoad, needs_network
 from searcher.errors import StateUnavailable
@@ -152,8 +154,21 @@ async def open_service(
         )  # fmt: skip
         # Breakers agree through the state store: one opened by a worker is open for all.
         keys = upstream_keys(settings)  # what workers share per upstream: breakers and pace
+        corpus = CorpusReader(
+            settings.corpus.directory(settings.state) / CORPUS_FILE,
+            settings.corpus.candidates,
+            settings.corpus.rrf_k,
+        )
+        opened.callback(corpus.close)
+        parts: Parts | None = None  # local collections embed queries with its embedder
+
+        def current_embedder() -> Embedder | None:
+            return None if parts is None else parts.embedder
+
         pool = BackendPool(
-            build_backends(settings, backend_client, ddgs_factory),
+            build_backends(
+                settings, backend_client, ddgs_factory, corpus=corpus, embedder=current_embedder
+            ),
             settings,
             shared=SharedBreakers(state, keys),
             pacer=Pacer(state, instance_rates(settings), keys),

@@ -249,6 +249,8 @@ def test_a_plugin_adds_a_backend_through_its_entry_point(tmp_path, testbed_clean
                     "duckduckgo": {"enabled": False},
                 },
                 "service": {"cache": {"dir": str(tmp_path / "cache")}},
+                # Its own result cache: the user's (shared by every run) may answer first.
+                "state": {"dir": str(tmp_path / "state")},
                 "embeddings": {"model": str(STATIC_MODEL)},
             }
         )

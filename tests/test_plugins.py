@@ -126,6 +126,7 @@ def test_searcher_plugins_lists_built_in_installed_and_failed_adapters(tmp_path)
         "searxng": "built-in",
         "duckduckgo": "built-in",
         "brave": "built-in",
+        "local": "built-in",
         "corpus": "corpus_plugin:SPEC from corpus-plugin 0.1",
     }
     corpus = next(a for a in data["adapters"] if a["adapter"] == "corpus")
@@ -149,7 +150,7 @@ def test_without_plugins_only_the_built_ins_are_listed(tmp_path):
     listed = run(tmp_path, "plugins", "--json")
     assert listed.returncode == 0, listed.stderr
     data = json.loads(listed.stdout)
-    assert [a["adapter"] for a in data["adapters"]] == ["searxng", "duckduckgo", "brave"]
+    assert [a["adapter"] for a in data["adapters"]] == ["searxng", "duckduckgo", "brave", "local"]
     assert data["failed"] == []
 
 

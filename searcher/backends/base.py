@@ -107,6 +107,10 @@ class BuildContext:
     client: aiohttp.ClientSession  # shared HTTP client for backends
     ddgs_factory: Any = None  # the DuckDuckGo library's stand-in (tests only)
     clock: Callable[[], float] = time.monotonic
+    corpus: Any = None  # the corpus index's reader (a CorpusReader), for ``adapter: local``
+    # The embedder once loaded (None while it loads or when off): local collections embed
+    # their queries with it.
+    embedder: Callable[[], Any] = field(default=lambda: None)
 
 
 @dataclass(frozen=True)

@@ -54,10 +54,13 @@ def build_backends(
     ddgs_factory: duckduckgo.SearcherFactory | None = None,
     registry: Registry | None = None,
     clock: Callable[[], float] = time.monotonic,
+    corpus: Any = None,
+    embedder: Callable[[], Any] = lambda: None,
 ) -> dict[str, Backend]:
-    """Instances of every usable backend, by name, in configuration order."""
+    """Instances of every usable backend, by name, in configuration order; ``corpus``
+    (a ``CorpusReader``) and ``embedder`` serve the ``local`` instances."""
     registry = registry or default_registry()
-    context = BuildContext(client, ddgs_factory, clock)
+    context = BuildContext(client, ddgs_factory, clock, corpus, embedder)
     return {
         name: registry.spec(status.adapter).build(name, settings.backends.get(name), context)
         for name, status in backend_status(settings, registry).items()

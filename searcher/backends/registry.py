@@ -22,13 +22,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from searcher.backends import brave, duckduckgo, searxng
+from searcher.backends import brave, duckduckgo, local, searxng
 from searcher.backends.base import BackendSpec
 from searcher.config_hints import unknown_key_text
 from searcher.config_sections import InstanceSettings
 
 ENTRY_POINT_GROUP = "searcher.backends"
-BUILTIN_SPECS: tuple[BackendSpec, ...] = (searxng.SPEC, duckduckgo.SPEC, brave.SPEC)
+BUILTIN_SPECS: tuple[BackendSpec, ...] = (searxng.SPEC, duckduckgo.SPEC, brave.SPEC, local.SPEC)
 BUILT_IN = "built-in"
 
 
@@ -108,7 +108,7 @@ def _validated(where: str, raw: Mapping[str, Any], registry: Registry) -> Instan
         return spec.config_model.model_validate(dict(raw))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{where}.{'.'.join(str(p) for p in err['loc'])}: " + _problem(spec.config_model, err)
+            f"{where}{''.join(f'.{p}' for p in err['loc'])}: " + _problem(spec.config_model, err)
             for err in exc.errors()
         )
         raise ValueError(problems) from None

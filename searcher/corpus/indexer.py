@@ -1,0 +1,234 @@
+"""``searcher index add``: walk the paths named, and bring a collection up to date with
+them. Incremental: a file whose size and mtime are unchanged is not read; one whose
+content hash is unchanged is not re-indexed; a changed file is re-indexed; an indexed file
+that is gone from under a path named is removed. Every file that gives no text is recorded
+with its reason. Each file is one transaction (``store.replace_document``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from searcher.corpus import store
+from searcher.corpus.chunking import Chunk, chunk_document
+from searcher.corpus.readers import SkipReason, Unreadable, read_document
+from searcher.corpus.roots import within
+from searcher.embedding.embedders import Embedder
+
+Outcome = Literal["indexed", "unchanged", "skipped", "removed"]
+Progress = Callable[[int, int, str, Outcome], None]  # (done, total, path, outcome)
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    collection: str
+    max_file_bytes: int
+    chunk_chars: int
+    roots: tuple[Path, ...] = ()
+
+
+@dataclass
+class IndexReport:
+    """What one run did, file by file counted."""
+
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    chunks: int = 0
+    skipped: list[tuple[str, SkipReason, str]] = field(default_factory=list)
+
+    def count(self, outcome: Outcome) -> None:
+        if outcome == "indexed":
+            self.indexed += 1
+        elif outcome == "unchanged":
+            self.unchanged += 1
+        elif outcome == "removed":
+            self.removed += 1
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file found under a path named, or one that cannot be taken, with why."""
+
+    path: Path
+    skip: tuple[SkipReason, str] | None = None
+
+
+def walk(start: Path, roots: Sequence[Path]) -> Iterator[Candidate]:
+    """The files under ``start`` (itself if a file), in sorted order. Hidden files and
+    folders (a leading dot: ``.git``, ``.venv``) are left out unless named. A symlink is
+    followed when it stays inside ``roots``; one that leads back into a folder being
+    walked is a ``symlink_loop``."""
+    if not start.is_dir():
+        yield Candidate(start)
+        return
+    yield from _walk_dir(start, roots, (start.resolve(),))
+
+
+def _walk_dir(
+    folder: Path, roots: Sequence[Path], ancestors: tuple[Path, ...]
+) -> Iterator[Candidate]:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        yield Candidate(folder, ("unreadable", f"cannot list the folder: {exc.strerror}"))
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        path = Path(entry.path)
+        real: Path | None = None
+        if entry.is_symlink():
+            try:
+                real = path.resolve(strict=True)
+            except (OSError, RuntimeError) as exc:
+                looped = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
+                yield Candidate(path, ("symlink_loop", "the link leads to itself") if looped
+                                else ("unreadable", "a broken link"))  # fmt: skip
+                continue
+            if not within(real, roots):
+                yield Candidate(path, ("outside_roots", f"the link leads to {real}"))
+                continue
+        try:
+            is_dir = entry.is_dir()
+        except OSError as exc:
+            yield Candidate(path, ("unreadable", exc.strerror or str(exc)))
+            continue
+        if is_dir:
+            real = real or path.resolve()
+            if any(real == a or a.is_relative_to(real) for a in ancestors):
+                yield Candidate(path, ("symlink_loop", f"the link leads back to {real}"))
+                continue
+            yield from _walk_dir(path, roots, (*ancestors, real))
+        elif entry.is_file():
+            yield Candidate(path)
+
+
+def _under(path: str, starts: Sequence[Path]) -> bool:
+    return any(path == str(s) or path.startswith(str(s).rstrip("/") + "/") for s in starts)
+
+
+def embedding_text(title: str, chunk: Chunk) -> str:
+    """What a chunk's vector is made of: its document's title and heading give a chunk
+    of a section its topic."""
+    head = " — ".join(part for part in (title, chunk.heading) if part)
+    return f"{head}\n{chunk.text}" if head else chunk.text
+
+
+async def index_paths(
+    conn: sqlite3.Connection,
+    starts: Sequence[Path],
+    options: IndexOptions,
+    embedder: Embedder | None,
+    progress: Progress | None = None,
+) -> IndexReport:
+    """Bring ``options.collection`` up to date with the files under ``starts`` (already
+    checked against the roots); what changed is committed file by file."""
+    collection = options.collection
+    store.ensure_collection(conn, collection, embedder.name if embedder else None)
+    known = store.stored_files(conn, collection)
+    candidates = [c for start in starts for c in walk(start, options.roots)]
+    report = IndexReport()
+    seen = {str(c.path) for c in candidates}
+    gone = [p for p in known if _under(p, starts) and p not in seen]
+    stale_skips = [
+        row.path for row in store.skipped(conn, collection)
+        if _under(row.path, starts) and row.path not in seen
+    ]  # fmt: skip
+    total = len(candidates) + len(gone)
+    done = 0
+    for candidate in candidates:
+        outcome = await _index_one(conn, candidate, known, options, embedder, report)
+        # Between two files: where Ctrl-C (asyncio.run cancels this task) takes effect
+        # even when embedding never waits (a static model computes in place).
+        await asyncio.sleep(0)
+        report.count(outcome)
+        done += 1
+        if progress is not None:
+            progress(done, total, str(candidate.path), outcome)
+    report.removed += store.remove_documents(conn, collection, gone)
+    store.remove_documents(conn, collection, stale_skips)
+    for path in gone:
+        done += 1
+        if progress is not None:
+            progress(done, total, path, "removed")
+    return report
+
+
+async def _index_one(
+    conn: sqlite3.Connection,
+    candidate: Candidate,
+    known: dict[str, store.StoredFile],
+    options: IndexOptions,
+    embedder: Embedder | None,
+    report: IndexReport,
+) -> Outcome:
+    path, collection = str(candidate.path), options.collection
+    try:
+        new = await _read_new(candidate, known.get(path), options, embedder)
+    except Unreadable as exc:
+        store.record_skip(conn, collection, path, exc.reason, exc.detail)
+        report.skipped.append((path, exc.reason, exc.detail))
+        return "skipped"
+    if isinstance(new, _Unchanged):
+        if new.touch is not None:
+            store.touch_document(conn, new.touch[0], new.touch[1])
+        return "unchanged"
+    store.replace_document(conn, new)
+    report.chunks += len(new.chunks)
+    return "indexed"
+
+
+@dataclass(frozen=True)
+class _Unchanged:
+    touch: tuple[int, int] | None = None  # (document id, new mtime) when only mtime moved
+
+
+async def _read_new(
+    candidate: Candidate,
+    stored: store.StoredFile | None,
+    options: IndexOptions,
+    embedder: Embedder | None,
+) -> store.NewDocument | _Unchanged:
+    """The file's new index entry, or ``_Unchanged``. Raises ``Unreadable``."""
+    if candidate.skip is not None:
+        raise Unreadable(*candidate.skip)
+    try:
+        stat = candidate.path.stat()
+        if stored is not None and (stat.st_size, stat.st_mtime_ns) == (
+            stored.size,
+            stored.mtime_ns,
+        ):
+            return _Unchanged()
+        if stat.st_size > options.max_file_bytes:
+            raise Unreadable(
+                "too_large",
+                f"{stat.st_size} bytes, over corpus.max_file_bytes ({options.max_file_bytes})",
+            )
+        body = candidate.path.read_bytes()
+    except OSError as exc:
+        raise Unreadable("unreadable", exc.strerror or str(exc)) from None
+    if not body.strip():
+        raise Unreadable("empty", "the file is empty")
+    digest = hashlib.sha256(body).hexdigest()
+    if stored is not None and digest == stored.sha256:
+        return _Unchanged((stored.id, stat.st_mtime_ns))
+    document = read_document(candidate.path, body)
+    chunks = chunk_document(document, options.chunk_chars)
+    if not chunks:
+        raise Unreadable("empty", "no text in the file")
+    vectors = None
+    if embedder is not None:
+        vectors = await embedder.embed([embedding_text(document.title, c) for c in chunks])
+    return store.NewDocument(
+        options.collection, str(candidate.path), document.kind, document.title,
+        stat.st_size, stat.st_mtime_ns, digest, chunks, vectors,
+    )  # fmt: skip

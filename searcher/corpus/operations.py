@@ -1,0 +1,117 @@
+"""What ``searcher index add | status | remove`` do, as functions of the settings: the CLI
+only parses arguments and prints what these return."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from searcher.config import Settings
+from searcher.corpus import store
+from searcher.corpus.indexer import IndexOptions, IndexReport, Progress, index_paths
+from searcher.corpus.roots import allowed_path, resolved_roots
+from searcher.embedding.embedders import OpenAIEmbedder, build_embedder
+
+
+def index_file(settings: Settings) -> Path:
+    """Where the corpus index lives."""
+    return settings.corpus.directory(settings.state) / store.FILE_NAME
+
+
+def open_index(settings: Settings) -> sqlite3.Connection:
+    return store.connect(index_file(settings), settings.state.sqlite_busy_timeout_ms)
+
+
+def checked_paths(settings: Settings, named: Sequence[str]) -> list[Path]:
+    """The real paths of ``named``, each allowed by ``corpus.roots``; raises
+    ``PathRefused`` naming the first that is not."""
+    roots = resolved_roots(settings.corpus.roots)
+    return [allowed_path(name, roots) for name in named]
+
+
+async def add(
+    settings: Settings, named: Sequence[str], collection: str, progress: Progress | None = None
+) -> IndexReport:
+    """Index ``named`` into ``collection`` (see ``indexer.index_paths``). Raises
+    ``PathRefused``, ``ValueError`` (a bad collection name) or ``EmbedderUnavailable``."""
+    store.check_collection_name(collection)
+    starts = checked_paths(settings, named)
+    embedder = build_embedder(settings.embeddings)
+    options = IndexOptions(
+        collection, settings.corpus.max_file_bytes, settings.corpus.chunk_chars,
+        resolved_roots(settings.corpus.roots),
+    )  # fmt: skip
+    conn = open_index(settings)
+    try:
+        return await index_paths(conn, starts, options, embedder, progress)
+    finally:
+        conn.close()
+        if isinstance(embedder, OpenAIEmbedder):
+            await embedder.aclose()
+
+
+@dataclass(frozen=True)
+class CollectionStatus:
+    name: str
+    embedder: str | None
+    documents: list[store.DocumentRow]
+    skipped: list[store.SkippedRow]
+
+    @property
+    def chunks(self) -> int:
+        return sum(d.chunks for d in self.documents)
+
+    @property
+    def bytes(self) -> int:
+        return sum(d.size for d in self.documents)
+
+
+def status(settings: Settings, collection: str | None = None) -> list[CollectionStatus]:
+    """Every collection (or the one named) with its documents and skipped files. Raises
+    ``ValueError`` for a collection that does not exist."""
+    conn = open_index(settings)
+    try:
+        names = store.collections(conn)
+        if collection is not None:
+            if collection not in names:
+                known = ", ".join(names) or "none"
+                raise ValueError(f"no collection {collection!r} (collections: {known})")
+            names = [collection]
+        return [
+            CollectionStatus(
+                name,
+                store.collection_embedder(conn, name)[1],
+                store.documents(conn, name),
+                store.skipped(conn, name),
+            )
+            for name in names
+        ]
+    finally:
+        conn.close()
+
+
+def remove(settings: Settings, path: str | None, collection: str | None) -> int:
+    """Drop the documents at or under ``path`` (from ``collection``, or from all), or the
+    whole ``collection`` when no path is given; how many documents went. Raises
+    ``ValueError`` for a collection that does not exist."""
+    conn = open_index(settings)
+    try:
+        names = store.collections(conn)
+        if collection is not None and collection not in names:
+            raise ValueError(
+                f"no collection {collection!r} (collections: {', '.join(names) or 'none'})"
+            )
+        if path is None:
+            assert collection is not None  # the CLI asks for one of the two
+            return store.remove_collection(conn, collection)
+        target = str(Path(path).expanduser().resolve())
+        removed = 0
+        for name in [collection] if collection else names:
+            held = [*store.stored_files(conn, name), *(s.path for s in store.skipped(conn, name))]
+            under = [p for p in held if p == target or p.startswith(target.rstrip("/") + "/")]
+            removed += store.remove_documents(conn, name, under)
+        return removed
+    finally:
+        conn.close()

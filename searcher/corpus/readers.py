@@ -1,0 +1,235 @@
+"""A file's text, by kind: Markdown, plain text, reStructuredText, HTML (the main text,
+as full mode extracts it) and PDF (page by page, as full mode reads it).
+
+A file that cannot give text raises ``Unreadable`` with a typed reason, which the indexer
+records next to the path; nothing here raises anything else for a file's own content.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from searcher.fetch.extract import extract_main_text, normalise_plain_text
+from searcher.fetch.pdf import PdfUnreadable, pdf_text
+
+Kind = Literal["markdown", "text", "rst", "html", "pdf"]
+# Why a file was not indexed: listed by ``searcher index status``.
+SkipReason = Literal[
+    "binary",  # not text (a NUL byte, or not UTF-8 / Latin-1 text) and no reader for it
+    "empty",  # no text at all
+    "too_large",  # over corpus.max_file_bytes
+    "unreadable",  # the file system refused (permissions, vanished, broken link)
+    "symlink_loop",  # a link back into a folder already being walked
+    "pdf_unreadable",  # an encrypted, damaged or scanned (no text layer) PDF
+    "outside_roots",  # a link that leads out of corpus.roots
+]
+
+KINDS_BY_SUFFIX: dict[str, Kind] = {
+    ".md": "markdown", ".markdown": "markdown", ".mdown": "markdown",
+    ".txt": "text", ".text": "text",
+    ".rst": "rst", ".rest": "rst",
+    ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".pdf": "pdf",
+}  # fmt: skip
+# Bytes looked at to tell text from binary (as git and grep do: a NUL byte means binary).
+_SNIFF_BYTES = 8192
+PDF_MAX_PAGES = 2000
+
+
+class Unreadable(Exception):
+    """The file gives no text to index; ``reason`` says why, ``detail`` in words."""
+
+    def __init__(self, reason: SkipReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason: SkipReason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Section:
+    """A run of text under one heading (``None`` before the first) on one PDF page
+    (``None`` for other kinds)."""
+
+    text: str
+    heading: str | None = None
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file's title and its text as sections, in reading order."""
+
+    kind: Kind
+    title: str
+    sections: tuple[Section, ...]
+
+
+def kind_of(path: Path, head: bytes) -> Kind:
+    """The reader for ``path``: by suffix; a file with another suffix is plain text when
+    its first bytes are text. Raises ``Unreadable("binary")`` otherwise."""
+    known = KINDS_BY_SUFFIX.get(path.suffix.lower())
+    if known is not None:
+        return known
+    if head.startswith(b"%PDF-"):
+        return "pdf"
+    if b"\x00" in head[:_SNIFF_BYTES] or _decoded(head[:_SNIFF_BYTES], strict=True) is None:
+        raise Unreadable("binary", "not a text file and of no kind searcher reads")
+    return "text"
+
+
+def read_document(path: Path, body: bytes) -> Document:
+    """The document in ``body`` (the bytes of ``path``). Raises ``Unreadable``."""
+    kind = kind_of(path, body)
+    if kind == "pdf":
+        return _pdf(path, body)
+    if b"\x00" in body[:_SNIFF_BYTES]:
+        raise Unreadable("binary", f"a NUL byte in a {kind} file")
+    text = _decoded(body, strict=False) or ""
+    if kind == "html":
+        return _html(path, body)
+    sections = _markdown_sections(text) if kind == "markdown" else None
+    if kind == "rst":
+        sections = _rst_sections(text)
+    if sections is None:
+        sections = [Section(normalise_plain_text(text))]
+    return _document(kind, path, sections)
+
+
+def _document(kind: Kind, path: Path, sections: list[Section]) -> Document:
+    kept = tuple(s for s in sections if s.text.strip())
+    if not kept:
+        raise Unreadable("empty", "no text in the file")
+    # The first heading names the document, even when no text stands under it directly.
+    title = next((s.heading for s in sections if s.heading), None) or _first_line(kept[0].text)
+    return Document(kind, title or path.name, kept)
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().split("\n", 1)[0].strip()
+    return line[:120]
+
+
+def _decoded(body: bytes, strict: bool) -> str | None:
+    """UTF-8 text (its byte-order mark dropped); else Latin-1 when not ``strict``."""
+    try:
+        return body.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        # A sniffed head may end inside a character: that is no reason to call it binary.
+        if strict:
+            try:
+                return body[:-4].decode("utf-8-sig") if len(body) > 4 else None
+            except UnicodeDecodeError:
+                return None
+        return body.decode("latin-1")
+
+
+# --- Markdown and reStructuredText: sections under headings ---------------------------
+
+_ATX = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^(```|~~~)")
+_SETEXT = re.compile(r"^(=+|-+)\s*$")
+_RST_ADORNMENT = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
+
+
+def _markdown_sections(text: str) -> list[Section]:
+    """Sections of a Markdown text, one per ATX (``# ...``) or Setext heading; a heading
+    inside a fenced code block is code."""
+    sections: list[Section] = []
+    heading: str | None = None
+    lines: list[str] = []
+    fenced = False
+    raw = text.splitlines()
+    underline = -1  # the index of the Setext underline of the heading just taken
+    for index, line in enumerate(raw):
+        if index == underline:
+            continue
+        if _FENCE.match(line):
+            fenced = not fenced
+        atx = None if fenced else _ATX.match(line)
+        if atx or (not fenced and _is_setext(raw, index)):
+            sections.append(Section(normalise_plain_text("\n".join(lines)), heading))
+            heading, lines = (atx.group(2) if atx else line.strip()), []
+            underline = -1 if atx else index + 1
+            continue
+        lines.append(line)
+    sections.append(Section(normalise_plain_text("\n".join(lines)), heading))
+    return sections
+
+
+def _is_setext(raw: list[str], index: int) -> bool:
+    """Whether line ``index`` is a Setext heading: text, then a line of ``=`` or ``-``,
+    with a blank line (or the start) before it (so that a list or table is not one)."""
+    if index + 1 >= len(raw) or not raw[index].strip() or raw[index].startswith(("-", "|")):
+        return False
+    return _SETEXT.match(raw[index + 1]) is not None and (index == 0 or not raw[index - 1].strip())
+
+
+def _rst_sections(text: str) -> list[Section]:
+    """Sections of a reStructuredText text: a title is a line underlined (and maybe
+    overlined) with one repeated punctuation character at least as long as it."""
+    sections: list[Section] = []
+    heading: str | None = None
+    lines: list[str] = []
+    raw = text.splitlines()
+    skip = 0
+    for index, line in enumerate(raw):
+        if skip:
+            skip -= 1
+            continue
+        under = raw[index + 1] if index + 1 < len(raw) else ""
+        if (
+            line.strip()
+            and not _RST_ADORNMENT.match(line)
+            and _RST_ADORNMENT.match(under)
+            and len(under.rstrip()) >= len(line.rstrip())
+        ):
+            if lines and _RST_ADORNMENT.match(lines[-1]):
+                lines.pop()  # the overline
+            sections.append(Section(normalise_plain_text("\n".join(lines)), heading))
+            heading, lines, skip = line.strip(), [], 1
+            continue
+        lines.append(line)
+    sections.append(Section(normalise_plain_text("\n".join(lines)), heading))
+    return sections
+
+
+# --- HTML and PDF, through full mode's readers ------------------------------------------
+
+
+def _html(path: Path, body: bytes) -> Document:
+    # The extraction full mode uses, so a local page reads as the same page on the web
+    # would; its markdown headings then cut the sections.
+    markdown = extract_main_text(body, path.as_uri(), "text/html", None)
+    title = _html_title(body)
+    document = _document("html", path, _markdown_sections(markdown))
+    return Document("html", title or document.title, document.sections)
+
+
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def _html_title(body: bytes) -> str | None:
+    found = _TITLE.search(body[:65536])
+    if found is None:
+        return None
+    import html
+
+    title = " ".join(html.unescape(found.group(1).decode("utf-8", "replace")).split())
+    return title[:200] or None
+
+
+def _pdf(path: Path, body: bytes) -> Document:
+    try:
+        text = pdf_text(body, PDF_MAX_PAGES)
+    except PdfUnreadable as exc:
+        raise Unreadable("pdf_unreadable", str(exc)) from None
+    # pdf_text separates pages with a form feed, which it removes from the pages' text.
+    pages = text.split("\f")
+    sections = [
+        Section(normalise_plain_text(page), None, number)
+        for number, page in enumerate(pages, start=1)
+    ]
+    return _document("pdf", path, sections)
