@@ -473,7 +473,7 @@ def mcp_stdio(config_path: str | None) -> None:
 
 @main.group()
 def index() -> None:
-    """Own documents: index folders into collections, searched by ``adapter: local``."""
+    """Own documents: index folders into collections, searched by adapter: local."""
 
 
 collection_option = click.option(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 
@@ -15,6 +16,7 @@ from searcher.api.access_log import AccessLogWriter
 from searcher.api.auth import AuthMiddleware
 from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
+from searcher.api.docs import mount_docs
 from searcher.api.errors import install_error_handlers
 from searcher.api.host_check import HostOriginMiddleware
 from searcher.api.metrics import Metrics
@@ -47,16 +49,19 @@ def create_app(
         version=__version__,
         summary="Search API for LLMs and agents: fused web results packed as evidence.",
         lifespan=_lifespan(settings, ddgs_factory, metrics, access_log),
+        docs_url=None,  # served from our own assets (searcher/api/docs.py), not a CDN
+        redoc_url=None,
     )
+    mount_docs(app)
     app.state.metrics = metrics
     _add_middleware(app, settings, metrics, access_log)
     install_error_handlers(app)
     # The search route first: the router tries routes in order, and /v1/search is the
     # busiest; none of the other paths overlaps another.
-    app.include_router(search_router)  # POST /v1/search
-    app.include_router(status_router)  # /v1/health, /v1/cache/*, /v1/usage
+    _add_routes(app, search_router)  # POST /v1/search
+    _add_routes(app, status_router)  # /v1/health, /v1/cache/*, /v1/usage
     if metrics is not None:
-        app.include_router(metrics_router)  # GET /metrics
+        _add_routes(app, metrics_router)  # GET /metrics
     app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract
     app.include_router(searxng.router)  # GET/POST /search (and / -> /search), SearXNG's API
     app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
@@ -132,6 +137,13 @@ def _add_middleware(
         ObserveMiddleware, metrics=metrics, access_log=access_log,
         log_queries=settings.logging.queries, routes=app.router.routes,
     )  # fmt: skip
+
+
+def _add_routes(app: FastAPI, router: APIRouter) -> None:
+    """The router's routes as the app's own (copies: each app adjusts its own, and
+    FastAPI's ``include_router`` keeps an included router's routes out of
+    ``app.router.routes``, where the fast path and the HEAD probes find them)."""
+    app.router.routes.extend(copy.copy(route) for route in router.routes)
 
 
 def _answer_probes_with_head(app: FastAPI) -> None:

@@ -130,6 +130,8 @@ def transport_failure(backend: str, exc: aiohttp.ClientError) -> BackendError:
 def connection_problem(exc: aiohttp.ClientError) -> str:
     """A connection failure in words ("cannot connect to 127.0.0.1:8898: connection
     refused"), not aiohttp's object dump with its connection key."""
+    import aiohttp  # loaded already (``exc`` is one of its errors)
+
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return f"cannot resolve {exc.host}: {_os_reason(exc.os_error)} (no network or DNS?)"
     if isinstance(exc, aiohttp.ClientConnectorError):
