@@ -138,20 +138,7 @@ async def open_service(
             connector=aiohttp.TCPConnector(limit=200, ttl_dns_cache=300), trust_env=False
         )
         opened.push_async_callback(backend_client.close)
-        fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
-        opened.push_async_callback(fetcher.aclose)
-        extractor = build_extractor(
-            settings.fetch,
-            in_thread=extract_in_process,
-            max_chars=settings.limits.max_extract_chars_per_page,
-            memory_mb=settings.limits.max_extract_memory_mb,
-        )
-        opened.callback(extractor.close)
-        cache_cfg = settings.service.cache
-        cache = ExtractionCache(
-            settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,
-            max_bytes=cache_cfg.max_bytes or None,
-        )  # fmt: skip
+        reader, cache = _page_reader(opened, settings, extract_in_process)
         # Breakers agree through the state store: one opened by a worker is open for all.
         keys = upstream_keys(settings)  # what workers share per upstream: breakers and pace
         corpus = CorpusReader(
@@ -175,7 +162,6 @@ async def open_service(
             metrics=metrics,
         )
         opened.push_async_callback(pool.aclose)  # hedged calls still running in the background
-        reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
         llm = LlmClient(settings.llm) if settings.llm.configured else None
         if llm is not None:
             opened.push_async_callback(llm.aclose)
@@ -195,6 +181,29 @@ async def open_service(
             metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
         service = SearchService(parts, results)
         yield Runtime(settings, service, pool, cache, embedding, state, results)
+
+
+def _page_reader(
+    opened: contextlib.AsyncExitStack, settings: Settings, extract_in_process: bool
+) -> tuple[PageReader, ExtractionCache]:
+    """The guarded fetcher, the extraction workers and the page cache, as one reader;
+    each closed with ``opened``."""
+    fetcher = PageFetcher(settings.fetch.allowed_hosts, settings.fetch.user_agent)
+    opened.push_async_callback(fetcher.aclose)
+    extractor = build_extractor(
+        settings.fetch,
+        in_thread=extract_in_process,
+        max_chars=settings.limits.max_extract_chars_per_page,
+        memory_mb=settings.limits.max_extract_memory_mb,
+    )
+    opened.callback(extractor.close)
+    cache_cfg = settings.service.cache
+    cache = ExtractionCache(
+        settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,
+        max_bytes=cache_cfg.max_bytes or None,
+    )  # fmt: skip
+    reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
+    return reader, cache
 
 
 async def _open_stores(
