@@ -1,6 +1,7 @@
 """Issue 27's file kinds past the core: a DOCX generated here is read by its heading
 styles, and HTML is extracted under the fetcher's bounds (pre-scan, time limit, memory),
-so that a hostile page is skipped with its reason instead of holding the indexer."""
+so that a hostile page is skipped with its reason instead of holding the indexer; bad
+fusion settings exit 2 naming them."""
 
 from __future__ import annotations
 
@@ -98,3 +99,12 @@ def test_html_over_the_extraction_time_limit_is_skipped(tmp_path, corpus_config)
     assert added.exit_code == 0, added.output
     [skipped] = status(config)["slow"]["skipped"]
     assert skipped["reason"] == "extraction_failed" and "longer than" in skipped["detail"]
+
+
+def test_bad_fusion_settings_exit_2_naming_them(corpus_config):
+    config = corpus_config(corpus={"fusion": "magic", "vector_weight": -1, "chunks_summed": 0})
+    refused = cli("index", "status", "--config", config)
+    assert refused.exit_code == 2
+    for field in ("corpus.fusion", "corpus.vector_weight", "corpus.chunks_summed"):
+        assert field in refused.stderr
+    assert "Traceback" not in refused.output
