@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from searcher.config import FetchSettings
 from searcher.corpus import store
 from searcher.corpus.chunking import Chunk, chunk_document
 from searcher.corpus.readers import (
@@ -29,7 +30,7 @@ from searcher.corpus.readers import (
 from searcher.corpus.roots import within
 from searcher.embedding.embedders import Embedder
 from searcher.errors import ExtractionError
-from searcher.fetch.extractor import ExtractionLimits, Extractor
+from searcher.fetch.extractor import Extractor, build_extractor
 
 Outcome = Literal["indexed", "unchanged", "skipped", "removed"]
 Progress = Callable[[int, int, str, Outcome], None]  # (done, total, path, outcome)
@@ -141,10 +142,10 @@ async def index_paths(
 ) -> IndexReport:
     """Bring ``options.collection`` up to date with the files under ``starts`` (already
     checked against the roots); what changed is committed file by file. HTML is
-    extracted by ``extractor`` (default: one bounded worker process, started at the
-    first HTML file)."""
+    extracted by ``extractor`` (default: one worker process under the fetcher's
+    default bounds, started at the first HTML file)."""
     own = extractor is None
-    extractor = extractor or Extractor(1, limits=ExtractionLimits())
+    extractor = extractor or build_extractor(FetchSettings(extract_workers=1))
     try:
         return await _index_all(conn, starts, options, embedder, progress, extractor)
     finally:
