@@ -1260,13 +1260,39 @@ class CorpusSettings(ConfigSection):
         description="Chunks are cut at headings and paragraphs to about this many characters",
     )
     candidates: int = Field(
-        default=50,
+        default=200,
         ge=1,
         le=1000,
-        description="Chunks taken from each of BM25 and the vectors before RRF fuses them",
+        description="Chunks taken from each of BM25 and the vectors before they are fused",
+    )
+    fusion: Literal["relative_score", "rrf"] = Field(
+        default="relative_score",
+        description="How the BM25 and vector chunk lists are fused: `relative_score` (each "
+        "list's scores scaled 0..1, then a weighted sum) or `rrf` (weighted reciprocal "
+        "ranks); chosen on development queries, see docs/corpus.md",
     )
     rrf_k: int = Field(
         default=60, ge=1, description="RRF constant fusing the BM25 and vector chunk lists"
+    )
+    keyword_weight: float = Field(
+        default=0.9,
+        ge=0,
+        le=10,
+        description="Weight of the BM25 list in the fusion; 0 = vectors only (keywords "
+        "still when a collection has no vectors)",
+    )
+    vector_weight: float = Field(
+        default=0.1,
+        ge=0,
+        le=10,
+        description="Weight of the vector (cosine) list in the fusion; 0 = keywords only",
+    )
+    chunks_summed: int = Field(
+        default=1,
+        ge=1,
+        le=10,
+        description="A document's score is the sum of its best this many chunks' fused "
+        "scores (1 = its best chunk alone)",
     )
 
     def directory(self, state: StateSettings) -> Path:

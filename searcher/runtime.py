@@ -141,10 +141,8 @@ async def open_service(
         reader, cache = _page_reader(opened, settings, extract_in_process)
         # Breakers agree through the state store: one opened by a worker is open for all.
         keys = upstream_keys(settings)  # what workers share per upstream: breakers and pace
-        corpus = CorpusReader(
-            settings.corpus.directory(settings.state) / CORPUS_FILE,
-            settings.corpus.candidates,
-            settings.corpus.rrf_k,
+        corpus = CorpusReader.from_settings(
+            settings.corpus.directory(settings.state) / CORPUS_FILE, settings.corpus
         )
         opened.callback(corpus.close)
         parts: Parts | None = None  # local collections embed queries with its embedder

@@ -17,11 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from searcher.config import FetchSettings
 from searcher.corpus import store
 from searcher.corpus.chunking import Chunk, chunk_document
-from searcher.corpus.readers import SkipReason, Unreadable, read_document
+from searcher.corpus.readers import (
+    SkipReason,
+    Unreadable,
+    html_document,
+    kind_of,
+    read_document,
+)
 from searcher.corpus.roots import within
 from searcher.embedding.embedders import Embedder
+from searcher.errors import ExtractionError
+from searcher.fetch.extractor import Extractor, build_extractor
 
 Outcome = Literal["indexed", "unchanged", "skipped", "removed"]
 Progress = Callable[[int, int, str, Outcome], None]  # (done, total, path, outcome)
@@ -129,9 +138,29 @@ async def index_paths(
     options: IndexOptions,
     embedder: Embedder | None,
     progress: Progress | None = None,
+    extractor: Extractor | None = None,
 ) -> IndexReport:
     """Bring ``options.collection`` up to date with the files under ``starts`` (already
-    checked against the roots); what changed is committed file by file."""
+    checked against the roots); what changed is committed file by file. HTML is
+    extracted by ``extractor`` (default: one worker process under the fetcher's
+    default bounds, started at the first HTML file)."""
+    own = extractor is None
+    extractor = extractor or build_extractor(FetchSettings(extract_workers=1))
+    try:
+        return await _index_all(conn, starts, options, embedder, progress, extractor)
+    finally:
+        if own:
+            extractor.close()
+
+
+async def _index_all(
+    conn: sqlite3.Connection,
+    starts: Sequence[Path],
+    options: IndexOptions,
+    embedder: Embedder | None,
+    progress: Progress | None,
+    extractor: Extractor,
+) -> IndexReport:
     collection = options.collection
     store.ensure_collection(conn, collection, embedder.name if embedder else None)
     known = store.stored_files(conn, collection)
@@ -146,7 +175,7 @@ async def index_paths(
     total = len(candidates) + len(gone)
     done = 0
     for candidate in candidates:
-        outcome = await _index_one(conn, candidate, known, options, embedder, report)
+        outcome = await _index_one(conn, candidate, known, options, embedder, extractor, report)
         # Between two files: where Ctrl-C (asyncio.run cancels this task) takes effect
         # even when embedding never waits (a static model computes in place).
         await asyncio.sleep(0)
@@ -169,11 +198,12 @@ async def _index_one(
     known: dict[str, store.StoredFile],
     options: IndexOptions,
     embedder: Embedder | None,
+    extractor: Extractor,
     report: IndexReport,
 ) -> Outcome:
     path, collection = str(candidate.path), options.collection
     try:
-        new = await _read_new(candidate, known.get(path), options, embedder)
+        new = await _read_new(candidate, known.get(path), options, embedder, extractor)
     except Unreadable as exc:
         store.record_skip(conn, collection, path, exc.reason, exc.detail)
         report.skipped.append((path, exc.reason, exc.detail))
@@ -197,6 +227,7 @@ async def _read_new(
     stored: store.StoredFile | None,
     options: IndexOptions,
     embedder: Embedder | None,
+    extractor: Extractor,
 ) -> store.NewDocument | _Unchanged:
     """The file's new index entry, or ``_Unchanged``. Raises ``Unreadable``."""
     if candidate.skip is not None:
@@ -221,7 +252,11 @@ async def _read_new(
     digest = hashlib.sha256(body).hexdigest()
     if stored is not None and digest == stored.sha256:
         return _Unchanged((stored.id, stat.st_mtime_ns))
-    document = read_document(candidate.path, body)
+    if kind_of(candidate.path, body) == "html":
+        markdown = await extracted_html(extractor, candidate.path, body, options.max_file_bytes)
+        document = html_document(candidate.path, body, markdown)
+    else:
+        document = read_document(candidate.path, body)
     chunks = chunk_document(document, options.chunk_chars)
     if not chunks:
         raise Unreadable("empty", "no text in the file")
@@ -232,3 +267,13 @@ async def _read_new(
         options.collection, str(candidate.path), document.kind, document.title,
         stat.st_size, stat.st_mtime_ns, digest, chunks, vectors,
     )  # fmt: skip
+
+
+async def extracted_html(extractor: Extractor, path: Path, body: bytes, max_chars: int) -> str:
+    """The main text of an HTML file as full mode extracts a page, and under the same
+    bounds: the pre-scan, the time limit and the memory bound of a worker process. Raises
+    ``Unreadable("extraction_failed")`` naming what stopped it."""
+    try:
+        return await extractor.extract(body, path.as_uri(), "text/html", None, max_chars=max_chars)
+    except ExtractionError as exc:
+        raise Unreadable("extraction_failed", exc.reason) from None

@@ -13,6 +13,7 @@ from searcher.corpus import store
 from searcher.corpus.indexer import IndexOptions, IndexReport, Progress, index_paths
 from searcher.corpus.roots import allowed_path, resolved_roots
 from searcher.embedding.embedders import OpenAIEmbedder, build_embedder
+from searcher.fetch.extractor import build_extractor
 
 
 def index_file(settings: Settings) -> Path:
@@ -43,11 +44,19 @@ async def add(
         collection, settings.corpus.max_file_bytes, settings.corpus.chunk_chars,
         resolved_roots(settings.corpus.roots),
     )  # fmt: skip
+    # HTML is extracted under the fetcher's bounds (pre-scan, time limit, memory), in one
+    # worker process: `index add` is one user's command, not a server's load.
+    extractor = build_extractor(
+        settings.fetch.model_copy(update={"extract_workers": 1}),
+        max_chars=settings.corpus.max_file_bytes,
+        memory_mb=settings.limits.max_extract_memory_mb,
+    )
     conn = open_index(settings)
     try:
-        return await index_paths(conn, starts, options, embedder, progress)
+        return await index_paths(conn, starts, options, embedder, progress, extractor)
     finally:
         conn.close()
+        extractor.close()
         if isinstance(embedder, OpenAIEmbedder):
             await embedder.aclose()
 

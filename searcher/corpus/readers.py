@@ -1,21 +1,26 @@
 """A file's text, by kind: Markdown, plain text, reStructuredText, HTML (the main text,
-as full mode extracts it) and PDF (page by page, as full mode reads it).
+as full mode extracts it), PDF (page by page, as full mode reads it) and DOCX (by its
+heading styles).
 
 A file that cannot give text raises ``Unreadable`` with a typed reason, which the indexer
 records next to the path; nothing here raises anything else for a file's own content.
+HTML's main text is extracted by the indexer in the fetcher's bounded worker pool
+(``html_document`` assembles the document from it); ``read_document`` reads the others.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from searcher.fetch.extract import extract_main_text, normalise_plain_text
+from searcher.fetch.extract import normalise_plain_text
 from searcher.fetch.pdf import PdfUnreadable, pdf_text
 
-Kind = Literal["markdown", "text", "rst", "html", "pdf"]
+Kind = Literal["markdown", "text", "rst", "html", "pdf", "docx"]
 # Why a file was not indexed: listed by ``searcher index status``.
 SkipReason = Literal[
     "binary",  # not text (a NUL byte, or not UTF-8 / Latin-1 text) and no reader for it
@@ -25,6 +30,8 @@ SkipReason = Literal[
     "symlink_loop",  # a link back into a folder already being walked
     "pdf_unreadable",  # an encrypted, damaged or scanned (no text layer) PDF
     "outside_roots",  # a link that leads out of corpus.roots
+    "extraction_failed",  # HTML too complex, or its extraction over the time or memory bound
+    "docx_unreadable",  # a damaged or encrypted DOCX, or one that unpacks too large
 ]
 
 KINDS_BY_SUFFIX: dict[str, Kind] = {
@@ -33,6 +40,7 @@ KINDS_BY_SUFFIX: dict[str, Kind] = {
     ".rst": "rst", ".rest": "rst",
     ".html": "html", ".htm": "html", ".xhtml": "html",
     ".pdf": "pdf",
+    ".docx": "docx",
 }  # fmt: skip
 # Bytes looked at to tell text from binary (as git and grep do: a NUL byte means binary).
 _SNIFF_BYTES = 8192
@@ -85,11 +93,13 @@ def read_document(path: Path, body: bytes) -> Document:
     kind = kind_of(path, body)
     if kind == "pdf":
         return _pdf(path, body)
+    if kind == "docx":
+        return docx_document(path, body)
+    if kind == "html":
+        raise ValueError("HTML is extracted in the worker pool: see html_document")
     if b"\x00" in body[:_SNIFF_BYTES]:
         raise Unreadable("binary", f"a NUL byte in a {kind} file")
     text = _decoded(body, strict=False) or ""
-    if kind == "html":
-        return _html(path, body)
     sections = _markdown_sections(text) if kind == "markdown" else None
     if kind == "rst":
         sections = _rst_sections(text)
@@ -199,10 +209,10 @@ def _rst_sections(text: str) -> list[Section]:
 # --- HTML and PDF, through full mode's readers ------------------------------------------
 
 
-def _html(path: Path, body: bytes) -> Document:
-    # The extraction full mode uses, so a local page reads as the same page on the web
-    # would; its markdown headings then cut the sections.
-    markdown = extract_main_text(body, path.as_uri(), "text/html", None)
+def html_document(path: Path, body: bytes, markdown: str) -> Document:
+    """The HTML file ``body`` as a document, from ``markdown``, its main text as full mode
+    extracts it (so a local page reads as the same page on the web would); its markdown
+    headings cut the sections, its ``<title>`` names it. Raises ``Unreadable``."""
     title = _html_title(body)
     document = _document("html", path, _markdown_sections(markdown))
     return Document("html", title or document.title, document.sections)
@@ -233,3 +243,53 @@ def _pdf(path: Path, body: bytes) -> Document:
         for number, page in enumerate(pages, start=1)
     ]
     return _document("pdf", path, sections)
+
+
+# --- DOCX, by python-docx -----------------------------------------------------------------
+
+# What a DOCX may unpack to: a zip of a few KB can inflate to gigabytes of XML.
+DOCX_MAX_UNPACKED_BYTES = 200 * 1024 * 1024
+_DOCX_HEADING = re.compile(r"^(Heading \d|Title)$")
+
+
+def docx_document(path: Path, body: bytes) -> Document:
+    """A Word document's paragraphs as sections under its headings (paragraph styles
+    "Title" and "Heading N"), its tables' rows as lines. Raises ``Unreadable``."""
+    _check_unpacked_size(body)
+    import docx  # imported here: only DOCX files need it
+    from docx.opc.exceptions import PackageNotFoundError
+    from docx.table import Table
+
+    try:
+        word = docx.Document(io.BytesIO(body))
+    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise Unreadable("docx_unreadable", f"not a readable DOCX: {exc}") from None
+    sections: list[Section] = []
+    heading: str | None = None
+    lines: list[str] = []
+    for block in word.iter_inner_content():  # paragraphs and tables in reading order
+        if isinstance(block, Table):
+            lines += [" | ".join(c.text.strip() for c in row.cells) for row in block.rows]
+            continue
+        style = block.style.name if block.style is not None else ""
+        text = block.text.strip()
+        if text and _DOCX_HEADING.match(style or ""):
+            sections.append(Section(normalise_plain_text("\n\n".join(lines)), heading))
+            heading, lines = text, []
+        elif text:
+            lines.append(text)
+    sections.append(Section(normalise_plain_text("\n\n".join(lines)), heading))
+    return _document("docx", path, sections)
+
+
+def _check_unpacked_size(body: bytes) -> None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except zipfile.BadZipFile:
+        raise Unreadable("docx_unreadable", "not a DOCX (no zip archive)") from None
+    if unpacked > DOCX_MAX_UNPACKED_BYTES:
+        raise Unreadable(
+            "docx_unreadable",
+            f"unpacks to {unpacked} bytes, over {DOCX_MAX_UNPACKED_BYTES}",
+        )

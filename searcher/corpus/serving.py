@@ -8,11 +8,15 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from searcher.corpus import retrieval, store
-from searcher.corpus.retrieval import DocumentMatch
+from searcher.corpus.retrieval import DocumentMatch, Fusion
+
+if TYPE_CHECKING:
+    from searcher.config import CorpusSettings
 
 
 class CollectionMissing(Exception):
@@ -22,14 +26,30 @@ class CollectionMissing(Exception):
 class CorpusReader:
     """Read access to the index at ``path`` (created empty if absent)."""
 
-    def __init__(self, path: Path, candidates: int = 50, rrf_k: int = 60) -> None:
+    def __init__(
+        self, path: Path, candidates: int = 200, rrf_k: int = 60, keyword_weight: float = 0.9,
+        vector_weight: float = 0.1, chunks_summed: int = 1,
+        fusion: Fusion = "relative_score",
+    ) -> None:  # fmt: skip
         self.path = path
         self.candidates = candidates
         self.rrf_k = rrf_k
+        self.keyword_weight = keyword_weight
+        self.vector_weight = vector_weight
+        self.chunks_summed = chunks_summed
+        self.fusion: Fusion = fusion
         self._vectors = store.VectorCache()
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, path: Path, corpus: CorpusSettings) -> CorpusReader:
+        """A reader of the index at ``path`` fusing as ``corpus.*`` says."""
+        return cls(
+            path, corpus.candidates, corpus.rrf_k, corpus.keyword_weight,
+            corpus.vector_weight, corpus.chunks_summed, corpus.fusion,
+        )  # fmt: skip
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -62,7 +82,8 @@ class CorpusReader:
         ``retrieval.search_collections``)."""
         return retrieval.search_collections(
             self._conn(), self._vectors, collections, text, query_vectors, max_documents,
-            self.candidates, self.rrf_k,
+            self.candidates, self.rrf_k, self.keyword_weight, self.vector_weight,
+            self.chunks_summed, self.fusion,
         )  # fmt: skip
 
     def content(

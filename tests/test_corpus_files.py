@@ -1,0 +1,110 @@
+"""Issue 27's file kinds past the core: a DOCX generated here is read by its heading
+styles, and HTML is extracted under the fetcher's bounds (pre-scan, time limit, memory),
+so that a hostile page is skipped with its reason instead of holding the indexer; bad
+fusion settings exit 2 naming them."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import docx
+
+from tests.test_corpus import EMBEDDINGS, cli, corpus_config, search, status
+
+__all__ = ["corpus_config"]  # the fixture, imported for these tests
+
+
+def write_docx(path: Path) -> None:
+    """A Word document with a title, two headed sections and a table."""
+    word = docx.Document()
+    word.add_heading("Beekeeping handbook", 0)
+    word.add_paragraph("Bees are kept in wooden hives with removable frames.")
+    word.add_heading("Swarming", 1)
+    word.add_paragraph("A colony swarms in late spring when the queen runs out of room.")
+    word.add_heading("Harvest", 1)
+    word.add_paragraph("Honey is extracted by spinning the uncapped frames in a centrifuge.")
+    table = word.add_table(rows=1, cols=2)
+    table.rows[0].cells[0].text = "Varroa mite"
+    table.rows[0].cells[1].text = "oxalic acid treatment in winter"
+    word.save(str(path))
+
+
+def test_a_docx_is_indexed_by_its_headings_and_found(
+    tmp_path, corpus_config, make_settings, serve_searcher
+):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    write_docx(folder / "bees.docx")
+    (folder / "broken.docx").write_bytes(b"PK\x03\x04 not really a zip")
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"\0" * (300 * 1024 * 1024))  # 300 MB of zeros
+    (folder / "bomb.docx").write_bytes(bomb.getvalue())
+    overrides = {
+        "backends": {"instances": {"docs": {"adapter": "local", "collection": "docs"}}},
+        "corpus": {"max_file_bytes": 2_000_000, "chunk_chars": 200},
+    }
+    config = corpus_config(**overrides)
+    added = cli("index", "add", str(folder), "--collection", "docs", "--config", config)
+    assert added.exit_code == 0, added.output
+    docs = status(config)["docs"]
+    [document] = docs["documents"]
+    assert document["kind"] == "docx" and document["title"] == "Beekeeping handbook"
+    assert document["chunks"] >= 3  # each heading starts a chunk
+    reasons = {Path(s["path"]).name: s["reason"] for s in docs["skipped"]}
+    assert reasons == {"broken.docx": "docx_unreadable", "bomb.docx": "docx_unreadable"}
+    base = serve_searcher(make_settings(embeddings=EMBEDDINGS, **overrides))
+    item = search(base, "queen swarms late spring", "docs")["items"][0]
+    assert item["url"] == (folder / "bees.docx").as_uri()
+    assert "queen runs out of room" in item["snippet"] and "centrifuge" not in item["snippet"]
+    table = search(base, "varroa oxalic acid", "docs")["items"][0]
+    assert "oxalic acid treatment" in table["snippet"]
+
+
+def test_hostile_html_is_skipped_with_its_reason_and_the_rest_indexed(tmp_path, corpus_config):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    # 100,000 nested elements: lxml and trafilatura would take the indexer's memory and
+    # time for it; the fetcher's pre-scan refuses it before any parse.
+    (folder / "nested.html").write_text("<html><body>" + "<div>" * 100_000 + "deep")
+    (folder / "fine.html").write_text(
+        "<html><head><title>Fine page</title></head><body><article><p>Lighthouses guide "
+        "ships past the reef at night with a rotating beam of light.</p></article></body></html>"
+    )
+    config = corpus_config(corpus={"max_file_bytes": 2_000_000})
+    added = cli("index", "add", str(folder), "--collection", "pages", "--config", config)
+    assert added.exit_code == 0, added.output
+    assert "Traceback" not in added.output
+    pages = status(config)["pages"]
+    assert [Path(d["path"]).name for d in pages["documents"]] == ["fine.html"]
+    [skipped] = pages["skipped"]
+    assert Path(skipped["path"]).name == "nested.html"
+    assert skipped["reason"] == "extraction_failed" and "too complex" in skipped["detail"]
+
+
+def test_html_over_the_extraction_time_limit_is_skipped(tmp_path, corpus_config):
+    folder = tmp_path / "slow"
+    folder.mkdir()
+    # Under every pre-scan bound, but far more text than 1 ms of extraction gets through:
+    # the worker is killed at fetch.extract_timeout_s and the file skipped, saying so.
+    rows = "".join(f"<p>paragraph {n} about tides and harbours</p>" for n in range(20_000))
+    (folder / "long.html").write_text(f"<html><body><article>{rows}</article></body></html>")
+    config = corpus_config(
+        corpus={"max_file_bytes": 5_000_000},
+        fetch={"extract_timeout_s": 0.001, "max_page_elements": 100_000},
+    )
+    added = cli("index", "add", str(folder), "--collection", "slow", "--config", config)
+    assert added.exit_code == 0, added.output
+    [skipped] = status(config)["slow"]["skipped"]
+    assert skipped["reason"] == "extraction_failed" and "longer than" in skipped["detail"]
+
+
+def test_bad_fusion_settings_exit_2_naming_them(corpus_config):
+    config = corpus_config(corpus={"fusion": "magic", "vector_weight": -1, "chunks_summed": 0})
+    refused = cli("index", "status", "--config", config)
+    assert refused.exit_code == 2
+    for field in ("corpus.fusion", "corpus.vector_weight", "corpus.chunks_summed"):
+        assert field in refused.stderr
+    assert "Traceback" not in refused.output
