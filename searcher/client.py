@@ -24,9 +24,13 @@ from searcher.contract import (
     CacheStats,
     Constraints,
     ErrorResponse,
+    FetchBatchResponse,
     FetchPageRequest,
     FetchPageResponse,
+    FetchRequest,
     Health,
+    MapRequest,
+    MapResponse,
     Preset,
     ResearchAccepted,
     ResearchEvent,
@@ -182,6 +186,25 @@ def fetch_body(url: str, max_chars: int | None, start_char: int) -> dict[str, An
     except ValidationError as exc:
         raise _invalid(exc) from exc
     return request.model_dump(mode="json")
+
+
+def fetch_pages_body(urls: list[str], max_chars: int | None, start_char: int) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/fetch`` for several pages; ``InvalidRequest`` naming the
+    field if it is bad."""
+    try:
+        request = FetchRequest(urls=urls, max_chars=max_chars, start_char=start_char)
+    except ValidationError as exc:
+        raise _invalid(exc) from exc
+    return request.model_dump(mode="json", exclude_unset=True)
+
+
+def map_body(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/map``; ``InvalidRequest`` naming the field if it is bad."""
+    try:
+        request = MapRequest(url=url, **options)
+    except ValidationError as exc:
+        raise _invalid(exc) from exc
+    return request.model_dump(mode="json", exclude_unset=True)
 
 
 # --- reading answers (pure) ------------------------------------------------------------
@@ -444,6 +467,18 @@ class SearcherClient:
         call = _Call("POST", "/v1/fetch", fetch_body(url, max_chars, start_char))
         return self._call(call, FetchPageResponse)
 
+    def fetch_pages(
+        self, urls: list[str], max_chars: int | None = None, start_char: int = 0
+    ) -> FetchBatchResponse:
+        """``POST /v1/fetch`` with several URLs: read concurrently, each with its status."""
+        call = _Call("POST", "/v1/fetch", fetch_pages_body(urls, max_chars, start_char))
+        return self._call(call, FetchBatchResponse)
+
+    def map_site(self, url: str, **options: Any) -> MapResponse:
+        """``POST /v1/map``: a site's URLs from its sitemaps and links (options: the body's
+        fields, e.g. ``max_depth``, ``limit``, ``select_paths``)."""
+        return self._call(_Call("POST", "/v1/map", map_body(url, options)), MapResponse)
+
     def start_research(
         self, question: str | ResearchRequest, preset: Preset | None = None
     ) -> ResearchAccepted:
@@ -581,6 +616,17 @@ class AsyncSearcherClient:
         ``start_char`` (``next_start_char`` continues it)."""
         call = _Call("POST", "/v1/fetch", fetch_body(url, max_chars, start_char))
         return await self._call(call, FetchPageResponse)
+
+    async def fetch_pages(
+        self, urls: list[str], max_chars: int | None = None, start_char: int = 0
+    ) -> FetchBatchResponse:
+        """``POST /v1/fetch`` with several URLs: read concurrently, each with its status."""
+        call = _Call("POST", "/v1/fetch", fetch_pages_body(urls, max_chars, start_char))
+        return await self._call(call, FetchBatchResponse)
+
+    async def map_site(self, url: str, **options: Any) -> MapResponse:
+        """``POST /v1/map``: a site's URLs from its sitemaps and links."""
+        return await self._call(_Call("POST", "/v1/map", map_body(url, options)), MapResponse)
 
     async def start_research(
         self, question: str | ResearchRequest, preset: Preset | None = None

@@ -41,7 +41,8 @@ MAX_JSON_DEPTH = 32
 MIN_TIME_MS = 100
 MAX_TIME_MS = 3_600_000
 # What /v1/fetch takes: http(s), an ASCII host, an optional port, printable ASCII after it.
-HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?([/?#][!-~]*)?$"
+_PORT = r"([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+HTTP_URL = rf"^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9][A-Za-z0-9.-]*(:{_PORT})?([/?#][!-~]*)?$"
 HTTP_URL_RULE = (
     "an http or https URL with an ASCII host name (IDN hosts in punycode), an optional port "
     "and printable ASCII after it (no spaces)"
@@ -839,6 +840,103 @@ class FetchPageResponse(BaseModel):
     )
     total_chars: int = Field(description="Length of the page's extracted text.")
     fetch: FetchInfo
+
+
+MAX_FETCH_URLS = 20  # URLs one POST /v1/fetch may name
+# The pattern is checked by the route, after the friendlier checks of check_url.
+_FetchURL = Annotated[
+    str, Field(min_length=1, max_length=8192, json_schema_extra={"pattern": HTTP_URL})
+]
+
+
+class FetchRequest(FetchPageRequest):
+    """``POST /v1/fetch`` body: one page (``url``) or several (``urls``: read concurrently
+    under one deadline, each with its own status; at most ``limits.max_fetch_pages`` are
+    read). Exactly one of the two."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["url"], "not": {"required": ["urls"]}},
+                {"required": ["urls"], "not": {"required": ["url"]}},
+            ]
+        }
+    )
+
+    # Empty means absent (the defaults are not validated; a sent "" or [] is refused).
+    url: _FetchURL = Field(default="", description=f"One page. {HTTP_URL_RULE}")
+    urls: Annotated[list[_FetchURL], Field(min_length=1, max_length=MAX_FETCH_URLS)] = Field(
+        default_factory=list,
+        description=f"Several pages (1-{MAX_FETCH_URLS}), instead of `url`; the answer is then "
+        "`{results: [...]}`, one per URL in the order asked.",
+    )
+
+
+class FetchBatchResponse(BaseModel):
+    results: list[FetchPageResponse] = Field(description="One per URL, in the order asked.")
+
+
+# --- site map (POST /v1/map) ----------------------------------------------------------------
+
+MapPattern = Annotated[
+    str, Field(min_length=1, max_length=200, json_schema_extra={"format": "regex"})
+]
+
+
+class MapRequest(_Strict, WireSafe):
+    """``POST /v1/map`` body: a site's URLs from its sitemaps and links, without reading
+    page content beyond links."""
+
+    url: str = Field(
+        min_length=1, max_length=2048, description=f"The root. {HTTP_URL_RULE}",
+        json_schema_extra={"pattern": HTTP_URL},
+    )  # fmt: skip
+    max_depth: Annotated[int, Field(ge=0, le=5), WHOLE] = Field(
+        default=1, description="Link hops from the root followed (0: sitemaps and the root only)."
+    )
+    max_breadth: Annotated[int, Field(ge=1, le=500), WHOLE] = Field(
+        default=20, description="Links followed per page at most."
+    )
+    limit: Annotated[int, Field(ge=1, le=5000), WHOLE] = Field(
+        default=50, description="URLs returned at most."
+    )
+    select_paths: list[MapPattern] = Field(
+        default_factory=list, max_length=20,
+        description="Regular expressions; a URL's path (and query) must match one.",
+    )  # fmt: skip
+    exclude_paths: list[MapPattern] = Field(
+        default_factory=list, max_length=20,
+        description="Regular expressions; a URL whose path matches one is left out.",
+    )  # fmt: skip
+    select_domains: list[MapPattern] = Field(
+        default_factory=list, max_length=20,
+        description="Regular expressions; a URL's host must match one.",
+    )  # fmt: skip
+    exclude_domains: list[MapPattern] = Field(
+        default_factory=list, max_length=20,
+        description="Regular expressions; a URL whose host matches one is left out.",
+    )  # fmt: skip
+    allow_external: bool = Field(
+        default=False,
+        description="Follow links to other hosts (default: the root's host and its subdomains).",
+    )
+    sitemaps: bool = Field(
+        default=True, description="Read the sitemaps robots.txt names (or /sitemap.xml)."
+    )
+    timeout_s: Annotated[float, Field(gt=0, le=120)] = Field(
+        default=30, description="Deadline of the whole map; what was found by then is returned."
+    )
+
+
+class MapResponse(BaseModel):
+    base_url: str
+    results: list[str] = Field(description="URLs in the order found, the root first.")
+    from_sitemaps: int = Field(description="Of them, found in sitemaps.")
+    from_links: int = Field(description="Of them, found as links of pages.")
+    sitemaps_read: int
+    pages_read: int = Field(description="Pages whose links were read.")
+    complete: bool = Field(description="False: cut short by `limit` or `timeout_s`.")
+    response_time: float = Field(description="Seconds.")
 
 
 # --- research (POST /v1/research, GET /v1/research/{id}, .../events) ---------------------

@@ -153,6 +153,28 @@ def test_fetch_page_reads_a_page_a_slice_at_a_time(
     assert caught.value.field == "url"
 
 
+def test_several_pages_and_a_site_map_through_the_client(
+    call, make_settings, serve_searcher, testbed, aeb_ids
+):
+    base = serve_searcher(make_settings())
+    urls = [testbed.page_url(aeb_ids[0]), "http://10.0.0.1/"]
+    pages = call(base, "fetch_pages", urls, max_chars=100)
+    assert [(p.url, p.status) for p in pages.results] == [
+        (urls[0], "fetched"),
+        (urls[1], "skipped"),
+    ]
+    assert len(pages.results[0].content) == 100
+    origin = f"http://127.0.0.1:{testbed.port}"
+    mapped = call(base, "map_site", f"{origin}/site/", max_depth=1, sitemaps=False)
+    assert mapped.results[0] == f"{origin}/site/" and f"{origin}/site/about" in mapped.results
+    with pytest.raises(InvalidRequest) as caught:
+        call(base, "map_site", f"{origin}/site/", max_depth=9)
+    assert caught.value.field == "max_depth"
+    with pytest.raises(InvalidRequest) as caught:
+        call(base, "fetch_pages", [])
+    assert caught.value.field == "urls"
+
+
 def test_connection_refused_is_a_remote_error_naming_the_url(call):
     base = f"http://127.0.0.1:{closed_port()}"
     with pytest.raises(RemoteError) as caught:

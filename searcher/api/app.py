@@ -25,6 +25,7 @@ from searcher.api.research import end_jobs_when_stopping
 from searcher.api.research import router as research_router
 from searcher.api.search_route import answer_valid_searches_directly
 from searcher.api.search_route import router as search_router
+from searcher.api.site_routes import router as site_router
 from searcher.api.status_routes import metrics_router
 from searcher.api.status_routes import router as status_router
 from searcher.api.tools import router as tools_router
@@ -67,6 +68,7 @@ def create_app(
     app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
     app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
     app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
+    app.include_router(site_router)  # POST /v1/map
     mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
     _name_the_instances(app, list(settings.backends.names))
     answer_valid_searches_directly(app)

@@ -13,12 +13,13 @@ from searcher.contract import (
     HTTP_URL,
     HTTP_URL_RULE,
     ErrorResponse,
-    FetchPageRequest,
+    FetchBatchResponse,
     FetchPageResponse,
+    FetchRequest,
 )
 from searcher.errors import InvalidRequest
 from searcher.runtime import Runtime
-from searcher.tools.fetch_page import check_url, fetch_page
+from searcher.tools.fetch_page import check_url, fetch_page, fetch_pages
 from searcher.tools.specs import openai_tools
 
 router = APIRouter()
@@ -31,23 +32,40 @@ def _runtime(request: Request) -> Runtime:
 
 @router.post(
     "/v1/fetch",
-    response_model=FetchPageResponse,
+    response_model=FetchPageResponse | FetchBatchResponse,
     responses={
         413: {"model": ErrorResponse, "description": "Body over the size limit."},
         422: {"model": ErrorResponse, "description": "Invalid body; `error.field`."},
     },
-    summary="Read one page (guarded fetch, extraction) and return a slice of its text",
+    summary="Read one page (`url`) or several (`urls`): guarded fetch, extraction, a slice of each",
 )
-async def fetch(body: FetchPageRequest, request: Request) -> FetchPageResponse:
+async def fetch(body: FetchRequest, request: Request) -> FetchPageResponse | FetchBatchResponse:
     runtime = _runtime(request)
     max_chars = body.max_chars or runtime.settings.mcp.max_output_chars
-    check_url(body.url)  # the friendliest reason first (scheme, host, syntax)
+    client = client_identity(request.scope)  # its share of the extraction workers
+    if not body.url and not body.urls:
+        raise InvalidRequest("url", "Field required (or `urls`, for several pages)")
+    if body.url and body.urls:
+        raise InvalidRequest("urls", "give `url` (one page) or `urls` (several), not both")
+    if body.urls:
+        urls = [_checked(url, f"urls.{i}") for i, url in enumerate(body.urls)]
+        pages = await fetch_pages(runtime.service, urls, max_chars, body.start_char, client)
+        return FetchBatchResponse(results=pages)
+    url = _checked(body.url, "url")
+    return await fetch_page(runtime.service, url, max_chars, body.start_char, client)
+
+
+def _checked(url: str, field: str) -> str:
+    """``url`` stripped, or ``InvalidRequest`` naming ``field``."""
+    try:
+        url = check_url(url)  # the friendliest reason first (scheme, host, syntax)
+    except InvalidRequest as exc:
+        raise InvalidRequest(field, exc.message) from exc
     # Then the OpenAPI pattern, exactly: fullmatch, since the pattern's "$" also matches
     # before a final newline.
-    if re.fullmatch(HTTP_URL, body.url) is None:
-        raise InvalidRequest("url", HTTP_URL_RULE)
-    client = client_identity(request.scope)  # its share of the extraction workers
-    return await fetch_page(runtime.service, body.url, max_chars, body.start_char, client)
+    if re.fullmatch(HTTP_URL, url) is None:
+        raise InvalidRequest(field, HTTP_URL_RULE)
+    return url
 
 
 @router.get(

@@ -97,6 +97,11 @@ class PageReader:
         self._max_concurrency = max_concurrency
 
     @property
+    def fetcher(self) -> PageFetcher:
+        """The guarded fetcher (site maps read sitemaps and links through it)."""
+        return self._fetcher
+
+    @property
     def extractor(self) -> Extractor:
         """The extractor pages are read with (its pool's stats show who holds workers)."""
         return self._extractor

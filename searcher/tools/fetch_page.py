@@ -9,12 +9,14 @@ not an exception. The result is the wire model ``FetchPageResponse`` itself: the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import httpx
 
 from searcher.contract import FetchPageResponse
 from searcher.errors import InvalidRequest
+from searcher.fetch.page_reader import PageOutcome
 from searcher.service import SearchService
 
 SCHEMES = ("http", "https")
@@ -67,12 +69,28 @@ async def fetch_page(
 ) -> FetchPageResponse:
     """Read ``url`` and return ``max_chars`` characters of its text from ``start_char``.
     Raises ``InvalidRequest`` for a bad URL or range, never for the page's own failure."""
-    url = check_url(url)
+    (page,) = await fetch_pages(service, [check_url(url)], max_chars, start_char, client)
+    return page
+
+
+async def fetch_pages(
+    service: SearchService,
+    urls: Sequence[str],
+    max_chars: int,
+    start_char: int = 0,
+    client: str | None = None,
+) -> list[FetchPageResponse]:
+    """Read ``urls`` concurrently under one deadline (checked by the caller) and return a
+    slice of each page's text, in the order asked; each page has its own status."""
     if max_chars < 1:
         raise InvalidRequest("max_chars", "must be at least 1")
     if start_char < 0:
         raise InvalidRequest("start_char", "must not be negative")
-    (page,) = await service.read_pages([url], client=client)
+    pages = await service.read_pages(urls, client=client)
+    return [_slice(url, page, max_chars, start_char) for url, page in zip(urls, pages, strict=True)]
+
+
+def _slice(url: str, page: PageOutcome, max_chars: int, start_char: int) -> FetchPageResponse:
     text = (page.content or "") if page.status == "fetched" else ""
     content, next_start = page_slice(text, start_char, max_chars)
     return FetchPageResponse(

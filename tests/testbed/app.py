@@ -28,6 +28,7 @@ from . import (
     pdfs,
     rerank,
     searxng,
+    site,
 )
 from .asgi import TEXT, Receive, Request, Router, Scope, Send
 
@@ -53,7 +54,7 @@ class TestbedApp:
         self.router = Router()
         for module in (
             pages, misbehaviour, searxng, brave, openai_compat, chat, blocked, hostile, pdfs,
-            pdf_bombs, rerank,
+            pdf_bombs, rerank, site,
         ):  # fmt: skip
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)

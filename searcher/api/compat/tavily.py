@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictFloat,
+    StrictInt,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -37,13 +38,17 @@ from searcher.api.auth import key_of
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
 from searcher.api.errors import body_parse_problem
 from searcher.api.observe import client_identity
+from searcher.api.site_routes import run_map
 from searcher.contract import (
+    HTTP_URL,
     MAX_QUERY_CHARS,
     NOT_BLANK,
     WHOLE,
     Domain,
     ErrorResponse,
     Item,
+    MapPattern,
+    MapRequest,
     Preset,
     Query,
     ResearchJob,
@@ -497,6 +502,48 @@ async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
     )
     elapsed = time.perf_counter() - started
     return json_response(extract_response(body, outcomes, elapsed, str(uuid.uuid4())))
+
+
+# --- map (POST /tavily/map) ---------------------------------------------------------------
+
+
+class TavilyMapBody(_Body):
+    """Tavily's map request; ``instructions`` and ``categories`` are accepted and unused."""
+
+    url: str = Field(min_length=1, max_length=2048, json_schema_extra={"pattern": HTTP_URL})
+    max_depth: StrictInt = Field(default=1, ge=0, le=5)
+    max_breadth: StrictInt = Field(default=20, ge=1, le=500)
+    limit: StrictInt = Field(default=50, ge=1, le=5000)
+    instructions: str | None = None
+    select_paths: list[MapPattern] | None = Field(default=None, max_length=20)
+    select_domains: list[MapPattern] | None = Field(default=None, max_length=20)
+    exclude_paths: list[MapPattern] | None = Field(default=None, max_length=20)
+    exclude_domains: list[MapPattern] | None = Field(default=None, max_length=20)
+    allow_external: StrictBool = False
+    categories: list[str] | None = None
+    timeout: float | None = Field(default=None, gt=0, le=120)
+
+
+@router.post("/map", summary="Tavily-compatible site map", responses=_TAVILY_ERRORS)
+async def tavily_map(body: TavilyMapBody, request: Request) -> Response:
+    mapped = await run_map(
+        runtime_of(request),
+        MapRequest(
+            url=body.url, max_depth=body.max_depth, max_breadth=body.max_breadth,
+            limit=body.limit, select_paths=body.select_paths or [],
+            exclude_paths=body.exclude_paths or [], select_domains=body.select_domains or [],
+            exclude_domains=body.exclude_domains or [], allow_external=body.allow_external,
+            timeout_s=body.timeout or 30,
+        ),
+    )  # fmt: skip
+    return json_response(
+        {
+            "base_url": mapped.base_url,
+            "results": mapped.results,
+            "response_time": mapped.response_time,
+            "request_id": str(uuid.uuid4()),
+        }
+    )
 
 
 # --- research (POST /tavily/research, GET /tavily/research/{request_id}) ------------------

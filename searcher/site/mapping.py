@@ -1,0 +1,183 @@
+"""Mapping a site: its URLs from robots.txt's sitemaps (or ``/sitemap.xml``) and from the
+links of its pages, breadth first from the root, under the scope's filters, within a
+depth, a breadth per page, a URL limit and one deadline. Only links are read from pages.
+
+Every request goes through the caller's fetch (the guarded fetcher), so a sitemap or a
+link cannot lead a map to an address the fetch guard refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+from searcher.errors import FetchError, FetchHTTPError
+from searcher.fetch.fetcher import FetchedBody, FetchLimits
+from searcher.site.links import page_links
+from searcher.site.robots import RobotsRules
+from searcher.site.scope import SiteScope, normalised_url
+from searcher.site.sitemaps import SitemapTooLarge, gunzipped, parse_sitemap
+
+Fetch = Callable[[str, FetchLimits], Awaitable[FetchedBody]]
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+SITEMAP_TYPES = (
+    "application/xml", "text/xml", "application/gzip", "application/x-gzip",
+    "application/octet-stream", "text/plain",
+)  # fmt: skip
+ROBOTS_TYPES = ("text/plain",)
+MAX_SITEMAPS = 50  # sitemap documents read per map, an index's children included
+MAX_SITEMAP_BYTES = 50 * 1024 * 1024  # sitemaps.org's own cap, uncompressed
+MAX_PAGE_BYTES = 2 * 1024 * 1024
+PAGE_CONCURRENCY = 4
+_ROBOTS_BYTES = 512 * 1024
+
+
+@dataclass(frozen=True)
+class MapPlan:
+    """One map's bounds."""
+
+    root: str  # normalised
+    scope: SiteScope
+    max_depth: int
+    max_breadth: int
+    limit: int
+    use_sitemaps: bool
+    timeout_s: float
+    user_agent: str
+
+
+@dataclass
+class SiteMap:
+    """What a map found: URLs in the order found (the root first), and how."""
+
+    urls: list[str] = field(default_factory=list)
+    from_sitemaps: int = 0
+    from_links: int = 0
+    sitemaps_read: int = 0
+    pages_read: int = 0
+    complete: bool = True  # False: cut by the limit or the deadline
+
+    def add(self, url: str, limit: int) -> bool:
+        """Keep ``url`` unless known or the limit is reached; True if it was new."""
+        if url in self._seen:
+            return False
+        if len(self.urls) >= limit:
+            self.complete = False
+            return False
+        self._seen.add(url)
+        self.urls.append(url)
+        return True
+
+    def __post_init__(self) -> None:
+        self._seen: set[str] = set(self.urls)
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+def _limits(timeout_s: float, max_bytes: int, types: tuple[str, ...]) -> FetchLimits:
+    return FetchLimits(
+        timeout_s=timeout_s, max_bytes=max_bytes, allowed_content_types=types, max_redirects=5
+    )
+
+
+async def read_robots(fetch: Fetch, origin: str, user_agent: str, timeout_s: float) -> RobotsRules:
+    """The origin's robots.txt rules (everything allowed when it has none)."""
+    try:
+        body = await fetch(f"{origin}/robots.txt", _limits(timeout_s, _ROBOTS_BYTES, ROBOTS_TYPES))
+    except FetchHTTPError as exc:
+        return RobotsRules(None, user_agent, refuse_all=exc.status_code >= 500)
+    except FetchError:
+        return RobotsRules(None, user_agent)
+    return RobotsRules(body.body.decode("utf-8", "replace"), user_agent)
+
+
+async def _sitemap_pages(
+    fetch: Fetch, plan: MapPlan, robots: RobotsRules, found: SiteMap, deadline: float
+) -> None:
+    queue = [u for u in (normalised_url(s) for s in robots.sitemaps()) if u] or [
+        f"{_origin(plan.root)}/sitemap.xml"
+    ]
+    seen: set[str] = set()
+    while queue and found.sitemaps_read < MAX_SITEMAPS:
+        url = queue.pop(0)
+        if url in seen or not plan.scope.host_allowed(urlsplit(url).hostname or ""):
+            continue
+        seen.add(url)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            found.complete = False
+            return
+        try:
+            body = await fetch(url, _limits(remaining, MAX_SITEMAP_BYTES, SITEMAP_TYPES))
+            sitemap = parse_sitemap(gunzipped(body.body, MAX_SITEMAP_BYTES))
+        except (FetchError, SitemapTooLarge, ValueError):
+            continue
+        found.sitemaps_read += 1
+        queue.extend(u for u in (normalised_url(s) for s in sitemap.sitemaps) if u)
+        for listed in sitemap.pages:
+            page = normalised_url(listed)
+            if page and plan.scope.admits(page) and robots.allows(page):
+                found.from_sitemaps += found.add(page, plan.limit)
+
+
+async def _links_of(fetch: Fetch, url: str, deadline: float) -> list[str]:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return []
+    try:
+        body = await fetch(url, _limits(remaining, MAX_PAGE_BYTES, HTML_TYPES))
+    except FetchError:
+        return []
+    return page_links(body.body, body.url)
+
+
+async def _link_pages(
+    fetch: Fetch, plan: MapPlan, robots: RobotsRules, found: SiteMap, deadline: float
+) -> None:
+    level, gate = [plan.root], asyncio.Semaphore(PAGE_CONCURRENCY)
+
+    async def links(url: str) -> list[str]:
+        async with gate:
+            return await _links_of(fetch, url, deadline)
+
+    for _depth in range(plan.max_depth):
+        readable = [u for u in level if robots.allows(u)]
+        if not readable or time.monotonic() >= deadline:
+            break
+        pages = await asyncio.gather(*(links(u) for u in readable))
+        found.pages_read += len(readable)
+        level = []
+        for page in pages:
+            kept = 0
+            for url in page:
+                if kept >= plan.max_breadth:
+                    break
+                if not plan.scope.admits(url) or not robots.allows(url):
+                    continue
+                kept += 1
+                if found.add(url, plan.limit):
+                    found.from_links += 1
+                    level.append(url)
+
+
+async def map_site(fetch: Fetch, plan: MapPlan) -> SiteMap:
+    """The site's URLs under ``plan``; what the deadline cut off leaves ``complete`` False."""
+    deadline = time.monotonic() + plan.timeout_s
+    found = SiteMap()
+    found.add(plan.root, plan.limit)
+    try:
+        async with asyncio.timeout(plan.timeout_s):
+            robots = await read_robots(fetch, _origin(plan.root), plan.user_agent, plan.timeout_s)
+            if plan.use_sitemaps:
+                await _sitemap_pages(fetch, plan, robots, found, deadline)
+            await _link_pages(fetch, plan, robots, found, deadline)
+    except TimeoutError:
+        found.complete = False
+    return found
