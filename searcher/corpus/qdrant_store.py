@@ -425,7 +425,10 @@ class QdrantStore:
             lists.append([int(p.id) for p in points])
             rows.update((int(p.id), _row(collection, int(p.id), p.payload or {})) for p in points)
         fused = retrieval.rrf(lists, fusing.rrf_k)
-        return retrieval.documents_of(fused, rows, max_documents, fusing.chunks_summed)
+        owners = {cid: (row.collection, row.document) for cid, row in rows.items()}
+        return retrieval.documents_of(
+            fused, owners, lambda _: rows, max_documents, fusing.chunks_summed
+        )
 
     def _query(
         self, collection: str, terms: np.ndarray, vector: np.ndarray | None, limit: int

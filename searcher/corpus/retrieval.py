@@ -10,7 +10,7 @@ Synchronous numpy work: the ``local`` backend runs a store's search in a worker 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,24 +181,35 @@ def vector_scores(
 
 def documents_of(
     fused: Mapping[int, float],
-    rows: Mapping[int, ChunkRow],
+    owners: Mapping[int, tuple[str, int]],
+    fetch: Callable[[list[int]], Mapping[int, ChunkRow]],
     max_documents: int,
     chunks_summed: int = 1,
 ) -> list[DocumentMatch]:
-    """Fused chunks (``rows`` has each one's text and document) as the best
-    ``max_documents`` documents, each ranked by the sum of its best ``chunks_summed``
-    chunks. Ties are broken by path and chunk order, never by arrival."""
-    by_document: dict[tuple[str, int], list[ChunkRow]] = {}
+    """Fused chunks as the best ``max_documents`` documents (``owners``: each chunk's
+    collection and document), each ranked by the sum of its best ``chunks_summed``
+    chunks. Only the chunks of those documents are read (``fetch``, by id): reading all
+    200 candidates of each list cost more than the ranking. Ties are broken by path and
+    chunk order, never by arrival."""
+    by_document: dict[tuple[str, int], list[int]] = {}
     for chunk_id in sorted(fused, key=lambda c: (-fused[c], c)):
-        row = rows.get(chunk_id)
-        if row is not None:
-            by_document.setdefault((row.collection, row.document), []).append(row)
+        owner = owners.get(chunk_id)
+        if owner is not None:
+            by_document.setdefault(owner, []).append(chunk_id)
+    kept = MAX_CHUNKS_PER_DOCUMENT
+    scored = sorted(
+        ((document_score([fused[c] for c in chunks], chunks_summed), chunks[:kept])
+         for chunks in by_document.values()),
+        key=lambda pair: -pair[0],
+    )  # fmt: skip
+    if len(scored) > max_documents > 0:  # keep those tied with the last, for the path order
+        floor = scored[max_documents - 1][0]
+        scored = [pair for pair in scored if pair[0] >= floor]
+    rows = fetch([c for _, chunks in scored for c in chunks])
     matches = [
-        DocumentMatch(
-            document_score([fused[c.id] for c in chunks], chunks_summed),
-            tuple(chunks[:MAX_CHUNKS_PER_DOCUMENT]),
-        )
-        for chunks in by_document.values()
+        DocumentMatch(score, tuple(rows[c] for c in chunks if c in rows))
+        for score, chunks in scored
+        if chunks[0] in rows
     ]
     matches.sort(key=lambda m: (-m.score, m.best.path, m.best.collection, m.best.ordinal))
     return matches[:max_documents]

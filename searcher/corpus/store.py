@@ -354,6 +354,7 @@ class CollectionIndex:
 
     generation: int
     ids: np.ndarray
+    documents: np.ndarray  # the document of each row
     matrix: np.ndarray
     keywords: KeywordIndex
     signs: retrieval.SignBits | None = None  # a large matrix's first pass
@@ -361,7 +362,8 @@ class CollectionIndex:
     @property
     def nbytes(self) -> int:
         signs = self.signs.nbytes if self.signs is not None else 0
-        return int(self.ids.nbytes + self.matrix.nbytes + self.keywords.nbytes + signs)
+        held = self.ids.nbytes + self.documents.nbytes + self.matrix.nbytes
+        return int(held + self.keywords.nbytes + signs)
 
 
 def load_index(conn: sqlite3.Connection, collection: str) -> CollectionIndex:
@@ -371,7 +373,7 @@ def load_index(conn: sqlite3.Connection, collection: str) -> CollectionIndex:
     try:
         gen = generation(conn, collection)
         rows = conn.execute(
-            "SELECT c.id, c.vector, c.terms, "
+            "SELECT c.id, c.vector, c.terms, c.document, "
             "CASE WHEN c.terms IS NULL THEN coalesce(c.heading, '') || char(10) || c.text END "
             "FROM chunks c JOIN documents d ON d.id = c.document "
             "WHERE d.collection = ? ORDER BY c.id",
@@ -380,14 +382,15 @@ def load_index(conn: sqlite3.Connection, collection: str) -> CollectionIndex:
     finally:
         conn.execute("COMMIT")
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    blobs = [r[2] if r[2] is not None else sparse.term_counts(r[3]).tobytes() for r in rows]
+    blobs = [r[2] if r[2] is not None else sparse.term_counts(r[4]).tobytes() for r in rows]
+    documents = np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows))
     with_vectors = [r[1] for r in rows if r[1] is not None]
     if rows and len(with_vectors) == len(rows):
         matrix = np.frombuffer(b"".join(with_vectors), dtype=np.float32).reshape(len(rows), -1)
     else:  # keywords only (a collection indexed without an embedder)
         matrix = np.zeros((0, 0), dtype=np.float32)
     keywords = keyword_index.build(blobs)
-    return CollectionIndex(gen, ids, matrix, keywords, retrieval.SignBits.of(matrix))
+    return CollectionIndex(gen, ids, documents, matrix, keywords, retrieval.SignBits.of(matrix))
 
 
 class IndexCache:
@@ -500,6 +503,7 @@ class SqliteStore:
         terms = sparse.query_term_ids(text)
         lists: list[list[tuple[int, float]]] = []
         weights: list[float] = []
+        owners_of: list[tuple[str, CollectionIndex, list[tuple[int, float]]]] = []
         for collection in collections:
             index = self.index(collection)
             if keyword_weight > 0:
@@ -512,9 +516,20 @@ class SqliteStore:
                     index.ids, index.matrix, vector, fusing.candidates, index.signs
                 ))  # fmt: skip
                 weights.append(fusing.vector_weight)
+            for ranked in lists[len(owners_of) :]:
+                owners_of.append((collection, index, ranked))
         fused = retrieval.fuse(lists, weights, fusing)
-        rows_by_id = chunks_by_id(self.conn(), list(fused))
-        return retrieval.documents_of(fused, rows_by_id, max_documents, fusing.chunks_summed)
+        owners: dict[int, tuple[str, int]] = {}
+        for collection, index, ranked in owners_of:
+            ids = np.fromiter((cid for cid, _ in ranked), dtype=np.int64, count=len(ranked))
+            documents = index.documents[np.searchsorted(index.ids, ids)]
+            owners.update(
+                zip(ids.tolist(), [(collection, d) for d in documents.tolist()], strict=True)
+            )
+        return retrieval.documents_of(
+            fused, owners, lambda ids: chunks_by_id(self.conn(), ids), max_documents,
+            fusing.chunks_summed,
+        )  # fmt: skip
 
     def content(
         self, collections: Sequence[str], path: str, page: int | None, query: str, max_chars: int
