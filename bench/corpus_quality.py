@@ -35,7 +35,7 @@ from bench.ranking_parts.scifact import Doc
 from searcher.backends.base import BackendQuery
 from searcher.backends.local import LocalBackend, path_of
 from searcher.config import Settings
-from searcher.corpus import operations, retrieval, store
+from searcher.corpus import keyword_index, operations, retrieval, sparse, store
 from searcher.corpus.serving import CorpusReader
 from searcher.embedding.embedders import StaticEmbedder
 from searcher.ranking.evaluation import Qrels, evaluate, run_from_rankings
@@ -191,21 +191,24 @@ def candidate_lists(
     depth: int,
 ) -> tuple[dict[str, Lists], dict[int, str]]:  # fmt: skip
     """Each query's chunk lists to ``depth``, and each chunk's document id."""
-    conn = operations.open_index(settings)
-    matrix = store.VectorCache().matrix(conn, collection)
+    # The lists serving ranks: the store's in-memory BM25 and its vectors.
+    corpus = store.SqliteStore(operations.index_file(settings))
+    index = corpus.index(collection)
     lists = {}
     for qid, text in queries.items():
-        match = retrieval.fts_query(text)
-        keyword = store.keyword_search(conn, collection, match, depth) if match else []
-        vector = retrieval.vector_scores(matrix, embedder.encode([text])[0], depth)
+        rows, scores = keyword_index.search(index.keywords, sparse.query_term_ids(text), depth)
+        keyword = list(zip(index.ids[rows].tolist(), scores.tolist(), strict=True))
+        vector = retrieval.vector_scores(
+            index.ids, index.matrix, embedder.encode([text])[0], depth, index.signs
+        )
         lists[qid] = Lists(keyword, vector)
     chunk_docs = {
         cid: Path(path).stem
-        for cid, path in conn.execute(
+        for cid, path in corpus.conn().execute(
             "SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id = c.document"
         )
     }
-    conn.close()
+    corpus.close()
     return lists, chunk_docs
 
 

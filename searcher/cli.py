@@ -185,6 +185,12 @@ def _check_state(settings: Settings) -> None:
 
             client = await open_qdrant(settings.state.qdrant_url)
             await client.close()
+        corpus_location = settings.corpus.qdrant_location(settings.state)
+        instances = settings.backends.instances.values()
+        if corpus_location and any(i.get("adapter") == "local" for i in instances):
+            from searcher.corpus.qdrant_store import client_for
+
+            client_for(corpus_location).close()  # local collections in a Qdrant that answers
 
     _run(check)
 
@@ -545,13 +551,13 @@ def index_status(collection: str | None, as_json: bool, config_path: str | None)
     settings = _settings(config_path)
     try:
         found = operations.status(settings, collection)
-    except ValueError as exc:
+    except (ValueError, StateUnavailable) as exc:
         _fail(str(exc), 2)
     if as_json:
         click.echo(json.dumps([_collection_json(c) for c in found], indent=2))
         return
     if not found:
-        click.echo(f"no collections in {operations.index_file(settings)}")
+        click.echo(f"no collections in {operations.where(settings)}")
     for c in found:
         click.echo(
             f"{c.name}: {len(c.documents)} files, {c.chunks} chunks, {c.bytes} bytes, "
@@ -606,7 +612,7 @@ def index_remove(path: str | None, collection: str | None, config_path: str | No
     settings = _settings(config_path)
     try:
         removed = operations.remove(settings, path, collection)
-    except ValueError as exc:
+    except (ValueError, StateUnavailable) as exc:
         _fail(str(exc), 2)
     what = path if path is not None else f"collection {collection}"
     click.echo(f"removed {what}: {removed} documents")

@@ -1294,10 +1294,31 @@ class CorpusSettings(ConfigSection):
         description="A document's score is the sum of its best this many chunks' fused "
         "scores (1 = its best chunk alone)",
     )
+    qdrant_url: str | None = Field(
+        default=None,
+        description=(
+            "The collections in Qdrant instead of the embedded SQLite file (dense + sparse "
+            "vectors, Qdrant's RRF): `http://host:6333`, or qdrant-client's local mode, "
+            "`:memory:` or a directory (one process at a time). Unset: `state.qdrant_url` "
+            "when that is set (a directory there becomes `DIR-corpus`). Needs "
+            "`pip install 'searcher[qdrant]'`"
+        ),
+    )
 
     def directory(self, state: StateSettings) -> Path:
         """Where the corpus index lives."""
         return Path(self.dir).expanduser() if self.dir else state.directory()
+
+    def qdrant_location(self, state: StateSettings) -> str | None:
+        """Where the collections live in Qdrant, or ``None`` for the embedded store.
+        ``state.qdrant_url`` as a local-mode directory is the semantic cache's, which one
+        process holds: the corpus takes a sibling directory."""
+        if self.qdrant_url:
+            return self.qdrant_url
+        shared = state.qdrant_url
+        if shared is None or shared.startswith(("http://", "https://")) or shared == ":memory:":
+            return shared
+        return f"{shared.rstrip('/')}-corpus"
 
 
 class Settings(ConfigSection):

@@ -31,8 +31,8 @@ from searcher.cache.results import (
 from searcher.cache.semantic import SemanticCache
 from searcher.cache.semantic_qdrant import QdrantSemanticCache, open_qdrant
 from searcher.config import Settings
+from searcher.corpus.operations import open_store as open_corpus_store
 from searcher.corpus.serving import CorpusReader
-from searcher.corpus.store import FILE_NAME as CORPUS_FILE
 from searcher.embedding.embedders import Embedder
 from searcher.embedding.loading import EmbedderLoad, needs_network
 from searcher.errors import StateUnavailable
@@ -141,9 +141,7 @@ async def open_service(
         reader, cache = _page_reader(opened, settings, extract_in_process)
         # Breakers agree through the state store: one opened by a worker is open for all.
         keys = upstream_keys(settings)  # what workers share per upstream: breakers and pace
-        corpus = CorpusReader.from_settings(
-            settings.corpus.directory(settings.state) / CORPUS_FILE, settings.corpus
-        )
+        corpus = CorpusReader.from_settings(open_corpus_store(settings), settings.corpus)
         opened.callback(corpus.close)
         parts: Parts | None = None  # local collections embed queries with its embedder
 

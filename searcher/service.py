@@ -7,8 +7,10 @@ timings, errors and the optional parts of ``meta``, and builds the response.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
+from searcher.backends.local import collection_generations
 from searcher.cache.results import ResultCache, cache_policy, serve_cached
 from searcher.config import Settings
 from searcher.contract import Budget, SearchRequest, SearchResponse
@@ -53,7 +55,7 @@ class SearchService:
         # answer or not, and a cached answer carries this request's notes.
         limited = limited_budget(request.budget, self.settings)
         response = await serve_cached(
-            self.results,
+            await self._results_for(request),
             request,
             lambda: self.search_uncached(request, progress, client, limited),
             limited.lowered,
@@ -64,6 +66,20 @@ class SearchService:
         if metrics and self.results and cache and cache_policy(request) == "use":
             metrics.cache_lookup("results", cache.kind or "exact", cache.hit)
         return response
+
+    async def _results_for(self, request: SearchRequest) -> ResultCache | None:
+        """The result cache as ``request`` may use it: keyed also by the generations of
+        the local collections it may search (none: the cache as it is; unknown: no
+        cache)."""
+        if self.results is None:
+            return None
+        named = request.constraints.backend
+        generations = await collection_generations(self.parts.pool.backends, named)
+        if generations is None:
+            return None
+        if not generations:
+            return self.results
+        return self.results.with_fingerprint(json.dumps(generations, sort_keys=True))
 
     async def search_uncached(
         self,

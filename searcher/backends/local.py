@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -36,6 +36,7 @@ from searcher.errors import (
     BackendNotAvailable,
     BackendTimeout,
     EmbedderUnavailable,
+    StateUnavailable,
 )
 
 if TYPE_CHECKING:  # the embedder's module reads the config, which reads this registry
@@ -129,7 +130,7 @@ class LocalBackend:
                 self.name,
                 f"collection {exc} is not indexed (searcher index add PATH --collection {exc})",
             ) from None
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StateUnavailable) as exc:
             raise BackendNotAvailable(self.name, f"the corpus index cannot be read: {exc}") from exc
         elapsed_ms = int((time.perf_counter() - started) * 1000)
         return BackendAnswer(self.name, hits, elapsed_ms=elapsed_ms, warnings=warnings)
@@ -164,6 +165,10 @@ class LocalBackend:
             return {}, [*warnings, f"{self.name}: keywords only, the embedder failed: {exc}"]
         return dict.fromkeys(usable, vector), warnings
 
+    def generations(self) -> dict[str, int]:
+        """Each collection's generation (``CorpusReader.generations``)."""
+        return self._corpus.generations(self.collections)
+
     async def read(self, url: str, query: str, max_chars: int) -> str | None:
         """Full mode's content of a hit this backend gave: its best chunk for ``query``
         and the neighbours, from the index; ``None`` when the URL is not one of its
@@ -174,6 +179,26 @@ class LocalBackend:
         return await asyncio.to_thread(
             self._corpus.content, self.collections, where[0], where[1], query, max_chars
         )
+
+
+async def collection_generations(
+    backends: Mapping[str, object], named: str | list[str] | None
+) -> dict[str, int] | None:
+    """The generation of every collection a request may search: of the ``local``
+    instances among the backends it ``named``, or of every one when it named none (routing
+    may pick any). Part of its result-cache key, so that an answer cached before a
+    re-index is never served after it. ``None`` when the store cannot say (the cache is
+    then bypassed)."""
+    wanted = [named] if isinstance(named, str) else named
+    chosen = [b for n, b in backends.items() if isinstance(b, LocalBackend)
+              and (wanted is None or n in wanted)]  # fmt: skip
+    found: dict[str, int] = {}
+    try:
+        for backend in chosen:
+            found.update(await asyncio.to_thread(backend.generations))
+    except (sqlite3.Error, StateUnavailable):
+        return None
+    return found
 
 
 def _build(name: str, settings: LocalSettings, context: BuildContext) -> LocalBackend:

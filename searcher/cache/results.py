@@ -20,6 +20,7 @@ key. Another key asking the same learns nothing of it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import logging
 import time
@@ -263,6 +264,13 @@ class ResultCache:
         self._clock = clock
         # request key -> its computation in this process (identical requests at once).
         self.computing: dict[str, _Computing] = {}
+
+    def with_fingerprint(self, extra: str) -> ResultCache:
+        """This cache, its keys made also of ``extra`` (the generations of the local
+        collections a request searches): the same store, counters and computations."""
+        view = copy.copy(self)
+        view.fingerprint = _digest(self.fingerprint, extra)
+        return view
 
     def _owner(self, client: str | None) -> str | None:
         return client if self.per_client else None

@@ -2,7 +2,7 @@
 them. Incremental: a file whose size and mtime are unchanged is not read; one whose
 content hash is unchanged is not re-indexed; a changed file is re-indexed; an indexed file
 that is gone from under a path named is removed. Every file that gives no text is recorded
-with its reason. Each file is one transaction (``store.replace_document``).
+with its reason. Each file is one transaction (``CorpusStore.replace_document``).
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ import asyncio
 import errno
 import hashlib
 import os
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from searcher.config import FetchSettings
-from searcher.corpus import store
+from searcher.corpus.base import CorpusStore, NewDocument, StoredFile
 from searcher.corpus.chunking import Chunk, chunk_document
 from searcher.corpus.readers import (
     SkipReason,
@@ -133,7 +132,7 @@ def embedding_text(title: str, chunk: Chunk) -> str:
 
 
 async def index_paths(
-    conn: sqlite3.Connection,
+    store: CorpusStore,
     starts: Sequence[Path],
     options: IndexOptions,
     embedder: Embedder | None,
@@ -147,14 +146,14 @@ async def index_paths(
     own = extractor is None
     extractor = extractor or build_extractor(FetchSettings(extract_workers=1))
     try:
-        return await _index_all(conn, starts, options, embedder, progress, extractor)
+        return await _index_all(store, starts, options, embedder, progress, extractor)
     finally:
         if own:
             extractor.close()
 
 
 async def _index_all(
-    conn: sqlite3.Connection,
+    store: CorpusStore,
     starts: Sequence[Path],
     options: IndexOptions,
     embedder: Embedder | None,
@@ -162,20 +161,20 @@ async def _index_all(
     extractor: Extractor,
 ) -> IndexReport:
     collection = options.collection
-    store.ensure_collection(conn, collection, embedder.name if embedder else None)
-    known = store.stored_files(conn, collection)
+    store.ensure_collection(collection, embedder.name if embedder else None)
+    known = store.stored_files(collection)
     candidates = [c for start in starts for c in walk(start, options.roots)]
     report = IndexReport()
     seen = {str(c.path) for c in candidates}
     gone = [p for p in known if _under(p, starts) and p not in seen]
     stale_skips = [
-        row.path for row in store.skipped(conn, collection)
+        row.path for row in store.skipped(collection)
         if _under(row.path, starts) and row.path not in seen
     ]  # fmt: skip
     total = len(candidates) + len(gone)
     done = 0
     for candidate in candidates:
-        outcome = await _index_one(conn, candidate, known, options, embedder, extractor, report)
+        outcome = await _index_one(store, candidate, known, options, embedder, extractor, report)
         # Between two files: where Ctrl-C (asyncio.run cancels this task) takes effect
         # even when embedding never waits (a static model computes in place).
         await asyncio.sleep(0)
@@ -183,8 +182,8 @@ async def _index_all(
         done += 1
         if progress is not None:
             progress(done, total, str(candidate.path), outcome)
-    report.removed += store.remove_documents(conn, collection, gone)
-    store.remove_documents(conn, collection, stale_skips)
+    report.removed += store.remove_documents(collection, gone)
+    store.remove_documents(collection, stale_skips)
     for path in gone:
         done += 1
         if progress is not None:
@@ -193,9 +192,9 @@ async def _index_all(
 
 
 async def _index_one(
-    conn: sqlite3.Connection,
+    store: CorpusStore,
     candidate: Candidate,
-    known: dict[str, store.StoredFile],
+    known: dict[str, StoredFile],
     options: IndexOptions,
     embedder: Embedder | None,
     extractor: Extractor,
@@ -205,30 +204,30 @@ async def _index_one(
     try:
         new = await _read_new(candidate, known.get(path), options, embedder, extractor)
     except Unreadable as exc:
-        store.record_skip(conn, collection, path, exc.reason, exc.detail)
+        store.record_skip(collection, path, exc.reason, exc.detail)
         report.skipped.append((path, exc.reason, exc.detail))
         return "skipped"
     if isinstance(new, _Unchanged):
         if new.touch is not None:
-            store.touch_document(conn, new.touch[0], new.touch[1])
+            store.touch_document(collection, path, new.touch)
         return "unchanged"
-    store.replace_document(conn, new)
+    store.replace_document(new)
     report.chunks += len(new.chunks)
     return "indexed"
 
 
 @dataclass(frozen=True)
 class _Unchanged:
-    touch: tuple[int, int] | None = None  # (document id, new mtime) when only mtime moved
+    touch: int | None = None  # the new mtime, when only the mtime moved
 
 
 async def _read_new(
     candidate: Candidate,
-    stored: store.StoredFile | None,
+    stored: StoredFile | None,
     options: IndexOptions,
     embedder: Embedder | None,
     extractor: Extractor,
-) -> store.NewDocument | _Unchanged:
+) -> NewDocument | _Unchanged:
     """The file's new index entry, or ``_Unchanged``. Raises ``Unreadable``."""
     if candidate.skip is not None:
         raise Unreadable(*candidate.skip)
@@ -251,7 +250,7 @@ async def _read_new(
         raise Unreadable("empty", "the file is empty")
     digest = hashlib.sha256(body).hexdigest()
     if stored is not None and digest == stored.sha256:
-        return _Unchanged((stored.id, stat.st_mtime_ns))
+        return _Unchanged(stat.st_mtime_ns)
     if kind_of(candidate.path, body) == "html":
         markdown = await extracted_html(extractor, candidate.path, body, options.max_file_bytes)
         document = html_document(candidate.path, body, markdown)
@@ -263,7 +262,7 @@ async def _read_new(
     vectors = None
     if embedder is not None:
         vectors = await embedder.embed([embedding_text(document.title, c) for c in chunks])
-    return store.NewDocument(
+    return NewDocument(
         options.collection, str(candidate.path), document.kind, document.title,
         stat.st_size, stat.st_mtime_ns, digest, chunks, vectors,
     )  # fmt: skip

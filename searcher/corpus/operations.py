@@ -3,13 +3,13 @@ only parses arguments and prints what these return."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from searcher.config import Settings
 from searcher.corpus import store
+from searcher.corpus.base import CorpusStore, DocumentRow, SkippedRow
 from searcher.corpus.indexer import IndexOptions, IndexReport, Progress, index_paths
 from searcher.corpus.roots import allowed_path, resolved_roots
 from searcher.embedding.embedders import OpenAIEmbedder, build_embedder
@@ -21,8 +21,22 @@ def index_file(settings: Settings) -> Path:
     return settings.corpus.directory(settings.state) / store.FILE_NAME
 
 
-def open_index(settings: Settings) -> sqlite3.Connection:
-    return store.connect(index_file(settings), settings.state.sqlite_busy_timeout_ms)
+def open_store(settings: Settings) -> CorpusStore:
+    """The store of the collections: Qdrant when ``corpus.qdrant_url`` (or
+    ``state.qdrant_url``) is set, else the embedded SQLite file. Raises
+    ``StateUnavailable`` when Qdrant cannot be used (qdrant-client missing, no answer)."""
+    location = settings.corpus.qdrant_location(settings.state)
+    if location is not None:
+        from searcher.corpus.qdrant_store import QdrantStore  # only this store needs it
+
+        return QdrantStore.open(location)
+    return store.SqliteStore(index_file(settings), settings.state.sqlite_busy_timeout_ms)
+
+
+def where(settings: Settings) -> str:
+    """Where the collections live, in words."""
+    location = settings.corpus.qdrant_location(settings.state)
+    return f"Qdrant at {location}" if location is not None else str(index_file(settings))
 
 
 def checked_paths(settings: Settings, named: Sequence[str]) -> list[Path]:
@@ -51,11 +65,11 @@ async def add(
         max_chars=settings.corpus.max_file_bytes,
         memory_mb=settings.limits.max_extract_memory_mb,
     )
-    conn = open_index(settings)
+    corpus = open_store(settings)
     try:
-        return await index_paths(conn, starts, options, embedder, progress, extractor)
+        return await index_paths(corpus, starts, options, embedder, progress, extractor)
     finally:
-        conn.close()
+        corpus.close()
         extractor.close()
         if isinstance(embedder, OpenAIEmbedder):
             await embedder.aclose()
@@ -65,8 +79,8 @@ async def add(
 class CollectionStatus:
     name: str
     embedder: str | None
-    documents: list[store.DocumentRow]
-    skipped: list[store.SkippedRow]
+    documents: list[DocumentRow]
+    skipped: list[SkippedRow]
 
     @property
     def chunks(self) -> int:
@@ -80,9 +94,9 @@ class CollectionStatus:
 def status(settings: Settings, collection: str | None = None) -> list[CollectionStatus]:
     """Every collection (or the one named) with its documents and skipped files. Raises
     ``ValueError`` for a collection that does not exist."""
-    conn = open_index(settings)
+    corpus = open_store(settings)
     try:
-        names = store.collections(conn)
+        names = corpus.collections()
         if collection is not None:
             if collection not in names:
                 known = ", ".join(names) or "none"
@@ -91,36 +105,36 @@ def status(settings: Settings, collection: str | None = None) -> list[Collection
         return [
             CollectionStatus(
                 name,
-                store.collection_embedder(conn, name)[1],
-                store.documents(conn, name),
-                store.skipped(conn, name),
+                corpus.collection_embedder(name)[1],
+                corpus.documents(name),
+                corpus.skipped(name),
             )
             for name in names
         ]
     finally:
-        conn.close()
+        corpus.close()
 
 
 def remove(settings: Settings, path: str | None, collection: str | None) -> int:
     """Drop the documents at or under ``path`` (from ``collection``, or from all), or the
     whole ``collection`` when no path is given; how many documents went. Raises
     ``ValueError`` for a collection that does not exist."""
-    conn = open_index(settings)
+    corpus = open_store(settings)
     try:
-        names = store.collections(conn)
+        names = corpus.collections()
         if collection is not None and collection not in names:
             raise ValueError(
                 f"no collection {collection!r} (collections: {', '.join(names) or 'none'})"
             )
         if path is None:
             assert collection is not None  # the CLI asks for one of the two
-            return store.remove_collection(conn, collection)
+            return corpus.remove_collection(collection)
         target = str(Path(path).expanduser().resolve())
         removed = 0
         for name in [collection] if collection else names:
-            held = [*store.stored_files(conn, name), *(s.path for s in store.skipped(conn, name))]
+            held = [*corpus.stored_files(name), *(s.path for s in corpus.skipped(name))]
             under = [p for p in held if p == target or p.startswith(target.rstrip("/") + "/")]
-            removed += store.remove_documents(conn, name, under)
+            removed += corpus.remove_documents(name, under)
         return removed
     finally:
-        conn.close()
+        corpus.close()

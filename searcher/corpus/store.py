@@ -26,8 +26,22 @@ from pathlib import Path
 
 import numpy as np
 
-from searcher.corpus.chunking import Chunk
-from searcher.corpus.readers import Kind, SkipReason
+from searcher.corpus import keyword_index, retrieval, sparse
+from searcher.corpus.base import (
+    ChunkRow,
+    DocumentMatch,
+    DocumentRow,
+    Fusing,
+    NewDocument,
+    SkippedRow,
+    StoredFile,
+)
+from searcher.corpus.keyword_index import KeywordIndex
+from searcher.corpus.readers import SkipReason
+
+__all__ = [
+    "ChunkRow", "DocumentMatch", "DocumentRow", "NewDocument", "SkippedRow", "StoredFile",
+]  # fmt: skip
 
 FILE_NAME = "corpus.sqlite3"
 
@@ -57,7 +71,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     heading TEXT,
     page INTEGER,
     text TEXT NOT NULL,
-    vector BLOB
+    vector BLOB,
+    terms BLOB                   -- its BM25 terms (sparse.term_counts), read by serving
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks (document, ordinal);
 -- The collection beside the text: BM25 is filtered by it without a join (which doubled
@@ -76,70 +91,6 @@ CREATE TABLE IF NOT EXISTS skipped (
 """
 
 
-@dataclass(frozen=True)
-class StoredFile:
-    """What the index knows of a file, to tell whether it changed."""
-
-    id: int
-    size: int
-    mtime_ns: int
-    sha256: str
-
-
-@dataclass(frozen=True)
-class DocumentRow:
-    """One indexed document, as ``searcher index status`` lists it."""
-
-    collection: str
-    path: str
-    kind: str
-    title: str
-    size: int
-    chunks: int
-    indexed_at: float
-
-
-@dataclass(frozen=True)
-class SkippedRow:
-    collection: str
-    path: str
-    reason: SkipReason
-    detail: str
-    at: float
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    """A chunk with its document, as search answers it."""
-
-    id: int
-    document: int
-    ordinal: int
-    heading: str | None
-    page: int | None
-    text: str
-    path: str
-    title: str
-    kind: str
-    collection: str
-
-
-@dataclass(frozen=True)
-class NewDocument:
-    """A file's new index entry: its identity, its chunks, and their vectors (one row per
-    chunk, or ``None`` when no embedder is configured)."""
-
-    collection: str
-    path: str
-    kind: Kind
-    title: str
-    size: int
-    mtime_ns: int
-    sha256: str
-    chunks: Sequence[Chunk]
-    vectors: np.ndarray | None
-
-
 def connect(path: Path, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
     """A connection to the index at ``path`` (created with its schema if new), in WAL
     mode; ``isolation_level=None``: transactions are explicit (``transaction``)."""
@@ -150,6 +101,9 @@ def connect(path: Path, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.executescript(_SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
+    if "terms" not in columns:  # an index written before BM25 moved to memory
+        conn.execute("ALTER TABLE chunks ADD COLUMN terms BLOB")
     return conn
 
 
@@ -217,11 +171,12 @@ def replace_document(conn: sqlite3.Connection, new: NewDocument) -> None:
         ).lastrowid  # fmt: skip
         for index, chunk in enumerate(new.chunks):
             vector = None if new.vectors is None else new.vectors[index].astype(np.float32)
+            terms = sparse.term_counts(f"{chunk.heading or ''}\n{chunk.text}")
             chunk_id = conn.execute(
-                "INSERT INTO chunks (document, ordinal, heading, page, text, vector) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO chunks (document, ordinal, heading, page, text, vector, terms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (doc_id, chunk.ordinal, chunk.heading, chunk.page, chunk.text,
-                 None if vector is None else vector.tobytes()),
+                 None if vector is None else vector.tobytes(), terms.tobytes()),
             ).lastrowid  # fmt: skip
             conn.execute(
                 "INSERT INTO chunks_fts (rowid, text, heading, collection) VALUES (?, ?, ?, ?)",
@@ -233,11 +188,14 @@ def replace_document(conn: sqlite3.Connection, new: NewDocument) -> None:
         _bump(conn, new.collection)
 
 
-def touch_document(conn: sqlite3.Connection, file_id: int, mtime_ns: int) -> None:
+def touch_document(conn: sqlite3.Connection, collection: str, path: str, mtime_ns: int) -> None:
     """A file whose content did not change but whose mtime did: remember the new mtime,
     so the next run skips it without reading it."""
     with transaction(conn):
-        conn.execute("UPDATE documents SET mtime_ns = ? WHERE id = ?", (mtime_ns, file_id))
+        conn.execute(
+            "UPDATE documents SET mtime_ns = ? WHERE collection = ? AND path = ?",
+            (mtime_ns, collection, path),
+        )
 
 
 def remove_documents(conn: sqlite3.Connection, collection: str, paths: Iterable[str]) -> int:
@@ -352,19 +310,6 @@ _CHUNK_COLUMNS = (
 )
 
 
-def keyword_search(
-    conn: sqlite3.Connection, collection: str, match: str, limit: int
-) -> list[tuple[int, float]]:
-    """``(chunk id, BM25 score)`` of the best ``limit`` chunks matching the FTS5 query
-    ``match``, best first (FTS5's bm25() is lower for better: negated here)."""
-    rows = conn.execute(
-        "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts "
-        "WHERE chunks_fts MATCH ? AND collection = ? ORDER BY s LIMIT ?",
-        (match, collection, limit),
-    )
-    return [(chunk_id, -score) for chunk_id, score in rows]
-
-
 def chunks_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, ChunkRow]:
     """The chunks of ``ids`` with their documents."""
     if not ids:
@@ -402,49 +347,67 @@ def best_in_document(conn: sqlite3.Connection, document: int, match: str) -> int
 
 
 @dataclass(frozen=True)
-class VectorMatrix:
-    """A collection's chunk vectors: ``ids[i]`` is the chunk of row ``i``."""
+class CollectionIndex:
+    """A collection's chunks as serving searches them: ``ids[i]`` is the chunk of row
+    ``i`` of the vector ``matrix`` and of the ``keywords`` postings; ``generation`` says
+    which state of the collection they are."""
 
     generation: int
     ids: np.ndarray
+    documents: np.ndarray  # the document of each row
     matrix: np.ndarray
+    keywords: KeywordIndex
+    signs: retrieval.SignBits | None = None  # a large matrix's first pass
+
+    @property
+    def nbytes(self) -> int:
+        signs = self.signs.nbytes if self.signs is not None else 0
+        held = self.ids.nbytes + self.documents.nbytes + self.matrix.nbytes
+        return int(held + self.keywords.nbytes + signs)
 
 
-def load_vectors(conn: sqlite3.Connection, collection: str) -> VectorMatrix:
-    """Every vector of ``collection`` as one float32 matrix (read in one consistent
-    snapshot with the generation it belongs to)."""
+def load_index(conn: sqlite3.Connection, collection: str) -> CollectionIndex:
+    """Every chunk's vector and terms of ``collection``, read in one consistent snapshot
+    with the generation it belongs to."""
     conn.execute("BEGIN")
     try:
         gen = generation(conn, collection)
         rows = conn.execute(
-            "SELECT c.id, c.vector FROM chunks c JOIN documents d ON d.id = c.document "
-            "WHERE d.collection = ? AND c.vector IS NOT NULL ORDER BY c.id",
+            "SELECT c.id, c.vector, c.terms, c.document, "
+            "CASE WHEN c.terms IS NULL THEN coalesce(c.heading, '') || char(10) || c.text END "
+            "FROM chunks c JOIN documents d ON d.id = c.document "
+            "WHERE d.collection = ? ORDER BY c.id",
             (collection,),
         ).fetchall()
     finally:
         conn.execute("COMMIT")
-    if not rows:
-        return VectorMatrix(gen, np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-    return VectorMatrix(gen, ids, matrix)
+    blobs = [r[2] if r[2] is not None else sparse.term_counts(r[4]).tobytes() for r in rows]
+    documents = np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows))
+    with_vectors = [r[1] for r in rows if r[1] is not None]
+    if rows and len(with_vectors) == len(rows):
+        matrix = np.frombuffer(b"".join(with_vectors), dtype=np.float32).reshape(len(rows), -1)
+    else:  # keywords only (a collection indexed without an embedder)
+        matrix = np.zeros((0, 0), dtype=np.float32)
+    keywords = keyword_index.build(blobs)
+    return CollectionIndex(gen, ids, documents, matrix, keywords, retrieval.SignBits.of(matrix))
 
 
-class VectorCache:
-    """Each collection's vector matrix, re-read when its generation changed; shared by the
-    threads that search (a lock keeps one reload at a time)."""
+class IndexCache:
+    """Each collection's ``CollectionIndex``, read again when its generation changed;
+    shared by the threads that search (a lock keeps one reload at a time)."""
 
     def __init__(self) -> None:
-        self._matrices: dict[str, VectorMatrix] = {}
+        self._indexes: dict[str, CollectionIndex] = {}
         self._lock = threading.Lock()
 
-    def matrix(self, conn: sqlite3.Connection, collection: str) -> VectorMatrix:
-        """The current vectors of ``collection``."""
+    def index(self, conn: sqlite3.Connection, collection: str) -> CollectionIndex:
+        """The current index of ``collection``."""
         current = generation(conn, collection)
         with self._lock:
-            cached = self._matrices.get(collection)
+            cached = self._indexes.get(collection)
             if cached is None or cached.generation != current:
-                cached = self._matrices[collection] = load_vectors(conn, collection)
+                cached = self._indexes[collection] = load_index(conn, collection)
             return cached
 
 
@@ -460,3 +423,129 @@ def check_collection_name(name: str) -> str:
             "starting with a letter or digit; at most 64)"
         )
     return name
+
+
+class SqliteStore:
+    """The embedded store (``CorpusStore``) on the SQLite file at ``path``: each thread on
+    its own connection (WAL: readers never wait for the writer), sharing one
+    ``IndexCache`` of the collections' vectors and keyword postings."""
+
+    def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._indexes = IndexCache()
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (opened, and the schema created, on first use)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self.path, self._busy_timeout_ms)
+            with self._lock:
+                self._opened.append(conn)
+        return conn
+
+    def ensure_collection(self, collection: str, embedder: str | None) -> None:
+        ensure_collection(self.conn(), collection, embedder)
+
+    def stored_files(self, collection: str) -> dict[str, StoredFile]:
+        return stored_files(self.conn(), collection)
+
+    def replace_document(self, new: NewDocument) -> None:
+        replace_document(self.conn(), new)
+
+    def touch_document(self, collection: str, path: str, mtime_ns: int) -> None:
+        touch_document(self.conn(), collection, path, mtime_ns)
+
+    def remove_documents(self, collection: str, paths: Iterable[str]) -> int:
+        return remove_documents(self.conn(), collection, paths)
+
+    def remove_collection(self, collection: str) -> int:
+        return remove_collection(self.conn(), collection)
+
+    def record_skip(self, collection: str, path: str, reason: SkipReason, detail: str) -> None:
+        record_skip(self.conn(), collection, path, reason, detail)
+
+    def collections(self) -> list[str]:
+        return collections(self.conn())
+
+    def documents(self, collection: str | None = None) -> list[DocumentRow]:
+        return documents(self.conn(), collection)
+
+    def skipped(self, collection: str | None = None) -> list[SkippedRow]:
+        return skipped(self.conn(), collection)
+
+    def collection_embedder(self, collection: str) -> tuple[bool, str | None]:
+        return collection_embedder(self.conn(), collection)
+
+    def generation(self, collection: str) -> int:
+        return generation(self.conn(), collection)
+
+    def index(self, collection: str) -> CollectionIndex:
+        """The in-memory index serving searches ``collection`` with (current generation)."""
+        return self._indexes.index(self.conn(), collection)
+
+    def search(
+        self,
+        collections: Sequence[str],
+        text: str,
+        query_vectors: dict[str, np.ndarray],
+        max_documents: int,
+        fusing: Fusing,
+    ) -> list[DocumentMatch]:
+        """Per collection the best chunks by BM25 (in memory, ``keyword_index``) and by
+        cosine, all lists fused as ``fusing`` says, grouped by document."""
+        keyword_weight = fusing.keyword_weight
+        if keyword_weight <= 0 and not query_vectors:
+            keyword_weight = 1.0  # no vectors to search instead: keywords, whatever the weight
+        terms = sparse.query_term_ids(text)
+        lists: list[list[tuple[int, float]]] = []
+        weights: list[float] = []
+        owners_of: list[tuple[str, CollectionIndex, list[tuple[int, float]]]] = []
+        for collection in collections:
+            index = self.index(collection)
+            if keyword_weight > 0:
+                rows, scores = keyword_index.search(index.keywords, terms, fusing.candidates)
+                lists.append(list(zip(index.ids[rows].tolist(), scores.tolist(), strict=True)))
+                weights.append(keyword_weight)
+            vector = query_vectors.get(collection) if fusing.vector_weight > 0 else None
+            if vector is not None:
+                lists.append(retrieval.vector_scores(
+                    index.ids, index.matrix, vector, fusing.candidates, index.signs
+                ))  # fmt: skip
+                weights.append(fusing.vector_weight)
+            for ranked in lists[len(owners_of) :]:
+                owners_of.append((collection, index, ranked))
+        fused = retrieval.fuse(lists, weights, fusing)
+        owners: dict[int, tuple[str, int]] = {}
+        for collection, index, ranked in owners_of:
+            ids = np.fromiter((cid for cid, _ in ranked), dtype=np.int64, count=len(ranked))
+            documents = index.documents[np.searchsorted(index.ids, ids)]
+            owners.update(
+                zip(ids.tolist(), [(collection, d) for d in documents.tolist()], strict=True)
+            )
+        return retrieval.documents_of(
+            fused, owners, lambda ids: chunks_by_id(self.conn(), ids), max_documents,
+            fusing.chunks_summed,
+        )  # fmt: skip
+
+    def content(
+        self, collections: Sequence[str], path: str, page: int | None, query: str, max_chars: int
+    ) -> str | None:
+        chunks = document_chunks(self.conn(), collections, path)
+        if not chunks:
+            return None
+        first = chunks[0]
+        chunks = [c for c in chunks if c.collection == first.collection]
+        match = retrieval.fts_query(query)
+        best = best_in_document(self.conn(), first.document, match) if match else None
+        return retrieval.around(chunks, retrieval.centre_on_page(chunks, page, best), max_chars)
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
