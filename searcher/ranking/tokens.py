@@ -92,6 +92,20 @@ class ReadText:
         return self._distinct
 
 
+# Texts read, remembered across requests as the embedder remembers their vectors: the same
+# results come back for a query asked again, its next page, a research round's searches.
+# About 2 KB each for a usual title + snippet (their text kept twice, and the key): under
+# 10 MB when full.
+READ_TEXTS_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=READ_TEXTS_KEPT)
+def read_text(text: str) -> ReadText:
+    """``ReadText(text)``, remembered for the ``READ_TEXTS_KEPT`` texts read last (a
+    ``ReadText`` depends on its text alone, and nothing changes it but its own cache)."""
+    return ReadText(text)
+
+
 @functools.lru_cache(maxsize=1024)
 def _word_starts(stems: frozenset[str]) -> tuple[str, ...]:
     # A space and a prefix (``stem_prefixes``) start a word that may stem to one of
@@ -165,7 +179,7 @@ class RequestTexts:
         """``text`` read (the first time it is asked for in this request)."""
         found = self._read.get(text)
         if found is None:
-            found = self._read[text] = ReadText(text)
+            found = self._read[text] = read_text(text)
         return found
 
     def counts(self, text: str) -> dict[str, int]:
