@@ -25,7 +25,7 @@ def hit(title: str, snippet: str, url: str = "https://x.example/") -> Hit:
     return Hit(url=url, title=title, snippet=snippet, backend="test")
 
 
-@given(texts, texts, texts, st.sampled_from(WORDS + ["-", "/"]))
+@given(texts, texts, texts, st.sampled_from([*WORDS, "-", "/"]))
 @example("routers firmware", "Updating the router", "", "/")
 @example("SRVO-063 alarm", "srvo 063 fix", "", "/")
 def test_the_keyword_filter_finds_from_the_shared_tokens_what_it_finds_alone(
