@@ -1,6 +1,7 @@
 """The demo web: the pages of ``pages.txt`` as HTML (``/pages/<slug>``), searched by BM25
 and answered in SearXNG's JSON format (``/search?q=...&format=json``, ``/config``), on
-127.0.0.1 only. Standard library only: it runs in the lean runtime environment."""
+127.0.0.1 only. Standard library (and searcher's own SearXNG answer format) only: it
+runs in the lean runtime environment."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from searcher.api.compat.searxng_format import searxng_envelope
 
 PAGES_FILE = Path(__file__).with_name("pages.txt")
 HOST = "127.0.0.1"
@@ -155,7 +158,7 @@ class DemoWeb:
         hits = self.index.search(text)[start : start + PER_PAGE]
         results = [_result(base, page, text, start + i + 1, score) for i, (page, score) in
                    enumerate(hits)]  # fmt: skip
-        return 200, "application/json", json.dumps(_envelope(text, results)).encode()
+        return 200, "application/json", json.dumps(searxng_envelope(text, results)).encode()
 
 
 def _result(base: str, page: Page, query: str, rank: int, score: float) -> dict[str, Any]:
@@ -169,19 +172,6 @@ def _result(base: str, page: Page, query: str, rank: int, score: float) -> dict[
         "score": round(score, 4),
         "category": "general",
         "publishedDate": f"{page.published}T00:00:00",
-    }
-
-
-def _envelope(query: str, results: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "query": query,
-        "number_of_results": len(results),
-        "results": results,
-        "answers": [],
-        "corrections": [],
-        "infoboxes": [],
-        "suggestions": [],
-        "unresponsive_engines": [],
     }
 
 

@@ -753,8 +753,9 @@ class ScoringSettings(ConfigSection):
         default=0.02,
         ge=0,
         description=(
-            "Soft score: this times the share of query keywords in title + snippet + URL,"
-            " the first 2,000 characters of each (`components.keyword`)"
+            "Soft score: this times the share of query keywords in title + snippet (their"
+            " first 2,000 characters, as the hybrid stage reads them) and URL (its first"
+            " 2,000) (`components.keyword`)"
         ),
     )
     hybrid_share: float = Field(

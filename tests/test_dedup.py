@@ -463,18 +463,24 @@ def test_keeper_of_is_the_plain_loop(case, threshold):
 
 @given(
     st.lists(
-        st.lists(st.sampled_from(["cloud", "Cloud", "gaming", "2024", "v1.2", "a", "été", "-"]),
+        st.lists(st.sampled_from(["cloud", "Cloud", "gaming", "2024", "v1.2", "a", "été", "-",
+                                  "x_y", "it’s", "£5", "—", "Clouds-gaming"]),
                  max_size=8).map(" ".join),
         min_size=2, max_size=6,
     )
 )  # fmt: skip
 def test_one_page_compares_words_as_sets_would(texts):
-    # The words are compared as bits of an int; the rule is stated on sets.
-    from searcher.ranking.dedup import _WORD, MIN_SHARED_WORDS, _may_be_one_page, _numbers
+    # The words are compared as bits of an int, read through the request's tokens (the
+    # hybrid stage's); the rule is stated on sets of runs of letters and digits.
+    import re
 
-    one_page = _may_be_one_page(texts)
+    from searcher.ranking.dedup import MIN_SHARED_WORDS, _may_be_one_page, _numbers
+    from searcher.ranking.tokens import RequestTexts
+
+    word = re.compile(r"[^\W_]+")
+    one_page = _may_be_one_page(texts, RequestTexts("cloud"))
     for i in range(len(texts)):
         for j in range(len(texts)):
-            a, b = (frozenset(_WORD.findall(texts[k].lower())) for k in (i, j))
+            a, b = (frozenset(word.findall(texts[k].lower())) for k in (i, j))
             shares = len(a & b) >= MIN_SHARED_WORDS * min(len(a), len(b))
             assert one_page(i, j) == (_numbers(texts[i]) == _numbers(texts[j]) and shares)

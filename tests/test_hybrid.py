@@ -11,11 +11,11 @@ from searcher.errors import EmbedderUnavailable
 from searcher.ranking.hybrid import (
     blended_order,
     entity_overlap,
-    entity_words,
     hybrid_scores,
     hybrid_stage,
     pool_bm25,
 )
+from searcher.ranking.tokens import entity_words
 
 TEXTS = [
     "Banana bread recipe with walnuts",

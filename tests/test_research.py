@@ -25,7 +25,8 @@ import yaml
 
 from searcher.config import Settings
 from searcher.contract import ResearchRequest
-from searcher.research.jobs import KEEP_FINISHED, NAMESPACE, JobBook
+from searcher.research.job_store import NAMESPACE
+from searcher.research.jobs import KEEP_FINISHED, JobBook
 from searcher.research.report import uncited
 from searcher.runtime import open_service
 from searcher.state import open_store

@@ -127,6 +127,9 @@ def item_id(url: str) -> str:
     return "web:sha256:" + hashlib.sha256(normalise_url(url).encode("utf-8")).hexdigest()
 
 
+# Hosts remembered by URL: the heuristic scores ask for every result's host, and results
+# of a site come back across requests (a pure function of the URL; bounded).
+@functools.lru_cache(maxsize=4096)
 def host_of(url: str) -> str:
     """The lower-cased host of a URL (punycode for an internationalised name), without
     ``www.``."""

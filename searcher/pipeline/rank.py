@@ -15,6 +15,7 @@ from searcher.ranking.dedup import drop_near_duplicates
 from searcher.ranking.fusion import FusedHit, engine_count, fuse_answers
 from searcher.ranking.hybrid import hybrid_stage
 from searcher.ranking.relevance import apply_filter, score_results
+from searcher.ranking.tokens import RequestTexts
 from searcher.text import document_text
 
 
@@ -48,12 +49,17 @@ class Ranking:
 
 
 def heuristic_order(
-    fused: Sequence[FusedHit], query: str, plan: Plan, parts: Parts
+    fused: Sequence[FusedHit],
+    query: str,
+    plan: Plan,
+    parts: Parts,
+    texts: RequestTexts | None = None,
 ) -> list[Ranked]:
     """Heuristic relevance on top of fusion; results below the keyword-overlap floor go,
-    unless that would leave nothing."""
+    unless that would leave nothing. ``texts``: the results' texts as read so far."""
     inputs = [(f.hit, f.score, engine_count(f)) for f in fused]
-    scores = score_results(inputs, query, plan.route.group, parts.domains, parts.settings.scoring)
+    scoring = parts.settings.scoring
+    scores = score_results(inputs, query, plan.route.group, parts.domains, scoring, texts)
     return [Ranked(fused[s.index], s.relevance, s.components) for s in apply_filter(scores)]
 
 
@@ -80,17 +86,19 @@ async def rank_results(
     # Near-duplicate removal and the hybrid stage embed the same title + snippet texts:
     # one table of this request's vectors asks the embedder for each text once.
     vectors = RequestVectors(parts.embedder) if parts.embedder is not None else None
+    # The three stages also read the same texts: each is tokenised once, here.
+    texts = RequestTexts(plan.query)
     fused, notes = await drop_near_duplicates(
-        fused, vectors, settings.fusion.near_duplicate_threshold, time_left_s
+        fused, vectors, settings.fusion.near_duplicate_threshold, time_left_s, texts
     )
     if parts.embedder is None:
         # Off by choice (provider "none") is no error; off because loading failed is.
         problem = parts.embedder_problem
         notes = [problem] if problem and len(fused) > 1 else []
-    ranked = heuristic_order(fused, plan.query, plan, parts)
+    ranked = heuristic_order(fused, plan.query, plan, parts, texts)
     ranked = await hybrid_stage(
         ranked, plan.query, settings.scoring.hybrid_share, vectors,
-        result_text, _with_hybrid_score, time_left_s,
+        result_text, _with_hybrid_score, time_left_s, texts,
     )  # fmt: skip
     return Ranking(ranked, notes, beyond_pool)
 

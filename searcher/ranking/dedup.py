@@ -19,10 +19,10 @@ import numpy as np
 
 from searcher.embedding.embedders import Embedder, normalise_rows
 from searcher.ranking.fusion import FusedHit, Source, representative
+from searcher.ranking.tokens import RequestTexts
 from searcher.text import document_text
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_WORD = re.compile(r"[^\W_]+")
 # A reprint repeats the words of what it copies: at least this share of the shorter text's
 # distinct words (a site's name in the title or a snippet cut shorter barely move it).
 # Distinct pages on one subject come as close in a static embedding and share far fewer:
@@ -35,9 +35,10 @@ def _numbers(text: str) -> frozenset[str]:
     return frozenset(_NUMBER.findall(text))
 
 
-def _may_be_one_page(texts: Sequence[str]) -> Callable[[int, int], bool]:
+def _may_be_one_page(texts: Sequence[str], request: RequestTexts) -> Callable[[int, int], bool]:
     """Whether two close texts (by index) may be one page: the same numbers, and most of
-    the shorter one's words. Each text is read only once it is in a close pair."""
+    the shorter one's words. Each text is read only once it is in a close pair (and then
+    once per request: ``request``)."""
     numbers = functools.cache(lambda i: _numbers(texts[i]))
     bit_of: dict[str, int] = {}
 
@@ -46,7 +47,7 @@ def _may_be_one_page(texts: Sequence[str]) -> Callable[[int, int], bool]:
         # A text's distinct words as the bits of one int: a pair is then compared by one
         # AND, where sets cost a lookup a word (a page of 500 results all close to each
         # other is 125,000 pairs).
-        found = {bit_of.setdefault(w, len(bit_of)) for w in _WORD.findall(texts[i].lower())}
+        found = {bit_of.setdefault(w, len(bit_of)) for w in request.read(texts[i]).distinct_words()}
         return sum(1 << bit for bit in found)
 
     def one_page(i: int, j: int) -> bool:
@@ -63,6 +64,7 @@ async def drop_near_duplicates(
     embedder: Embedder | None,
     threshold: float,
     time_left_s: float | None = None,
+    request: RequestTexts | None = None,
 ) -> tuple[list[FusedHit], list[str]]:
     """Merge each hit whose title + snippet has cosine >= ``threshold`` with a better-ranked
     kept hit (earlier in ``fused``) into the first such one: sources merged, engines
@@ -71,7 +73,8 @@ async def drop_near_duplicates(
 
     Returns ``(kept, notes)``; notes say in words why near-duplicate removal did not run
     (no embedder, or it failed), in which case ``fused`` comes back unchanged. The embedder
-    gets at most ``time_left_s`` (what the request's deadline leaves)."""
+    gets at most ``time_left_s`` (what the request's deadline leaves); ``request`` keeps
+    the texts as they are read, for the stages after this one."""
     kept = list(fused)
     if embedder is None:
         return kept, ["near-duplicate removal off: no embedder (URL dedup only)"]
@@ -94,7 +97,9 @@ async def drop_near_duplicates(
             f"{vectors.shape} for {len(kept)} texts"
         ]
     vectors = normalise_rows(vectors)  # cheap, and cosines stay cosines whatever the embedder
-    keeper = _keeper_of(vectors @ vectors.T, threshold, _may_be_one_page(texts))
+    keeper = _keeper_of(
+        vectors @ vectors.T, threshold, _may_be_one_page(texts, request or RequestTexts(""))
+    )
     return _merge_groups(kept, keeper), []
 
 

@@ -28,14 +28,8 @@ from searcher.backends.base import Hit
 from searcher.config import ScoringSettings
 from searcher.errors import ConfigError
 from searcher.fetch.urls import host_of
-from searcher.text import (
-    COMPOUND_SEPARATOR,
-    UNSPACED_FROM,
-    query_keywords,
-    stem,
-    words,
-    words_stemming_to,
-)
+from searcher.ranking.tokens import KeywordSet, RequestTexts, keyword_set
+from searcher.text import document_text, stem, words, words_stemming_to
 
 # The seed's "base 0.0-0.9": the best fused result gets 0.9, leaving room for the boosts.
 BASE_CEILING = 0.9
@@ -149,38 +143,15 @@ def load_domain_lists(settings: ScoringSettings) -> DomainLists:
 # --- keywords ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _KeywordSet:
-    """Keywords sorted by how they are looked for, prepared once per query."""
-
-    stems: tuple[str, ...]  # plain words: compared by stem
-    phrases: tuple[str, ...]  # " srvo 063 ": compounds, whatever joins their parts
-    substrings: tuple[str, ...]  # unspaced scripts (CJK): no word boundaries to use
-    total: int
-
-
-@functools.lru_cache(maxsize=1024)
-def _keyword_set(keywords: tuple[str, ...]) -> _KeywordSet:
-    stems, phrases, substrings = [], [], []
-    for keyword in keywords:
-        if COMPOUND_SEPARATOR.search(keyword):
-            # "SRVO-063", "srvo 063" and ".../srvo-063-alarm" all contain " srvo 063 ".
-            phrases.append(f" {' '.join(words(keyword))} ")
-        elif any(ord(ch) >= UNSPACED_FROM for ch in keyword):
-            substrings.append(keyword)
-        else:
-            stems.append(keyword)
-    return _KeywordSet(tuple(stems), tuple(phrases), tuple(substrings), len(keywords))
-
-
-# What a result's keyword overlap reads of its title, snippet and URL each: results carry a
-# few hundred characters, and the hybrid stage and a reranker read 2,000 (rerank.py). A
+# What a result's keyword overlap reads of its URL (and of its title and snippet each, for
+# compounds): results carry a few hundred characters; words are read from title + snippet
+# as the hybrid stage and a reranker read them (``document_text``, 2,000 together). A
 # backend sending megabytes made this the slowest step of a search (a 4 MB snippet full of
 # words starting like a query word: 0.4 s).
 MAX_RESULT_FIELD_CHARS = 2000
 
 
-def _overlap(keywords: _KeywordSet, title: str, snippet: str, url: str) -> float:
+def _overlap(keywords: KeywordSet, title: str, snippet: str, url: str) -> float:
     if not keywords.total:
         return 1.0  # nothing to check against (a query of stop words): no evidence either way
     text = f"{title} {snippet} {unquote(url)}".lower()
@@ -188,10 +159,37 @@ def _overlap(keywords: _KeywordSet, title: str, snippet: str, url: str) -> float
     if keywords.stems:
         stems = set(map(stem, words_stemming_to(keywords.stems, text)))
         found += sum(1 for k in keywords.stems if k in stems)
+    return (found + _phrases_found(keywords, text)) / keywords.total
+
+
+def _phrases_found(keywords: KeywordSet, lowered: str) -> int:
+    """How many of the compound and unspaced keywords lower-case ``lowered`` holds."""
+    if not keywords.phrases and not keywords.substrings:
+        return 0
+    padded = f" {' '.join(words(lowered))} "
+    return sum(1 for k in keywords.phrases if k in padded) + sum(
+        1 for k in keywords.substrings if k in padded
+    )
+
+
+def _result_overlap(texts: RequestTexts, hit: Hit) -> float:
+    """``keyword_overlap`` of a search result for ``texts``' query, its title and snippet
+    read as the hybrid stage and near-duplicate removal read them (``document_text``,
+    tokenised once per request), its URL apart."""
+    keywords = texts.keywords
+    if not keywords.total:
+        return 1.0
+    cap = MAX_RESULT_FIELD_CHARS
+    url = unquote(hit.url[:cap]).lower()
+    found = 0
+    if keywords.stems:
+        counts = texts.counts(document_text(hit.title, hit.snippet))
+        in_url: set[str] = set()
+        if any(k not in counts for k in keywords.stems):
+            in_url = set(map(stem, words_stemming_to(keywords.stems, url)))
+        found += sum(1 for k in keywords.stems if k in counts or k in in_url)
     if keywords.phrases or keywords.substrings:
-        padded = f" {' '.join(words(text))} "
-        found += sum(1 for k in keywords.phrases if k in padded)
-        found += sum(1 for k in keywords.substrings if k in padded)
+        found += _phrases_found(keywords, f"{hit.title[:cap]} {hit.snippet[:cap]} {url}".lower())
     return found / keywords.total
 
 
@@ -199,7 +197,7 @@ def keyword_overlap(keywords: Sequence[str], title: str, snippet: str, url: str)
     """Share of ``keywords`` (from ``query_keywords``) found in title + snippet + URL.
 
     Words compare by stem; compounds as phrases. 1.0 when there are no keywords."""
-    return _overlap(_keyword_set(tuple(keywords)), title, snippet, url)
+    return _overlap(keyword_set(tuple(keywords)), title, snippet, url)
 
 
 # --- scoring ----------------------------------------------------------------------------
@@ -243,15 +241,14 @@ def _score_one(
     index: int,
     item: tuple[Hit, float, int],
     best: float,
-    keywords: _KeywordSet,
+    texts: RequestTexts,
     route_group: str,
     lists: DomainLists,
     settings: ScoringSettings,
 ) -> tuple[float, Scored]:
     hit, base, engine_count = item
     tier, category = lists.tier(_host(hit.url))
-    cap = MAX_RESULT_FIELD_CHARS
-    overlap = _overlap(keywords, hit.title[:cap], hit.snippet[:cap], hit.url[:cap])
+    overlap = _result_overlap(texts, hit)
     fusion = BASE_CEILING * _finite_positive(base) / best if best > 0 else 0.0
     premium = settings.premium_boost if tier == "premium" else 0.0
     trusted = settings.trusted_boost if tier == "trusted" else 0.0
@@ -280,17 +277,20 @@ def score_results(
     route_group: str,
     lists: DomainLists,
     settings: ScoringSettings,
+    texts: RequestTexts | None = None,
 ) -> list[Scored]:
     """Score fused results; best first.
 
     ``items`` are ``(hit, fused score, number of distinct engines that returned it)``.
     Sorted by the uncapped total, then input position: the order never contradicts
     ``relevance``, and results that all reach the cap of 1 keep the stronger evidence
-    first instead of tying."""
+    first instead of tying. ``texts`` (for ``query``) holds the results' texts as this
+    request has read them, for the stages after this one too."""
     best = max((_finite_positive(base) for _, base, _ in items), default=0.0)
-    keywords = _keyword_set(tuple(query_keywords(query)))
+    if texts is None or texts.query != query:
+        texts = RequestTexts(query)
     scored = [
-        _score_one(i, item, best, keywords, route_group, lists, settings)
+        _score_one(i, item, best, texts, route_group, lists, settings)
         for i, item in enumerate(items)
     ]
     scored.sort(key=lambda pair: (-pair[0], pair[1].index))

@@ -3,13 +3,10 @@ so that a client can follow them live, drop the connection, and resume after the
 event it saw (``Last-Event-ID``); finished jobs stay readable for ``research.retention_s``.
 
 A job runs in the process that accepted it; its record and every event are also written
-to the state store (the SQLite file, or Redis), so that any worker or replica can show
+to the state store (``research/job_store.py``), so that any worker or replica can show
 its status and stream its events, and a job whose process died (its owner stopped
-renewing its heartbeat) reads as ``failed: interrupted``, with its events so far. A store
-that cannot be reached is no death: nothing is said of other processes' jobs then (the
-store raises), nobody is marked interrupted until this process has seen the store answer
-for longer than ``owner_ttl_s``, and a job that ends meanwhile is written again until the
-store takes it.
+renewing its heartbeat) reads as ``failed: interrupted``, with its events so far. A job
+that ends while the store cannot be reached is written again until the store takes it.
 
 With API keys, a job is its key's: to any other key it does not exist.
 
@@ -29,9 +26,8 @@ import secrets
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from searcher.backends.policy import plan_backends
@@ -45,7 +41,6 @@ from searcher.contract import (
     ResearchResult,
 )
 from searcher.errors import (
-    JobNotFound,
     ResearchFailed,
     SearcherError,
     StateUnavailable,
@@ -53,22 +48,22 @@ from searcher.errors import (
     TooManyJobsForKey,
 )
 from searcher.pipeline.parts import Parts
+from searcher.research.job_store import (
+    EVENTS_OUTLIVE_S,
+    FINISHED,
+    INTERRUPTED,
+    JobStore,
+    Record,
+    now_utc,
+    written,
+)
 from searcher.research.loop import Research
 from searcher.research.presets import Bounded, resolve_within, within_time
-from searcher.state.base import StateStore, get_json, set_json
 from searcher.state.failsoft import FailSoftStore
 
 log = logging.getLogger("searcher.research")
-FINISHED: frozenset[JobStatus] = frozenset({"done", "failed", "cancelled"})
 # Beyond its own deadline a job gets this long to write its report before it is stopped.
 GRACE_S = 5.0
-NAMESPACE = "research:"
-INTERRUPTED = "interrupted: the server running the job stopped"
-EXPIRED = "expired: the job's record is gone from the state store"
-POLL_S = 0.25  # how often a stream of another process's job looks for new events
-# A finished job's events outlive its record by this much: whoever can read the job can
-# stream all of it.
-EVENTS_OUTLIVE_S = 5.0
 # Finished jobs kept in memory (the newest); older ones are read from the state store.
 KEEP_FINISHED = 8
 ENDING: frozenset[EventType] = frozenset({"error", "done"})
@@ -87,29 +82,14 @@ class CancelledElsewhere(SearcherError):
         self.job_id = job_id
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@dataclass(frozen=True)
-class _Record:
-    """A job as the state store holds it: its view, the process running it, and the
-    lifetime of its record and events while it runs."""
-
-    view: ResearchJob
-    owner: str
-    ttl_s: float
-    key: str | None = None  # the API key that started it (its id); None: anonymous
-
-
 @dataclass
 class Job:
     id: str
     request: ResearchRequest
     bounded: Bounded  # its limits, within the server's ceilings
     status: JobStatus = "queued"
-    created_utc: str = field(default_factory=_now)
-    updated_utc: str = field(default_factory=_now)
+    created_utc: str = field(default_factory=now_utc)
+    updated_utc: str = field(default_factory=now_utc)
     events: list[ResearchEvent] = field(default_factory=list)
     progress: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
@@ -160,15 +140,10 @@ class JobBook:
     ) -> None:
         self._parts = parts
         self._settings = settings
-        # Jobs must tell an absent record from a store that cannot be reached (a worker
-        # that read "absent" during an outage marked other workers' jobs interrupted).
-        self._watched = store
-        self._store: StateStore | None = store.strict if store is not None else None
         self._jobs: dict[str, Job] = {}  # running (or about to)
         self._finished: OrderedDict[str, Job] = OrderedDict()  # the newest, oldest first
         self.owner = uuid.uuid4().hex
-        self._heart: asyncio.Task[None] | None = None
-        self._watching_since: float | None = None  # monotonic: when the heartbeat began
+        self._store = JobStore(store, settings, self.owner)
         self._rewrites: dict[str, asyncio.Task[None]] = {}  # finished jobs not yet stored
         self._closing = False
 
@@ -222,10 +197,10 @@ class JobBook:
             secrets.token_urlsafe(12), request, bounded, owner=self.owner, client=client, key=key
         )
         self._jobs[job.id] = job
-        await self._start_heart()
+        await self._store.start_heart()
         # Readable everywhere before its id is handed out (if the store is away, from the
         # job's next event on: it runs here either way).
-        await _written(self._save(job))
+        await written(self._save(job))
         job.task = asyncio.create_task(self._run(job), name=f"research-{job.id}")
         return job
 
@@ -236,18 +211,17 @@ class JobBook:
         job = self._local(job_id, key)
         if job is not None:
             return job.view()
-        await self._start_heart()
-        return (await self._stored(job_id, key)).view
+        await self._store.start_heart()
+        return (await self._store.stored(job_id, key)).view
 
     async def cancel(self, job_id: str, key: str | None = None) -> ResearchJob:
         """Stop a job of ``key`` (a finished one stays as it is). A job of another process
         is asked to stop through the store; it ends ``cancelled`` at its next step."""
         job = self._local(job_id, key)
         if job is None:
-            await self._start_heart()
-            seen = await self._stored(job_id, key)
-            if seen.view.status not in FINISHED and self._store is not None:
-                await self._store.set(self._key("cancel", job_id), b"1", seen.ttl_s)
+            await self._store.start_heart()
+            seen = await self._store.stored(job_id, key)
+            await self._store.ask_cancel(seen)
             return seen.view
         if job.task is not None and not job.task.done():
             job.task.cancel()
@@ -273,8 +247,8 @@ class JobBook:
         ``view``."""
         job = self._local(job_id, key)
         if job is None:
-            await self._start_heart()
-            async for event in self._follow_stored(job_id, after, heartbeat_s, seen, key):
+            await self._store.start_heart()
+            async for event in self._store.follow(job_id, after, heartbeat_s, seen, key):
                 yield event
             return
         sent = min(max(0, after), len(job.events))
@@ -295,7 +269,7 @@ class JobBook:
     async def end_running(self) -> None:
         """Stop every running job: each ends ``failed: interrupted`` with its ``error`` and
         ``done`` events, so that the streams following it end too (the server stops)."""
-        self._closing = True
+        self._closing = self._store.closing = True
         tasks = [j.task for j in self._jobs.values() if j.task is not None]
         for task in tasks:
             task.cancel()
@@ -317,17 +291,9 @@ class JobBook:
                 "%d finished research job(s) never reached the state store: other workers "
                 "will show them as their owner last wrote them", len(rewrites),
             )  # fmt: skip
-        if self._heart is not None:
-            self._heart.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heart
-            if self._store is not None:
-                await _written(self._store.delete(self._key("alive", self.owner)))
+        await self._store.stop_heart()
 
     # --- the store ----------------------------------------------------------------------
-
-    def _key(self, kind: str, *parts: str | int) -> str:
-        return NAMESPACE + ":".join([kind, *(str(p) for p in parts)])
 
     def _local(self, job_id: str, key: str | None) -> Job | None:
         job = self._jobs.get(job_id) or self._finished.get(job_id)
@@ -339,203 +305,9 @@ class JobBook:
         deadline_s = job.bounded.limits.max_total_time_ms / 1000
         return deadline_s + GRACE_S + self._settings.retention_s
 
-    async def _start_heart(self) -> None:
-        """Beat from this process's first look at the store on: the beats tell other
-        processes it is alive, and keep this one watching the store (``_may_interrupt``)."""
-        if self._store is None or self._heart is not None or self._closing:
-            return
-        self._watching_since = time.monotonic()
-        await self._beat()
-        self._heart = asyncio.create_task(self._keep_beating(), name="research-heartbeat")
-
-    async def _beat(self) -> None:
-        if self._store is not None:
-            alive = self._store.set(
-                self._key("alive", self.owner), b"1", self._settings.owner_ttl_s
-            )
-            await _written(alive)
-
-    async def _keep_beating(self) -> None:
-        while True:
-            await asyncio.sleep(self._settings.owner_ttl_s / 3)
-            await self._beat()
-
-    def _may_interrupt(self) -> bool:
-        """Whether an absent heartbeat means a dead owner. Only once this process has seen
-        the store answer for longer than ``owner_ttl_s`` (its own beats, a third of that
-        apart, would have seen an outage long enough to expire a heartbeat): right after an
-        outage a live owner may not have beaten again yet."""
-        if self._watched is None or self._watching_since is None:
-            return False
-        watched_s = time.monotonic() - self._watching_since
-        return min(watched_s, self._watched.up_for()) > self._settings.owner_ttl_s
-
     async def _save(self, job: Job) -> None:
         """The job's record; once it is finished, for ``retention_s`` from now."""
-        if self._store is not None:
-            await self._save_record(_Record(job.view(), job.owner, self._ttl(job), job.key))
-
-    async def _save_record(self, record: _Record) -> None:
-        assert self._store is not None
-        raw = {"owner": record.owner, "key": record.key,
-               "view": record.view.model_dump(mode="json"), "ttl_s": record.ttl_s}  # fmt: skip
-        finished = record.view.status in FINISHED
-        ttl = self._settings.retention_s if finished else record.ttl_s
-        await set_json(self._store, self._key("job", record.view.id), raw, ttl)
-
-    async def _save_event(self, job_id: str, event: ResearchEvent, ttl_s: float) -> None:
-        if self._store is not None:
-            key = self._key("event", job_id, event.id)
-            await set_json(self._store, key, event.model_dump(mode="json"), ttl_s)
-
-    def _finished_event_ttl(self) -> float:
-        return self._settings.retention_s + EVENTS_OUTLIVE_S
-
-    async def _stored_event(self, job_id: str, n: int) -> ResearchEvent | None:
-        """Event ``n`` of a job from the store (None if absent, expired or corrupt)."""
-        raw = await get_json(self._store, self._key("event", job_id, n)) if self._store else None
-        try:
-            return ResearchEvent.model_validate(raw) if raw is not None else None
-        except ValueError:
-            return None
-
-    async def _keep_events(self, job_id: str, count: int) -> int:
-        """Give a finished job's stored events its record's lifetime (plus a little);
-        returns the id of its last stored event, which may be beyond ``count``: the
-        record is saved after the event, and a process can die between the two."""
-        ttl = self._finished_event_ttl()
-        last = 0
-        for n in range(1, count + 1):
-            event = await self._stored_event(job_id, n)
-            if event is not None:
-                await self._save_event(job_id, event, ttl)
-                last = n
-        while (event := await self._stored_event(job_id, max(last, count) + 1)) is not None:
-            await self._save_event(job_id, event, ttl)
-            last = event.id
-        return max(last, count)
-
-    async def _stored(self, job_id: str, key: str | None) -> _Record:
-        """A job of ``key`` from the store; one whose owner stopped beating is
-        ``interrupted`` (``_may_interrupt``). Another key's job is not found, as an unknown
-        one. ``StateUnavailable`` when the store cannot be reached: nothing can be said."""
-        raw = await get_json(self._store, self._key("job", job_id)) if self._store else None
-        if not isinstance(raw, dict) or raw.get("key") != key:
-            raise JobNotFound(job_id)
-        try:
-            view = ResearchJob.model_validate(raw["view"])
-            ttl_s = float(raw.get("ttl_s", self._settings.retention_s))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise JobNotFound(job_id) from exc
-        record = _Record(view, str(raw.get("owner")), ttl_s, key)
-        if view.status in FINISHED or self._store is None:
-            return record
-        if await self._store.get(self._key("alive", record.owner)) is not None:
-            return record
-        if not self._may_interrupt():
-            return record  # as its owner last wrote it: the owner may be about to beat
-        return await self._interrupt(record)
-
-    async def _interrupt(self, record: _Record) -> _Record:
-        """Mark a job whose process died as failed; the first reader to see it writes the
-        last events (a counter decides who, so they are written once)."""
-        assert self._store is not None
-        view = record.view
-        failed = view.model_copy(update={"status": "failed", "error": INTERRUPTED,
-                                         "updated_utc": _now()})  # fmt: skip
-        if await self._store.incr(self._key("interrupt", view.id), 1, record.ttl_s) == 1:
-            last_id = await self._keep_events(view.id, view.events)
-            last: list[tuple[EventType, dict[str, Any]]] = [
-                ("error", {"status": "failed", "message": INTERRUPTED}),
-                ("done", {"status": "failed"}),
-            ]
-            for n, (kind, data) in enumerate(last, start=last_id + 1):
-                event = ResearchEvent(id=n, type=kind, ts=_now(), data=data)
-                await self._save_event(view.id, event, self._finished_event_ttl())
-            failed = failed.model_copy(update={"events": last_id + 2})
-            await self._save_record(_Record(failed, record.owner, record.ttl_s, record.key))
-        else:
-            failed = failed.model_copy(update={"events": view.events + 2})
-        return _Record(failed, record.owner, record.ttl_s, record.key)
-
-    async def _follow_stored(
-        self,
-        job_id: str,
-        after: int,
-        heartbeat_s: float | None,
-        seen: ResearchJob | None,
-        key: str | None,
-    ) -> AsyncIterator[ResearchEvent | None]:
-        """Another process's job: its stored events, polled until its last one. The
-        stream always ends cleanly: events no longer stored are skipped, and the job's
-        ``error`` and ``done`` events rebuilt from its record if they are gone too."""
-        if seen is not None and seen.id == job_id:
-            view = seen
-        else:
-            try:
-                view = (await self._stored(job_id, key)).view
-            except JobNotFound:
-                return  # expired just now: nothing to stream
-        sent, quiet = await self._start_after(job_id, view, after), 0.0
-        while True:
-            # While the store is away nothing is known: the stream waits (keep-alives),
-            # neither ending the job nor skipping its events.
-            away = False
-            try:
-                event = await self._stored_event(job_id, sent + 1)
-            except StateUnavailable:
-                event, away = None, True
-            if event is not None:
-                sent, quiet = event.id, 0.0
-                yield event
-                continue
-            if view.status in FINISHED and not away:
-                async for event in self._rest_of(job_id, view, sent):
-                    yield event
-                return
-            await asyncio.sleep(POLL_S)
-            quiet += POLL_S
-            if heartbeat_s is not None and quiet >= heartbeat_s:
-                quiet = 0.0
-                yield None
-            try:
-                view = (await self._stored(job_id, key)).view
-            except StateUnavailable:
-                continue
-            except JobNotFound:  # its process died and nobody read it for its lifetime
-                gone = view.model_copy(update={"status": "failed", "error": EXPIRED,
-                                               "events": max(view.events, sent) + 2})  # fmt: skip
-                for event in _last_events(gone, sent):
-                    yield event
-                return
-
-    async def _start_after(self, job_id: str, view: ResearchJob, after: int) -> int:
-        """Where a stream of a stored job starts: ``after``, or for a running job, at
-        most its last event so far (so that the stream still ends with its ``done``)."""
-        sent = max(0, after)
-        if view.status in FINISHED or sent <= view.events:
-            return sent
-        last = view.events  # events are saved before the record that counts them
-        with contextlib.suppress(StateUnavailable):  # then from the last one counted
-            while last < sent and await self._stored_event(job_id, last + 1) is not None:
-                last += 1
-        return last
-
-    async def _rest_of(
-        self, job_id: str, view: ResearchJob, sent: int
-    ) -> AsyncIterator[ResearchEvent]:
-        """A finished job's events after ``sent`` once one is missing from the store:
-        those still stored, then its last events rebuilt if they are gone."""
-        for n in range(sent + 1, view.events + 1):
-            try:
-                event = await self._stored_event(job_id, n)
-            except StateUnavailable:  # gone with the store: as if evicted
-                event = None
-            if event is not None:
-                sent = n
-                yield event
-        for event in _last_events(view, sent):
-            yield event
+        await self._store.save_record(Record(job.view(), job.owner, self._ttl(job), job.key))
 
     # --- running ----------------------------------------------------------------------
 
@@ -544,14 +316,14 @@ class JobBook:
     ) -> None:
         """Add an event; with ``final``, the job ends with it (the same step, so nobody
         sees the last event without the final status, or the status without the event)."""
-        if kind not in ENDING and await self._cancelled_elsewhere(job):
+        if kind not in ENDING and await self._store.cancel_asked(job.id):
             raise CancelledElsewhere(job.id)  # before the event: nothing runs after it
         async with job.changed:
             if job.status in FINISHED:  # a step that outlived its job: nothing after done
                 return
-            event = ResearchEvent(id=len(job.events) + 1, type=kind, ts=_now(), data=data)
+            event = ResearchEvent(id=len(job.events) + 1, type=kind, ts=now_utc(), data=data)
             job.events.append(event)
-            job.updated_utc = _now()
+            job.updated_utc = now_utc()
             _progress(job.progress, kind, data)
             if final is not None:
                 job.status = final
@@ -559,25 +331,17 @@ class JobBook:
             job.changed.notify_all()
         # The job goes on without the store: what it missed, its next event's record and
         # its final writes (``_keep_final``) put right.
-        if await _written(self._save_event(job.id, event, self._ttl(job) + EVENTS_OUTLIVE_S)):
-            await _written(self._save(job))
-
-    async def _cancelled_elsewhere(self, job: Job) -> bool:
-        """Whether a DELETE reached another process (it leaves a key in the store)."""
-        if self._store is None:
-            return False
-        try:
-            return bool(await self._store.get(self._key("cancel", job.id)))
-        except StateUnavailable:
-            return False  # asked again at its next event
+        ttl_s = self._ttl(job) + EVENTS_OUTLIVE_S
+        if await written(self._store.save_event(job.id, event, ttl_s)):
+            await written(self._save(job))
 
     async def _set(self, job: Job, status: JobStatus, error: str | None = None) -> None:
         async with job.changed:
-            job.status, job.error, job.updated_utc = status, error, _now()
+            job.status, job.error, job.updated_utc = status, error, now_utc()
             if status in FINISHED:
                 job.finished_at = time.monotonic()
             job.changed.notify_all()
-        await _written(self._save(job))
+        await written(self._save(job))
 
     async def _run(self, job: Job) -> None:
         async def emit(kind: EventType, data: dict[str, Any]) -> None:
@@ -645,7 +409,7 @@ class JobBook:
         record; False if the store did not take them all."""
         try:
             for event in job.events:
-                await self._save_event(job.id, event, self._finished_event_ttl())
+                await self._store.save_event(job.id, event, self._store.finished_event_ttl())
             await self._save(job)
         except StateUnavailable:
             return False
@@ -680,28 +444,3 @@ class JobBook:
         for job_id, job in list(self._finished.items()):
             if job.finished_at is not None and now - job.finished_at > keep:
                 del self._finished[job_id]
-
-
-def _last_events(view: ResearchJob, sent: int) -> list[ResearchEvent]:
-    """A finished job's last events rebuilt from its record (for a stream whose stored
-    events are gone): its ``error`` when it did not succeed, then its ``done``, with the
-    ids they had, those after ``sent``."""
-    last: list[tuple[EventType, dict[str, Any]]] = [("done", {"status": view.status})]
-    if view.status != "done":
-        message = view.error or view.status
-        last.insert(0, ("error", {"status": view.status, "message": message}))
-    first = view.events - len(last) + 1
-    return [
-        ResearchEvent(id=n, type=kind, ts=view.updated_utc, data=data)
-        for n, (kind, data) in enumerate(last, start=first)
-        if n > sent
-    ]
-
-
-async def _written(write: Awaitable[object]) -> bool:
-    """Run a store write whose loss the job survives; False if the store was away."""
-    try:
-        await write
-    except StateUnavailable:
-        return False
-    return True

@@ -58,7 +58,8 @@ from searcher.errors import (
     describe_failures,
 )
 from searcher.fetch.urls import split_host
-from searcher.research.jobs import FINISHED, JobBook
+from searcher.research.job_store import FINISHED
+from searcher.research.jobs import JobBook
 from searcher.research.sources import refit
 from searcher.runtime import open_service
 from searcher.service import SearchService

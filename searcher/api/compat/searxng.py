@@ -17,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
 from searcher.api.compat.common import json_response, runtime_of
+from searcher.api.compat.searxng_format import searxng_envelope
 from searcher.api.observe import client_identity
 from searcher.contract import (
     MAX_QUERY_CHARS,
@@ -172,22 +173,6 @@ def searxng_result(item: Item) -> dict[str, Any]:
     }
 
 
-def _answer(
-    query: str, results: list[dict[str, Any]], unresponsive: list[list[str]]
-) -> dict[str, Any]:
-    return {
-        "query": query,
-        # SearXNG's estimate of all matches; here the count returned. Older clients read it.
-        "number_of_results": len(results),
-        "results": results,
-        "answers": [],
-        "corrections": [],
-        "infoboxes": [],
-        "suggestions": [],
-        "unresponsive_engines": unresponsive,
-    }
-
-
 def searxng_answer(query: str, response: SearchResponse) -> dict[str, Any]:
     """SearXNG's JSON answer for a response; search errors become ``unresponsive_engines``
     as ``[name, reason]`` pairs."""
@@ -197,13 +182,13 @@ def searxng_answer(query: str, response: SearchResponse) -> dict[str, Any]:
         for error in response.meta.errors
         if error.stage == "search" and error.kind != "no_results"  # empty: no engine failed
     ]
-    return _answer(query, results, _once(unresponsive))
+    return searxng_envelope(query, results, _once(unresponsive))
 
 
 def failed_answer(query: str, failures: Sequence[BackendFailure]) -> dict[str, Any]:
     """The answer when every backend failed: like SearXNG when all its engines fail, no
     results and each failure listed as unresponsive (HTTP 200)."""
-    return _answer(query, [], _once([(f.backend, f.reason) for f in failures]))
+    return searxng_envelope(query, [], _once([(f.backend, f.reason) for f in failures]))
 
 
 def _once(pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
