@@ -40,7 +40,8 @@ In another terminal, all offline:
   curl -s {api}/v1/search -H 'content-type: application/json' \\
        -d '{{"query": "okapi bm25", "constraints": {{"search_mode": "full"}}}}'
   {cli} research "how does bm25 rank documents" --config {config}
-  {cli} mcp --config {config}        # MCP on stdio (also at {api}/mcp)
+  .venv/bin/python -m demo.mcp_call "what is bm25" --url {api}/mcp   # an MCP client's tool call
+  {cli} mcp --config {config}        # MCP on stdio, for agents that start their tools
 
 Ctrl-C stops both.
 """

@@ -15,7 +15,7 @@ from hypothesis import settings as hypothesis_settings
 from searcher.api.app import create_app
 from searcher.config import Settings
 from tests.ddgs_fake import FakeDDGS
-from tests.shared_data import AEB, MISSING_PREFIX, REQUIRE_VARIABLE, require_shared, shared_required
+from tests.shared_data import MISSING_PREFIX, REQUIRE_VARIABLE, shared_required
 from tests.testbed import TestbedServer
 from tests.testbed import aeb_ids as _aeb_ids
 from tests.testbed import ground_truth as _ground_truth
@@ -61,8 +61,8 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def testbed() -> Iterator[TestbedServer]:
     """The testbed server on 127.0.0.1 (one per session; see tests/testbed/). It serves
-    the AEB pages, which live in the shared folder."""
-    require_shared(AEB)
+    the AEB pages from the shared folder, or the pages shipped in the repository when
+    those are absent (tests/testbed/shipped_pages.py)."""
     with TestbedServer() as server:
         yield server
 
@@ -76,7 +76,7 @@ def testbed_clean(testbed: TestbedServer) -> TestbedServer:
 
 @pytest.fixture(scope="session")
 def aeb_ids() -> list[str]:
-    """Sorted AEB page ids."""
+    """Sorted testbed page ids (the AEB pages, or the shipped ones without them)."""
     return _aeb_ids()
 
 
@@ -165,8 +165,18 @@ def serve_searcher() -> Iterator[Callable[..., str]]:
 
 @pytest.fixture(scope="session")
 def matching_query(aeb_ids: list[str]) -> str:
-    """A query with several matching testbed pages."""
-    return "Google Stadia Microsoft xCloud Apple Arcade games"
+    """A query with several matching testbed pages (about twenty)."""
+    from tests.testbed.corpus import corpus
+
+    return corpus().matching_query
+
+
+@pytest.fixture(scope="session")
+def broad_query(aeb_ids: list[str]) -> str:
+    """A query that more than twenty testbed pages match (for paging)."""
+    from tests.testbed.corpus import corpus
+
+    return corpus().broad_query
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ stops cleanly on Ctrl-C. Nothing here needs ../shared or the internet."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from demo.__main__ import config_for
 from demo.web import DemoServer, load
@@ -84,3 +86,82 @@ def test_the_demo_stops_cleanly_on_ctrl_c():
         with socket.socket() as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
             probe.bind(("127.0.0.1", freed))
+
+
+@pytest.fixture
+def running_demo(tmp_path):
+    """``python -m demo`` on free loopback ports, run in ``tmp_path`` (its cache and state
+    go there); yields (searcher's base URL, the demo web's base URL)."""
+    port, web_port = free_port(), free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SEARCHER_CONFIG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "demo", "--port", str(port), "--web-port", str(web_port)],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    api, web = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(f"{api}/v1/health") and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)  # polling readiness, bounded by the deadline above
+        assert _answers(f"{api}/v1/health"), "the demo did not start"
+        yield api, web
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate(timeout=20)
+
+
+def test_the_demo_shows_simple_full_research_and_mcp_over_http(running_demo, tmp_path):
+    api, web = running_demo
+    simple = httpx.post(f"{api}/v1/search", json={"query": "why did stadia close"}, timeout=30)
+    assert simple.status_code == 200, simple.text
+    assert simple.json()["items"][0]["url"] == f"{web}/pages/why-stadia-closed"
+
+    body = {"query": "okapi bm25", "constraints": {"search_mode": "full"},
+            "budget": {"max_results": 2}}  # fmt: skip
+    full = httpx.post(f"{api}/v1/search", json=body, timeout=30).json()
+    assert full["meta"]["mode_used"] == "full"
+    assert full["items"][0]["fetch"]["status"] == "fetched"
+    assert "Stephen Robertson" in full["items"][0]["content"]
+
+    question = {"query": "how does bm25 rank documents", "preset": "minimal", "stream": True}
+    with httpx.stream("POST", f"{api}/v1/research", json=question, timeout=120) as response:
+        assert response.status_code == 200
+        job_id = response.headers["x-job-id"]
+        kinds = [line[len("event: ") :] for line in response.iter_lines()
+                 if line.startswith("event: ")]  # fmt: skip
+    assert kinds[0] == "plan" and kinds[-1] == "done"
+    job = httpx.get(f"{api}/v1/research/{job_id}", timeout=30).json()
+    assert job["status"] == "done"
+    evidence = job["result"]["evidence"]
+    assert evidence and all(p["url"].startswith(f"{web}/pages/") for p in evidence)
+
+    # The demo's MCP client (the command its banner prints), against /mcp over HTTP.
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    mcp = subprocess.run(
+        [sys.executable, "-m", "demo.mcp_call", "what is bm25", "--url", f"{api}/mcp"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert mcp.returncode == 0, mcp.stderr[-2000:]
+    lines = mcp.stdout.splitlines()
+    assert lines[0] == f"MCP tools at {api}/mcp: web_search, fetch_page, deep_research"
+    assert lines[1] == "web_search('what is bm25') -> 3 results"
+    assert f"{web}/pages/what-is-bm25" in mcp.stdout
+
+
+def test_the_mcp_call_names_an_endpoint_it_cannot_reach(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    result = subprocess.run(
+        [sys.executable, "-m", "demo.mcp_call", "bm25", "--url", url],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"mcp_call: cannot call {url}: ")
+    assert "Traceback" not in result.stderr and "TaskGroup" not in result.stderr

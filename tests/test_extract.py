@@ -21,6 +21,8 @@ from searcher.fetch.extract import (
     strip_inline_markup,
 )
 from searcher.fetch.extractor import Extractor
+from tests.shared_data import AEB, require_shared
+from tests.testbed.corpus import corpus
 
 # Measured when the gate was set: F1 0.960 (precision 0.941, recall 0.979) over all 121
 # pages; plain-text output scored 0.961. The floor is the design's requirement.
@@ -37,6 +39,7 @@ ARTICLE = (
 
 
 def test_aeb_quality_gate() -> None:
+    require_shared(AEB)
     scores = aggregate(
         score_page(page.truth, extract_main_text(page.html, page.url, "text/html", None))
         for page in load_aeb()
@@ -197,12 +200,17 @@ async def test_the_thread_mode_extracts_one_page_at_a_time_on_one_thread() -> No
     # a stress run here does not reproduce it reliably). So the thread mode must use one
     # thread of its own, never the loop's pool of many, and still give each page the
     # text a lone call gives it.
-    pages = list(load_aeb())[:24]
-    alone = [extract_main_text(p.html, p.url, "text/html", None) for p in pages]
+    # The testbed's pages: the AEB ones when present, else the pages shipped with the tests.
+    testbed_pages = corpus().load()
+    pages = [
+        (testbed_pages.html(pid) or b"", page.url) for pid, page in testbed_pages.pages.items()
+    ]
+    pages = pages[:24]
+    alone = [extract_main_text(html, url, "text/html", None) for html, url in pages]
     extractor = Extractor(in_thread=True)
     try:
         texts = await asyncio.gather(
-            *(extractor.extract(p.html, p.url, "text/html", None) for p in pages)
+            *(extractor.extract(html, url, "text/html", None) for html, url in pages)
         )
         assert texts == alone
         names = [t.name for t in threading.enumerate()]

@@ -30,7 +30,9 @@ from searcher.research.jobs import KEEP_FINISHED, JobBook
 from searcher.research.report import uncited
 from searcher.runtime import open_service
 from searcher.state import open_store
+from tests.shared_data import AEB, require_shared
 from tests.testbed.chat import script
+from tests.testbed.corpus import corpus
 
 QUESTION = "Google Stadia Microsoft xCloud cloud gaming"
 
@@ -115,7 +117,11 @@ def test_a_job_runs_to_an_evidence_report_and_streams_every_event(make_settings,
     assert result["usage"]["tool_calls"] <= 8  # the minimal preset's budget
     assert result["usage"]["pages_read"] <= 5
     assert result["search_trace"] and result["search_trace"][0]["results"] > 0
-    assert result["verification_status"] in {"verified", "partially_verified", "conflicting"}
+    # The AEB pages bear QUESTION out; the shipped pages (no ../shared) may leave it unverified.
+    borne_out = {"verified", "partially_verified", "conflicting"}
+    assert result["verification_status"] in (
+        borne_out if corpus().load().is_aeb else borne_out | {"unverified"}
+    )
     assert any(p["kind"] == "page" for p in evidence)
 
 
@@ -271,6 +277,8 @@ def test_with_a_model_sub_questions_and_a_cited_report(make_settings, serve_sear
 def test_a_report_may_cite_only_the_passages_the_model_was_shown(
     make_settings, serve_searcher, testbed
 ):
+    # Passage [1] of the AEB pages bears out "Stadia closed"; the shipped pages' does not.
+    require_shared(AEB)
     model = script(reply="Stadia closed [1]. It is so [9].")  # no words to check [9] by
     llm = _llm(testbed, research_report=model)
     base = serve_searcher(make_settings(llm=llm))

@@ -1,9 +1,11 @@
 """The one client for any OpenAI-compatible chat-completions endpoint.
 
 Ollama, llama.cpp's server, vLLM, SGLang, text-generation-webui and OpenAI all speak this
-API; the official ``openai`` package talks to every one of them. Its own retries are off:
-every call counts against the request's ``max_tool_calls``, so a retry is a decision the
-pipeline makes, not the transport. Foreign errors become our ``LlmError`` family here.
+API: one POST of JSON to ``{base_url}/chat/completions``, sent with httpx (already ours for
+fetching) rather than the ``openai`` SDK, which added 30 MB to the install for that one
+call (issue 25). No retries: every call counts against the request's ``max_tool_calls``,
+so a retry is a decision the pipeline makes, not the transport. Foreign errors become our
+``LlmError`` family here.
 """
 
 from __future__ import annotations
@@ -12,13 +14,12 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import httpx
 
 from searcher.config import LlmSettings
 from searcher.errors import LlmBadReply, LlmTimeout, LlmUnavailable
-
-if TYPE_CHECKING:  # the SDK takes about a second to import: only when an LLM is configured
-    import openai
 
 Message = dict[str, str]
 
@@ -92,9 +93,9 @@ def without_reasoning(text: str) -> str:
 
 
 def _get(obj: Any, name: str) -> Any:
-    """A field of a reply part, whether the SDK built an object or left a plain dict
-    (it leaves whatever does not fit its types as it came)."""
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    """A field of a reply part if it is a JSON object, else None (a broken server may
+    send anything in any field)."""
+    return obj.get(name) if isinstance(obj, dict) else None
 
 
 def _content_text(content: Any) -> str:
@@ -117,7 +118,7 @@ def _reply_text(reply: Any) -> str:
     if not isinstance(choices, list) or not choices:
         raise LlmBadReply("the reply has no choices")
     message = _get(choices[0], "message")
-    if not isinstance(message, dict) and not hasattr(message, "content"):
+    if not isinstance(message, dict):
         raise LlmBadReply("the reply's first choice has no message")
     text = without_reasoning(_content_text(_get(message, "content")))
     if not text.strip():
@@ -139,13 +140,30 @@ def _token_count(usage: Any, name: str) -> int | None:
     return value
 
 
-def _status_reason(exc: openai.APIStatusError) -> str:
-    body = exc.body
+def _status_reason(response: httpx.Response) -> str:
+    """``HTTP <status>``, with the server's error message when its body carries one."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text.strip() or None
     message = None
     if isinstance(body, dict):
         error = body.get("error", body)
         message = error.get("message") if isinstance(error, dict) else error
-    return f"HTTP {exc.status_code}" + (f": {str(message)[:200]}" if message else "")
+    elif body is not None:
+        message = body
+    return f"HTTP {response.status_code}" + (f": {str(message)[:200]}" if message else "")
+
+
+def _reply_json(response: httpx.Response) -> Any:
+    """The JSON body of a 2xx reply; ``LlmUnavailable`` for an error status,
+    ``LlmBadReply`` for a body that is not JSON."""
+    if response.is_error:
+        raise LlmUnavailable(_status_reason(response))
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise LlmBadReply(f"unreadable reply: {exc}") from exc
 
 
 class LlmClient:
@@ -154,46 +172,42 @@ class LlmClient:
     def __init__(self, settings: LlmSettings) -> None:
         if not settings.configured:
             raise LlmUnavailable("no LLM configured (set llm.base_url and llm.model)")
-        import openai
-
         self.settings = settings
-        self._client = openai.AsyncOpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key or "not-needed",  # local servers take any key
-            max_retries=0,
+        # A trailing slash, so that "chat/completions" joins after the path (…/v1/).
+        base_url = str(settings.base_url).rstrip("/") + "/"
+        self._client = httpx.AsyncClient(
+            base_url=base_url,
+            # Local servers take any key; OpenAI-compatible ones all read this header.
+            headers={"Authorization": f"Bearer {settings.api_key or 'not-needed'}"},
             timeout=settings.timeout_s,
         )
 
     async def complete(self, messages: list[Message], options: CallOptions) -> Completion:
         """One chat completion. The whole call, body included, ends within
         ``options.timeout_s`` (a server trickling its reply cannot hold the request)."""
-        import openai  # imported by __init__ already: a lookup
-
-        extra: dict[str, Any] = {}
+        body: dict[str, Any] = {
+            "model": options.model,
+            "messages": messages,
+            "max_tokens": options.max_tokens,
+            "temperature": options.temperature,
+        }
         fmt = response_format(self.settings.response_format, options)
         if fmt is not None:
-            extra["response_format"] = fmt
+            body["response_format"] = fmt
         started = time.perf_counter()
         try:
             async with asyncio.timeout(options.timeout_s):
-                reply = await self._client.chat.completions.create(
-                    model=options.model,
-                    messages=messages,  # type: ignore[arg-type]
-                    max_tokens=options.max_tokens,
-                    temperature=options.temperature,
-                    timeout=options.timeout_s,
-                    **extra,
+                response = await self._client.post(
+                    "chat/completions", json=body, timeout=options.timeout_s
                 )
-        except (TimeoutError, openai.APITimeoutError) as exc:
+        except (TimeoutError, httpx.TimeoutException) as exc:
             raise LlmTimeout(f"no reply within {options.timeout_s:.2f} s") from exc
-        except openai.APIStatusError as exc:
-            raise LlmUnavailable(_status_reason(exc)) from exc
-        except openai.APIConnectionError as exc:
-            raise LlmUnavailable(f"cannot reach {self.settings.base_url}: {exc}") from exc
-        except (openai.OpenAIError, ValueError) as exc:
-            raise LlmBadReply(f"unreadable reply: {exc}") from exc
+        except httpx.TransportError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise LlmUnavailable(f"cannot reach {self.settings.base_url}: {reason}") from exc
+        reply = _reply_json(response)
         latency_ms = int((time.perf_counter() - started) * 1000)
-        # The SDK does not validate a 200 body: anything may be in any field.
+        # Nothing validates a 200 body: anything may be in any field.
         usage, model = _get(reply, "usage"), _get(reply, "model")
         return Completion(
             text=_reply_text(reply),
@@ -204,4 +218,4 @@ class LlmClient:
         )
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()

@@ -1,7 +1,9 @@
-"""The AEB pages (121 real news/blog pages) and a small in-memory BM25 search over them.
+"""The testbed's pages and a small in-memory BM25 search over them.
 
-Data lives outside the repository, in ``../shared/data/aeb/`` (override the shared folder
-with ``SEARCHER_SHARED_DIR``). Everything is loaded lazily, once per process.
+The pages are the AEB set (121 real news/blog pages) when it is there, in
+``../shared/data/aeb/`` (override the shared folder with ``SEARCHER_SHARED_DIR``), and
+else the pages shipped in the repository (``shipped_pages.py``), so a fresh clone runs the
+tests. Everything is loaded lazily, once per process.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from tests.shared_data import shared_dir
+
+from .shipped_pages import BROAD_QUERY, MATCHING_QUERY, shipped_pages
 
 
 def data_dir() -> Path:
@@ -151,14 +155,35 @@ class Page:
         return f"2024-{month:02d}-{day:02d}T00:00:00"
 
 
+def _read_aeb(root: Path) -> tuple[dict[str, dict[str, str]], dict[str, bytes]]:
+    """``(ground_truth, html)`` of the AEB data in ``root``."""
+    gt_path = root / "ground-truth.json"
+    if not gt_path.is_file():
+        raise FileNotFoundError(
+            f"AEB data not found at {root} (set SEARCHER_SHARED_DIR to the folder "
+            "that holds data/aeb/)"
+        )
+    gt = json.loads(gt_path.read_text(encoding="utf-8"))
+    raw = {pid: gzip.decompress((root / "html" / f"{pid}.html.gz").read_bytes()) for pid in gt}
+    return gt, raw
+
+
 class Corpus:
-    """The AEB pages: ground truth, raw HTML, titles and a BM25 index."""
+    """The testbed's pages: ground truth, raw HTML, titles and a BM25 index. ``root``
+    names an AEB folder that must exist; without it the shared AEB data is used when
+    present, else the shipped pages (``is_aeb`` says which, once loaded)."""
 
     K1 = 1.2
     B = 0.75
+    # Queries the tests use, by page set: one matching a score of pages, one matching most
+    # (more than two result pages of ten).
+    AEB_QUERIES = ("Google Stadia Microsoft xCloud Apple Arcade games", "new york")
+    SHIPPED_QUERIES = (MATCHING_QUERY, BROAD_QUERY)
 
     def __init__(self, root: Path | None = None) -> None:
+        self.explicit = root is not None
         self.root = root or aeb_dir()
+        self.is_aeb = True
         self._lock = threading.Lock()
         self._loaded = False
         self._html: dict[str, bytes] = {}
@@ -171,17 +196,14 @@ class Corpus:
         with self._lock:
             if self._loaded:
                 return self
-            gt_path = self.root / "ground-truth.json"
-            if not gt_path.is_file():
-                raise FileNotFoundError(
-                    f"AEB data not found at {self.root} (set SEARCHER_SHARED_DIR to the folder "
-                    "that holds data/aeb/)"
-                )
-            gt = json.loads(gt_path.read_text(encoding="utf-8"))
+            if self.explicit or (self.root / "ground-truth.json").is_file():
+                gt, self._html = _read_aeb(self.root)
+            else:
+                self.is_aeb = False
+                gt, self._html = shipped_pages()
             pages: dict[str, Page] = {}
             for pid in sorted(gt):
-                raw = gzip.decompress((self.root / "html" / f"{pid}.html.gz").read_bytes())
-                self._html[pid] = raw
+                raw = self._html[pid]
                 body = gt[pid].get("articleBody") or ""
                 pages[pid] = Page(pid, gt[pid].get("url", ""), _title(raw, body), body)
             self.ground_truth: dict[str, dict[str, str]] = gt
@@ -209,6 +231,16 @@ class Corpus:
         }
 
     # ---- access ----------------------------------------------------------------------
+
+    @property
+    def matching_query(self) -> str:
+        """A query that about twenty pages match."""
+        return (self.AEB_QUERIES if self.load().is_aeb else self.SHIPPED_QUERIES)[0]
+
+    @property
+    def broad_query(self) -> str:
+        """A query that more than twenty pages match."""
+        return (self.AEB_QUERIES if self.load().is_aeb else self.SHIPPED_QUERIES)[1]
 
     def html(self, pid: str) -> bytes | None:
         self.load()

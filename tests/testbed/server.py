@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -19,16 +21,60 @@ HOST = "127.0.0.1"
 
 class _Server(uvicorn.Server):
     """uvicorn's server, which first calls ``on_shutdown`` (the testbed uses it to end
-    hanging and slow handlers at once instead of holding up the graceful shutdown)."""
+    hanging and slow handlers at once instead of holding up the graceful shutdown), and
+    stops without uvicorn's fixed waits: its main loop looks at ``should_exit`` every
+    0.1 s and its shutdown sleeps 0.1 s and polls the connections every 0.1 s, about
+    0.15 s per stop in all, and the suite stops a server for hundreds of tests. The same
+    steps run, in the same order; only the waiting is by event and short polls."""
 
     def __init__(self, config: uvicorn.Config, on_shutdown: Any = None) -> None:
         super().__init__(config)
         self.on_shutdown = on_shutdown
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+
+    def request_exit(self) -> None:
+        """Ask the server to stop (from any thread); its main loop wakes at once."""
+        self.should_exit = True
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already closed
+                loop.call_soon_threadsafe(wake.set)
+
+    async def main_loop(self) -> None:
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):  # a tick: on_tick keeps its work
+                await asyncio.wait_for(self._wake.wait(), 0.1)
+            should_exit = await self.on_tick(counter)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.on_shutdown is not None:
             self.on_shutdown()
-        await super().shutdown(sockets=sockets)
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        try:
+            async with asyncio.timeout(self.config.timeout_graceful_shutdown):
+                await self._connections_and_tasks_done()
+        except TimeoutError:
+            for task in self.server_state.tasks:
+                task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+    async def _connections_and_tasks_done(self) -> None:
+        state = self.server_state
+        while (state.connections or state.tasks) and not self.force_exit:
+            await asyncio.sleep(0.005)
+        for server in self.servers:
+            await server.wait_closed()
 
 
 def bind(host: str = HOST, port: int = 0) -> socket.socket:
@@ -116,7 +162,7 @@ class ThreadedServer:
         server, thread = self._server, self._thread
         if server is None or thread is None:
             return
-        server.should_exit = True
+        server.request_exit()
         thread.join(timeout / 2)
         if thread.is_alive():
             server.force_exit = True
