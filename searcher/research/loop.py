@@ -48,6 +48,7 @@ from searcher.pipeline.rank import Ranked, pool_cut, rank_results
 from searcher.pipeline.read import read_urls
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.pipeline.retrieve import retrieve
+from searcher.research.bridge import lower_case_words
 from searcher.research.evidence import (
     EvidencePool,
     Passage,
@@ -69,6 +70,8 @@ from searcher.research.sources import with_sources
 __all__ = ["Emit", "Research"]
 # Below this much time left, another round could not finish: write the report instead.
 MIN_ROUND_S = 0.5
+# The best passages for the question whose names are followed in the next round.
+BRIDGE_PASSAGES = 5
 ESTIMATED_TOKENS = (
     "the LLM server reported no token usage for some calls: usage.llm_tokens counts them "
     "as characters / 4, an estimate"
@@ -267,8 +270,11 @@ class Research:
             found = await llm_questions(self.llm, question, room, asked, self.reserve + 1)
             source = "refined"
         if not found:
-            best = [self.state.pool.passages[s.index] for s in self.state.pool.best(question, 5)]
-            found = bridge_questions(question, best, asked, room)
+            pool = self.state.pool
+            best = [pool.passages[s.index] for s in pool.best(question, BRIDGE_PASSAGES)]
+            titles = {p.title.lower() for p in pool.passages if p.kind == "page"}
+            lower = lower_case_words(pool.passages)
+            found = bridge_questions(question, best, asked, room, titles, lower)
             source = "entities"
         found = [q for q in found if q.question.lower() not in {a.lower() for a in asked}]
         if found:

@@ -1,0 +1,242 @@
+"""Bridge entities: the names a question's first-hop evidence leads to (the actor who
+played the part, the engine fitted to the stage), ranked by what they add, and the
+follow-up queries made from them. No LLM: names are runs of capitalised words or codes in
+the best passages' sentences, kept when they are no site name, no headline word and not
+the question's own words, and ranked by salience (the passage's rank and how much of the
+question the sentence naming them holds) times novelty (how much of the name the question
+and the pages already retrieved do not hold)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from searcher.research.evidence import Passage
+from searcher.text import STOP_WORDS, query_terms, stem, words
+
+# A run of capitalised words (with small joiners inside): a name, a title, a place; or a
+# code such as "RS-25" (it starts with a capital too).
+NAME = re.compile(r"\b(?:[A-Z][\w'’.-]*)(?:\s+(?:of|the|de|von|van|for|and|&)?\s*[A-Z][\w'’.-]*)*")
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?](?=\s|$))?")
+# The parts of a page title: "The Space Review: Seeking a bigger role", "Title – Site".
+_TITLE_PARTS = re.compile(r"\s+[|–—-]\s+|:\s+|\s+::\s+")
+_JOINERS = frozenset({"of", "the", "de", "von", "van", "for", "and", "&"})
+# A name found in a sentence that holds none of the question still counts this much: the
+# first hop's page may name its bridge in a sentence of its own.
+BASE_SALIENCE = 0.25
+# A name whose page is already among the passages adds less than one not retrieved yet.
+RETRIEVED_FACTOR = 0.5
+# A name holding a word the question uses in lower case names what it describes.
+DESCRIBED_FACTOR = 1.5
+# Capitalised words that name nothing on their own: calendar words, and the generic nouns
+# of institutions' names ("the Department of Health, Education, and Welfare").
+_GENERIC_TEXT = """
+    january february march april may june july august september october november
+    december monday tuesday wednesday thursday friday saturday sunday department education
+    welfare health government ministry committee council office university college school
+    church party army navy force company club band album film series season award prize
+    state city county district province river lake island mount north south east west
+    northern southern eastern western central new old great general president king queen
+    prince princess sir lord saint american english british french german
+"""
+_GENERIC = frozenset(_GENERIC_TEXT.split())
+# Question words kept beside the bridge name in its query: the name must stay what the
+# search is about.
+MAX_REST_WORDS = 4
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """A name to follow, its score, and the question's words its sentence lacked."""
+
+    name: str
+    score: float
+    rest: tuple[str, ...]  # question words (as written) the bridge's sentence does not hold
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in words(text) if w not in STOP_WORDS}
+
+
+def lower_case_words(passages: Iterable[Passage]) -> frozenset[str]:
+    """Words the passages write in lower case: a capitalised one of them starts a
+    sentence or a headline ("Earlier", "Seeking"); it names nothing."""
+    found: set[str] = set()
+    for p in passages:
+        found.update(w for w in re.findall(r"\b[a-z][a-z'’-]*\b", p.text))
+    return frozenset(found)
+
+
+def site_names(passage: Passage) -> frozenset[str]:
+    """What names the site rather than the subject: the page title's parts but its
+    longest ("The Space Review" of "The Space Review: Seeking a bigger role…"), and the
+    host's name, letters only."""
+    parts = [p.strip() for p in _TITLE_PARTS.split(passage.title) if p.strip()]
+    names = {p.lower() for p in sorted(parts, key=len)[:-1]}
+    host = (urlsplit(passage.url).hostname or "").removeprefix("www.")
+    label = host.rsplit(".", 1)[0] if "." in host else host
+    if label and not label.replace(".", "").isdigit():
+        names.add(re.sub(r"[^a-z0-9]", "", label.lower()))
+    return frozenset(names)
+
+
+def _trim(name: str, lower: Collection[str]) -> str:
+    """The name without the sentence's or headline's words at its ends ("The", "With",
+    "Earlier"), and without a possessive."""
+    tokens = name.strip(" .'’-").split()
+    while tokens and (tokens[0].lower() in STOP_WORDS or tokens[0].lower() in lower):
+        tokens.pop(0)
+    while tokens and tokens[-1].lower() in _JOINERS:
+        tokens.pop()
+    return " ".join(tokens)
+
+
+def _unpossessed(name: str) -> str:
+    for suffix in ("'s", "’s"):
+        name = name.removesuffix(suffix)
+    return name.strip(" .'’-")
+
+
+def question_names(question: str) -> frozenset[str]:
+    """The words the question capitalises after its first: parts of the names it holds."""
+    return frozenset(w.lower() for w in re.findall(r"[\w'’.-]+", question)[1:] if w[:1].isupper())
+
+
+def _core(name: str, named: frozenset[str]) -> str:
+    """The name without the question's own name words at its ends ("United States Vice
+    President Nelson Rockefeller" -> "Nelson Rockefeller"); "" when both ends are the
+    question's (its subject, under a middle name: "Ralph Franklin Hefferline")."""
+    tokens = name.split()
+    if len(tokens) > 1 and tokens[0].lower() in named and tokens[-1].lower() in named:
+        return ""
+    while len(tokens) > 1 and tokens[0].lower() in named:
+        tokens.pop(0)
+    while len(tokens) > 1 and tokens[-1].lower() in named:
+        tokens.pop()
+    return " ".join(tokens)
+
+
+def _is_site(name: str, sites: frozenset[str]) -> bool:
+    letters = re.sub(r"[^a-z0-9]", "", name.lower())
+    return name.lower() in sites or letters in sites
+
+
+def _novelty(name: str, question: str, retrieved_titles: Collection[str]) -> float:
+    """What following the name adds: the share of its words that are not the question's
+    own names, raised when it names what the question describes in common words ("a civil
+    war" -> "Russian Civil War", "a university" -> "Columbia University"), halved when a
+    page titled by the name is already retrieved."""
+    terms = set(query_terms(name))
+    if not terms:
+        return 0.0
+    named = set(query_terms(" ".join(question_names(question))))
+    asked = set(query_terms(question))
+    share = len(terms - named) / len(terms)
+    if terms & (asked - named):
+        share *= DESCRIBED_FACTOR
+    lowered = name.lower()
+    if any(lowered in title for title in retrieved_titles):
+        share *= RETRIEVED_FACTOR
+    return share
+
+
+def _rest(question: str, context: str) -> tuple[str, ...]:
+    """The question's words (as written, in order) whose stems the context lacks."""
+    have = _stems(context)
+    rest: dict[str, None] = {}
+    for word in re.findall(r"[^\W_]+(?:[-.][^\W_]+)*", question):
+        low = word.lower()
+        if low in STOP_WORDS or len(low) < 2 or stem(low) in have:
+            continue
+        rest.setdefault(word, None)
+    return tuple(rest)
+
+
+@dataclass
+class _Seen:
+    salience: float
+    first: int
+    context: str
+    context_share: float
+
+
+def _name_in(match: str, lower: Collection[str], named: frozenset[str]) -> str:
+    """The name a capitalised run holds, or "" if it names nothing worth a search."""
+    name = _unpossessed(_core(_unpossessed(_trim(match, lower)), named))
+    if len(name) < 2 or name.isdigit() or name.lower() in _GENERIC:
+        return ""
+    return name
+
+
+def _candidates(
+    question: str, passages: Sequence[Passage], lower: Collection[str]
+) -> dict[str, _Seen]:
+    """Every name of the passages with its salience: per passage, its rank's weight times
+    how much of the question its best sentence naming it holds."""
+    asked = set(query_terms(question))
+    named = question_names(question)
+    seen: dict[str, _Seen] = {}
+    order = 0
+    for rank, passage in enumerate(passages):
+        weight = 1.0 / (1 + rank)
+        sites = site_names(passage)
+        title_stems = _stems(passage.title)
+        best_here: dict[str, tuple[float, str]] = {}
+        for sentence in _SENTENCE.findall(passage.text):
+            held = (_stems(sentence) | title_stems) & asked
+            share = len(held) / len(asked) if asked else 0.0
+            for match in NAME.findall(sentence):
+                name = _name_in(match, lower, named)
+                if not name or _is_site(name, sites):
+                    continue
+                if set(query_terms(name)) <= asked:
+                    continue  # the question's own words
+                if share > best_here.get(name, (-1.0, ""))[0]:
+                    best_here[name] = (share, f"{passage.title}\n{sentence}")
+        for name, (share, context) in best_here.items():
+            if name not in seen:
+                seen[name] = _Seen(0.0, order, context, share)
+                order += 1
+            entry = seen[name]
+            entry.salience += weight * (BASE_SALIENCE + share)
+            if share > entry.context_share:
+                entry.context, entry.context_share = context, share
+    return seen
+
+
+def rank_bridges(
+    question: str,
+    passages: Sequence[Passage],
+    retrieved_titles: Collection[str],
+    searched: Sequence[str],
+    n: int,
+    lower: Collection[str] = frozenset(),
+) -> list[Bridge]:
+    """The ``n`` names of ``passages`` (best first) most worth a search of their own,
+    best first: salience × novelty; names already in a ``searched`` query are left out.
+    ``retrieved_titles``: the lower-cased titles of the pages the job holds already;
+    ``lower``: words written in lower case anywhere in the job's passages (with those of
+    ``passages``: a capitalised one of them names nothing). Deterministic: ties go to
+    the name seen first."""
+    done = [s.lower() for s in searched]
+    ranked = []
+    common = frozenset(lower) | lower_case_words(passages)
+    for name, seen in _candidates(question, passages, common).items():
+        if any(name.lower() in query for query in done):
+            continue
+        score = seen.salience * _novelty(name, question, retrieved_titles)
+        if score > 0:
+            ranked.append((score, seen.first, name, seen.context))
+    ranked.sort(key=lambda r: (-r[0], r[1]))
+    return [
+        Bridge(name, round(score, 4), _rest(question, context))
+        for score, _, name, context in ranked[:n]
+    ]
+
+
+def bridge_query(bridge: Bridge) -> str:
+    """The search that follows ``bridge``: its name with the question's words its
+    sentence did not hold (the next hop's half of the question)."""
+    return " ".join([bridge.name, *bridge.rest[:MAX_REST_WORDS]])
