@@ -23,6 +23,8 @@ _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?](?=\s|$))?")
 # The parts of a page title: "The Space Review: Seeking a bigger role", "Title – Site".
 _TITLE_PARTS = re.compile(r"\s+[|–—-]\s+|:\s+|\s+::\s+")
 _JOINERS = frozenset({"of", "the", "de", "von", "van", "for", "and", "&"})
+# A name this long (letters) is a site's when the site's name holds it.
+SITE_PART_MIN = 5
 # A name found in a sentence that holds none of the question still counts this much: the
 # first hop's page may name its bridge in a sentence of its own.
 BASE_SALIENCE = 0.25
@@ -70,16 +72,20 @@ def lower_case_words(passages: Iterable[Passage]) -> frozenset[str]:
 
 
 def site_names(passage: Passage) -> frozenset[str]:
-    """What names the site rather than the subject: the page title's parts but its
-    longest ("The Space Review" of "The Space Review: Seeking a bigger role…"), and the
-    host's name, letters only."""
+    """What names the site rather than the subject, letters only: the page title's parts
+    but its longest ("The Space Review" of "The Space Review: Seeking a bigger role…"),
+    and the host's name."""
     parts = [p.strip() for p in _TITLE_PARTS.split(passage.title) if p.strip()]
-    names = {p.lower() for p in sorted(parts, key=len)[:-1]}
+    names = {_letters(p) for p in sorted(parts, key=len)[:-1]}
     host = (urlsplit(passage.url).hostname or "").removeprefix("www.")
     label = host.rsplit(".", 1)[0] if "." in host else host
     if label and not label.replace(".", "").isdigit():
-        names.add(re.sub(r"[^a-z0-9]", "", label.lower()))
-    return frozenset(names)
+        names.add(_letters(label))
+    return frozenset(names - {""})
+
+
+def _letters(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
 def _trim(name: str, lower: Collection[str]) -> str:
@@ -119,8 +125,11 @@ def _core(name: str, named: frozenset[str]) -> str:
 
 
 def _is_site(name: str, sites: frozenset[str]) -> bool:
-    letters = re.sub(r"[^a-z0-9]", "", name.lower())
-    return name.lower() in sites or letters in sites
+    # "Space Review" is the site "The Space Review", and of thespacereview.com.
+    letters = _letters(name)
+    if len(letters) < SITE_PART_MIN:
+        return letters in sites
+    return any(letters in site for site in sites)
 
 
 def _novelty(name: str, question: str, retrieved_titles: Collection[str]) -> float:
@@ -187,10 +196,13 @@ def _candidates(
         for sentence in _SENTENCE.findall(passage.text):
             held = (_stems(sentence) | title_stems) & asked
             share = len(held) / len(asked) if asked else 0.0
-            for match in NAME.findall(sentence):
-                name = _name_in(match, lower, named)
+            opening = len(sentence) - len(sentence.lstrip(" \"'“‘("))
+            for found in NAME.finditer(sentence):
+                name = _name_in(found.group(), lower, named)
                 if not name or _is_site(name, sites):
                     continue
+                if found.start() == opening and " " not in name:
+                    continue  # "Workers completed…": a capital a sentence gives any word
                 if set(query_terms(name)) <= asked:
                     continue  # the question's own words
                 if share > best_here.get(name, (-1.0, ""))[0]:

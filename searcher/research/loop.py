@@ -48,6 +48,7 @@ from searcher.pipeline.rank import Ranked, pool_cut, rank_results
 from searcher.pipeline.read import read_urls
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.pipeline.retrieve import retrieve
+from searcher.research.answering import answer_support
 from searcher.research.bridge import lower_case_words
 from searcher.research.evidence import (
     EvidencePool,
@@ -489,8 +490,9 @@ class Research:
     ) -> ResearchResult:
         """The job's result as the caller wants it (``want``)."""
         want = self.request.want
-        sections = chosen.sections
-        confidence = sum(s.covered for s in sections) / len(sections) if sections else 0.0
+        # How well the best sentence answers the question, not how many sub-questions
+        # matched all their words: a bridge query rarely does.
+        confidence = answer_support(question, chosen.passages)
         confidence *= 0.5 if conflicts else 1.0
         if written.method == "llm" and written.claims:
             confidence *= written.supported / written.claims
