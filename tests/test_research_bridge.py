@@ -71,7 +71,7 @@ def test_site_names_headline_words_and_the_questions_own_names_are_no_bridges():
             "The Space Review covered it in November.",
         )
     ]
-    bridges = rank_bridges(SLS, passages, set(), [SLS], 5)
+    bridges = rank_bridges(SLS, passages, [SLS], 5)
     names = [b.name for b in bridges]
     assert names[0] == "RS-25"
     assert not {"The Space Review", "Space Review", "Seeking", "Earlier", "SLS", "November"} & set(
@@ -93,7 +93,7 @@ def test_a_name_that_extends_the_questions_own_words_keeps_only_what_is_new():
             "http://127.0.0.1/hotpotqa/page/1",
         )
     ]
-    names = [b.name for b in rank_bridges(question, passages, set(), [question], 3)]
+    names = [b.name for b in rank_bridges(question, passages, [question], 3)]
     assert names[0] == "Nelson Rockefeller"
 
 
@@ -107,7 +107,7 @@ def test_a_name_for_what_the_question_describes_outranks_a_bare_adjective():
             "http://127.0.0.1/hotpotqa/page/2",
         )
     ]
-    names = [b.name for b in rank_bridges(question, passages, set(), [question], 3)]
+    names = [b.name for b in rank_bridges(question, passages, [question], 3)]
     assert names[0] == "Russian Civil War"
 
 

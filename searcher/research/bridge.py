@@ -2,9 +2,12 @@
 played the part, the engine fitted to the stage), ranked by what they add, and the
 follow-up queries made from them. No LLM: names are runs of capitalised words or codes in
 the best passages' sentences, kept when they are no site name, no headline word and not
-the question's own words, and ranked by salience (the passage's rank and how much of the
-question the sentence naming them holds) times novelty (how much of the name the question
-and the pages already retrieved do not hold)."""
+the question's own words, and ranked by salience (the page's rank, how much of the question
+the sentence naming them holds, a question word beside them) times novelty (how much of
+the name is not the question's own names). What is already searched is not followed
+again. A page already held is not held against its name: searching it with the rest of
+the question is what finds the second page of a question about two (tried on the dev half
+of bench/research_recall.py: halving such names' score, 0.889; not, 0.933)."""
 
 from __future__ import annotations
 
@@ -28,8 +31,8 @@ SITE_PART_MIN = 5
 # A name found in a sentence that holds none of the question still counts this much: the
 # first hop's page may name its bridge in a sentence of its own.
 BASE_SALIENCE = 0.25
-# A name whose page is already among the passages adds less than one not retrieved yet.
-RETRIEVED_FACTOR = 0.5
+# A name with a question word right beside it is what the question's relation leads to.
+BESIDE_BONUS = 0.5
 # A name holding a word the question uses in lower case names what it describes.
 DESCRIBED_FACTOR = 1.5
 # Capitalised words that name nothing on their own: calendar words, and the generic nouns
@@ -132,11 +135,10 @@ def _is_site(name: str, sites: frozenset[str]) -> bool:
     return any(letters in site for site in sites)
 
 
-def _novelty(name: str, question: str, retrieved_titles: Collection[str]) -> float:
+def _novelty(name: str, question: str) -> float:
     """What following the name adds: the share of its words that are not the question's
     own names, raised when it names what the question describes in common words ("a civil
-    war" -> "Russian Civil War", "a university" -> "Columbia University"), halved when a
-    page titled by the name is already retrieved."""
+    war" -> "Russian Civil War", "a university" -> "Columbia University")."""
     terms = set(query_terms(name))
     if not terms:
         return 0.0
@@ -145,9 +147,6 @@ def _novelty(name: str, question: str, retrieved_titles: Collection[str]) -> flo
     share = len(terms - named) / len(terms)
     if terms & (asked - named):
         share *= DESCRIBED_FACTOR
-    lowered = name.lower()
-    if any(lowered in title for title in retrieved_titles):
-        share *= RETRIEVED_FACTOR
     return share
 
 
@@ -179,56 +178,76 @@ def _name_in(match: str, lower: Collection[str], named: frozenset[str]) -> str:
     return name
 
 
+def _beside(sentence: str, found: re.Match[str], asked: set[str]) -> bool:
+    """Whether a question word stands right beside the name (two words either side, stop
+    words aside) or in it: "illustrated by Masakazu Katsura", "the four RS-25 engines" —
+    the relation the question asks through."""
+    before = [w for w in words(sentence[: found.start()]) if w not in STOP_WORDS][-2:]
+    after = [w for w in words(sentence[found.end() :]) if w not in STOP_WORDS][:2]
+    # A word of the name itself counts too: "Russian Civil War" for "a civil war".
+    return any(stem(w) in asked for w in before + words(found.group()) + after)
+
+
+def _in_sentences(
+    passage: Passage, asked: set[str], named: frozenset[str], lower: Collection[str]
+) -> dict[str, tuple[float, str]]:
+    """The names of one passage, each with its best gain (the share of the question its
+    sentence holds, more with a question word beside it) and that sentence."""
+    sites = site_names(passage)
+    title_stems = _stems(passage.title)
+    best: dict[str, tuple[float, str]] = {}
+    for sentence in _SENTENCE.findall(passage.text):
+        held = (_stems(sentence) | title_stems) & asked
+        share = len(held) / len(asked) if asked else 0.0
+        opening = len(sentence) - len(sentence.lstrip(" \"'“‘("))
+        for found in NAME.finditer(sentence):
+            name = _name_in(found.group(), lower, named)
+            if not name or _is_site(name, sites) or sentence[found.end() :].startswith(":"):
+                continue  # "Hepburn: …", "Russian: …" label a spelling
+            if found.start() == opening and " " not in name:
+                continue  # "Workers completed…": a capital a sentence gives any word
+            if set(query_terms(name)) <= asked:
+                continue  # the question's own words
+            gain = share + (BESIDE_BONUS if _beside(sentence, found, asked) else 0.0)
+            if gain > best.get(name, (-1.0, ""))[0]:
+                best[name] = (gain, f"{passage.title}\n{sentence}")
+    return best
+
+
 def _candidates(
     question: str, passages: Sequence[Passage], lower: Collection[str]
 ) -> dict[str, _Seen]:
-    """Every name of the passages with its salience: per passage, its rank's weight times
-    how much of the question its best sentence naming it holds."""
+    """Every name of the passages with its salience: per page (its snippet and its
+    passages count once), its best rank's weight times the best gain of its sentences
+    naming it."""
     asked = set(query_terms(question))
     named = question_names(question)
-    seen: dict[str, _Seen] = {}
-    order = 0
+    by_page: dict[str, tuple[int, dict[str, tuple[float, str]]]] = {}
     for rank, passage in enumerate(passages):
+        _, names = by_page.setdefault(passage.url, (rank, {}))
+        for name, (gain, context) in _in_sentences(passage, asked, named, lower).items():
+            if gain > names.get(name, (-1.0, ""))[0]:
+                names[name] = (gain, context)
+    seen: dict[str, _Seen] = {}
+    for rank, names in by_page.values():
         weight = 1.0 / (1 + rank)
-        sites = site_names(passage)
-        title_stems = _stems(passage.title)
-        best_here: dict[str, tuple[float, str]] = {}
-        for sentence in _SENTENCE.findall(passage.text):
-            held = (_stems(sentence) | title_stems) & asked
-            share = len(held) / len(asked) if asked else 0.0
-            opening = len(sentence) - len(sentence.lstrip(" \"'“‘("))
-            for found in NAME.finditer(sentence):
-                name = _name_in(found.group(), lower, named)
-                if not name or _is_site(name, sites):
-                    continue
-                if found.start() == opening and " " not in name:
-                    continue  # "Workers completed…": a capital a sentence gives any word
-                if set(query_terms(name)) <= asked:
-                    continue  # the question's own words
-                if share > best_here.get(name, (-1.0, ""))[0]:
-                    best_here[name] = (share, f"{passage.title}\n{sentence}")
-        for name, (share, context) in best_here.items():
-            if name not in seen:
-                seen[name] = _Seen(0.0, order, context, share)
-                order += 1
-            entry = seen[name]
-            entry.salience += weight * (BASE_SALIENCE + share)
-            if share > entry.context_share:
-                entry.context, entry.context_share = context, share
+        for name, (gain, context) in names.items():
+            entry = seen.setdefault(name, _Seen(0.0, len(seen), context, gain))
+            entry.salience += weight * (BASE_SALIENCE + gain)
+            if gain > entry.context_share:
+                entry.context, entry.context_share = context, gain
     return seen
 
 
 def rank_bridges(
     question: str,
     passages: Sequence[Passage],
-    retrieved_titles: Collection[str],
     searched: Sequence[str],
     n: int,
     lower: Collection[str] = frozenset(),
 ) -> list[Bridge]:
     """The ``n`` names of ``passages`` (best first) most worth a search of their own,
     best first: salience × novelty; names already in a ``searched`` query are left out.
-    ``retrieved_titles``: the lower-cased titles of the pages the job holds already;
     ``lower``: words written in lower case anywhere in the job's passages (with those of
     ``passages``: a capitalised one of them names nothing). Deterministic: ties go to
     the name seen first."""
@@ -238,7 +257,7 @@ def rank_bridges(
     for name, seen in _candidates(question, passages, common).items():
         if any(name.lower() in query for query in done):
             continue
-        score = seen.salience * _novelty(name, question, retrieved_titles)
+        score = seen.salience * _novelty(name, question)
         if score > 0:
             ranked.append((score, seen.first, name, seen.context))
     ranked.sort(key=lambda r: (-r[0], r[1]))

@@ -273,9 +273,8 @@ class Research:
         if not found:
             pool = self.state.pool
             best = [pool.passages[s.index] for s in pool.best(question, BRIDGE_PASSAGES)]
-            titles = {p.title.lower() for p in pool.passages if p.kind == "page"}
             lower = lower_case_words(pool.passages)
-            found = bridge_questions(question, best, asked, room, titles, lower)
+            found = bridge_questions(question, best, asked, room, lower)
             source = "entities"
         found = [q for q in found if q.question.lower() not in {a.lower() for a in asked}]
         if found:
@@ -309,7 +308,10 @@ class Research:
             budget=Budget(max_results=self.limits.results_per_search),
         )
 
-    async def search_one(self, round_no: int, sub: SubQ) -> list[Ranked]:
+    async def search_one(self, round_no: int, sub: SubQ, done_before: asyncio.Event) -> None:
+        """One sub-question's search; its results are noted once the searches before it
+        in the round are (``done_before``), so the pages to read are the same whichever
+        search answers first."""
         request = self.search_request(sub.question)
         budget = effective_budget(request.budget, self.parts.settings.budget)
         ctx = self.ctx.derived(request, budget)
@@ -324,17 +326,18 @@ class Research:
                 round=round_no, sub_question=sub.question, query=sub.question,
                 results=0, new_urls=0, error=reason,
             )  # fmt: skip
+            await done_before.wait()
             await ctx.event("search", _search_event(failed), failed)
-            return []
+            return
         if cut := pool_cut(ranking):
             ctx.error("rank", "fusion", cut)
         ranked = ranking.results
+        await done_before.wait()
         done = TraceEntry(
             round=round_no, sub_question=sub.question, query=sub.question,
             results=len(ranked), new_urls=self.note_results(ranked),
         )  # fmt: skip
         await ctx.event("search", _search_event(done), done)
-        return ranked
 
     def note_results(self, ranked: Sequence[Ranked]) -> int:
         """Take the results' snippets as evidence and their pages as candidates to read;
@@ -362,8 +365,23 @@ class Research:
         subs = list(subs)[:allowed]
         self.state.asked += subs
         before = len(self.state.pool.passages)
-        await _all_or_none([self.search_one(round_no, s) for s in subs])
+        # Each search waits for the one before it to note its results (a chain of events).
+        turns = [asyncio.Event() for _ in range(len(subs) + 1)]
+        turns[0].set()
+        await _all_or_none(
+            [
+                self._in_turn(self.search_one(round_no, s, turns[i]), turns[i + 1])
+                for i, s in enumerate(subs)
+            ]
+        )
         return len(self.state.pool.passages) - before
+
+    @staticmethod
+    async def _in_turn(step: Coroutine[Any, Any, None], finished: asyncio.Event) -> None:
+        try:
+            await step
+        finally:
+            finished.set()
 
     async def read_round(self, round_no: int) -> int:
         """Read this round's share of the page budget, best-placed results first; returns

@@ -75,19 +75,18 @@ def bridge_questions(
     passages: Sequence[Passage],
     asked: Sequence[str],
     n: int,
-    retrieved_titles: Collection[str] = (),
     lower: Collection[str] = frozenset(),
 ) -> list[SubQ]:
     """Follow-up questions through the bridge entities of ``passages`` (the best first
     hop's passages, best first), most telling first: each entity with the question's
     words its sentence lacks. ``asked``: the queries searched so far (an entity in one is
-    not followed again); ``retrieved_titles``: the lower-cased titles of pages held;
-    ``lower``: the words the job's passages write in lower case (see ``rank_bridges``)."""
+    not followed again); ``lower``: the words the job's passages write in lower case
+    (see ``rank_bridges``)."""
     if n <= 0 or not passages:
         return []
     done = {a.lower() for a in asked}
     found = []
-    for bridge in rank_bridges(question, passages, retrieved_titles, asked, n * 3, lower):
+    for bridge in rank_bridges(question, passages, asked, n * 3, lower):
         text = _clean(bridge_query(bridge))
         if text.lower() not in done:
             done.add(text.lower())
