@@ -22,6 +22,8 @@ from searcher.text import STOP_WORDS, query_terms, stem, words
 # A run of capitalised words (with small joiners inside): a name, a title, a place; or a
 # code such as "RS-25" (it starts with a capital too).
 NAME = re.compile(r"\b(?:[A-Z][\w'’.-]*)(?:\s+(?:of|the|de|von|van|for|and|&)?\s*[A-Z][\w'’.-]*)*")
+# A name with the number that belongs to it: "Indianapolis 500", "Apollo 11", "Boeing 747".
+_NUMBERED_NAME = re.compile(rf"(?:{NAME.pattern})(?:\s+\d+\b(?![.,:/-]\d))?")
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?](?=\s|$))?")
 # The parts of a page title: "The Space Review: Seeking a bigger role", "Title – Site".
 _TITLE_PARTS = re.compile(r"\s+[|–—-]\s+|:\s+|\s+::\s+")
@@ -175,6 +177,8 @@ def _name_in(match: str, lower: Collection[str], named: frozenset[str]) -> str:
     name = _unpossessed(_core(_unpossessed(_trim(match, lower)), named))
     if len(name) < 2 or name.isdigit() or name.lower() in _GENERIC:
         return ""
+    if name.split()[0].lower() in _GENERIC and name.split()[-1].isdigit():
+        return ""  # "November 1917", "Season 3": a date or an episode, not a name
     return name
 
 
@@ -200,7 +204,7 @@ def _in_sentences(
         held = (_stems(sentence) | title_stems) & asked
         share = len(held) / len(asked) if asked else 0.0
         opening = len(sentence) - len(sentence.lstrip(" \"'“‘("))
-        for found in NAME.finditer(sentence):
+        for found in _NUMBERED_NAME.finditer(sentence):
             name = _name_in(found.group(), lower, named)
             if not name or _is_site(name, sites) or sentence[found.end() :].startswith(":"):
                 continue  # "Hepburn: …", "Russian: …" label a spelling
