@@ -6,11 +6,13 @@ the question's own words, and ranked by salience (the page's rank, how much of t
 the sentence naming them holds, a question word beside them) times novelty (how much of
 the name is not the question's own names). What is already searched is not followed
 again. A page already held is not held against its name: searching it with the rest of
-the question is what finds the second page of a question about two (tried on the dev half
-of bench/research_recall.py: halving such names' score, 0.889; not, 0.933)."""
+the question is what finds the second page of a question about two (the dev half of
+bench/research_recall.py, balanced, when it was tried: 0.889 halving such names' score,
+0.933 not)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from searcher.text import STOP_WORDS, query_terms, stem, words
 NAME = re.compile(r"\b(?:[A-Z][\w'’.-]*)(?:\s+(?:of|the|de|von|van|for|and|&)?\s*[A-Z][\w'’.-]*)*")
 # A name with the number that belongs to it: "Indianapolis 500", "Apollo 11", "Boeing 747".
 _NUMBERED_NAME = re.compile(rf"(?:{NAME.pattern})(?:\s+\d+\b(?![.,:/-]\d))?")
+_LOWER_WORD = re.compile(r"\b[a-z][a-z'’-]*\b")
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?](?=\s|$))?")
 # The parts of a page title: "The Space Review: Seeking a bigger role", "Title – Site".
 _TITLE_PARTS = re.compile(r"\s+[|–—-]\s+|:\s+|\s+::\s+")
@@ -72,8 +75,14 @@ def lower_case_words(passages: Iterable[Passage]) -> frozenset[str]:
     sentence or a headline ("Earlier", "Seeking"); it names nothing."""
     found: set[str] = set()
     for p in passages:
-        found.update(w for w in re.findall(r"\b[a-z][a-z'’-]*\b", p.text))
+        found |= _lower_case_words_of(p.text)
     return frozenset(found)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lower_case_words_of(text: str) -> frozenset[str]:
+    # Cached: a job asks again each round, for the passages it already had.
+    return frozenset(_LOWER_WORD.findall(text))
 
 
 def site_names(passage: Passage) -> frozenset[str]:
@@ -110,6 +119,7 @@ def _unpossessed(name: str) -> str:
     return name.strip(" .'’-")
 
 
+@functools.lru_cache(maxsize=256)
 def question_names(question: str) -> frozenset[str]:
     """The words the question capitalises after its first: parts of the names it holds."""
     return frozenset(w.lower() for w in re.findall(r"[\w'’.-]+", question)[1:] if w[:1].isupper())
@@ -169,7 +179,7 @@ class _Seen:
     salience: float
     first: int
     context: str
-    context_share: float
+    gain: float
 
 
 def _name_in(match: str, lower: Collection[str], named: frozenset[str]) -> str:
@@ -238,8 +248,8 @@ def _candidates(
         for name, (gain, context) in names.items():
             entry = seen.setdefault(name, _Seen(0.0, len(seen), context, gain))
             entry.salience += weight * (BASE_SALIENCE + gain)
-            if gain > entry.context_share:
-                entry.context, entry.context_share = context, gain
+            if gain > entry.gain:
+                entry.context, entry.gain = context, gain
     return seen
 
 
