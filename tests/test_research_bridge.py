@@ -126,3 +126,18 @@ def test_answer_support_needs_the_questions_terms_and_a_candidate_together():
     # The terms without a name the question lacks: no answer.
     no_name = _page("SLS", "The rocket engines were installed in the SLS core stage.")
     assert answer_support(SLS, [no_name]) == 0.0
+
+
+def test_a_name_beside_the_questions_relation_outranks_one_listed_beside_its_names():
+    question = "The football manager who recruited David Beckham managed which club?"
+    passages = [
+        _page(
+            "The Class of '92",
+            "The film follows the young footballers David Beckham, Nicky Butt and Ryan Giggs. "
+            "They were recruited by the manager Alex Ferguson, a Scottish coach.",
+            "http://127.0.0.1/hotpotqa/page/3",
+        )
+    ]
+    names = [b.name for b in rank_bridges(question, passages, [question], 4)]
+    assert names[0] == "Alex Ferguson"
+    assert "Scottish" not in names  # what a name is, not one

@@ -52,6 +52,7 @@ _GENERIC_TEXT = """
     prince princess sir lord saint american english british french german
 """
 _GENERIC = frozenset(_GENERIC_TEXT.split())
+_DEMONYM_ENDINGS = ("ish", "ese", "ian")
 # Question words kept beside the bridge name in its query: the name must stay what the
 # search is about.
 MAX_REST_WORDS = 4
@@ -187,6 +188,8 @@ def _name_in(match: str, lower: Collection[str], named: frozenset[str]) -> str:
     name = _unpossessed(_core(_unpossessed(_trim(match, lower)), named))
     if len(name) < 2 or name.isdigit() or name.lower() in _GENERIC:
         return ""
+    if " " not in name and name.endswith(_DEMONYM_ENDINGS):
+        return ""  # "Scottish", "Japanese", "Italian": what a name is, not one
     if name.split()[0].lower() in _GENERIC and name.split()[-1].isdigit():
         return ""  # "November 1917", "Season 3": a date or an episode, not a name
     return name
@@ -209,6 +212,9 @@ def _in_sentences(
     sentence holds, more with a question word beside it) and that sentence."""
     sites = site_names(passage)
     title_stems = _stems(passage.title)
+    # The words the question relates through ("recruited", "engines"), not its names: a
+    # name listed beside "Beckham" is a teammate, not the manager who recruited him.
+    relation = asked - set(query_terms(" ".join(named)))
     best: dict[str, tuple[float, str]] = {}
     for sentence in _SENTENCE.findall(passage.text):
         held = (_stems(sentence) | title_stems) & asked
@@ -222,7 +228,7 @@ def _in_sentences(
                 continue  # "Workers completed…": a capital a sentence gives any word
             if set(query_terms(name)) <= asked:
                 continue  # the question's own words
-            gain = share + (BESIDE_BONUS if _beside(sentence, found, asked) else 0.0)
+            gain = share + (BESIDE_BONUS if _beside(sentence, found, relation) else 0.0)
             if gain > best.get(name, (-1.0, ""))[0]:
                 best[name] = (gain, f"{passage.title}\n{sentence}")
     return best
