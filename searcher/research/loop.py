@@ -20,7 +20,7 @@ import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 from searcher.config import LlmStep
 from searcher.contract import (
@@ -69,6 +69,7 @@ from searcher.research.report import Section, evidence_report, llm_report, verif
 from searcher.research.sources import with_sources
 
 __all__ = ["Emit", "Research"]
+_T = TypeVar("_T")
 # Below this much time left, another round could not finish: write the report instead.
 MIN_ROUND_S = 0.5
 # The best passages for the question whose names are followed in the next round.
@@ -83,7 +84,9 @@ ESTIMATED_TOKENS = (
 class _Candidate:
     title: str
     position: int  # best (lowest) 0-based position in any sub-question's results
-    order: int  # first seen: breaks ties deterministically
+    # (round, sub-question's place in it) of the first search that found it: breaks ties
+    # the same way whichever search answers first.
+    order: tuple[int, int]
 
 
 @dataclass
@@ -308,10 +311,9 @@ class Research:
             budget=Budget(max_results=self.limits.results_per_search),
         )
 
-    async def search_one(self, round_no: int, sub: SubQ, done_before: asyncio.Event) -> None:
-        """One sub-question's search; its results are noted once the searches before it
-        in the round are (``done_before``), so the pages to read are the same whichever
-        search answers first."""
+    async def search_one(self, round_no: int, place: int, sub: SubQ) -> list[Ranked]:
+        """One sub-question's search (``place``: its place in the round): its pages are
+        noted as candidates to read at once, and its results returned."""
         request = self.search_request(sub.question)
         budget = effective_budget(request.budget, self.parts.settings.budget)
         ctx = self.ctx.derived(request, budget)
@@ -326,37 +328,40 @@ class Research:
                 round=round_no, sub_question=sub.question, query=sub.question,
                 results=0, new_urls=0, error=reason,
             )  # fmt: skip
-            await done_before.wait()
             await ctx.event("search", _search_event(failed), failed)
-            return
+            return []
         if cut := pool_cut(ranking):
             ctx.error("rank", "fusion", cut)
         ranked = ranking.results
-        await done_before.wait()
         done = TraceEntry(
             round=round_no, sub_question=sub.question, query=sub.question,
-            results=len(ranked), new_urls=self.note_results(ranked),
+            results=len(ranked), new_urls=self.note_pages(ranked, (round_no, place)),
         )  # fmt: skip
         await ctx.event("search", _search_event(done), done)
+        return ranked
 
-    def note_results(self, ranked: Sequence[Ranked]) -> int:
-        """Take the results' snippets as evidence and their pages as candidates to read;
-        returns how many pages are new."""
+    def note_pages(self, ranked: Sequence[Ranked], order: tuple[int, int]) -> int:
+        """Take the results' pages as candidates to read; returns how many are new."""
         new_urls = 0
         for position, result in enumerate(ranked):
             hit = result.fused.hit
-            if hit.snippet:
-                self.state.pool.add(Passage(hit.url, hit.title, hit.snippet, "snippet"))
             if hit.url in self.state.read:
                 continue
             known = self.state.unread.get(hit.url)
             if known is None:
                 new_urls += 1
-                order = len(self.state.unread) + len(self.state.read)
                 self.state.unread[hit.url] = _Candidate(hit.title, position, order)
-            elif position < known.position:
-                known.position = position
+            else:
+                known.position = min(known.position, position)
+                known.order = min(known.order, order)
         return new_urls
+
+    def note_snippets(self, ranked: Sequence[Ranked]) -> None:
+        """Take the results' snippets as evidence."""
+        for result in ranked:
+            hit = result.fused.hit
+            if hit.snippet:
+                self.state.pool.add(Passage(hit.url, hit.title, hit.snippet, "snippet"))
 
     async def search_round(self, round_no: int, subs: Sequence[SubQ]) -> int:
         """Search the sub-questions at once (as many as the tool calls allow); returns the
@@ -365,23 +370,14 @@ class Research:
         subs = list(subs)[:allowed]
         self.state.asked += subs
         before = len(self.state.pool.passages)
-        # Each search waits for the one before it to note its results (a chain of events).
-        turns = [asyncio.Event() for _ in range(len(subs) + 1)]
-        turns[0].set()
-        await _all_or_none(
-            [
-                self._in_turn(self.search_one(round_no, s, turns[i]), turns[i + 1])
-                for i, s in enumerate(subs)
-            ]
+        found = await _all_or_none(
+            [self.search_one(round_no, place, sub) for place, sub in enumerate(subs)]
         )
+        # Snippets join the evidence in the sub-questions' order, not as searches answer:
+        # the same evidence, numbered the same, on every run.
+        for ranked in found:
+            self.note_snippets(ranked)
         return len(self.state.pool.passages) - before
-
-    @staticmethod
-    async def _in_turn(step: Coroutine[Any, Any, None], finished: asyncio.Event) -> None:
-        try:
-            await step
-        finally:
-            finished.set()
 
     async def read_round(self, round_no: int) -> int:
         """Read this round's share of the page budget, best-placed results first; returns
@@ -559,16 +555,17 @@ class Research:
         )
 
 
-async def _all_or_none(steps: Sequence[Coroutine[Any, Any, object]]) -> None:
-    """Run ``steps`` at once. The first to fail cancels the others (none may go on, and
-    emit events, after its job ended) and its exception is raised as it is, not wrapped
-    in an ``ExceptionGroup``, so the job's own handlers see it."""
+async def _all_or_none(steps: Sequence[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """Run ``steps`` at once; their results in the steps' order. The first to fail
+    cancels the others (none may go on, and emit events, after its job ended) and its
+    exception is raised as it is, not wrapped in an ``ExceptionGroup``, so the job's own
+    handlers see it."""
     try:
         async with asyncio.TaskGroup() as group:
-            for step in steps:
-                group.create_task(step)
+            tasks = [group.create_task(step) for step in steps]
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
 
 
 def _search_event(trace: TraceEntry) -> dict[str, Any]:
