@@ -9,11 +9,13 @@ HotpotQA dev (the first 103 questions, distractor setting) served on 127.0.0.1 a
 
 Both are cut to the same character budget. A question counts when the pages of BOTH its
 supporting paragraphs reach that evidence (their URLs are in it) and the answer string is
-in it too. Questions are split by position (first half "dev", second half "test"); no
-parameter was tuned on either — both halves are reported.
+in it too. Questions are split by position (first half "dev", second half "test"); the
+bridge ranking (searcher/research/bridge.py) was tuned on the dev half only, the test half
+is held out — both halves are reported.
 
-Then latency and cost per preset with the testbed's backends and a scripted model that
-answers in 200 ms: time to the first event, total time, tool calls, pages read.
+Then latency and cost per preset with the testbed's backends, with no LLM (the setting
+measured above) and with a scripted model that answers in 200 ms: time to the first
+event, total time, tool calls, pages read.
 
 Run: ``.venv/bin/python -m bench.research_recall [--presets minimal,balanced] [--limit N]``.
 """
@@ -121,24 +123,31 @@ def _first_event_timer(first: list[float], started: float) -> Any:
     return emit
 
 
-async def latency(presets: Sequence[str], runs: int) -> list[str]:
-    """Time to first event, total time and cost per preset: testbed backends, a scripted
-    model that plans two sub-questions and writes a one-line cited report in 200 ms."""
-    lines = []
+def _latency_settings(testbed: TestbedServer, with_model: bool) -> Settings:
+    """Testbed backends, no cache; with ``with_model``, a scripted model that plans two
+    sub-questions and writes a one-line cited report in 200 ms."""
     plan = json.dumps({"sub_questions": ["Google Stadia shutdown", "Microsoft xCloud games"]})
+    llm = {"base_url": testbed.llm_url(), "model": script(status=503), "steps": {
+        "research_plan": {"model": script(reply=plan, delay_ms=200)},
+        "research_report": {"model": script(reply="Stadia closed [1].", delay_ms=200)},
+    }}  # fmt: skip
+    return Settings.model_validate({
+        "backends": {"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url()},
+                     "duckduckgo": {"enabled": False}, "brave": {"enabled": False}},
+        "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
+        "service": {"cache": {"enabled": False}},
+        "cache": {"enabled": False},  # no result cache: every request is computed
+        "embeddings": {"provider": "none"},
+        **({"llm": llm} if with_model else {}),
+    })  # fmt: skip
+
+
+async def latency(presets: Sequence[str], runs: int, with_model: bool) -> list[str]:
+    """Time to first event, total time and cost per preset on the testbed's backends,
+    with no LLM or with the scripted 200 ms model."""
+    lines = []
     with TestbedServer() as testbed:
-        settings = Settings.model_validate({
-            "backends": {"order": ["searxng"], "searxng": {"base_url": testbed.searxng_url()},
-                         "duckduckgo": {"enabled": False}, "brave": {"enabled": False}},
-            "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"]},
-            "service": {"cache": {"enabled": False}},
-            "cache": {"enabled": False},  # no result cache: every request is computed
-            "embeddings": {"provider": "none"},
-            "llm": {"base_url": testbed.llm_url(), "model": script(status=503), "steps": {
-                "research_plan": {"model": script(reply=plan, delay_ms=200)},
-                "research_report": {"model": script(reply="Stadia closed [1].", delay_ms=200)},
-            }},
-        })  # fmt: skip
+        settings = _latency_settings(testbed, with_model)
         async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
             for preset in presets:
                 firsts, totals, calls, pages = [], [], [], []
@@ -194,9 +203,10 @@ async def main_async(args: argparse.Namespace) -> None:
                 f"| both {share(got, 'hit')}"
             )
     print()
-    print("latency and cost (testbed backends, scripted 200 ms model), medians:")
-    for line in await latency(presets, args.runs):
-        print(line)
+    for with_model, what in ((False, "no LLM"), (True, "scripted 200 ms model")):
+        print(f"latency and cost (testbed backends, {what}), medians:")
+        for line in await latency(presets, args.runs, with_model):
+            print(line)
     print(f"wall time {time.perf_counter() - started:.0f} s")
 
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 from searcher.config import LlmStep
 from searcher.contract import (
@@ -48,6 +48,8 @@ from searcher.pipeline.rank import Ranked, pool_cut, rank_results
 from searcher.pipeline.read import read_urls
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.pipeline.retrieve import retrieve
+from searcher.research.answering import answer_support
+from searcher.research.bridge import lower_case_words
 from searcher.research.evidence import (
     EvidencePool,
     Passage,
@@ -67,8 +69,11 @@ from searcher.research.report import Section, evidence_report, llm_report, verif
 from searcher.research.sources import with_sources
 
 __all__ = ["Emit", "Research"]
+_T = TypeVar("_T")
 # Below this much time left, another round could not finish: write the report instead.
 MIN_ROUND_S = 0.5
+# The best passages for the question whose names are followed in the next round.
+BRIDGE_PASSAGES = 5
 ESTIMATED_TOKENS = (
     "the LLM server reported no token usage for some calls: usage.llm_tokens counts them "
     "as characters / 4, an estimate"
@@ -79,7 +84,9 @@ ESTIMATED_TOKENS = (
 class _Candidate:
     title: str
     position: int  # best (lowest) 0-based position in any sub-question's results
-    order: int  # first seen: breaks ties deterministically
+    # (round, sub-question's place in it) of the first search that found it: breaks ties
+    # the same way whichever search answers first.
+    order: tuple[int, int]
 
 
 @dataclass
@@ -267,8 +274,10 @@ class Research:
             found = await llm_questions(self.llm, question, room, asked, self.reserve + 1)
             source = "refined"
         if not found:
-            best = [self.state.pool.passages[s.index] for s in self.state.pool.best(question, 5)]
-            found = bridge_questions(question, best, asked, room)
+            pool = self.state.pool
+            best = [pool.passages[s.index] for s in pool.best(question, BRIDGE_PASSAGES)]
+            lower = lower_case_words(pool.passages)
+            found = bridge_questions(question, best, asked, room, lower)
             source = "entities"
         found = [q for q in found if q.question.lower() not in {a.lower() for a in asked}]
         if found:
@@ -302,7 +311,9 @@ class Research:
             budget=Budget(max_results=self.limits.results_per_search),
         )
 
-    async def search_one(self, round_no: int, sub: SubQ) -> list[Ranked]:
+    async def search_one(self, round_no: int, place: int, sub: SubQ) -> list[Ranked]:
+        """One sub-question's search (``place``: its place in the round): its pages are
+        noted as candidates to read at once, and its results returned."""
         request = self.search_request(sub.question)
         budget = effective_budget(request.budget, self.parts.settings.budget)
         ctx = self.ctx.derived(request, budget)
@@ -324,29 +335,33 @@ class Research:
         ranked = ranking.results
         done = TraceEntry(
             round=round_no, sub_question=sub.question, query=sub.question,
-            results=len(ranked), new_urls=self.note_results(ranked),
+            results=len(ranked), new_urls=self.note_pages(ranked, (round_no, place)),
         )  # fmt: skip
         await ctx.event("search", _search_event(done), done)
         return ranked
 
-    def note_results(self, ranked: Sequence[Ranked]) -> int:
-        """Take the results' snippets as evidence and their pages as candidates to read;
-        returns how many pages are new."""
+    def note_pages(self, ranked: Sequence[Ranked], order: tuple[int, int]) -> int:
+        """Take the results' pages as candidates to read; returns how many are new."""
         new_urls = 0
         for position, result in enumerate(ranked):
             hit = result.fused.hit
-            if hit.snippet:
-                self.state.pool.add(Passage(hit.url, hit.title, hit.snippet, "snippet"))
             if hit.url in self.state.read:
                 continue
             known = self.state.unread.get(hit.url)
             if known is None:
                 new_urls += 1
-                order = len(self.state.unread) + len(self.state.read)
                 self.state.unread[hit.url] = _Candidate(hit.title, position, order)
-            elif position < known.position:
-                known.position = position
+            else:
+                known.position = min(known.position, position)
+                known.order = min(known.order, order)
         return new_urls
+
+    def note_snippets(self, ranked: Sequence[Ranked]) -> None:
+        """Take the results' snippets as evidence."""
+        for result in ranked:
+            hit = result.fused.hit
+            if hit.snippet:
+                self.state.pool.add(Passage(hit.url, hit.title, hit.snippet, "snippet"))
 
     async def search_round(self, round_no: int, subs: Sequence[SubQ]) -> int:
         """Search the sub-questions at once (as many as the tool calls allow); returns the
@@ -355,7 +370,13 @@ class Research:
         subs = list(subs)[:allowed]
         self.state.asked += subs
         before = len(self.state.pool.passages)
-        await _all_or_none([self.search_one(round_no, s) for s in subs])
+        found = await _all_or_none(
+            [self.search_one(round_no, place, sub) for place, sub in enumerate(subs)]
+        )
+        # Snippets join the evidence in the sub-questions' order, not as searches answer:
+        # the same evidence, numbered the same, on every run.
+        for ranked in found:
+            self.note_snippets(ranked)
         return len(self.state.pool.passages) - before
 
     async def read_round(self, round_no: int) -> int:
@@ -483,8 +504,9 @@ class Research:
     ) -> ResearchResult:
         """The job's result as the caller wants it (``want``)."""
         want = self.request.want
-        sections = chosen.sections
-        confidence = sum(s.covered for s in sections) / len(sections) if sections else 0.0
+        # How well the best sentence answers the question, not how many sub-questions
+        # matched all their words: a bridge query rarely does.
+        confidence = answer_support(question, chosen.passages)
         confidence *= 0.5 if conflicts else 1.0
         if written.method == "llm" and written.claims:
             confidence *= written.supported / written.claims
@@ -533,16 +555,17 @@ class Research:
         )
 
 
-async def _all_or_none(steps: Sequence[Coroutine[Any, Any, object]]) -> None:
-    """Run ``steps`` at once. The first to fail cancels the others (none may go on, and
-    emit events, after its job ended) and its exception is raised as it is, not wrapped
-    in an ``ExceptionGroup``, so the job's own handlers see it."""
+async def _all_or_none(steps: Sequence[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """Run ``steps`` at once; their results in the steps' order. The first to fail
+    cancels the others (none may go on, and emit events, after its job ended) and its
+    exception is raised as it is, not wrapped in an ``ExceptionGroup``, so the job's own
+    handlers see it."""
     try:
         async with asyncio.TaskGroup() as group:
-            for step in steps:
-                group.create_task(step)
+            tasks = [group.create_task(step) for step in steps]
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
 
 
 def _search_event(trace: TraceEntry) -> dict[str, Any]:

@@ -5,8 +5,7 @@ JSON), else from templates; after a round, from the bridge entities its evidence
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,9 +13,9 @@ from searcher.errors import LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
 from searcher.llm.runner import StepRunner
-from searcher.ranking.relevance import keyword_overlap
+from searcher.research.bridge import NAME, bridge_query, rank_bridges
 from searcher.research.evidence import Passage
-from searcher.text import STOP_WORDS, query_keywords
+from searcher.text import query_keywords
 
 Source = Literal["question", "llm", "templates", "entities", "refined"]
 MAX_QUESTION_CHARS = 300
@@ -28,8 +27,6 @@ _COMPARISON = re.compile(
     r"|(?P<a>[^,?]+?)\s+(?:or|vs\.?|versus)\s+(?P<b>[^,?]+?))\s*(?:\?|$)",
     re.IGNORECASE,
 )
-# A run of capitalised words (with small joiners inside): a name, a title, a place.
-_NAME = re.compile(r"\b(?:[A-Z][\w'’.-]*)(?:\s+(?:of|the|de|von|van|for|and|&)?\s*[A-Z][\w'’.-]*)*")
 
 
 @dataclass(frozen=True)
@@ -42,11 +39,6 @@ def _clean(text: str) -> str:
     return " ".join(text.split())[:MAX_QUESTION_CHARS]
 
 
-def _lead_words(question: str) -> set[str]:
-    # "Which", "Who", "What"… start many questions and are no names.
-    return {w.lower() for w in re.findall(r"\w+", question)[:1]}
-
-
 def template_questions(question: str, n: int) -> list[SubQ]:
     """The question itself, then, for a comparison, one question per side (the side's
     name with the rest of the question's keywords)."""
@@ -56,7 +48,7 @@ def template_questions(question: str, n: int) -> list[SubQ]:
         sides = [match.group("a") or match.group("a2"), match.group("b") or match.group("b2")]
         # The left side starts after the question's own words ("Which magazine was
         # started first, Arthur's Magazine or ..."): keep its last name-like run.
-        names = [(_NAME.findall(side) or [side])[-1].strip() for side in sides]
+        names = [(NAME.findall(side) or [side])[-1].strip() for side in sides]
         rest = [
             k for k in query_keywords(question[: match.start()])
             if not any(k in query_keywords(name) for name in names)
@@ -78,43 +70,26 @@ def _distinct(questions: Sequence[SubQ]) -> list[SubQ]:
     return kept
 
 
-def bridge_entities(question: str, passages: Sequence[Passage], n: int) -> list[str]:
-    """Names the best passages mention that the question does not: the entities a
-    multi-hop question leads through. Counted over passages, each passage once; ties go to
-    the earlier (better) passage."""
-    asked = question.lower()
-    skip = _lead_words(question) | STOP_WORDS
-    counts: Counter[str] = Counter()
-    first_seen: dict[str, int] = {}
-    for rank, passage in enumerate(passages):
-        names = {m.strip(" .'’-") for m in _NAME.findall(f"{passage.title}. {passage.text}")}
-        for name in names:
-            if len(name) < 3 or name.lower() in skip or name.lower() in asked:
-                continue
-            counts[name] += 1
-            first_seen.setdefault(name, rank)
-    ranked = sorted(counts, key=lambda name: (-counts[name], first_seen[name], name))
-    return ranked[:n]
-
-
 def bridge_questions(
-    question: str, passages: Sequence[Passage], asked: Sequence[str], n: int
+    question: str,
+    passages: Sequence[Passage],
+    asked: Sequence[str],
+    n: int,
+    lower: Collection[str] = frozenset(),
 ) -> list[SubQ]:
-    """Follow-up questions through the bridge entities of ``passages``: each entity with
-    the question's keywords that its passages do not hold yet."""
+    """Follow-up questions through the bridge entities of ``passages`` (the best first
+    hop's passages, best first), most telling first: each entity with the question's
+    words its sentence lacks. ``asked``: the queries searched so far (an entity in one is
+    not followed again); ``lower``: the words the job's passages write in lower case
+    (see ``rank_bridges``)."""
     if n <= 0 or not passages:
         return []
-    keywords = query_keywords(question)
-    missing = [
-        k for k in keywords
-        if not any(keyword_overlap([k], p.title, p.text, "") for p in passages[:3])
-    ]  # fmt: skip
-    follow = missing or keywords
     done = {a.lower() for a in asked}
     found = []
-    for entity in bridge_entities(question, passages, n * 3):
-        text = _clean(" ".join([entity, *follow]))
+    for bridge in rank_bridges(question, passages, asked, n * 3, lower):
+        text = _clean(bridge_query(bridge))
         if text.lower() not in done:
+            done.add(text.lower())
             found.append(SubQ(text, "entities"))
         if len(found) >= n:
             break
