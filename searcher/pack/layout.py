@@ -37,6 +37,7 @@ only come from the frame. The cleaning of web text lives in ``neutralise.py``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -233,10 +234,10 @@ def _floor(number: int, fields: Fields) -> tuple[str, str, int, int]:
     return url, snippet, base, _room(_shorten(title, _MIN_TITLE_CHARS))
 
 
-def _floor_chars(number: int, fields: Fields) -> int:
-    """What an item's lines take at their floor (title and snippet at their minimum)."""
-    _, snippet, base, floor_title = _floor(number, fields)
-    return base + floor_title + _room(_shorten(snippet, _MIN_SNIPPET_CHARS))
+def _named_chars(number: int, fields: Fields) -> int:
+    """What an item's lines take with its shortest title, its URL and no snippet."""
+    _, _, base, floor_title = _floor(number, fields)
+    return base + floor_title
 
 
 def _shortened_heads(
@@ -504,14 +505,20 @@ def _evidence_first(
     cleaned = [_clean_fields(item) for item in items]
     whole = sum(1 + _head_chars(i + 1, *fields) for i, fields in enumerate(cleaned))
     holders = [i for i, item in enumerate(items) if item.content and item.content.strip()]
-    floors = sum(1 + _floor_chars(i + 1, cleaned[i]) for i in holders)
+    floors = sum(1 + _named_chars(i + 1, cleaned[i]) for i in holders)
     reserve = min(budget, max(min(whole, int(budget * head_share)), floors))
     chosen = _allotted_sections([items[i] for i in holders], max(budget - reserve, 0), allot)
     sections = [""] * len(items)
     for index, section in zip(holders, chosen, strict=True):
         sections[index] = section
     evidence = [i for i in holders if sections[i]]
-    heads = _item_heads(items, budget - sum(len(s) for s in sections), evidence)
+    rest = budget - sum(len(s) for s in sections)
+    heads = _item_heads(items, rest, evidence)
+    if not set(evidence) <= {index for index, _ in heads}:
+        # Too tight for their snippets too: the pages with passages are named without.
+        bare = [dataclasses.replace(it, snippet="") if i in evidence else it
+                for i, it in enumerate(items)]  # fmt: skip
+        heads = _item_heads(bare, rest, evidence)
     return heads, [sections[index] for index, _ in heads]
 
 
