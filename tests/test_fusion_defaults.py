@@ -25,8 +25,12 @@ def test_one_backend_keeps_its_order_when_relevance_is_flat(make_settings, serve
     settings = make_settings(
         backends={"order": ["searxng"], "searxng": {"base_url": url}, "brave": {"enabled": False}},
         embeddings={"provider": "none"},
-        scoring={"hybrid_share": ScoringSettings().hybrid_share},  # the shipped default
-    )
+        fusion={"method": "searxng"},
+        # The shipped heuristics and hybrid share; keyword and bonus off, as dev chose
+        # them for this method (bench/fusion_defaults.py).
+        scoring={"hybrid_share": ScoringSettings().hybrid_share, "keyword_weight": 0,
+                 "multi_engine_bonus": 0},
+    )  # fmt: skip
     base = serve_searcher(settings)
     query = "qqzx vvkw"
     answer = httpx.get(f"{url}/search", params={"q": query, "format": "json"}).json()
