@@ -42,7 +42,7 @@ from searcher.config import Settings
 from searcher.contract import SearchRequest
 from searcher.embedding.embedders import Embedder, StaticEmbedder
 from searcher.pack.cross_page import CrossPageAllotter, Similarity, passage_similarity
-from searcher.pack.layout import PackItem, render_context_pack
+from searcher.pack.layout import EVIDENCE_HEAD_SHARE, PackItem, render_context_pack
 from searcher.pack.passages import (
     CROSS_PAGE_FLOOR_SHARE,
     CROSS_PAGE_PASSAGE_CHARS,
@@ -231,12 +231,13 @@ def settings_for(base_url: str, host: str) -> Settings:
         {
             "backends": {
                 "order": ["searxng"],
-                "searxng": {"base_url": base_url},
+                # Generous: a loaded machine must not turn searches into timeouts here.
+                "searxng": {"base_url": base_url, "timeout_s": 60},
                 "duckduckgo": {"enabled": False},
                 "brave": {"enabled": False},
             },
             "embeddings": {"provider": "none"},
-            "fetch": {"allowed_hosts": [host]},
+            "fetch": {"allowed_hosts": [host], "extract_timeout_s": 60},
             "service": {"cache": {"enabled": False}},
             "cache": {"enabled": False},  # no result cache: every request is computed
         }
@@ -349,10 +350,20 @@ def per_page(record: Record) -> dict[str, Any]:
     return {"select": lambda content, budget: select_passages(query, content, budget)}
 
 
-def cross_page(size: int, floor: float, embeddings: bool = False) -> Chooser:
-    """The service's choice: passages of all pages ranked together."""
+def cross_page(
+    size: int,
+    floor: float,
+    embeddings: bool = False,
+    head_share: float | None = EVIDENCE_HEAD_SHARE,
+) -> Chooser:
+    """The service's choice: passages of all pages ranked together; with ``head_share``
+    None, laid out as before issue 28 (every result's lines first, passages in what is
+    left), else passages first (``evidence_head_share``)."""
 
     def choose(record: Record) -> dict[str, Any]:
+        return {**chosen(record), "evidence_head_share": head_share}
+
+    def chosen(record: Record) -> dict[str, Any]:
         query = record.question.text
         if embeddings or (size, floor) != (CROSS_PAGE_PASSAGE_CHARS, CROSS_PAGE_FLOOR_SHARE):
 
@@ -478,6 +489,7 @@ def table(results: dict[str, list[Record]], rows: Sequence[tuple[str, Chooser | 
 
 
 SIZES = (400, 600, 1000)
+HEAD_SHARES = (None, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 FLOORS = (0.0, 0.25, 0.5)
 
 
@@ -499,6 +511,16 @@ def tune(results: dict[str, list[Record]]) -> tuple[str, tuple[int, float]]:
         lines.append(row)
     lines.append(f"best on dev: size {best[0]}, floor share {best[1]} (defaults: "
                  f"{CROSS_PAGE_PASSAGE_CHARS}, {CROSS_PAGE_FLOOR_SHARE})")  # fmt: skip
+    lines.append(
+        "dev split: recall at 800 / 2,000 / 4,000 by the share of the budget the results' "
+        "lines may take before passages are chosen (evidence_head_share)"
+    )
+    for share in HEAD_SHARES:
+        choose = cross_page(CROSS_PAGE_PASSAGE_CHARS, CROSS_PAGE_FLOOR_SHARE, head_share=share)
+        cells = "  ".join(
+            " ".join(f"{recall(rs, choose, b):.3f}" for b in BUDGETS) for rs in dev.values()
+        )
+        lines.append(f"{share!s:>12}  {cells}")
     return "\n".join(lines), best
 
 
@@ -570,6 +592,10 @@ async def main_async(args: argparse.Namespace) -> None:
         ("full, head of page", head),
         ("full, passages per page (old)", per_page),
         ("baseline: best BM25 paragraphs", bm25_paragraphs),
+        (
+            "full, cross-page, lines first (old)",
+            cross_page(CROSS_PAGE_PASSAGE_CHARS, CROSS_PAGE_FLOOR_SHARE, head_share=None),
+        ),
         (
             "full, cross-page (service)",
             cross_page(CROSS_PAGE_PASSAGE_CHARS, CROSS_PAGE_FLOOR_SHARE),

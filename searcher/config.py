@@ -583,14 +583,15 @@ class FusionSettings(ConfigSection):
             "why](ranking.md#ranking-defaults-and-why))"
         ),
     )
-    method: Literal["answer_order", "engine_rrf"] = Field(
+    method: Literal["answer_order", "engine_rrf", "searxng"] = Field(
         default="engine_rrf",
         description=(
             "`engine_rrf`: weighted RRF over every SearXNG engine's list (positions "
             "paired with engines from the whole answer); `answer_order`: each backend's "
             "answer is one list in the backend's own order (a SearXNG answer: SearXNG's "
             "merge), lists fused by weighted RRF, per-engine ranks kept as provenance — "
-            "with one backend, exactly its order"
+            "with one backend, exactly its order; `searxng`: SearXNG's own merge (weights "
+            "x hits x sum of 1/position) over every engine of every backend"
         ),
     )
     engine_agreement: bool = Field(

@@ -274,6 +274,6 @@ def test_cross_page_cuts_the_best_passage_rather_than_show_a_scrap() -> None:
     # The matching passage (1,000 characters of short lines) does not fit; a 4-character
     # fragment beside it does. The pack used to get only that fragment.
     page = "\n".join(f"x{i}" for i in range(3000))
-    (choice,) = select_across_pages("x1", [page], 713)
+    (choice,) = select_across_pages("x1", [page], 713, size=1000)
     assert "\nx1\n" in choice.text and 600 <= len(choice.text) <= 713
     assert (choice.passages, choice.chars) == (1, len(choice.text))

@@ -37,6 +37,7 @@ only come from the frame. The cleaning of web text lives in ``neutralise.py``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -87,6 +88,11 @@ _COMPACT_QUERY_CHARS = 60
 _MIN_TITLE_CHARS = 40
 _MIN_SNIPPET_CHARS = 60
 _MIN_URL_CHARS = 100
+# In full mode the passages chosen across pages are the evidence: the items' title, URL
+# and snippet lines get at most this share of the budget before passages are chosen
+# (more only for the floors of the pages read), and list further results with what the
+# passages leave. Chosen on the dev half of bench/answer_recall.py.
+EVIDENCE_HEAD_SHARE = 0.3
 # Below this, a shortened snippet would be "…" and a word fragment: show none instead.
 _MIN_CUT_CHARS = 8
 # A content share smaller than this is noise; fewer, readable contents win over many scraps.
@@ -218,20 +224,36 @@ def _room(text: str) -> int:
 Heads = list[tuple[int, str]]  # (index in the items, its lines) of each item shown
 
 
-def _shortened_heads(cleaned: Sequence[Fields], budget: int) -> Heads:
+def _floor(number: int, fields: Fields) -> tuple[str, str, int, int]:
+    """An item's URL cut to _MIN_URL_CHARS, the frame of its lines with that URL, and the
+    room its shortest title and snippet take (what _shortened_heads gives it first)."""
+    title, url, snippet = fields
+    if len(url) > _MIN_URL_CHARS:
+        url = cut_url(url, _MIN_URL_CHARS)
+    base = 1 + _head_chars(number, "", url, "")
+    return url, snippet, base, _room(_shorten(title, _MIN_TITLE_CHARS))
+
+
+def _named_chars(number: int, fields: Fields) -> int:
+    """What an item's lines take with its shortest title, its URL and no snippet."""
+    _, _, base, floor_title = _floor(number, fields)
+    return base + floor_title
+
+
+def _shortened_heads(
+    cleaned: Sequence[Fields], budget: int, order: Sequence[int] | None = None
+) -> Heads:
     """Item lines within ``budget`` (each with its leading "\n"): every item in rank order
-    gets a floor of title, snippet and URL (cut to _MIN_URL_CHARS) if it fits, one that
-    does not is left out; then the rest of the budget is shared fairly among them. Each
-    keeps its rank as its number, so ``[n]`` still names the n-th result."""
+    (or in ``order``, indices of ``cleaned``) gets a floor of title, snippet and URL (cut
+    to _MIN_URL_CHARS) if it fits, one that does not is left out; then the rest of the
+    budget is shared fairly among them. Each keeps its rank as its number, so ``[n]``
+    still names the n-th result; the lines come in rank order."""
     fields: list[tuple[int, str, str, str]] = []
     floors: list[int] = []
     left = budget
-    for index, (title, whole_url, snippet) in enumerate(cleaned):
-        url = whole_url
-        if len(url) > _MIN_URL_CHARS:
-            url = cut_url(url, _MIN_URL_CHARS)
-        base = 1 + _head_chars(index + 1, "", url, "")
-        floor_title = _room(_shorten(title, _MIN_TITLE_CHARS))
+    for index in range(len(cleaned)) if order is None else order:
+        title = cleaned[index][0]
+        url, snippet, base, floor_title = _floor(index + 1, cleaned[index])
         floor_snippet = _room(_shorten(snippet, _MIN_SNIPPET_CHARS))
         if base + floor_title > left:
             continue  # a later, smaller item may still fit
@@ -255,15 +277,17 @@ def _shortened_heads(cleaned: Sequence[Fields], budget: int) -> Heads:
         shown_title = _shorten(title, title_room - 1) if title_room > 1 else ""
         shown_snippet = _shorten(snippet, snippet_room - 1) if snippet_room > 1 else ""
         heads.append((index, _head_text(index + 1, shown_title, url, shown_snippet)))
-    return heads
+    return sorted(heads)
 
 
-def _item_heads(items: Sequence[PackItem], budget: int) -> Heads:
+def _item_heads(items: Sequence[PackItem], budget: int, first: Sequence[int] = ()) -> Heads:
     """The lines of the items shown, in rank order, together (each with its leading
-    "\n") within ``budget``: whole when all fit, else shortened (see _shortened_heads)."""
+    "\n") within ``budget``: whole when all fit, else shortened (see _shortened_heads),
+    the items ``first`` (indices) given their floors before the others."""
     cleaned = [_clean_fields(item) for item in items]
     if sum(1 + _head_chars(i + 1, *fields) for i, fields in enumerate(cleaned)) > budget:
-        return _shortened_heads(cleaned, budget)
+        rest = [i for i in range(len(cleaned)) if i not in set(first)]
+        return _shortened_heads(cleaned, budget, [*first, *rest] if first else None)
     return [(i, _head_text(i + 1, *fields)) for i, fields in enumerate(cleaned)]
 
 
@@ -470,6 +494,34 @@ def _allotted_sections(items: Sequence[PackItem], budget: int, allot: Allotter) 
     return sections
 
 
+def _evidence_first(
+    items: Sequence[PackItem], budget: int, allot: Allotter, head_share: float
+) -> tuple[Heads, list[str]]:
+    """Full mode: the passages are the evidence, so they are chosen first. The items'
+    lines get ``head_share`` of the budget (all of their whole lines if less, never less
+    than the floors of the pages read, so each page given a passage can be named); the
+    allotter gets the rest; the pages it gave passages are listed first, and what the
+    passages left lists the other results (shortened, or left out, when it is short)."""
+    cleaned = [_clean_fields(item) for item in items]
+    whole = sum(1 + _head_chars(i + 1, *fields) for i, fields in enumerate(cleaned))
+    holders = [i for i, item in enumerate(items) if item.content and item.content.strip()]
+    floors = sum(1 + _named_chars(i + 1, cleaned[i]) for i in holders)
+    reserve = min(budget, max(min(whole, int(budget * head_share)), floors))
+    chosen = _allotted_sections([items[i] for i in holders], max(budget - reserve, 0), allot)
+    sections = [""] * len(items)
+    for index, section in zip(holders, chosen, strict=True):
+        sections[index] = section
+    evidence = [i for i in holders if sections[i]]
+    rest = budget - sum(len(s) for s in sections)
+    heads = _item_heads(items, rest, evidence)
+    if not set(evidence) <= {index for index, _ in heads}:
+        # Too tight for their snippets too: the pages with passages are named without.
+        bare = [dataclasses.replace(it, snippet="") if i in evidence else it
+                for i, it in enumerate(items)]  # fmt: skip
+        heads = _item_heads(bare, rest, evidence)
+    return heads, [sections[index] for index, _ in heads]
+
+
 # --- the pack -------------------------------------------------------------------------------
 
 
@@ -482,6 +534,7 @@ def layout_pack(
     max_chars: int,
     select: Selector | None = None,
     allot: Allotter | None = None,
+    evidence_head_share: float | None = EVIDENCE_HEAD_SHARE,
 ) -> ContextPack:
     """Render ``items`` (in rank order) as a UCP-1 context pack of at most ``max_chars``
     characters. Every item that can get a share does: when their title, URL and snippet
@@ -499,18 +552,23 @@ def layout_pack(
         header = _header(query, backend, mode, compact=True)
     # Layout: header, then "\n" + block per item (each block ends in "\n"), "\n", footer.
     budget = max_chars - len(header) - 1 - len(_FOOTER)
-    heads = _item_heads(items, budget)
+    evidence_first = allot is not None and evidence_head_share is not None
+    if allot is not None and evidence_head_share is not None:
+        heads, sections = _evidence_first(items, budget, allot, evidence_head_share)
+    else:
+        heads = _item_heads(items, budget)
     if not heads:
         placeholder = NONE_FIT if items else NO_RESULTS
         if 1 + len(placeholder) + 1 > budget:
             return ContextPack("", ())
         return ContextPack(f"{header}\n{placeholder}\n\n{_FOOTER}", ())
-    budget -= sum(1 + len(head) for _, head in heads)
-    kept = [items[index] for index, _ in heads]
-    if allot is not None:
-        sections = _allotted_sections(kept, budget, allot)
-    else:
-        sections = _content_sections(kept, budget, select)
+    if not evidence_first:
+        budget -= sum(1 + len(head) for _, head in heads)
+        kept = [items[index] for index, _ in heads]
+        if allot is not None:
+            sections = _allotted_sections(kept, budget, allot)
+        else:
+            sections = _content_sections(kept, budget, select)
     body = "".join(
         "\n" + head + section for (_, head), section in zip(heads, sections, strict=True)
     )
@@ -526,9 +584,10 @@ def render_context_pack(
     max_chars: int,
     select: Selector | None = None,
     allot: Allotter | None = None,
+    evidence_head_share: float | None = EVIDENCE_HEAD_SHARE,
 ) -> str:
     """The text of :func:`layout_pack` (see there)."""
     return layout_pack(
         items, query=query, backend=backend, mode=mode, max_chars=max_chars, select=select,
-        allot=allot,
+        allot=allot, evidence_head_share=evidence_head_share,
     ).text  # fmt: skip

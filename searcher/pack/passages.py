@@ -319,10 +319,10 @@ def top_chunks(query: str, text: str, n: int, max_chars: int = DEFAULT_MAX_CHARS
 
 # Passage size when the passages of several pages compete for one budget (tuned on the dev
 # split of bench/answer_recall.py; see the README).
-CROSS_PAGE_PASSAGE_CHARS = 1000
+CROSS_PAGE_PASSAGE_CHARS = 600
 # The best passage of each page is taken first, pages in rank order, while these floors
 # use at most this share of the budget; the rest goes to the best passages overall.
-CROSS_PAGE_FLOOR_SHARE = 0.5
+CROSS_PAGE_FLOOR_SHARE = 0.25
 # Weight of the passage-query cosine (when an embedder gave one) next to BM25 scaled to 1.
 EMBEDDING_WEIGHT = 0.5
 

@@ -140,7 +140,7 @@ def _engine_positions(hit: Hit, fallback: int) -> list[tuple[str | None, int]]:
 
 # --- a backend's own order ---------------------------------------------------------------
 
-FusionMethod = Literal["answer_order", "engine_rrf"]
+FusionMethod = Literal["answer_order", "engine_rrf", "searxng"]
 # An engine none of whose results another engine also returned still counts a little:
 # on its own it may be right, but its vote is the least corroborated.
 AGREEMENT_FLOOR = 0.1
@@ -213,7 +213,9 @@ def fuse_answers(
     ``answer_order``: each answer is one list in its backend's own order
     (``answer_list``), lists are fused by weighted RRF, and a SearXNG answer's per-engine
     lists are kept as provenance only, so one backend alone keeps its order.
-    ``engine_rrf``: weighted RRF over every engine's list (before issue 12)."""
+    ``engine_rrf``: weighted RRF over every engine's list (before issue 12).
+    ``searxng``: SearXNG's own merge over every engine's list of every backend (each
+    other backend one list): with one SearXNG backend, exactly its order; ``k`` unused."""
     per_engine = [
         dataclasses.replace(lst, perspective=perspective) if perspective else lst
         for perspective, answer, weight in answers
@@ -221,6 +223,8 @@ def fuse_answers(
     ]
     if method == "engine_rrf":
         return fuse(per_engine, k)
+    if method == "searxng":
+        return searxng_style(per_engine)
     own = [
         dataclasses.replace(lst, perspective=perspective) if perspective else lst
         for perspective, answer, weight in answers
