@@ -965,5 +965,121 @@ def _write_fragment(out_path: str, tree: dict[str, Any]) -> None:
     click.echo(f"wrote {out_path}")
 
 
+@main.command("judge")
+@click.option("--queries", "queries_path", default=None, help="Queries, `qid<TAB>text` lines.")
+@click.option(
+    "--query-log",
+    "log_path",
+    default=None,
+    help="The access log (JSON lines, logging.queries on): its recent queries are sampled.",
+)
+@click.option(
+    "--from-feedback",
+    is_flag=True,
+    help="Qrels from POST /v1/feedback (cited 2, used 1, not_relevant 0), no LLM.",
+)
+@click.option(
+    "--out", "out_path", required=True, help="Qrels file to write; the queries go beside it (.tsv)."
+)
+@click.option("--sample", type=click.IntRange(1), default=None, help="Queries judged at most.")
+@click.option("--depth", type=click.IntRange(1, 50), default=10, show_default=True,
+              help="Results of each backend pooled per query.")  # fmt: skip
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
+@config_option
+def judge_command(
+    queries_path: str | None,
+    log_path: str | None,
+    from_feedback: bool,
+    out_path: str,
+    sample: int | None,
+    depth: int,
+    seed: int,
+    config_path: tuple[str, ...],
+) -> None:
+    """Write qrels for `searcher tune`: the configured LLM grades (0-2) the pooled top
+    results of every backend, or feedback reported by agents becomes judgements."""
+    from searcher.ranking import evaluation
+
+    if sum(bool(x) for x in (queries_path, log_path, from_feedback)) != 1:
+        _fail("give exactly one of --queries, --query-log, --from-feedback", 2)
+    settings = _settings(config_path)
+    if from_feedback:
+        queries, qrels = _state_call(settings, lambda store: _feedback_qrels(settings, store))
+        if not qrels:
+            _fail("no feedback is recorded (feedback.enabled, then POST /v1/feedback)", 2)
+    else:
+        if not settings.llm.configured:
+            _fail("no LLM configured: set llm.base_url and llm.model (or use --from-feedback)", 2)
+        try:
+            queries = _judge_input(queries_path, log_path, sample, seed)
+        except evaluation.EvalError as exc:
+            _fail(str(exc), 2)
+        qrels = _run(lambda: _llm_qrels(settings, queries, depth))
+    _write_judgements(out_path, queries, qrels)
+
+
+def _judge_input(
+    queries_path: str | None, log_path: str | None, sample: int | None, seed: int
+) -> dict[str, str]:
+    import random
+
+    from searcher.pipeline.judge import queries_from_log
+    from searcher.ranking import evaluation
+
+    if log_path is not None:
+        try:
+            with open(log_path, encoding="utf-8", errors="replace") as log:
+                return queries_from_log(log, log_path, sample or 50, seed)
+        except OSError as exc:
+            raise evaluation.EvalError(f"{log_path}: cannot read ({exc.strerror})") from None
+    queries = evaluation.read_queries(queries_path or "")
+    if sample is not None and sample < len(queries):
+        chosen = sorted(random.Random(seed).sample(sorted(queries), sample))
+        queries = {q: queries[q] for q in chosen}
+    return queries
+
+
+async def _feedback_qrels(settings: Settings, store: Any) -> tuple[dict[str, str], Any]:
+    from searcher.feedback.book import FeedbackBook, feedback_qrels
+
+    return feedback_qrels(await FeedbackBook(store, settings.feedback).records())
+
+
+async def _llm_qrels(settings: Settings, queries: dict[str, str], depth: int) -> Any:
+    from searcher.llm.judge import JudgementCache
+    from searcher.pipeline.judge import judge_queries
+    from searcher.runtime import open_service
+
+    cache = JudgementCache(settings.state.directory(), settings.llm.model or "")
+    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+        judged = await judge_queries(runtime.service.parts, queries, cache, depth)
+    click.echo(
+        f"{len(judged.qrels)} queries judged: {judged.asked} grades asked of the LLM, "
+        f"{judged.cached} from the cache, {len(judged.failed)} replies refused"
+        + (f", {len(judged.unanswered)} queries without results" if judged.unanswered else ""),
+        err=True,
+    )
+    for problem in judged.failed[:5]:
+        click.echo(f"  unjudged: {problem}", err=True)
+    if not judged.qrels:
+        _fail("no judgement was made (see above)", 1)
+    return judged.qrels
+
+
+def _write_judgements(out_path: str, queries: dict[str, str], qrels: Any) -> None:
+    from pathlib import Path
+
+    from searcher.ranking.evaluation import format_qrels
+
+    out = Path(out_path)
+    beside = out.with_suffix(".tsv")
+    try:
+        out.write_text(format_qrels(qrels), encoding="utf-8")
+        beside.write_text("".join(f"{q}\t{queries[q]}\n" for q in sorted(qrels)), "utf-8")
+    except OSError as exc:
+        _fail(f"cannot write {out_path}: {exc.strerror or exc}", 2)
+    click.echo(f"wrote {out} and {beside} ({len(qrels)} queries)")
+
+
 if __name__ == "__main__":
     main()

@@ -1049,6 +1049,32 @@ class LoggingSettings(ConfigSection):
     queries: bool = Field(default=False, description="Put the query text in that line")
 
 
+class FeedbackSettings(ConfigSection):
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Keep a small record of each search served over HTTP (query, route, mode, its "
+            "items' ids and URLs) so that `POST /v1/feedback` can report results `used`, "
+            "`cited` or `not_relevant`; the response's `meta.request_id` names it. "
+            "See [Feedback](ranking.md#feedback)"
+        ),
+    )
+    ttl_s: int = Field(
+        default=7 * 86_400,
+        ge=60,
+        description="How long a search's record and its feedback are kept",
+    )
+    max_searches: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Search records kept at most; a new search replaces the oldest",
+    )
+    max_items: int = Field(
+        default=50, ge=1, le=1_000, description="Items of one search its record keeps (the first)"
+    )
+
+
 class MetricsSettings(ConfigSection):
     enabled: bool = Field(default=True, description="Serve Prometheus metrics at `GET /metrics`")
 
@@ -1338,6 +1364,7 @@ class Settings(ConfigSection):
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     research: ResearchSettings = Field(default_factory=ResearchSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state: StateSettings = Field(default_factory=StateSettings)

@@ -20,6 +20,7 @@ from searcher.ranking.evaluation import EvalError, Qrels, per_query
 from searcher.ranking.tuning import (
     CrossValidation,
     Knob,
+    PerQuery,
     Values,
     cross_validate,
     fragment,
@@ -81,6 +82,37 @@ def configured_values(settings: Settings, backends: Sequence[str]) -> dict[str, 
     return values
 
 
+def scorer(
+    parts: Parts,
+    tree: Mapping[str, Any],
+    captured: Sequence[Captured],
+    judged: Qrels,
+    knobs: Sequence[Knob],
+) -> PerQuery:
+    """A setting -> each judged query's nDCG@10 when the captured answers are ranked with
+    ``tree`` and the knobs' values laid over it (``judged`` keyed by ``by_page``)."""
+
+    async def scores(values: Values) -> dict[str, float]:
+        settings = settings_from_tree(deep_merge(tree, fragment(knobs, values)))
+        hits = await rerank(parts, captured, settings)
+        run = {
+            qid: {page_key(h.url): float(len(ranked) - i) for i, h in enumerate(ranked)}
+            for qid, ranked in hits.items()
+        }
+        return per_query(run, judged, METRIC)
+
+    return scores
+
+
+def tuning_knobs(parts: Parts, captured: Sequence[Captured]) -> list[Knob]:
+    """The knobs for the backends and engines that answered ``captured``."""
+    backends, engines = _used(captured)
+    return knobs_for(
+        configured_values(parts.settings, backends), backends, engines,
+        parts.settings.backends.instances,
+    )  # fmt: skip
+
+
 async def tune(
     parts: Parts,
     tree: Mapping[str, Any],
@@ -99,21 +131,8 @@ async def tune(
     if not found.queries:
         reasons = "; ".join(sorted(set(found.failed.values())))[:300]
         raise EvalError(f"no query got an answer from the configured backends ({reasons})")
-    backends, engines = _used(found.queries)
-    knobs = knobs_for(
-        configured_values(parts.settings, backends), backends, engines,
-        parts.settings.backends.instances,
-    )  # fmt: skip
-
-    async def scores(values: Values) -> dict[str, float]:
-        settings = settings_from_tree(deep_merge(tree, fragment(knobs, values)))
-        hits = await rerank(parts, found.queries, settings)
-        run = {
-            qid: {page_key(h.url): float(len(ranked) - i) for i, h in enumerate(ranked)}
-            for qid, ranked in hits.items()
-        }
-        return per_query(run, judged, METRIC)
-
+    knobs = tuning_knobs(parts, found.queries)
+    scores = scorer(parts, tree, found.queries, judged, knobs)
     result = await cross_validate(scores, knobs, sorted(judged), folds, seed)
     return TuneReport(len(judged), found.failed, knobs, result)
 
