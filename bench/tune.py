@@ -143,7 +143,7 @@ def main() -> None:
         texts = sorted(set(queries.values()))
         truth = {e.name: dict(zip(texts, e.rank(texts, DEPTH), strict=True)) for e in engines}
 
-        def rank(query: str) -> dict[str, list[str]]:
+        def rank(query: str, truth: dict = truth, engines: list = engines) -> dict[str, list[str]]:
             return {e.name: truth[e.name].get(query) or e.rank([query], DEPTH)[0] for e in engines}
 
         docs = {d.id: d for d in c.docs}
