@@ -4,6 +4,7 @@ into qrels."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -114,3 +115,23 @@ def test_the_cited_answer_reports_its_citations_and_judge_turns_feedback_into_qr
     assert queries == [f"f1\t{QUERY}"]
     qrels = sorted((tmp_path / "feedback.qrels").read_text().splitlines())
     assert qrels == sorted([f"f1 0 {first['url']} 2", f"f1 0 {second['url']} 0"])
+
+
+def test_a_research_job_reports_the_passages_its_report_cited(make_settings, serve_searcher):
+    from tests.test_research import QUESTION, follow, start
+
+    base = serve_searcher(make_settings(feedback=FEEDBACK))
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    follow(base, job_id)  # to the end of its events
+    result = httpx.get(f"{base}/v1/research/{job_id}").json()["result"]
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", result["report"])}
+    assert cited
+    # The job id is the request id; the evidence's numbers are the item ids.
+    extra = str(max(p["n"] for p in result["evidence"]))
+    given = feedback(base, {"request_id": job_id, "items": {extra: "not_relevant"}})
+    assert given.status_code == 200, given.text
+    expected = {str(n): "cited" for n in cited} | {extra: "not_relevant"}
+    assert given.json()["items"] == expected
+    stats = httpx.get(f"{base}/v1/stats/routes").json()["routes"]
+    (row,) = [r for r in stats if r["route"] == "research"]
+    assert row["preset"] == "research:minimal" and row["cited"] == len(cited - {int(extra)})

@@ -19,7 +19,7 @@ from searcher.contract import (
     SearchResponse,
 )
 from searcher.errors import UnknownRequest
-from searcher.feedback.book import FeedbackBook, RouteStats, SearchRecord
+from searcher.feedback.book import RESEARCH_ROUTE, FeedbackBook, RouteStats, SearchRecord
 from searcher.runtime import Runtime
 
 router = APIRouter()
@@ -86,7 +86,7 @@ async def route_stats(request: Request) -> RouteStatsResponse:
     book = feedback_book(runtime, strict=True)
     if book is None:
         return RouteStatsResponse(routes=[], recommended={})
-    routes = sorted({*runtime.settings.routing.groups, "general"})
+    routes = sorted({*runtime.settings.routing.groups, "general", RESEARCH_ROUTE})
     presets = ["simple", "full", *_research_presets()]
     rows = await book.route_stats(routes, presets)
     return RouteStatsResponse(routes=[_route_use(r) for r in rows], recommended=recommended(rows))

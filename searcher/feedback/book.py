@@ -10,13 +10,16 @@ record that held it (with its feedback) goes. The ring is also how ``searcher ju
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from searcher.config import FeedbackSettings
 from searcher.contract import FeedbackOutcome as Outcome
+from searcher.contract import ResearchResult
 from searcher.errors import InvalidRequest, UnknownRequest
+from searcher.llm.answer import CITED
 from searcher.state.base import StateStore, get_json, set_json
 
 PREFIX = "feedback:"
@@ -179,6 +182,27 @@ def _stat_key(route: str, preset: str, what: str) -> str:
 
 def _used(outcomes: Mapping[str, Outcome]) -> bool:
     return any(o in (Outcome.used, Outcome.cited) for o in outcomes.values())
+
+
+RESEARCH_ROUTE = "research"
+
+
+def research_record(
+    job_id: str, result: ResearchResult
+) -> tuple[SearchRecord, dict[str, Outcome]] | None:
+    """A finished research job as a search record (its evidence passages are its items,
+    ids ``"1"``, ``"2"``... as the report cites them) and the passages its report cited;
+    None when the job kept no evidence to name."""
+    if not result.evidence:
+        return None
+    items = {str(p.n): p.url for p in result.evidence}
+    cited = {
+        n.strip() for m in re.finditer(CITED, result.report or "") for n in m.group(1).split(",")
+    }
+    record = SearchRecord(
+        job_id, result.question, RESEARCH_ROUTE, f"research:{result.preset}", items
+    )
+    return record, {n: Outcome.cited for n in sorted(cited) if n in items}
 
 
 def feedback_qrels(
