@@ -18,7 +18,8 @@ query is searched once through searcher's own backends (the answers are kept, as
 Targets (issue 28): tuned >= 1.05 x the best single backend with the strong second
 backend; tuned >= defaults with the weak one. nDCG@10.
 
-    .venv/bin/python -m bench.tune            # TUNE_DEV_CAP / TUNE_TEST_CAP: queries per half
+    .venv/bin/python -m bench.tune    # TUNE_DEV_CAP, TUNE_TEST_CAP: queries per half;
+                                      # TUNE_COLLECTIONS=cranfield: that collection only
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ SECOND = {"strong": "static", "weak": "bm25-title"}
 FOLDS = 3
 DEV_CAP = int(os.environ.get("TUNE_DEV_CAP", "100"))
 TEST_CAP = int(os.environ.get("TUNE_TEST_CAP", "150"))
+ONLY = os.environ.get("TUNE_COLLECTIONS", "")  # e.g. "cranfield": one collection per process
 
 
 def url_qrels(qrels: Qrels, qids: Sequence[str]) -> Qrels:
@@ -138,6 +140,8 @@ def main() -> None:
           f"row's defaults/tuned are its held-out folds), applied to the held-out half; "
           f"nDCG@10; first backend SearXNG over {', '.join(SEARXNG_ENGINES)}")  # fmt: skip
     for c in rc.load_all():
+        if ONLY and c.name not in ONLY.split(","):
+            continue
         engines = build_engines(c)
         queries = {**c.texts(c.dev), **c.texts(c.test)}
         texts = sorted(set(queries.values()))
