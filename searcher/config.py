@@ -1053,7 +1053,7 @@ class FeedbackSettings(ConfigSection):
     enabled: bool = Field(
         default=False,
         description=(
-            "Keep a small record of each search served over HTTP (query, route, mode, its "
+            "Keep a small record of each `POST /v1/search` (query, route, mode, its "
             "items' ids and URLs) so that `POST /v1/feedback` can report results `used`, "
             "`cited` or `not_relevant`; the response's `meta.request_id` names it. "
             "See [Feedback](ranking.md#feedback)"
