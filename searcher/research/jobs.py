@@ -145,6 +145,7 @@ class JobBook:
         self._finished: OrderedDict[str, Job] = OrderedDict()  # the newest, oldest first
         self.owner = uuid.uuid4().hex
         self._store = JobStore(store, settings, self.owner)
+        self._feedback_store = store  # fail-soft: a lost store costs feedback, not the job
         self._rewrites: dict[str, asyncio.Task[None]] = {}  # finished jobs not yet stored
         self._closing = False
 
@@ -374,9 +375,13 @@ class JobBook:
         """With feedback on, the job reports the passages its report cited itself (kept
         fail-soft: a lost store costs the record, not the job)."""
         found = research_record(job_id, result)
-        if self._watched is None or not self._parts.settings.feedback.enabled or found is None:
+        if (
+            self._feedback_store is None
+            or not self._parts.settings.feedback.enabled
+            or found is None
+        ):
             return
-        book = FeedbackBook(self._watched, self._parts.settings.feedback)
+        book = FeedbackBook(self._feedback_store, self._parts.settings.feedback)
         record, cited = found
         try:
             await book.record_search(record)
