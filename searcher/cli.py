@@ -43,9 +43,10 @@ config_option = click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    default=None,
-    help="Path to searcher.yaml (default: $SEARCHER_CONFIG, else ./searcher.yaml if there "
-    "is one, else built-in defaults).",
+    multiple=True,
+    help="Path to searcher.yaml; given several times, later files win key by key "
+    "(default: $SEARCHER_CONFIG, else ./searcher.yaml if there is one, else built-in "
+    "defaults).",
 )
 
 
@@ -54,7 +55,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-def _settings(config_path: str | None) -> Settings:
+def _settings(config_path: tuple[str, ...]) -> Settings:
     try:
         return load_settings(config_path)
     except ConfigError as exc:
@@ -91,7 +92,7 @@ def main() -> None:
     help="Worker processes. They share one state (caches, breakers, keys, rate limits).",
 )
 @config_option
-def serve(host: str | None, port: int | None, workers: int, config_path: str | None) -> None:
+def serve(host: str | None, port: int | None, workers: int, config_path: tuple[str, ...]) -> None:
     """Run the HTTP API (OpenAPI docs at /docs)."""
     import os
 
@@ -126,12 +127,12 @@ def serve(host: str | None, port: int | None, workers: int, config_path: str | N
     # Worker processes build their own app from an import string; they find the config
     # file, and the address bound, through the environment.
     if config_path:
-        os.environ["SEARCHER_CONFIG"] = os.path.abspath(config_path)
+        os.environ["SEARCHER_CONFIG"] = os.pathsep.join(os.path.abspath(p) for p in config_path)
     os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
     run_server("searcher.api.app:create_app", server, workers, **options)
 
 
-def _print_startup_report(config_path: str | None, settings: Settings) -> None:
+def _print_startup_report(config_path: tuple[str, ...], settings: Settings) -> None:
     """The start-up block on stderr: the config file read, each backend and whether it
     answered a probe, the embedder, the LLM endpoint, look-alike variables ignored."""
     import os
@@ -140,7 +141,9 @@ def _print_startup_report(config_path: str | None, settings: Settings) -> None:
     from searcher.startup_report import probe_backends, report_lines
 
     reaches = asyncio.run(probe_backends(settings))
-    config = find_config_file(config_path, os.environ)
+    # Several files: named together, as the start-up report's one config line.
+    given = " + ".join(config_path) if len(config_path) > 1 else (config_path or (None,))[0]
+    config = find_config_file(given, os.environ)
     for line in report_lines(config, settings, reaches, os.environ):
         click.echo(line, err=True)
 
@@ -314,7 +317,7 @@ def search(
     want_n: int | None,
     answer: bool,
     answer_check: bool,
-    config_path: str | None,
+    config_path: tuple[str, ...],
 ) -> None:
     """Search, in-process or on a running searcher (--remote), and print the context pack.
     The LLM steps need llm.base_url and llm.model; without them they fall back."""
@@ -427,7 +430,7 @@ async def _research_in_process(
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @config_option
 def research(
-    question: str, preset: str, max_time_s: int | None, as_json: bool, config_path: str | None
+    question: str, preset: str, max_time_s: int | None, as_json: bool, config_path: tuple[str, ...]
 ) -> None:
     """Research a question over several rounds of searching and reading; print the report
     (an evidence report without an LLM). Progress goes to stderr on a terminal."""
@@ -466,7 +469,7 @@ def research(
 
 @main.command("mcp")
 @config_option
-def mcp_stdio(config_path: str | None) -> None:
+def mcp_stdio(config_path: tuple[str, ...]) -> None:
     """Serve the MCP tools web_search, fetch_page and deep_research on stdin/stdout."""
     from searcher.tools.mcp_server import serve_stdio
 
@@ -497,7 +500,7 @@ collection_option = click.option(
 )
 @config_option
 def index_add(
-    paths: tuple[str, ...], collection: str, progress: bool | None, config_path: str | None
+    paths: tuple[str, ...], collection: str, progress: bool | None, config_path: tuple[str, ...]
 ) -> None:
     """Index files and folders into a collection. Re-running it updates the collection:
     unchanged files are skipped, changed ones re-indexed, deleted ones removed."""
@@ -543,7 +546,7 @@ def _index_progress(show: bool) -> Callable[[int, int, str, str], None] | None:
 @collection_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @config_option
-def index_status(collection: str | None, as_json: bool, config_path: str | None) -> None:
+def index_status(collection: str | None, as_json: bool, config_path: tuple[str, ...]) -> None:
     """Collections, their files, chunks, bytes and when each file was indexed, and every
     skipped file with its reason."""
     from searcher.corpus import operations
@@ -602,7 +605,7 @@ def _collection_json(c: Any) -> dict[str, Any]:
 @click.argument("path", required=False, metavar="[PATH]")
 @collection_option
 @config_option
-def index_remove(path: str | None, collection: str | None, config_path: str | None) -> None:
+def index_remove(path: str | None, collection: str | None, config_path: tuple[str, ...]) -> None:
     """Drop a file or folder from the index (from --collection, else from every
     collection), or with --collection alone the whole collection."""
     from searcher.corpus import operations
@@ -640,7 +643,7 @@ def _state_call(settings: Settings, use: Callable[[Any], Awaitable[T]]) -> T:
 
 @cache.command("stats")
 @config_option
-def cache_stats(config_path: str | None) -> None:
+def cache_stats(config_path: tuple[str, ...]) -> None:
     """Print the entries and bytes of the extraction cache, and the entries and vectors of
     the result cache (hits and misses are a running server's: GET /v1/cache/stats)."""
     from searcher.cache.extraction import ExtractionCache
@@ -667,7 +670,7 @@ def cache_stats(config_path: str | None) -> None:
 
 @cache.command("clear")
 @config_option
-def cache_clear(config_path: str | None) -> None:
+def cache_clear(config_path: tuple[str, ...]) -> None:
     """Remove every cached extraction and every cached search result (with the semantic
     cache's vectors, in Qdrant too when state.qdrant_url is set)."""
     from searcher.cache.extraction import ExtractionCache
@@ -697,7 +700,7 @@ def cache_clear(config_path: str | None) -> None:
 
 @cache.command("prune")
 @config_option
-def cache_prune(config_path: str | None) -> None:
+def cache_prune(config_path: tuple[str, ...]) -> None:
     """Remove expired entries now (searcher serve also does it every
     service.cache.sweep_interval_s)."""
     from searcher.cache.extraction import ExtractionCache
@@ -733,7 +736,9 @@ def _rate_option(value: str | None, field: str) -> Any:
 )
 @click.option("--quota", default=None, help="Requests per window, e.g. 10000/day (default: none).")
 @config_option
-def keys_create(name: str, rate: str | None, quota: str | None, config_path: str | None) -> None:
+def keys_create(
+    name: str, rate: str | None, quota: str | None, config_path: tuple[str, ...]
+) -> None:
     """Create a key and print it: it is shown this once, only its hash is stored."""
     from searcher.auth.keys import KeyBook
 
@@ -752,7 +757,7 @@ def keys_create(name: str, rate: str | None, quota: str | None, config_path: str
 @keys.command("list")
 @click.option("--json", "as_json", is_flag=True)
 @config_option
-def keys_list(as_json: bool, config_path: str | None) -> None:
+def keys_list(as_json: bool, config_path: tuple[str, ...]) -> None:
     """List the keys (never their secrets)."""
     from searcher.auth.keys import KeyBook
 
@@ -769,7 +774,7 @@ def keys_list(as_json: bool, config_path: str | None) -> None:
 @keys.command("revoke")
 @click.argument("name_or_id")
 @config_option
-def keys_revoke(name_or_id: str, config_path: str | None) -> None:
+def keys_revoke(name_or_id: str, config_path: tuple[str, ...]) -> None:
     """Revoke a key by name or id; it is refused from then on (within seconds)."""
     from searcher.auth.keys import KeyBook
     from searcher.errors import KeyNotFound
@@ -784,7 +789,7 @@ def keys_revoke(name_or_id: str, config_path: str | None) -> None:
 @main.command("usage")
 @click.option("--json", "as_json", is_flag=True)
 @config_option
-def usage(as_json: bool, config_path: str | None) -> None:
+def usage(as_json: bool, config_path: tuple[str, ...]) -> None:
     """Requests per key today."""
     import time
 
@@ -887,10 +892,193 @@ def plugins(as_json: bool) -> None:
 
 @main.command("config")
 @config_option
-def show_config(config_path: str | None) -> None:
+def show_config(config_path: tuple[str, ...]) -> None:
     """Print the effective configuration (secrets masked)."""
     settings = _settings(config_path)
     click.echo(yaml.safe_dump(masked(settings), sort_keys=False), nl=False)
+
+
+@main.command("tune")
+@click.option("--queries", "queries_path", required=True, help="Queries, `qid<TAB>text` lines.")
+@click.option(
+    "--qrels", "qrels_path", required=True, help="TREC qrels `qid 0 url grade` (0-2 or more)."
+)
+@click.option("--out", "out_path", required=True, help="Where to write the YAML fragment.")
+@click.option("--folds", type=click.IntRange(2, 20), default=5, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fold split.")
+@config_option
+def tune_command(
+    queries_path: str,
+    qrels_path: str,
+    out_path: str,
+    folds: int,
+    seed: int,
+    config_path: tuple[str, ...],
+) -> None:
+    """Fit fusion (weights, rrf_k, hybrid share, heuristics) to judged queries by nDCG@10
+    with cross-validation; write a config fragment to pass as a further --config."""
+    from searcher.config import config_tree
+    from searcher.pipeline.tune import report_lines, tune
+    from searcher.ranking import evaluation
+    from searcher.runtime import open_service
+
+    settings = _settings(config_path)
+    tree = config_tree(config_path)
+    try:
+        queries = evaluation.read_queries(queries_path)
+        qrels = evaluation.read_qrels(qrels_path)
+        evaluation.per_query({}, {"q": {"d": 1}})  # the eval extra, before any search
+    except evaluation.MetricsNotInstalled as exc:
+        _fail(str(exc), 1)
+    except evaluation.EvalError as exc:
+        _fail(str(exc), 2)
+
+    async def fit() -> Any:
+        async with open_service(
+            settings, extract_in_process=True, sweep=False, wait_for_embedder=True
+        ) as runtime:
+            return await tune(runtime.service.parts, tree, queries, qrels, folds, seed)
+
+    try:
+        report = _run(fit)
+    except evaluation.EvalError as exc:
+        _fail(str(exc), 2)
+    for line in report_lines(report):
+        click.echo(line)
+    if report.result.worse_than_default:
+        _fail(
+            f"not written: the tuned settings score below the configured ones on held-out "
+            f"folds ({report.result.held_tuned:.4f} < {report.result.held_default:.4f}); "
+            "more judged queries would help",
+            1,
+        )
+    _write_fragment(out_path, report.fragment())
+
+
+def _write_fragment(out_path: str, tree: dict[str, Any]) -> None:
+    header = "# searcher tune: fusion fitted to judgements; pass as a further --config\n"
+    try:
+        with open(out_path, "w", encoding="utf-8") as out:
+            out.write(header + yaml.safe_dump(tree, sort_keys=True))
+    except OSError as exc:
+        _fail(f"cannot write {out_path}: {exc.strerror or exc}", 2)
+    click.echo(f"wrote {out_path}")
+
+
+@main.command("judge")
+@click.option("--queries", "queries_path", default=None, help="Queries, `qid<TAB>text` lines.")
+@click.option(
+    "--query-log",
+    "log_path",
+    default=None,
+    help="The access log (JSON lines, logging.queries on): its recent queries are sampled.",
+)
+@click.option(
+    "--from-feedback",
+    is_flag=True,
+    help="Qrels from POST /v1/feedback (cited 2, used 1, not_relevant 0), no LLM.",
+)
+@click.option(
+    "--out", "out_path", required=True, help="Qrels file to write; the queries go beside it (.tsv)."
+)
+@click.option("--sample", type=click.IntRange(1), default=None, help="Queries judged at most.")
+@click.option("--depth", type=click.IntRange(1, 50), default=10, show_default=True,
+              help="Results of each backend pooled per query.")  # fmt: skip
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
+@config_option
+def judge_command(
+    queries_path: str | None,
+    log_path: str | None,
+    from_feedback: bool,
+    out_path: str,
+    sample: int | None,
+    depth: int,
+    seed: int,
+    config_path: tuple[str, ...],
+) -> None:
+    """Write qrels for `searcher tune`: the configured LLM grades (0-2) the pooled top
+    results of every backend, or feedback reported by agents becomes judgements."""
+    from searcher.ranking import evaluation
+
+    if sum(bool(x) for x in (queries_path, log_path, from_feedback)) != 1:
+        _fail("give exactly one of --queries, --query-log, --from-feedback", 2)
+    settings = _settings(config_path)
+    if from_feedback:
+        queries, qrels = _state_call(settings, lambda store: _feedback_qrels(settings, store))
+        if not qrels:
+            _fail("no feedback is recorded (feedback.enabled, then POST /v1/feedback)", 2)
+    else:
+        if not settings.llm.configured:
+            _fail("no LLM configured: set llm.base_url and llm.model (or use --from-feedback)", 2)
+        try:
+            queries = _judge_input(queries_path, log_path, sample, seed)
+        except evaluation.EvalError as exc:
+            _fail(str(exc), 2)
+        qrels = _run(lambda: _llm_qrels(settings, queries, depth))
+    _write_judgements(out_path, queries, qrels)
+
+
+def _judge_input(
+    queries_path: str | None, log_path: str | None, sample: int | None, seed: int
+) -> dict[str, str]:
+    import random
+
+    from searcher.pipeline.judge import queries_from_log
+    from searcher.ranking import evaluation
+
+    if log_path is not None:
+        try:
+            with open(log_path, encoding="utf-8", errors="replace") as log:
+                return queries_from_log(log, log_path, sample or 50, seed)
+        except OSError as exc:
+            raise evaluation.EvalError(f"{log_path}: cannot read ({exc.strerror})") from None
+    queries = evaluation.read_queries(queries_path or "")
+    if sample is not None and sample < len(queries):
+        chosen = sorted(random.Random(seed).sample(sorted(queries), sample))
+        queries = {q: queries[q] for q in chosen}
+    return queries
+
+
+async def _feedback_qrels(settings: Settings, store: Any) -> tuple[dict[str, str], Any]:
+    from searcher.feedback.book import FeedbackBook, feedback_qrels
+
+    return feedback_qrels(await FeedbackBook(store, settings.feedback).records())
+
+
+async def _llm_qrels(settings: Settings, queries: dict[str, str], depth: int) -> Any:
+    from searcher.llm.judge import JudgementCache
+    from searcher.pipeline.judge import judge_queries
+    from searcher.runtime import open_service
+
+    cache = JudgementCache(settings.state.directory(), settings.llm.model or "")
+    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+        judged = await judge_queries(runtime.service.parts, queries, cache, depth)
+    click.echo(
+        f"{len(judged.qrels)} queries judged: {judged.asked} grades asked of the LLM, "
+        f"{judged.cached} from the cache, {len(judged.failed)} replies refused"
+        + (f", {len(judged.unanswered)} queries without results" if judged.unanswered else ""),
+        err=True,
+    )
+    for problem in judged.failed[:5]:
+        click.echo(f"  unjudged: {problem}", err=True)
+    if not judged.qrels:
+        _fail("no judgement was made (see above)", 1)
+    return judged.qrels
+
+
+def _write_judgements(out_path: str, queries: dict[str, str], qrels: Any) -> None:
+    from pathlib import Path
+
+    from searcher.ranking.evaluation import format_qrels
+
+    out = Path(out_path)
+    beside = out.with_suffix(".tsv")
+    try:
+        out.write_text(format_qrels(qrels), encoding="utf-8")
+        beside.write_text("".join(f"{q}\t{queries[q]}\n" for q in sorted(qrels)), "utf-8")
+    except OSError as exc:
+        _fail(f"cannot write {out_path}: {exc.strerror or exc}", 2)
+    click.echo(f"wrote {out} and {beside} ({len(qrels)} queries)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -29,7 +29,7 @@ from pydantic import (
 
 from searcher.auth.rates import Rate
 from searcher.backends.registry import resolve_instances
-from searcher.config_hints import find_config_file, unknown_key_text
+from searcher.config_hints import CONFIG_ENV_VAR, find_config_file, unknown_key_text
 
 # The section types live below this module (backend adapters build on them); a reader of
 # the configuration, and a plugin, finds them here too.
@@ -1050,6 +1050,32 @@ class LoggingSettings(ConfigSection):
     queries: bool = Field(default=False, description="Put the query text in that line")
 
 
+class FeedbackSettings(ConfigSection):
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Keep a small record of each `POST /v1/search` (query, route, mode, its "
+            "items' ids and URLs) so that `POST /v1/feedback` can report results `used`, "
+            "`cited` or `not_relevant`; the response's `meta.request_id` names it. "
+            "See [Feedback](ranking.md#feedback)"
+        ),
+    )
+    ttl_s: int = Field(
+        default=7 * 86_400,
+        ge=60,
+        description="How long a search's record and its feedback are kept",
+    )
+    max_searches: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Search records kept at most; a new search replaces the oldest",
+    )
+    max_items: int = Field(
+        default=50, ge=1, le=1_000, description="Items of one search its record keeps (the first)"
+    )
+
+
 class MetricsSettings(ConfigSection):
     enabled: bool = Field(default=True, description="Serve Prometheus metrics at `GET /metrics`")
 
@@ -1339,6 +1365,7 @@ class Settings(ConfigSection):
     mcp: McpSettings = Field(default_factory=McpSettings)
     compat: CompatSettings = Field(default_factory=CompatSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     research: ResearchSettings = Field(default_factory=ResearchSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state: StateSettings = Field(default_factory=StateSettings)
@@ -1458,16 +1485,42 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_settings(
-    path: str | Path | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
-    """Read settings from a YAML file (``path``, else ``$SEARCHER_CONFIG``, else
-    ``./searcher.yaml`` when there is one) and the environment."""
-    env = os.environ if environ is None else environ
-    found = find_config_file(path, env)
-    config_path = None if found is None else str(found.path)
-    source = f" (file {config_path})" if config_path else ""
-    tree: dict[str, Any] = _read_yaml(Path(config_path)) if config_path else {}
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` laid over ``base`` key by key: mappings merge all the way down, any other
+    value (a list, a number, null) in ``over`` replaces ``base``'s. Neither is changed."""
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            merged[key] = deep_merge(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+ConfigPaths = str | Path | Sequence[str | Path] | None
+
+
+def _config_files(path: ConfigPaths, env: Mapping[str, str]) -> list[str]:
+    """The config files to read, in order: every ``--config`` given (later ones win),
+    else ``$SEARCHER_CONFIG`` (several joined by the path separator), else
+    ``./searcher.yaml`` when there is one."""
+    if isinstance(path, str | Path) or path is None:
+        given: list[str | Path] = [] if path is None or path == "" else [path]
+    else:
+        given = list(path)
+    if not given and env.get(CONFIG_ENV_VAR) and os.pathsep in env[CONFIG_ENV_VAR]:
+        given = [p for p in env[CONFIG_ENV_VAR].split(os.pathsep) if p]
+    if len(given) > 1:
+        return [str(p) for p in given]
+    found = find_config_file(given[0] if given else None, env)
+    return [] if found is None else [str(found.path)]
+
+
+def _read_config_file(config_path: str) -> dict[str, Any]:
+    """One config file's tree, checked for masked secrets, old keys moved to new ones."""
+    source = f" (file {config_path})"
+    tree = _read_yaml(Path(config_path))
     masked_keys = _masked_values(tree)
     if masked_keys:
         raise ConfigError(
@@ -1475,17 +1528,53 @@ def load_settings(
             "`searcher config` hides a secret; write the secret itself (or unset the key)"
         )
     try:
-        # Before the environment is laid over it: an old key in the file and its variable
-        # ($SEARCHER_PORT) are not two names given at once.
-        tree = with_legacy_keys_moved(tree)
+        # Per file and before the environment is laid over it: an old key in the file
+        # and its variable ($SEARCHER_PORT), or its new name in a later file, are not two
+        # names given at once.
+        return with_legacy_keys_moved(tree)
     except ValueError as exc:
         raise ConfigError(f"invalid configuration{source}: {exc}") from exc
+
+
+def load_settings(path: ConfigPaths = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from YAML files (``path``, one or several, later files winning key
+    by key; else ``$SEARCHER_CONFIG``; else ``./searcher.yaml`` when there is one) and
+    the environment."""
+    tree, source, from_env = _config_tree(path, os.environ if environ is None else environ)
+    return settings_from_tree(tree, source, from_env)
+
+
+def config_tree(
+    path: ConfigPaths = None, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The configuration ``load_settings`` validates, as a plain tree: the files merged,
+    the environment laid over them (``searcher tune`` lays candidate fragments over it)."""
+    return _config_tree(path, os.environ if environ is None else environ)[0]
+
+
+def _config_tree(
+    path: ConfigPaths, env: Mapping[str, str]
+) -> tuple[dict[str, Any], str, dict[str, str]]:
+    """(tree, `` (file …)`` for messages, dotted key -> the variable that set it)."""
+    files = _config_files(path, env)
+    source = f" (file {', '.join(files)})" if files else ""
+    tree: dict[str, Any] = {}
+    for config_path in files:
+        tree = deep_merge(tree, _read_config_file(config_path))
     from_env: dict[str, str] = {}
     for var, dotted in ENV_VARS.items():
         value = env.get(var)
         if value is not None and value != "":
             _set_dotted(tree, dotted, value)
             from_env[dotted] = var
+    return tree, source, from_env
+
+
+def settings_from_tree(
+    tree: Mapping[str, Any], source: str = "", from_env: Mapping[str, str] | None = None
+) -> Settings:
+    """``tree`` validated; ``ConfigError`` naming each key that is wrong."""
+    from_env = from_env or {}
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:

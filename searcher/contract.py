@@ -7,6 +7,7 @@ works on plain dataclasses.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from collections.abc import Iterator
@@ -655,6 +656,11 @@ class Meta(BaseModel):
     answer_check: AnswerCheck | None = None
     llm: list[LlmCall] = Field(default_factory=list, description="Every LLM step, in order.")
     cache: CacheInfo | None = Field(default=None, description="The result cache's part.")
+    request_id: str | None = Field(
+        default=None,
+        description="With feedback.enabled: the id to report its results with "
+        "(POST /v1/feedback); also the X-Request-ID header.",
+    )
 
 
 class Usage(BaseModel):
@@ -705,6 +711,56 @@ _ITEMS = {"items"}
 # The response's fields after ``items``, in order (none of them has an alias).
 _FIELDS = list(SearchResponse.model_fields)
 _AFTER_ITEMS = tuple(_FIELDS[_FIELDS.index("items") + 1 :])
+
+
+class FeedbackOutcome(enum.StrEnum):
+    """What became of one result (``POST /v1/feedback``)."""
+
+    used = "used"
+    cited = "cited"
+    not_relevant = "not_relevant"
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="The search's `meta.request_id` (its X-Request-ID header).",
+    )
+    items: dict[str, FeedbackOutcome] = Field(
+        min_length=1,
+        max_length=1_000,
+        description="Item id -> `used`, `cited` or `not_relevant`; a later report for an "
+        "item replaces an earlier one.",
+    )
+
+
+class FeedbackRecorded(BaseModel):
+    request_id: str
+    items: dict[str, FeedbackOutcome] = Field(description="Every outcome held for the search.")
+
+
+class RouteUse(BaseModel):
+    route: str = Field(description="The engine group searches were routed to.")
+    preset: str = Field(description="The search mode (`simple`, `full`) or research preset.")
+    searches: int
+    with_feedback: int = Field(description="Searches some feedback was given for.")
+    used_searches: int = Field(description="Of those, searches with a result used or cited.")
+    used_rate: float = Field(description="used_searches / with_feedback.")
+    used: int = Field(description="Results reported used or cited.")
+    cited: int
+    not_relevant: int
+
+
+class RouteStatsResponse(BaseModel):
+    routes: list[RouteUse]
+    recommended: dict[str, str] = Field(
+        description="Per route, the preset whose results were used most often (seed 000 "
+        "§6.2), among presets with at least 5 searches given feedback."
+    )
 
 
 class ErrorBody(BaseModel):

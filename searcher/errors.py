@@ -452,6 +452,18 @@ class TooManyJobsForKey(TooManyJobs):
         self.retry_after_s = retry_after_s
 
 
+class UnknownRequest(SearcherError):
+    """No search with that request id is kept for feedback (never made, expired, or
+    feedback is off)."""
+
+    def __init__(self, request_id: str, ttl_s: int | None = None) -> None:
+        kept = (
+            f"searches are kept for feedback for {ttl_s} s" if ttl_s else "feedback.enabled is off"
+        )
+        super().__init__(f"no search with request id {request_id!r} ({kept})")
+        self.request_id = request_id
+
+
 class JobNotFound(SearcherError):
     """No research job has that id (or it expired)."""
 

@@ -18,6 +18,7 @@ from searcher.api.body_limit import BodyLimitMiddleware
 from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.docs import mount_docs
 from searcher.api.errors import install_error_handlers
+from searcher.api.feedback import router as feedback_router
 from searcher.api.host_check import HostOriginMiddleware
 from searcher.api.metrics import Metrics
 from searcher.api.observe import ObserveMiddleware
@@ -61,6 +62,7 @@ def create_app(
     # busiest; none of the other paths overlaps another.
     _add_routes(app, search_router)  # POST /v1/search
     _add_routes(app, status_router)  # /v1/health, /v1/cache/*, /v1/usage
+    _add_routes(app, feedback_router)  # POST /v1/feedback, GET /v1/stats/routes
     if metrics is not None:
         _add_routes(app, metrics_router)  # GET /metrics
     app.include_router(tavily.router)  # POST /tavily/search, /tavily/extract

@@ -20,6 +20,7 @@ from searcher.errors import (
     SearcherError,
     StateUnavailable,
     TooManyJobs,
+    UnknownRequest,
     field_problems,
 )
 
@@ -113,6 +114,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(JobNotFound)
     async def _on_no_job(_: Request, exc: JobNotFound) -> JSONResponse:
         return error_response(404, "not_found", str(exc))
+
+    @app.exception_handler(UnknownRequest)
+    async def _on_unknown_request(_: Request, exc: UnknownRequest) -> JSONResponse:
+        return error_response(404, "not_found", str(exc), field="request_id")
 
     @app.exception_handler(TooManyJobs)
     async def _on_too_many_jobs(_: Request, exc: TooManyJobs) -> JSONResponse:

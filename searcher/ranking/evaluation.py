@@ -179,6 +179,37 @@ def read_qrels(path: str | Path) -> Qrels:
     return parse_qrels(_lines(path), str(path))
 
 
+def parse_queries(lines: Iterable[str], source: str) -> dict[str, str]:
+    """Queries from ``qid<TAB>text`` lines (what ``searcher tune`` and ``judge`` read)."""
+    queries: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        qid, tab, text = line.partition("\t")
+        if not tab or not qid.strip() or not text.strip():
+            raise EvalError(f"{where}: expected 'qid<TAB>query text'")
+        if qid.strip() in queries:
+            raise EvalError(f"{where}: query id {qid.strip()!r} listed twice")
+        queries[qid.strip()] = text.strip()
+    if not queries:
+        raise EvalError(f"{source}: no queries in the file")
+    return queries
+
+
+def read_queries(path: str | Path) -> dict[str, str]:
+    return parse_queries(_lines(path), str(path))
+
+
+def format_qrels(qrels: Mapping[str, Mapping[str, int]]) -> str:
+    """TREC qrels text ``qid 0 docid grade``, queries and documents in sorted order."""
+    return "".join(
+        f"{qid} 0 {docid} {grade}\n"
+        for qid in sorted(qrels)
+        for docid, grade in sorted(qrels[qid].items())
+    )
+
+
 def run_from_rankings(rankings: Mapping[str, Sequence[str]]) -> Run:
     """A run from ranked document ids per query: scores that fall with the rank."""
     return {
@@ -249,6 +280,19 @@ def evaluate(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -
         run_queries=len(run),
         missing_from_run=len(qrels.keys() - run.keys()),
     )
+
+
+def per_query(run: Run, qrels: Qrels, metric: str = "nDCG@10") -> dict[str, float]:
+    """``metric`` for each judged query; a judged query the run lacks scores 0."""
+    ir_measures = _metrics_library()
+
+    measure = _measure(metric)
+    scores = {qid: 0.0 for qid in qrels}
+    known = {qid: docs for qid, docs in run.items() if qid in qrels and docs}
+    if known:
+        for value in ir_measures.pytrec_eval.evaluator([measure], qrels).iter_calc(known):
+            scores[value.query_id] = value.value
+    return scores
 
 
 def evaluate_files(

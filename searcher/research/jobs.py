@@ -47,6 +47,7 @@ from searcher.errors import (
     TooManyJobs,
     TooManyJobsForKey,
 )
+from searcher.feedback.book import FeedbackBook, research_record
 from searcher.pipeline.parts import Parts
 from searcher.research.job_store import (
     EVENTS_OUTLIVE_S,
@@ -144,6 +145,7 @@ class JobBook:
         self._finished: OrderedDict[str, Job] = OrderedDict()  # the newest, oldest first
         self.owner = uuid.uuid4().hex
         self._store = JobStore(store, settings, self.owner)
+        self._feedback_store = store  # fail-soft: a lost store costs feedback, not the job
         self._rewrites: dict[str, asyncio.Task[None]] = {}  # finished jobs not yet stored
         self._closing = False
 
@@ -355,6 +357,7 @@ class JobBook:
             async with asyncio.timeout(limit_s + GRACE_S):
                 research = Research(job.request, self._parts, emit, job.bounded, job.client)
                 job.result = await research.run()
+            await self._report_citations(job.id, job.result)
         except asyncio.CancelledError:
             status, error = ("failed", INTERRUPTED) if self._closing else ("cancelled", "cancelled")
         except CancelledElsewhere:
@@ -367,6 +370,25 @@ class JobBook:
             log.exception("research job %s crashed", job.id)
             status, error = "failed", f"internal error: {type(exc).__name__}"
         await self._finish(job, status, error)
+
+    async def _report_citations(self, job_id: str, result: ResearchResult) -> None:
+        """With feedback on, the job reports the passages its report cited itself (kept
+        fail-soft: a lost store costs the record, not the job)."""
+        found = research_record(job_id, result)
+        if (
+            self._feedback_store is None
+            or not self._parts.settings.feedback.enabled
+            or found is None
+        ):
+            return
+        book = FeedbackBook(self._feedback_store, self._parts.settings.feedback)
+        record, cited = found
+        try:
+            await book.record_search(record)
+            if cited:
+                await book.give(job_id, cited)
+        except SearcherError as exc:  # the record lost to a store outage meanwhile
+            log.warning("research job %s: its citations were not recorded: %s", job_id, exc)
 
     async def _finish(self, job: Job, status: JobStatus, error: str | None) -> None:
         """End the job (``_end``) and retire it. The ending runs to its end whatever

@@ -1,0 +1,82 @@
+"""``searcher judge``: judgements without a labelling team.
+
+Queries come from a file, from the query log (the access log's JSON lines, with
+``logging.queries`` on) or from feedback. For LLM judgements each query is searched once,
+the top results of every backend are pooled (so that no backend's pages go unjudged), and
+the LLM grades each pair (``searcher.llm.judge``). The output is TREC qrels keyed by URL,
+the input of ``searcher tune``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from searcher.errors import LlmError
+from searcher.llm.judge import JudgementCache, Pair, grade
+from searcher.pipeline.parts import Parts
+from searcher.pipeline.replay import capture, pooled
+from searcher.ranking.evaluation import EvalError, Qrels
+
+POOL_DEPTH = 10  # results of each backend judged per query
+
+
+def queries_from_log(lines: Iterable[str], source: str, sample: int, seed: int) -> dict[str, str]:
+    """Up to ``sample`` distinct queries of the access log's search lines, drawn with
+    ``seed`` from the most recent ``4 x sample`` (recent queries are what to tune for)."""
+    seen: dict[str, None] = {}
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # uvicorn's own lines share the stream
+        query = entry.get("query") if isinstance(entry, dict) else None
+        if isinstance(query, str) and query.strip():
+            seen.pop(query.strip(), None)
+            seen[query.strip()] = None  # most recent last
+    if not seen:
+        raise EvalError(
+            f"{source}: no search line with a query (is logging.queries on for that log?)"
+        )
+    recent = list(seen)[-4 * sample :]
+    chosen = sorted(random.Random(seed).sample(recent, min(sample, len(recent))))
+    return {f"log{n}": text for n, text in enumerate(chosen, start=1)}
+
+
+@dataclass
+class Judged:
+    qrels: Qrels = field(default_factory=dict)
+    asked: int = 0  # LLM calls made
+    cached: int = 0  # grades read from the cache
+    failed: list[str] = field(default_factory=list)  # why pairs went unjudged
+    unanswered: dict[str, str] = field(default_factory=dict)  # queries no backend answered
+
+
+async def judge_queries(
+    parts: Parts, queries: Mapping[str, str], cache: JudgementCache, depth: int = POOL_DEPTH
+) -> Judged:
+    """Pool and grade the results of every query (the LLM is ``parts.llm``)."""
+    if parts.llm is None:
+        raise LlmError("no LLM configured (set llm.base_url and llm.model)")
+    found = await capture(parts, queries)
+    judged = Judged(unanswered=dict(found.failed))
+    for query in found.queries:
+        text = queries[query.qid]
+        for hit in pooled(query, depth):
+            pair = Pair(text, hit.url, hit.title, hit.snippet)
+            value = cache.get(pair)
+            if value is None:
+                try:
+                    value = await grade(parts.llm, parts.settings.llm, pair)
+                except LlmError as exc:
+                    judged.failed.append(f"{query.qid} {hit.url}: {exc}")
+                    continue
+                cache.put(pair, value)
+                judged.asked += 1
+            else:
+                judged.cached += 1
+            if " " not in hit.url:  # a qrels line is split on whitespace
+                judged.qrels.setdefault(query.qid, {})[hit.url] = value
+    return judged

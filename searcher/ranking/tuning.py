@@ -1,0 +1,195 @@
+"""Fusion fitted to judgements (``searcher tune``): which settings to try, how to search
+them, and how to tell a fit that generalises from one that learnt the judged queries.
+
+A setting is a ``Knob``: a config key (its path in searcher.yaml) and the grid of values
+tried. ``cross_validate`` splits the judged queries into k folds (a fixed seed), fits on
+k-1 by coordinate ascent and scores the fold left out, so every query is scored once by
+settings that never saw it; the fragment written is the fit on every query. A query's
+score under a setting is computed once (``ScoreTable``) and shared by every fold.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Value = float | int | str
+Values = dict[str, Value]  # knob name -> value
+PerQuery = Callable[[Values], Awaitable[dict[str, float]]]  # setting -> qid -> score
+
+WEIGHT_GRID: tuple[Value, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+RRF_K_GRID: tuple[Value, ...] = (1, 3, 10, 30, 60)
+SHARE_GRID: tuple[Value, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+HEURISTIC_FACTORS = (0.0, 0.5, 2.0, 4.0)  # times the configured value
+HEURISTICS = ("keyword_weight", "multi_engine_bonus", "category_boost")
+MIN_GAIN = 1e-4  # a move must gain more: ties and noise keep the configured value
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting tuned: its config key path, the values tried and the configured one."""
+
+    path: tuple[str, ...]
+    grid: tuple[Value, ...]
+    start: Value
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+
+def backend_weight_path(name: str, instances: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where an instance's weight is written: under ``backends.instances`` when it is a
+    named instance there, else the built-in's own section (``backends.brave``)."""
+    return (
+        ("backends", "instances", name, "weight")
+        if name in instances
+        else ("backends", name, "weight")
+    )
+
+
+def knobs_for(
+    tree_start: Mapping[str, Value], backends: Sequence[str], engines: Sequence[str],
+    instances: Mapping[str, Any],
+) -> list[Knob]:  # fmt: skip
+    """The knobs for a deployment whose searches used ``backends`` (the first one is the
+    anchor: scaling every weight at once changes no order) and whose SearXNG answers
+    named ``engines``. ``tree_start`` holds the configured values by knob name."""
+    knobs = [
+        Knob(path, WEIGHT_GRID, tree_start.get(".".join(path), 1.0))
+        for path in (backend_weight_path(b, instances) for b in backends[1:])
+    ]
+    knobs += [
+        Knob(("backends", "engine_weights", e), WEIGHT_GRID,
+             tree_start.get(f"backends.engine_weights.{e}", 1.0))
+        for e in engines
+    ]  # fmt: skip
+    knobs += [
+        Knob(("fusion", "rrf_k"), RRF_K_GRID, tree_start["fusion.rrf_k"]),
+        Knob(("fusion", "method"), ("answer_order", "engine_rrf"), tree_start["fusion.method"]),
+        Knob(("scoring", "hybrid_share"), SHARE_GRID, tree_start["scoring.hybrid_share"]),
+    ]
+    for name in HEURISTICS:
+        start = float(tree_start[f"scoring.{name}"])
+        grid = tuple(round(start * f, 6) for f in HEURISTIC_FACTORS) if start else (0.0,)
+        knobs.append(Knob(("scoring", name), grid, start))
+    return knobs
+
+
+def fragment(knobs: Sequence[Knob], values: Mapping[str, Value]) -> dict[str, Any]:
+    """The config fragment that sets every knob to its value, with the config's keys."""
+    tree: dict[str, Any] = {}
+    for knob in knobs:
+        node = tree
+        for key in knob.path[:-1]:
+            node = node.setdefault(key, {})
+        node[knob.path[-1]] = values[knob.name]
+    return tree
+
+
+class ScoreTable:
+    """Per-query scores of each setting tried, each setting computed once."""
+
+    def __init__(self, per_query: PerQuery, knobs: Sequence[Knob]) -> None:
+        self._per_query = per_query
+        self._names = [k.name for k in knobs]
+        self._table: dict[tuple[Value, ...], dict[str, float]] = {}
+
+    @property
+    def settings_scored(self) -> int:
+        return len(self._table)
+
+    async def scores(self, values: Values) -> dict[str, float]:
+        key = tuple(values[n] for n in self._names)
+        if key not in self._table:
+            self._table[key] = await self._per_query(dict(values))
+        return self._table[key]
+
+    async def mean(self, values: Values, qids: Sequence[str]) -> float:
+        scores = await self.scores(values)
+        return sum(scores[q] for q in qids) / len(qids) if qids else 0.0
+
+
+async def coordinate_ascent(
+    table: ScoreTable, knobs: Sequence[Knob], qids: Sequence[str], max_rounds: int = 3
+) -> tuple[Values, float]:
+    """Each knob in turn takes the grid value that scores best on ``qids`` with the others
+    held, until a round changes nothing; (values, mean score)."""
+    values: Values = {k.name: k.start for k in knobs}
+    best = await table.mean(values, qids)
+    for _ in range(max_rounds):
+        moved = False
+        for knob in knobs:
+            for value in knob.grid:
+                if value == values[knob.name]:
+                    continue
+                trial = {**values, knob.name: value}
+                score = await table.mean(trial, qids)
+                if score > best + MIN_GAIN:
+                    values, best, moved = trial, score, True
+        if not moved:
+            break
+    return values, best
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One fold: fitted on the others, scored on its own queries (``held``)."""
+
+    number: int
+    held: tuple[str, ...]
+    values: Values
+    train_default: float
+    train_tuned: float
+    held_default: float
+    held_tuned: float
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    folds: list[Fold]
+    held_default: float  # every query scored by the configured settings
+    held_tuned: float  # every query scored by the fit of the folds that left it out
+    values: Values  # the fit on every query: what the fragment holds
+    all_default: float
+    all_tuned: float
+    settings_scored: int
+
+    @property
+    def worse_than_default(self) -> bool:
+        return self.held_tuned < self.held_default
+
+
+def split_folds(qids: Sequence[str], k: int, seed: int) -> list[list[str]]:
+    """``qids`` shuffled with ``seed`` and dealt into ``k`` folds (fewer if fewer queries)."""
+    order = sorted(qids)
+    random.Random(seed).shuffle(order)
+    k = max(2, min(k, len(order)))
+    return [order[i::k] for i in range(k)]
+
+
+async def cross_validate(
+    per_query: PerQuery, knobs: Sequence[Knob], qids: Sequence[str], k: int = 5, seed: int = 0
+) -> CrossValidation:
+    """k-fold cross-validation of the coordinate ascent, then the fit on every query."""
+    table = ScoreTable(per_query, knobs)
+    default: Values = {knob.name: knob.start for knob in knobs}
+    folds: list[Fold] = []
+    held_scores: dict[str, float] = {}
+    for number, held in enumerate(split_folds(qids, k, seed), start=1):
+        train = [q for q in qids if q not in set(held)]
+        values, train_tuned = await coordinate_ascent(table, knobs, train)
+        tuned_scores = await table.scores(values)
+        held_scores.update({q: tuned_scores[q] for q in held})
+        folds.append(Fold(
+            number, tuple(held), values, await table.mean(default, train), train_tuned,
+            await table.mean(default, held), await table.mean(values, held),
+        ))  # fmt: skip
+    values, all_tuned = await coordinate_ascent(table, knobs, qids)
+    all_default = await table.mean(default, qids)
+    return CrossValidation(
+        folds, all_default, sum(held_scores.values()) / len(held_scores), values,
+        all_default, all_tuned, table.settings_scored,
+    )  # fmt: skip

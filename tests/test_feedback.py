@@ -1,0 +1,137 @@
+"""Feedback over real HTTP: ``POST /v1/feedback``, ``GET /v1/stats/routes``, the cited
+answer reporting its own citations, and ``searcher judge --from-feedback`` turning it all
+into qrels."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import yaml
+from click.testing import CliRunner
+
+from searcher.cli import main
+from tests.testbed.chat import script
+
+QUERY = "Google Stadia Microsoft xCloud Apple Arcade games"
+FEEDBACK = {"enabled": True}
+
+
+def search(base: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+    response = httpx.post(f"{base}/v1/search", json=body, headers=headers, timeout=30)
+    assert response.status_code == 200, response.text
+    return response
+
+
+def feedback(base: str, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.post(f"{base}/v1/feedback", json=body, headers=headers, timeout=10)
+
+
+def test_feedback_is_kept_with_the_search_and_counted_per_route(make_settings, serve_searcher):
+    base = serve_searcher(make_settings(feedback=FEEDBACK))
+    answer = search(base, {"query": QUERY, "budget": {"max_results": 4}})
+    data = answer.json()
+    rid = data["meta"]["request_id"]
+    assert rid == answer.headers["x-request-id"]
+    ids = [item["id"] for item in data["items"]]
+    given = feedback(base, {"request_id": rid, "items": {ids[0]: "cited", ids[1]: "not_relevant"}})
+    assert given.status_code == 200, given.text
+    assert given.json()["items"] == {ids[0]: "cited", ids[1]: "not_relevant"}
+    # A later report for an item replaces the earlier one; others are kept.
+    again = feedback(base, {"request_id": rid, "items": {ids[1]: "used"}})
+    assert again.json()["items"] == {ids[0]: "cited", ids[1]: "used"}
+    search(base, {"query": "cloud gaming services", "budget": {"max_results": 2}})
+
+    stats = httpx.get(f"{base}/v1/stats/routes").json()
+    (row,) = [r for r in stats["routes"] if r["preset"] == "simple"]
+    assert row["searches"] == 2 and row["with_feedback"] == 1 and row["used_searches"] == 1
+    assert (row["used"], row["cited"], row["not_relevant"]) == (2, 1, 0)
+    assert row["used_rate"] == 1.0
+
+
+def test_bad_feedback_is_a_422_naming_the_field_and_an_unknown_search_a_404(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings(feedback=FEEDBACK))
+    data = search(base, {"query": QUERY, "budget": {"max_results": 2}}).json()
+    rid, first = data["meta"]["request_id"], data["items"][0]["id"]
+    bad = feedback(base, {"request_id": rid, "items": {first: "loved"}})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == f"items.{first}"
+    stranger = feedback(base, {"request_id": rid, "items": {"r-nope": "used"}})
+    assert stranger.status_code == 422 and stranger.json()["error"]["field"] == "items.r-nope"
+    empty = feedback(base, {"request_id": rid, "items": {}})
+    assert empty.status_code == 422 and empty.json()["error"]["field"] == "items"
+    extra = feedback(base, {"request_id": rid, "items": {first: "used"}, "mood": "happy"})
+    assert extra.status_code == 422 and extra.json()["error"]["field"] == "mood"
+    unknown = feedback(base, {"request_id": "never-made", "items": {first: "used"}})
+    assert unknown.status_code == 404 and "never-made" in unknown.json()["error"]["message"]
+
+
+def test_without_feedback_enabled_no_record_is_kept(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    answer = search(base, {"query": QUERY, "budget": {"max_results": 2}})
+    assert answer.json()["meta"]["request_id"] is None
+    rid, first = answer.headers["x-request-id"], answer.json()["items"][0]["id"]
+    refused = feedback(base, {"request_id": rid, "items": {first: "used"}})
+    assert refused.status_code == 404 and "feedback.enabled" in refused.text
+
+
+def test_feedback_wants_an_api_key_when_keys_are_on(make_settings, serve_searcher, config_file):
+    from tests.test_auth import bearer, create_key
+
+    config = config_file()
+    base = serve_searcher(make_settings(auth={"enabled": True}, feedback=FEEDBACK))
+    key = bearer(create_key(config, "agent"))
+    data = search(base, {"query": QUERY, "budget": {"max_results": 2}}, key).json()
+    body = {"request_id": data["meta"]["request_id"], "items": {data["items"][0]["id"]: "used"}}
+    assert feedback(base, body).status_code == 401
+    assert httpx.get(f"{base}/v1/stats/routes").status_code == 401
+    assert feedback(base, body, key).status_code == 200
+
+
+def test_the_cited_answer_reports_its_citations_and_judge_turns_feedback_into_qrels(
+    make_settings, serve_searcher, testbed_clean, tmp_path
+):
+    llm = {"base_url": testbed_clean.llm_url(), "model": script(reply="Stadia streams [1].")}
+    settings = make_settings(llm=llm, feedback=FEEDBACK)
+    base = serve_searcher(settings)
+    data = search(base, {"query": QUERY, "want": {"answer": True}, "budget": {"max_results": 3}})
+    data = data.json()
+    first, second = data["items"][0], data["items"][1]
+    rid = data["meta"]["request_id"]
+    # The answer cited item 1 on its own; the agent says item 2 was not relevant.
+    given = feedback(base, {"request_id": rid, "items": {second["id"]: "not_relevant"}}).json()
+    assert given["items"] == {first["id"]: "cited", second["id"]: "not_relevant"}
+
+    config = tmp_path / "judge.yaml"  # the server's state directory, feedback on
+    config.write_text(yaml.safe_dump({"state": {"dir": settings.state.dir}, "feedback": FEEDBACK}))
+    out = tmp_path / "feedback.qrels"
+    result = CliRunner().invoke(
+        main, ["judge", "--from-feedback", "--out", str(out), "--config", str(config)]
+    )
+    assert result.exit_code == 0, result.output
+    queries = (tmp_path / "feedback.tsv").read_text().splitlines()
+    assert queries == [f"f1\t{QUERY}"]
+    qrels = sorted((tmp_path / "feedback.qrels").read_text().splitlines())
+    assert qrels == sorted([f"f1 0 {first['url']} 2", f"f1 0 {second['url']} 0"])
+
+
+def test_a_research_job_reports_the_passages_its_report_cited(make_settings, serve_searcher):
+    from tests.test_research import QUESTION, follow, start
+
+    base = serve_searcher(make_settings(feedback=FEEDBACK))
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    follow(base, job_id)  # to the end of its events
+    result = httpx.get(f"{base}/v1/research/{job_id}").json()["result"]
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", result["report"])}
+    assert cited
+    # The job id is the request id; the evidence's numbers are the item ids.
+    extra = str(max(p["n"] for p in result["evidence"]))
+    given = feedback(base, {"request_id": job_id, "items": {extra: "not_relevant"}})
+    assert given.status_code == 200, given.text
+    expected = {str(n): "cited" for n in cited} | {extra: "not_relevant"}
+    assert given.json()["items"] == expected
+    stats = httpx.get(f"{base}/v1/stats/routes").json()["routes"]
+    (row,) = [r for r in stats if r["route"] == "research"]
+    assert row["preset"] == "research:minimal" and row["cited"] == len(cited - {int(extra)})

@@ -1,0 +1,114 @@
+"""``searcher judge`` with the testbed's LLM stand-in: the plumbing (pooling, the fixed
+prompt at temperature 0, the strict JSON contract, the cache, the qrels ``tune`` reads)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import yaml
+from click.testing import CliRunner
+
+from searcher.cli import main
+from searcher.ranking.evaluation import read_qrels
+from tests.testbed.chat import script
+
+QUERIES = "1\tGoogle Stadia games\n2\tcloud gaming services\n"
+
+
+def _config(tmp_path, testbed, reply: str | None) -> str:
+    config = {
+        "backends": {
+            "order": ["searxng", "brave"], "auto": "fanout",
+            "searxng": {"base_url": testbed.searxng_url()}, "duckduckgo": {"enabled": False},
+            "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
+        },
+        "state": {"dir": str(tmp_path / "state")},
+        "embeddings": {"provider": "none"},
+    }  # fmt: skip
+    if reply is not None:
+        config["llm"] = {"base_url": testbed.llm_url(), "model": script(reply=reply)}
+    path = tmp_path / "searcher.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def judge(config: str, *args: str):
+    return CliRunner().invoke(main, ["judge", "--config", config, *args], catch_exceptions=False)
+
+
+def _pooled(testbed, query: str, depth: int) -> set[str]:
+    """The URLs both testbed backends return first for ``query``, fetched over HTTP."""
+    sx = httpx.get(testbed.searxng_url() + "/search", params={"q": query, "format": "json"})
+    brave = httpx.get(
+        testbed.brave_url() + "/res/v1/web/search",
+        params={"q": query, "count": 20}, headers={"X-Subscription-Token": "test-key"},
+    )  # fmt: skip
+    urls = [r["url"] for r in sx.json()["results"][:depth]]
+    urls += [r["url"] for r in brave.json()["web"]["results"][:depth]]
+    return set(urls)
+
+
+def test_judge_pools_every_backend_asks_once_and_writes_qrels(testbed_clean, tmp_path):
+    config = _config(tmp_path, testbed_clean, '{"grade": 2}')
+    (tmp_path / "q.tsv").write_text(QUERIES)
+    out = tmp_path / "judged.qrels"
+    result = judge(config, "--queries", str(tmp_path / "q.tsv"), "--out", str(out), "--depth", "3")
+    assert result.exit_code == 0, result.output
+    qrels = read_qrels(out)
+    assert set(qrels) == {"1", "2"}
+    from searcher.fetch.urls import page_key
+
+    assert {page_key(u) for u in qrels["1"]} == {
+        page_key(u) for u in _pooled(testbed_clean, "Google Stadia games", 3)
+    }
+    assert all(grade == 2 for docs in qrels.values() for grade in docs.values())
+    assert (tmp_path / "judged.tsv").read_text() == QUERIES
+    bodies = testbed_clean.chat_bodies()
+    assert len(bodies) == sum(len(d) for d in qrels.values())
+    assert all(b["temperature"] == 0 for b in bodies)
+    assert "Reply with JSON only" in bodies[0]["messages"][0]["content"]
+    # A second run reads every grade from the cache in the state directory.
+    again = judge(config, "--queries", str(tmp_path / "q.tsv"), "--out", str(out), "--depth", "3")
+    assert again.exit_code == 0, again.output
+    assert "0 grades asked of the LLM" in again.stderr
+    assert len(testbed_clean.chat_bodies()) == len(bodies)
+
+
+def test_a_reply_outside_the_json_contract_is_refused_not_guessed(testbed_clean, tmp_path):
+    config = _config(tmp_path, testbed_clean, '{"grade": 3}')
+    (tmp_path / "q.tsv").write_text(QUERIES)
+    result = judge(config, "--queries", str(tmp_path / "q.tsv"), "--out", str(tmp_path / "j.qrels"))
+    assert result.exit_code == 1
+    assert "no judgement was made" in result.stderr and "grade" in result.stderr
+    assert not (tmp_path / "j.qrels").exists()
+
+
+def test_without_an_llm_judge_exits_2_saying_what_to_set(testbed, tmp_path):
+    (tmp_path / "q.tsv").write_text(QUERIES)
+    result = judge(
+        _config(tmp_path, testbed, None), "--queries", str(tmp_path / "q.tsv"),
+        "--out", str(tmp_path / "j.qrels"),
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "no LLM configured" in result.stderr and "llm.base_url" in result.stderr
+
+
+def test_judge_samples_recent_queries_from_the_query_log(testbed_clean, tmp_path):
+    config = _config(tmp_path, testbed_clean, '{"grade": 1}')
+    lines = [json.dumps({"route": "/v1/search", "query": f"old query {n}"}) for n in range(30)]
+    lines += ["INFO:     uvicorn says hello", json.dumps({"route": "/v1/health"})]
+    lines += [json.dumps({"route": "/v1/search", "query": "Google Stadia games"})] * 2
+    log = tmp_path / "access.log"
+    log.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "log.qrels"
+    result = judge(config, "--query-log", str(log), "--sample", "2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    texts = [line.split("\t")[1] for line in (tmp_path / "log.tsv").read_text().splitlines()]
+    assert len(texts) <= 2 and set(texts) <= {f"old query {n}" for n in range(22, 30)} | {
+        "Google Stadia games"
+    }
+    empty = tmp_path / "empty.log"
+    empty.write_text(json.dumps({"route": "/v1/search"}) + "\n")
+    refused = judge(config, "--query-log", str(empty), "--out", str(out))
+    assert refused.exit_code == 2 and "logging.queries" in refused.stderr
