@@ -3,12 +3,15 @@ weights in fusion. Policy is configuration, not code: see ``BackendsSettings``."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
+from searcher.auth.access import CollectionAccess
+from searcher.backends.local import LocalSettings
 from searcher.config import Settings
-from searcher.errors import InvalidRequest
+from searcher.errors import AccessDenied, InvalidRequest
 
 Mode = Literal["single", "fallback", "fanout"]
 
@@ -71,3 +74,36 @@ def plan_backends(
     names = tuple(n for n in cfg.fallback_order() if n in usable)
     mode: Mode = "fanout" if cfg.auto == "fanout" else "fallback"
     return BackendPlan(mode, names, base_weights, f"auto ({cfg.auto})")
+
+
+def instance_collections(settings: Settings) -> dict[str, list[str]]:
+    """The collections each ``local`` instance searches, by instance name."""
+    found = {}
+    for name in settings.backends.names:
+        instance = settings.backends.get(name)
+        if isinstance(instance, LocalSettings):
+            found[name] = instance.names()
+    return found
+
+
+def within_access(
+    plan: BackendPlan, access: CollectionAccess, settings: Settings
+) -> tuple[BackendPlan, tuple[str, ...]]:
+    """``plan`` without the ``local`` instances that search a collection the caller may not
+    see, and those left out. A request that named such an instance itself is refused
+    (``AccessDenied`` on ``constraints.backend``): it asked for what it may not have, and
+    an answer from the other backends would pass for one that searched it."""
+    collections = instance_collections(settings)
+    barred = tuple(
+        n for n in plan.names if n in collections and not access.allows_all(collections[n])
+    )
+    if not barred:
+        return plan, ()
+    if plan.exclusive:
+        raise AccessDenied(
+            "constraints.backend",
+            f"this API key may not search the collections of {', '.join(barred)} "
+            "(searcher keys create --collections)",
+        )
+    kept = tuple(n for n in plan.names if n not in barred)
+    return dataclasses.replace(plan, names=kept), barred
