@@ -14,8 +14,8 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.datastructures import UploadFile
 from pydantic import BaseModel, Field
+from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from searcher.api.auth import collection_access
@@ -199,7 +199,14 @@ async def _received_files(request: Request, max_files: int) -> list[tuple[str, b
         form = await request.form(max_files=max_files, max_fields=max_files)
     except StarletteHTTPException as exc:  # malformed multipart, too many files or fields
         raise InvalidRequest("files", str(exc.detail)) from None
-    parts = [v for v in form.values() if isinstance(v, UploadFile)]
+    try:
+        return await _named_files(form)
+    finally:
+        await form.close()  # the parts spooled to temporary files
+
+
+async def _named_files(form: FormData) -> list[tuple[str, bytes]]:
+    parts = [v for _, v in form.multi_items() if isinstance(v, UploadFile)]
     if not parts:
         raise InvalidRequest(
             "files", "send one or more files as multipart/form-data (e.g. curl -F files=@a.md)"
@@ -211,7 +218,6 @@ async def _received_files(request: Request, max_files: int) -> list[tuple[str, b
         except uploads.BadUploadName as exc:
             raise InvalidRequest(f"files[{index}].filename", str(exc)) from None
         files.append((kept, await part.read()))
-    await form.close()
     return files
 
 

@@ -26,6 +26,9 @@ class BackendPlan:
     unavailable: tuple[str, ...] = ()
     # The request named its backends: when they all fail, no other one stands in.
     exclusive: bool = False
+    # Instances never to be called for this request, not even as a fallback or a
+    # correction: ``local`` ones whose collections the caller may not see.
+    barred: tuple[str, ...] = ()
 
     def weight(self, backend: str) -> float:
         return self.weights.get(backend, 1.0)
@@ -90,20 +93,20 @@ def within_access(
     plan: BackendPlan, access: CollectionAccess, settings: Settings
 ) -> tuple[BackendPlan, tuple[str, ...]]:
     """``plan`` without the ``local`` instances that search a collection the caller may not
-    see, and those left out. A request that named such an instance itself is refused
-    (``AccessDenied`` on ``constraints.backend``): it asked for what it may not have, and
-    an answer from the other backends would pass for one that searched it."""
+    see (all of them ``barred``, so that no fallback or correction reaches them either),
+    and those it named that were left out. A request that named such an instance itself
+    is refused (``AccessDenied`` on ``constraints.backend``): it asked for what it may not
+    have, and an answer from the other backends would pass for one that searched it."""
     collections = instance_collections(settings)
-    barred = tuple(
-        n for n in plan.names if n in collections and not access.allows_all(collections[n])
-    )
+    barred = tuple(n for n, c in collections.items() if not access.allows_all(c))
     if not barred:
         return plan, ()
-    if plan.exclusive:
+    named = tuple(n for n in plan.names if n in barred)
+    if named and plan.exclusive:
         raise AccessDenied(
             "constraints.backend",
-            f"this API key may not search the collections of {', '.join(barred)} "
+            f"this API key may not search the collections of {', '.join(named)} "
             "(searcher keys create --collections)",
         )
     kept = tuple(n for n in plan.names if n not in barred)
-    return dataclasses.replace(plan, names=kept), barred
+    return dataclasses.replace(plan, names=kept, barred=barred), named
