@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from searcher.auth.access import parse_collections
 from searcher.auth.rates import Rate
 from searcher.backends.registry import resolve_instances
 from searcher.config_hints import CONFIG_ENV_VAR, find_config_file, unknown_key_text
@@ -1368,10 +1369,10 @@ class CorpusSettings(ConfigSection):
     @field_validator("default_access")
     @classmethod
     def _collection_names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if name != "*" and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
-                raise ValueError(f"{name!r} is not a collection name, nor '*' for all")
-        return value
+        try:
+            return list(parse_collections(value, "corpus.default_access"))
+        except InvalidRequest as exc:
+            raise ValueError(exc.message) from None
 
     def directory(self, state: StateSettings) -> Path:
         """Where the corpus index lives."""

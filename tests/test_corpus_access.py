@@ -143,9 +143,7 @@ def test_the_default_access_is_configurable(two_collections, tmp_path):
         Settings.model_validate({"corpus": {"default_access": ["../x"]}})
 
 
-def test_the_result_cache_never_serves_one_keys_local_results_to_another(
-    two_collections, tmp_path
-):
+def test_the_result_cache_never_serves_one_keys_local_results_to_another(two_collections, tmp_path):
     # A shared cache (cache.scope: shared) is where answers would cross between keys.
     base, _, make_key = two_collections(cache={"scope": "shared"})
     reader_a = make_key("a", "--collections", "notes")
@@ -164,8 +162,9 @@ def test_the_result_cache_never_serves_one_keys_local_results_to_another(
 
 
 def mcp_search(base: str, secret: str, backend: str) -> dict[str, Any]:
+    arguments = {"query": QUERY, "backend": backend}
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "web_search", "arguments": {"query": QUERY, "backend": backend}}}  # fmt: skip
+            "params": {"name": "web_search", "arguments": arguments}}  # fmt: skip
     headers = {**bearer(secret), "Accept": "application/json, text/event-stream"}
     response = httpx.post(f"{base}/mcp", json=call, headers=headers, timeout=60)
     assert response.status_code == 200, response.text
@@ -277,7 +276,7 @@ def test_uploads_are_off_unless_configured_and_need_keys(two_collections):
     off = upload(base, writer, "notes", [("a.md", b"# A\n\ntext\n")])
     assert off.status_code == 403
     assert off.json()["error"]["field"] == "corpus.uploads.enabled"
-    with pytest.raises(ValidationError, match="corpus.uploads.enabled needs auth.enabled"):
+    with pytest.raises(ValidationError, match=r"corpus\.uploads\.enabled needs auth\.enabled"):
         Settings.model_validate({"corpus": {"uploads": {"enabled": True}}})
     with pytest.raises(ValidationError, match="max_bytes"):
         Settings.model_validate({"corpus": {"uploads": {"max_bytes": 0}}})

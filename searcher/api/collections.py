@@ -124,6 +124,7 @@ async def list_collections(request: Request) -> CollectionList:
 
 _UPLOAD_ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorResponse, "description": "Uploads off, or the key may not use it."},
+    404: {"model": ErrorResponse, "description": "No such route (a name with a `/`)."},
     413: {"model": ErrorResponse, "description": "Body over corpus.uploads.max_bytes."},
     422: {"model": ErrorResponse, "description": "A bad name or file; `error.field`."},
     503: {"model": ErrorResponse, "description": "The embedder is not loaded yet."},
@@ -227,6 +228,7 @@ async def _named_files(form: FormData) -> list[tuple[str, bytes]]:
     responses={
         403: _UPLOAD_ERRORS[403],
         404: {"model": ErrorResponse, "description": "No such uploaded document."},
+        503: _UPLOAD_ERRORS[503],
         422: _UPLOAD_ERRORS[422],
     },
     summary="Drop an uploaded document from the collection (index and disk)",
