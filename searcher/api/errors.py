@@ -91,19 +91,9 @@ def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     ]  # fmt: skip
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Register the mapping once, at start-up."""
-
-    @app.exception_handler(RequestValidationError)
-    async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_error(exc)
-
-    @app.exception_handler(InvalidRequest)
-    async def _on_invalid(_: Request, exc: InvalidRequest) -> JSONResponse:
-        return error_response(
-            422, "invalid_request", str(exc), field=exc.field,
-            errors=[{"field": exc.field, "message": exc.message}],
-        )  # fmt: skip
+def _install_collection_handlers(app: FastAPI) -> None:
+    """Collections of own documents: what a key may not use, uploads switched off, an
+    uploaded document that is not there, an embedder not loaded yet."""
 
     @app.exception_handler(AccessDenied)
     async def _on_denied(_: Request, exc: AccessDenied) -> JSONResponse:
@@ -122,6 +112,23 @@ def install_error_handlers(app: FastAPI) -> None:
         response = error_response(503, "unavailable", str(exc))
         response.headers["Retry-After"] = "5"
         return response
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the mapping once, at start-up."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_error(exc)
+
+    @app.exception_handler(InvalidRequest)
+    async def _on_invalid(_: Request, exc: InvalidRequest) -> JSONResponse:
+        return error_response(
+            422, "invalid_request", str(exc), field=exc.field,
+            errors=[{"field": exc.field, "message": exc.message}],
+        )  # fmt: skip
+
+    _install_collection_handlers(app)
 
     @app.exception_handler(AllBackendsFailed)
     async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:
