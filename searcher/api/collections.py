@@ -174,7 +174,9 @@ async def upload_documents(name: str, request: Request) -> UploadAnswer:
     async with _lock(request):  # one upload indexes at a time: SQLite has one writer
         conn = operations.open_index(settings)
         try:
-            results = await uploads.index_uploads(conn, folder, files, options, embedder)
+            results = await uploads.index_uploads(
+                conn, folder, files, options, embedder, runtime.service.parts.reader.extractor
+            )
         except uploads.BadUploadName as exc:  # a link planted in the upload folder
             raise InvalidRequest("files", str(exc)) from None
         finally:

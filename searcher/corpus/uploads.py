@@ -24,6 +24,7 @@ from searcher.corpus import store
 from searcher.corpus.indexer import IndexOptions, Outcome, index_paths
 from searcher.corpus.readers import SkipReason
 from searcher.embedding.embedders import Embedder
+from searcher.fetch.extractor import Extractor
 
 FOLDER = "uploads"
 MAX_NAME_CHARS = 255
@@ -105,10 +106,12 @@ async def index_uploads(
     files: Sequence[tuple[str, bytes]],
     options: IndexOptions,
     embedder: Embedder | None,
+    extractor: Extractor | None = None,
 ) -> list[UploadResult]:
     """Keep ``files`` ((name from ``upload_name``, body)) in ``folder`` and index them
     into ``options.collection``; what became of each, in the order sent. A file sent
-    twice in one request is kept once, as last sent."""
+    twice in one request is kept once, as last sent. ``extractor``: the server's
+    extraction workers, for HTML (else the indexer starts one of its own)."""
     paths: dict[str, Path] = {}
     unkept: dict[str, UploadResult] = {}
     for name, body in files:
@@ -125,7 +128,7 @@ async def index_uploads(
     def note(done: int, total: int, path: str, outcome: Outcome) -> None:
         outcomes[path] = outcome
 
-    report = await index_paths(conn, list(paths.values()), options, embedder, note)
+    report = await index_paths(conn, list(paths.values()), options, embedder, note, extractor)
     skips = {path: (reason, detail) for path, reason, detail in report.skipped}
     results = list(unkept.values())
     for name, path in paths.items():
