@@ -151,8 +151,8 @@ async def run_web_search(
     pack gets at most half, the items what the pack leaves. ``client``: who asks, for its
     share of the extraction workers; ``access``: the collections its key may search."""
     pack_chars = min(service.settings.budget.max_context_chars, max_chars // 2)
-    request = _search_request(arguments, pack_chars)
     try:
+        request = _search_request(arguments, pack_chars)
         response = await service.search(request, client=client, access=access)
     except InvalidRequest as exc:  # named as the caller sent it: max_results, not budget.*
         raise InvalidRequest(search_argument(exc.field), exc.message) from exc
