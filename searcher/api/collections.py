@@ -171,16 +171,16 @@ async def upload_documents(name: str, request: Request) -> UploadAnswer:
     corpus = settings.corpus
     options = IndexOptions(collection, corpus.max_file_bytes, corpus.chunk_chars)
     folder = uploads.collection_folder(corpus.directory(settings.state), collection)
-    async with _lock(request):  # one upload indexes at a time: SQLite has one writer
-        conn = operations.open_index(settings)
+    async with _lock(request):  # one upload indexes at a time: the store has one writer
+        index = operations.open_store(settings)
         try:
             results = await uploads.index_uploads(
-                conn, folder, files, options, embedder, runtime.service.parts.reader.extractor
+                index, folder, files, options, embedder, runtime.service.parts.reader.extractor
             )
         except uploads.BadUploadName as exc:  # a link planted in the upload folder
             raise InvalidRequest("files", str(exc)) from None
         finally:
-            conn.close()
+            index.close()
     return UploadAnswer(
         collection=collection,
         files=[UploadedFile(name=r.name, status=r.status, reason=r.reason, detail=r.detail)
@@ -243,13 +243,15 @@ async def delete_document(name: str, document: str, request: Request) -> Removed
         raise InvalidRequest("document", str(exc)) from None
     folder = uploads.collection_folder(settings.corpus.directory(settings.state), collection)
     async with _lock(request):
-        conn = operations.open_index(settings)
+        index = operations.open_store(settings)
         try:
-            removed = await asyncio.to_thread(uploads.remove_upload, conn, folder, collection, kept)
+            removed = await asyncio.to_thread(
+                uploads.remove_upload, index, folder, collection, kept
+            )
         except uploads.BadUploadName as exc:
             raise InvalidRequest("document", str(exc)) from None
         finally:
-            conn.close()
+            index.close()
     if not removed:
         raise DocumentNotFound(f"no uploaded document {kept!r} in collection {collection!r}")
     return Removed(collection=collection, name=kept, removed=True)

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from searcher.corpus import store
+from searcher.corpus.base import CorpusStore
 from searcher.corpus.indexer import IndexOptions, Outcome, index_paths
 from searcher.corpus.readers import SkipReason
 from searcher.embedding.embedders import Embedder
@@ -101,7 +100,7 @@ def _write(path: Path, body: bytes) -> None:
 
 
 async def index_uploads(
-    conn: sqlite3.Connection,
+    corpus: CorpusStore,
     folder: Path,
     files: Sequence[tuple[str, bytes]],
     options: IndexOptions,
@@ -128,7 +127,7 @@ async def index_uploads(
     def note(done: int, total: int, path: str, outcome: Outcome) -> None:
         outcomes[path] = outcome
 
-    report = await index_paths(conn, list(paths.values()), options, embedder, note, extractor)
+    report = await index_paths(corpus, list(paths.values()), options, embedder, note, extractor)
     skips = {path: (reason, detail) for path, reason, detail in report.skipped}
     results = list(unkept.values())
     for name, path in paths.items():
@@ -142,11 +141,11 @@ async def index_uploads(
     return results
 
 
-def remove_upload(conn: sqlite3.Connection, folder: Path, collection: str, name: str) -> bool:
+def remove_upload(corpus: CorpusStore, folder: Path, collection: str, name: str) -> bool:
     """Drop the uploaded file ``name`` (from ``upload_name``) from the index and the
     disk; whether there was one."""
     path = kept_path(folder, name)
-    removed = store.remove_documents(conn, collection, [str(path)]) > 0
+    removed = corpus.remove_documents(collection, [str(path)]) > 0
     existed = path.is_file()
     path.unlink(missing_ok=True)
     return removed or existed
