@@ -735,17 +735,29 @@ def _rate_option(value: str | None, field: str) -> Any:
     "--rate", default=None, help="Requests per time, e.g. 60/min (default: auth.default_rate)."
 )
 @click.option("--quota", default=None, help="Requests per window, e.g. 10000/day (default: none).")
+@click.option(
+    "--collections",
+    default=None,
+    help="Collections of own documents it may see, e.g. notes,papers ('*' all; default: "
+    "corpus.default_access).",
+)
 @config_option
 def keys_create(
-    name: str, rate: str | None, quota: str | None, config_path: tuple[str, ...]
+    name: str,
+    rate: str | None,
+    quota: str | None,
+    collections: str | None,
+    config_path: tuple[str, ...],
 ) -> None:
     """Create a key and print it: it is shown this once, only its hash is stored."""
+    from searcher.auth.access import parse_collections
     from searcher.auth.keys import KeyBook
 
     settings = _settings(config_path)
     limits = _rate_option(rate, "--rate"), _rate_option(quota, "--quota")
     try:
-        key, secret = _state_call(settings, lambda s: KeyBook(s).create(name, *limits))
+        allowed = None if collections is None else parse_collections([collections], "--collections")
+        key, secret = _state_call(settings, lambda s: KeyBook(s).create(name, *limits, allowed))
     except InvalidRequest as exc:
         _fail(str(exc), 2)
     click.echo(secret)
@@ -768,7 +780,11 @@ def keys_list(as_json: bool, config_path: tuple[str, ...]) -> None:
     for key in found:
         state = "revoked" if key.revoked else "active"
         limits = f"rate {key.rate or 'default'}, quota {key.quota or 'none'}"
-        click.echo(f"{key.id}  {key.name:<20} {state:<8} {limits}  created {key.created_utc}")
+        seen = ",".join(key.collections) if key.collections is not None else "default"
+        click.echo(
+            f"{key.id}  {key.name:<20} {state:<8} {limits}, collections {seen}"
+            f"  created {key.created_utc}"
+        )
 
 
 @keys.command("revoke")

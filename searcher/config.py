@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from searcher.auth.access import parse_collections
 from searcher.auth.rates import Rate
 from searcher.backends.registry import resolve_instances
 from searcher.config_hints import CONFIG_ENV_VAR, find_config_file, unknown_key_text
@@ -1258,6 +1259,30 @@ class ResultCacheSettings(ConfigSection):
     semantic: SemanticCacheSettings = Field(default_factory=SemanticCacheSettings)
 
 
+class UploadSettings(ConfigSection):
+    """``POST /v1/collections/{name}/documents``: files sent over HTTP, indexed into a
+    collection (see [docs/corpus.md](corpus.md#uploads))."""
+
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Accept uploads (needs `auth.enabled`: a key uploads only to the collections "
+            "it may see); off: the upload and delete routes answer 403"
+        ),
+    )
+    max_bytes: int = Field(
+        default=20 * 1024 * 1024,
+        ge=1,
+        description=(
+            "An upload request's body (all its files) above this is refused with 413; "
+            "it stands in for `server.max_body_bytes` on the upload route"
+        ),
+    )
+    max_files: int = Field(
+        default=100, ge=1, le=10_000, description="Files one upload request may carry"
+    )
+
+
 class CorpusSettings(ConfigSection):
     """Own documents indexed with ``searcher index add`` and searched by ``adapter: local``
     instances (see [docs/corpus.md](corpus.md))."""
@@ -1332,6 +1357,22 @@ class CorpusSettings(ConfigSection):
             "`pip install 'searcher[qdrant]'`"
         ),
     )
+    default_access: list[str] = Field(
+        default_factory=list,
+        description=(
+            "With `auth.enabled`: the collections a key created without `--collections` "
+            "may see (search, research, MCP, uploads); `['*']` all; empty: none"
+        ),
+    )
+    uploads: UploadSettings = Field(default_factory=UploadSettings)
+
+    @field_validator("default_access")
+    @classmethod
+    def _collection_names(cls, value: list[str]) -> list[str]:
+        try:
+            return list(parse_collections(value, "corpus.default_access"))
+        except InvalidRequest as exc:
+            raise ValueError(exc.message) from None
 
     def directory(self, state: StateSettings) -> Path:
         """Where the corpus index lives."""
@@ -1377,6 +1418,13 @@ class Settings(ConfigSection):
     @classmethod
     def _legacy_server_keys(cls, data: Any) -> Any:
         return with_legacy_keys_moved(data)
+
+    @model_validator(mode="after")
+    def _uploads_behind_keys(self) -> Settings:
+        # An upload writes into the index every key searches: never anonymous.
+        if self.corpus.uploads.enabled and not self.auth.enabled:
+            raise ValueError("corpus.uploads.enabled needs auth.enabled (uploads need API keys)")
+        return self
 
     @model_validator(mode="after")
     def _defaults_within_limits(self) -> Settings:

@@ -494,3 +494,28 @@ class KeyNotFound(SearcherError):
     def __init__(self, name_or_id: str) -> None:
         super().__init__(f"no active API key named or with id {name_or_id!r}")
         self.name_or_id = name_or_id
+
+
+class AccessDenied(SearcherError):
+    """The caller's API key may not use what the request names (a collection of own
+    documents, through the backend instance or upload that reaches it); ``field`` names
+    where the request named it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class UploadsOff(SearcherError):
+    """Uploads are switched off on this server (``corpus.uploads.enabled``)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "uploads are off on this server (corpus.uploads.enabled); index files with "
+            "searcher index add"
+        )
+
+
+class DocumentNotFound(SearcherError):
+    """No uploaded document of that name in the collection."""

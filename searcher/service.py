@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from searcher.auth.access import EVERY, CollectionAccess
 from searcher.backends.local import collection_generations
+from searcher.backends.policy import instance_collections
 from searcher.cache.results import ResultCache, cache_policy, serve_cached
 from searcher.config import Settings
 from searcher.contract import Budget, SearchRequest, SearchResponse
@@ -44,23 +46,30 @@ class SearchService:
         return self.parts.settings
 
     async def search(
-        self, request: SearchRequest, progress: Progress | None = None, client: str | None = None
+        self,
+        request: SearchRequest,
+        progress: Progress | None = None,
+        client: str | None = None,
+        access: CollectionAccess = EVERY,
     ) -> SearchResponse:
         """Answer one search request with a UCP-1 response, from the result cache when it
         may (``meta.cache`` says so). Raises ``AllBackendsFailed`` when no backend answered
         and no stale answer may stand in, ``InvalidRequest`` for a request the contract
-        cannot express. ``client`` (an API key, a peer address): its share of the
-        extraction workers, and whose cached answers it may be served (``cache.scope``)."""
+        cannot express, ``AccessDenied`` for a ``local`` instance named whose collections
+        ``access`` does not allow. ``client`` (an API key, a peer address): its share of
+        the extraction workers, and whose cached answers it may be served
+        (``cache.scope``)."""
         # Before the cache: a request over a ceiling is refused when limits.strict, cached
         # answer or not, and a cached answer carries this request's notes.
         limited = limited_budget(request.budget, self.settings)
         response = await serve_cached(
             await self._results_for(request),
             request,
-            lambda: self.search_uncached(request, progress, client, limited),
+            lambda: self.search_uncached(request, progress, client, limited, access),
             limited.lowered,
             limited.budget.max_total_time_ms / 1000,
             client,
+            self._partition(access),
         )
         metrics, cache = self.parts.metrics, response.meta.cache
         if metrics and self.results and cache and cache_policy(request) == "use":
@@ -87,12 +96,14 @@ class SearchService:
         progress: Progress | None = None,
         client: str | None = None,
         limited: LimitedBudget | None = None,
+        access: CollectionAccess = EVERY,
     ) -> SearchResponse:
         """Run the pipeline's stages for one request, calling the backends. ``client`` is
         who asks (an API key, a peer address): its share of the extraction workers;
-        ``limited``: its budget, held to the server's limits already."""
+        ``limited``: its budget, held to the server's limits already; ``access``: the
+        collections of own documents it may search."""
         parts = self.parts
-        ctx = RequestContext.start(request, parts, client, limited)
+        ctx = RequestContext.start(request, parts, client, limited, access)
         plan = await make_plan(ctx, parts)  # 1. rewrite, route, backends
         tagged = await retrieve(ctx, parts, plan)  # 2. search (perspectives at once)
         ranking = await rank(ctx, parts, plan, tagged)  # 3. fuse, dedup, score
@@ -109,6 +120,15 @@ class SearchService:
         if parts.metrics is not None:
             parts.metrics.observe_search(response)
         return response
+
+    def _partition(self, access: CollectionAccess) -> str | None:
+        """What keeps cached answers of callers who may see different collections apart:
+        the set they may see, when a ``local`` instance is configured (an answer may hold
+        its documents) and the caller does not see them all; else nothing, so that
+        answers from the web alone stay shared as ``cache.scope`` says."""
+        if access.allowed is None or not instance_collections(self.settings):
+            return None
+        return access.label()
 
     async def read_pages(
         self,

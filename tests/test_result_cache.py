@@ -558,8 +558,10 @@ async def test_a_request_waiting_for_a_cancelled_one_computes_its_own(tmp_path):
     looked_up = asyncio.Event()
     lookup = cache.lookup
 
-    async def lookup_and_say(request: SearchRequest, client: str | None = None) -> Any:
-        found = await lookup(request, client)
+    async def lookup_and_say(
+        request: SearchRequest, client: str | None = None, partition: str | None = None
+    ) -> Any:
+        found = await lookup(request, client, partition)
         looked_up.set()  # the caller goes on at once to wait for the leader
         return found
 

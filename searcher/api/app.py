@@ -15,6 +15,8 @@ from searcher import __version__
 from searcher.api.access_log import AccessLogWriter
 from searcher.api.auth import AuthMiddleware
 from searcher.api.body_limit import BodyLimitMiddleware
+from searcher.api.collections import router as collections_router
+from searcher.api.collections import upload_limit
 from searcher.api.compat import openwebui, searxng, tavily
 from searcher.api.docs import mount_docs
 from searcher.api.errors import install_error_handlers
@@ -71,6 +73,7 @@ def create_app(
     app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
     app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
     app.include_router(site_router)  # POST /v1/map
+    app.include_router(collections_router)  # /v1/collections: list, upload, delete
     mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
     _name_the_instances(app, list(settings.backends.names))
     answer_valid_searches_directly(app)
@@ -115,9 +118,15 @@ def _add_middleware(
 ) -> None:
     """The middleware, innermost first: each one added wraps the ones before it."""
     server = settings.server
-    app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware, max_bytes=server.max_body_bytes, routes=[upload_limit(settings)]
+    )
     if settings.auth.enabled:  # outside the body limit: a stranger's body is never read
-        app.add_middleware(AuthMiddleware, settings=settings.auth)
+        app.add_middleware(
+            AuthMiddleware,
+            settings=settings.auth,
+            default_access=tuple(settings.corpus.default_access),
+        )
     if server.cors.allow_origins:  # browser clients the operator allows (README "Security")
         app.add_middleware(  # outside auth: a preflight carries no key
             CORSMiddleware,

@@ -27,6 +27,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher.api.errors import error_response
+from searcher.auth.access import EVERY, CollectionAccess, access_of
 from searcher.auth.keys import ApiKey, KeyBook, hash_secret
 from searcher.auth.rates import Rate
 from searcher.config import AuthSettings
@@ -53,6 +54,13 @@ def key_of(scope: Scope) -> str | None:
     return key_id if isinstance(key_id, str) else None
 
 
+def collection_access(scope: Scope) -> CollectionAccess:
+    """The collections the request may see: what its key was given when keys are on (set
+    by ``AuthMiddleware`` on every request it lets through), every one when they are off."""
+    access = scope.get("state", {}).get("collections")
+    return access if isinstance(access, CollectionAccess) else EVERY
+
+
 def quota_window(quota: Rate, now: float) -> tuple[int, float]:
     """The quota's current window number and the seconds until the next one."""
     window = int(now // quota.per_s)
@@ -60,9 +68,17 @@ def quota_window(quota: Rate, now: float) -> tuple[int, float]:
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, settings: AuthSettings, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: AuthSettings,
+        clock: Clock = time.time,
+        default_access: tuple[str, ...] = (),
+    ) -> None:
         self.app = app
         self.settings = settings
+        # What a key with no collections of its own (or a request on an open path) sees.
+        self.default_access = default_access
         self.open = set(settings.open_paths)
         self.default_rate = Rate.parse(settings.default_rate) if settings.default_rate else None
         self.clock = clock
@@ -70,7 +86,11 @@ class AuthMiddleware:
         self._seen: dict[str, tuple[ApiKey | None, float]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in self.open:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope.get("path") in self.open:
+            scope.setdefault("state", {})["collections"] = access_of(None, self.default_access)
             await self.app(scope, receive, send)
             return
         store: FailSoftStore | None = scope["app"].state.runtime.state
@@ -93,6 +113,7 @@ class AuthMiddleware:
             return
         state = scope.setdefault("state", {})
         state["key_id"], state["api_key"] = key.id, key
+        state["collections"] = access_of(key.collections, self.default_access)
         quota = None if scope.get("path") == USAGE_PATH else key.quota
         refused, extra = await self._limits(store, key, quota)
         if refused is not None:

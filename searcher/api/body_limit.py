@@ -6,25 +6,49 @@ where a kept-alive connection would go on reading and discarding it."""
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+BODY_CUT = "body_cut"  # request.state's flag: the body was over its limit, cut short
+
+
+@dataclass(frozen=True)
+class RouteLimit:
+    """A route whose bodies have their own limit (file uploads), and the setting that
+    sets it (named in the 413)."""
+
+    method: str
+    path: re.Pattern[str]
+    max_bytes: int
+    setting: str
 
 
 class BodyLimitMiddleware:
     """Pure ASGI middleware: checks Content-Length, and counts streamed bytes as well
     (a chunked body has no Content-Length)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, routes: Sequence[RouteLimit] = ()) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.routes = tuple(routes)
+
+    def _limit(self, scope: Scope) -> tuple[int, str | None]:
+        for route in self.routes:
+            if scope.get("method") == route.method and route.path.fullmatch(scope["path"]):
+                return route.max_bytes, route.setting
+        return self.max_bytes, None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit, setting = self._limit(scope)
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._refuse(send)
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                await self._refuse(send, limit, setting)
                 return
         received = 0
         exceeded = False
@@ -38,8 +62,11 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     exceeded = True
+                    # A route that acts on what it received (an upload stores files)
+                    # reads this first: a body cut short may still parse.
+                    scope.setdefault("state", {})[BODY_CUT] = True
                     return {"type": "http.request", "body": b"", "more_body": False}
             return message
 
@@ -47,19 +74,16 @@ class BodyLimitMiddleware:
             if not exceeded:
                 await send(message)
             elif message["type"] == "http.response.start":
-                await self._refuse(send)
+                await self._refuse(send, limit, setting)
 
         await self.app(scope, limited_receive, guarded_send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error": {
-                    "type": "body_too_large",
-                    "message": f"request body over {self.max_bytes} bytes",
-                }
-            }
-        ).encode()
+    async def _refuse(self, send: Send, limit: int, setting: str | None) -> None:
+        message = f"request body over {limit} bytes"
+        if setting is not None:
+            message += f" ({setting})"
+        error = {"type": "body_too_large", "message": message, "field": setting}
+        body = json.dumps({"error": {k: v for k, v in error.items() if v is not None}}).encode()
         await send(
             {
                 "type": "http.response.start",

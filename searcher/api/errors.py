@@ -14,13 +14,17 @@ from starlette.routing import Match
 from starlette.types import Scope, Send
 
 from searcher.errors import (
+    AccessDenied,
     AllBackendsFailed,
+    DocumentNotFound,
+    EmbedderUnavailable,
     InvalidRequest,
     JobNotFound,
     SearcherError,
     StateUnavailable,
     TooManyJobs,
     UnknownRequest,
+    UploadsOff,
     field_problems,
 )
 
@@ -87,6 +91,29 @@ def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     ]  # fmt: skip
 
 
+def _install_collection_handlers(app: FastAPI) -> None:
+    """Collections of own documents: what a key may not use, uploads switched off, an
+    uploaded document that is not there, an embedder not loaded yet."""
+
+    @app.exception_handler(AccessDenied)
+    async def _on_denied(_: Request, exc: AccessDenied) -> JSONResponse:
+        return error_response(403, "forbidden", str(exc), field=exc.field)
+
+    @app.exception_handler(UploadsOff)
+    async def _on_uploads_off(_: Request, exc: UploadsOff) -> JSONResponse:
+        return error_response(403, "forbidden", str(exc), field="corpus.uploads.enabled")
+
+    @app.exception_handler(DocumentNotFound)
+    async def _on_no_document(_: Request, exc: DocumentNotFound) -> JSONResponse:
+        return error_response(404, "not_found", str(exc))
+
+    @app.exception_handler(EmbedderUnavailable)
+    async def _on_no_embedder(_: Request, exc: EmbedderUnavailable) -> JSONResponse:
+        response = error_response(503, "unavailable", str(exc))
+        response.headers["Retry-After"] = "5"
+        return response
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the mapping once, at start-up."""
 
@@ -100,6 +127,8 @@ def install_error_handlers(app: FastAPI) -> None:
             422, "invalid_request", str(exc), field=exc.field,
             errors=[{"field": exc.field, "message": exc.message}],
         )  # fmt: skip
+
+    _install_collection_handlers(app)
 
     @app.exception_handler(AllBackendsFailed)
     async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:

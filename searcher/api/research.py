@@ -16,7 +16,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BeforeValidator, Field
 
-from searcher.api.auth import key_of
+from searcher.api.auth import collection_access, key_of
 from searcher.api.observe import client_identity
 from searcher.contract import ErrorResponse, ResearchAccepted, ResearchJob, ResearchRequest
 from searcher.research.jobs import JobBook
@@ -142,7 +142,10 @@ async def event_stream(request: Request, job_id: str, after: int) -> StreamingRe
 )
 async def start_research(body: ResearchRequest, request: Request) -> Response:
     job = await _jobs(request).submit(
-        body, client=client_identity(request.scope), key=key_of(request.scope)
+        body,
+        client=client_identity(request.scope),
+        key=key_of(request.scope),
+        access=collection_access(request.scope),
     )
     if body.stream:
         return await event_stream(request, job.id, 0)

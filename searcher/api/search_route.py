@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.types import Message, Receive, Scope, Send
 
+from searcher.api.auth import collection_access
 from searcher.api.feedback import record_search
 from searcher.api.observe import client_identity
 from searcher.api.replayed_body import read_body, replaying
@@ -36,7 +37,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 )
 async def search(body: SearchRequest, request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
-    response = await runtime.service.search(body, client=client_identity(request.scope))
+    response = await runtime.service.search(
+        body, client=client_identity(request.scope), access=collection_access(request.scope)
+    )
     await record_search(runtime, request.state.request_id, body, response)
     request.state.log = {
         "query": body.query_text,

@@ -3,6 +3,7 @@ SHA-256 in the state store (SQLite or Redis), so every worker and replica knows 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import secrets
@@ -33,12 +34,16 @@ class ApiKey:
     quota: Rate | None
     created_utc: str
     revoked: bool = False
+    # The collections of own documents it may see (``*``: all); None: no list of its own,
+    # so ``corpus.default_access`` (see ``searcher.auth.access``).
+    collections: tuple[str, ...] | None = None
 
     def public(self) -> dict[str, Any]:
         return {
             "id": self.id, "name": self.name, "rate": str(self.rate) if self.rate else None,
             "quota": str(self.quota) if self.quota else None, "created_utc": self.created_utc,
             "revoked": self.revoked,
+            "collections": list(self.collections) if self.collections is not None else None,
         }  # fmt: skip
 
 
@@ -50,6 +55,7 @@ def _record(key: ApiKey) -> dict[str, Any]:
     data = asdict(key)
     data["rate"] = asdict(key.rate) if key.rate else None
     data["quota"] = asdict(key.quota) if key.quota else None
+    data["collections"] = list(key.collections) if key.collections is not None else None
     return data
 
 
@@ -57,11 +63,14 @@ def _key(data: Any) -> ApiKey | None:
     """The key a stored record describes; None for a record that does not decode."""
     try:
         rate, quota = data.get("rate"), data.get("quota")
+        listed = data.get("collections")  # absent from keys made before collections
+        collections = tuple(str(c) for c in listed) if isinstance(listed, list) else None
         return ApiKey(
             id=str(data["id"]), name=str(data["name"]),
             rate=Rate(int(rate["count"]), int(rate["per_s"])) if rate else None,
             quota=Rate(int(quota["count"]), int(quota["per_s"])) if quota else None,
             created_utc=str(data["created_utc"]), revoked=bool(data.get("revoked", False)),
+            collections=collections,
         )  # fmt: skip
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
@@ -89,9 +98,14 @@ class KeyBook:
         return hashes
 
     async def create(
-        self, name: str, rate: Rate | None = None, quota: Rate | None = None
+        self,
+        name: str,
+        rate: Rate | None = None,
+        quota: Rate | None = None,
+        collections: tuple[str, ...] | None = None,
     ) -> tuple[ApiKey, str]:
-        """A new key and its secret (shown once: only its hash is kept)."""
+        """A new key and its secret (shown once: only its hash is kept); ``collections``:
+        those it may see (checked by ``searcher.auth.access.parse_collections``)."""
         if not _NAME.match(name):
             raise InvalidRequest("name", "1-64 letters, digits, '.', '_' or '-'")
         if any(k.name == name and not k.revoked for k in await self.list()):
@@ -99,7 +113,7 @@ class KeyBook:
         secret = PREFIX + secrets.token_urlsafe(24)
         digest = hash_secret(secret)
         created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        key = ApiKey(digest[:12], name, rate, quota, created)
+        key = ApiKey(digest[:12], name, rate, quota, created, collections=collections)
         await set_json(self._store, NAMESPACE + "key:" + digest, _record(key), FOREVER_S)
         number = await self._store.incr(_CREATED, 1, FOREVER_S)
         await set_json(self._store, _slot(number), digest, FOREVER_S)
@@ -119,7 +133,7 @@ class KeyBook:
         for digest in await self._hashes():
             key = _key(await get_json(self._store, NAMESPACE + "key:" + digest))
             if key and not key.revoked and name_or_id in (key.name, key.id):
-                revoked = ApiKey(key.id, key.name, key.rate, key.quota, key.created_utc, True)
+                revoked = dataclasses.replace(key, revoked=True)
                 await set_json(
                     self._store, NAMESPACE + "key:" + digest, _record(revoked), FOREVER_S
                 )

@@ -3,12 +3,15 @@ weights in fusion. Policy is configuration, not code: see ``BackendsSettings``."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
+from searcher.auth.access import CollectionAccess
+from searcher.backends.local import LocalSettings
 from searcher.config import Settings
-from searcher.errors import InvalidRequest
+from searcher.errors import AccessDenied, InvalidRequest
 
 Mode = Literal["single", "fallback", "fanout"]
 
@@ -23,6 +26,9 @@ class BackendPlan:
     unavailable: tuple[str, ...] = ()
     # The request named its backends: when they all fail, no other one stands in.
     exclusive: bool = False
+    # Instances never to be called for this request, not even as a fallback or a
+    # correction: ``local`` ones whose collections the caller may not see.
+    barred: tuple[str, ...] = ()
 
     def weight(self, backend: str) -> float:
         return self.weights.get(backend, 1.0)
@@ -71,3 +77,36 @@ def plan_backends(
     names = tuple(n for n in cfg.fallback_order() if n in usable)
     mode: Mode = "fanout" if cfg.auto == "fanout" else "fallback"
     return BackendPlan(mode, names, base_weights, f"auto ({cfg.auto})")
+
+
+def instance_collections(settings: Settings) -> dict[str, list[str]]:
+    """The collections each ``local`` instance searches, by instance name."""
+    found = {}
+    for name in settings.backends.names:
+        instance = settings.backends.get(name)
+        if isinstance(instance, LocalSettings):
+            found[name] = instance.names()
+    return found
+
+
+def within_access(
+    plan: BackendPlan, access: CollectionAccess, settings: Settings
+) -> tuple[BackendPlan, tuple[str, ...]]:
+    """``plan`` without the ``local`` instances that search a collection the caller may not
+    see (all of them ``barred``, so that no fallback or correction reaches them either),
+    and those it named that were left out. A request that named such an instance itself
+    is refused (``AccessDenied`` on ``constraints.backend``): it asked for what it may not
+    have, and an answer from the other backends would pass for one that searched it."""
+    collections = instance_collections(settings)
+    barred = tuple(n for n, c in collections.items() if not access.allows_all(c))
+    if not barred:
+        return plan, ()
+    named = tuple(n for n in plan.names if n in barred)
+    if named and plan.exclusive:
+        raise AccessDenied(
+            "constraints.backend",
+            f"this API key may not search the collections of {', '.join(named)} "
+            "(searcher keys create --collections)",
+        )
+    kept = tuple(n for n in plan.names if n not in barred)
+    return dataclasses.replace(plan, names=kept, barred=barred), named

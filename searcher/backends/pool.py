@@ -129,7 +129,10 @@ class BackendPool:
         rest = [
             n
             for n in self._settings.backends.fallback_order()
-            if n in self.backends and n not in plan.names and not plan.exclusive
+            if n in self.backends
+            and n not in plan.names
+            and n not in plan.barred
+            and not plan.exclusive
         ]
         if not rest:
             if any(not f.empty for f in fan.failures):

@@ -272,17 +272,29 @@ class ResultCache:
         view.fingerprint = _digest(self.fingerprint, extra)
         return view
 
-    def _owner(self, client: str | None) -> str | None:
-        return client if self.per_client else None
+    def _owner(self, client: str | None, partition: str | None) -> str | None:
+        owner = client if self.per_client else None
+        if partition is None:
+            return owner
+        # Kept apart whatever cache.scope says: callers of another partition may not see
+        # what this answer holds (the collections of own documents their keys allow).
+        return f"{owner or ''}|partition:{partition}"
 
-    def key(self, request: SearchRequest, client: str | None = None) -> str:
-        """The state key of ``request``'s cached answer, asked by ``client``."""
-        return request_key(request, self.fingerprint, self.budget_defaults, self._owner(client))
+    def key(
+        self, request: SearchRequest, client: str | None = None, partition: str | None = None
+    ) -> str:
+        """The state key of ``request``'s cached answer, asked by ``client`` (who may see
+        what ``partition`` says: the answer is kept for that partition alone)."""
+        owner = self._owner(client, partition)
+        return request_key(request, self.fingerprint, self.budget_defaults, owner)
 
-    def scope(self, request: SearchRequest, client: str | None = None) -> str:
+    def scope(
+        self, request: SearchRequest, client: str | None = None, partition: str | None = None
+    ) -> str:
         """What two queries must share to answer each other (the semantic cache's scope):
-        every other field of the request and, kept per client, the client."""
-        return request_scope(request, self.fingerprint, self.budget_defaults, self._owner(client))
+        every other field of the request, the partition and, kept per client, the client."""
+        owner = self._owner(client, partition)
+        return request_scope(request, self.fingerprint, self.budget_defaults, owner)
 
     async def _entry(self, key: str) -> tuple[SearchResponse, float, float] | None:
         """(response, age, fresh seconds) of the entry at ``key``; None if absent or
@@ -300,16 +312,16 @@ class ResultCache:
         return response, age, fresh
 
     async def lookup(
-        self, request: SearchRequest, client: str | None = None
+        self, request: SearchRequest, client: str | None = None, partition: str | None = None
     ) -> CachedResponse | None:
         """A fresh cached answer to ``request`` (exact, then semantic), within
         ``budget.max_age_s`` when set."""
         max_age = request.budget.max_age_s
-        key = self.key(request, client)
+        key = self.key(request, client, partition)
         kind: CacheKind = "exact"
         entry = await self._entry(key)
         if entry is None and self.semantic is not None:
-            scope = self.scope(request, client)
+            scope = self.scope(request, client, partition)
             similar = await self.semantic.find(request.query_text, scope)
             if similar is not None:
                 entry, kind = await self._entry(similar), "semantic"
@@ -321,10 +333,10 @@ class ResultCache:
         return CachedResponse(response, kind, age)
 
     async def lookup_stale(
-        self, request: SearchRequest, client: str | None = None
+        self, request: SearchRequest, client: str | None = None, partition: str | None = None
     ) -> CachedResponse | None:
         """An answer past its fresh time but within ``stale_if_error_s`` of it."""
-        entry = await self._entry(self.key(request, client))
+        entry = await self._entry(self.key(request, client, partition))
         if entry is None:
             return None
         response, age, fresh = entry
@@ -341,6 +353,7 @@ class ResultCache:
         response: SearchResponse,
         complete: bool,
         client: str | None = None,
+        partition: str | None = None,
     ) -> None:
         """Keep a complete answer for its fresh time plus the stale-if-error window."""
         if not complete:
@@ -349,7 +362,7 @@ class ResultCache:
         keep = fresh + self.settings.stale_if_error_s
         if keep <= 0:
             return
-        key = self.key(request, client)
+        key = self.key(request, client, partition)
         entry = {
             "v": _FORMAT,
             "stored_at": self._clock(),
@@ -358,7 +371,7 @@ class ResultCache:
         }
         await self.state.set(key, encode_json(entry), keep)
         if self.semantic is not None and fresh > 0:
-            scope = self.scope(request, client)
+            scope = self.scope(request, client, partition)
             await self.semantic.add(request.query_text, scope, key, fresh)
 
 
@@ -393,6 +406,7 @@ async def serve_cached(
     budget_notes: Sequence[ErrorEntry] = (),
     time_budget_s: float = 0.0,
     client: str | None = None,
+    partition: str | None = None,
 ) -> SearchResponse:
     """Answer ``request`` from ``cache`` when it may, else ``compute`` it and store a
     complete answer; when every backend fails, a stale answer if there is one.
@@ -401,15 +415,16 @@ async def serve_cached(
     An identical request being computed in this process, whose deadline ends before
     ``time_budget_s`` (this request's) does, is waited for instead of computed again.
     ``client``: who asks (an API key), whose answers alone it may be served when the cache
-    is kept per client."""
+    is kept per client; ``partition``: what the caller may see (see ``ResultCache.key``)."""
     started = time.perf_counter()
     policy = cache_policy(request) if cache is not None else "off"
+    whose = (client, partition)
     if cache is None or policy != "use":
-        return await _computed(cache, request, compute, policy, started, budget_notes, client)
-    cached = await cache.lookup(request, client)
+        return await _computed(cache, request, compute, policy, started, budget_notes, whose)
+    cached = await cache.lookup(request, *whose)
     if cached is not None:
         return _served(cached, request, started, budget_notes, [])
-    key = cache.key(request, client)
+    key = cache.key(request, *whose)
     ends_by = time.monotonic() + time_budget_s
     other = cache.computing.get(key)
     if other is not None and other.ends_by <= ends_by:
@@ -423,11 +438,11 @@ async def serve_cached(
         else:
             return _served(_shared(answer), request, started, budget_notes)
     if key in cache.computing:  # one that may outlast this request's deadline
-        return await _computed(cache, request, compute, policy, started, budget_notes, client)
+        return await _computed(cache, request, compute, policy, started, budget_notes, whose)
     mine = _Computing(asyncio.get_running_loop().create_future(), ends_by)
     cache.computing[key] = mine
     try:
-        response = await _computed(cache, request, compute, policy, started, budget_notes, client)
+        response = await _computed(cache, request, compute, policy, started, budget_notes, whose)
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError):
             mine.answer.cancel()
@@ -458,13 +473,14 @@ async def _computed(
     policy: CachePolicy,
     started: float,
     budget_notes: Sequence[ErrorEntry],
-    client: str | None = None,
+    whose: tuple[str | None, str | None] = (None, None),
 ) -> SearchResponse:
-    """``compute``'s answer, stored when complete; a stale one if every backend failed."""
+    """``compute``'s answer, stored when complete; a stale one if every backend failed.
+    ``whose``: the client and partition it is cached for."""
     try:
         response = await compute()
     except AllBackendsFailed as exc:
-        stale = await cache.lookup_stale(request, client) if cache and policy == "use" else None
+        stale = await cache.lookup_stale(request, *whose) if cache and policy == "use" else None
         if stale is None:
             raise
         reason = f"every backend failed ({exc}); served a cached answer {stale.age_s:.0f} s old"
@@ -472,5 +488,5 @@ async def _computed(
         return _served(stale, request, started, budget_notes, [note])
     response.meta.cache = CacheInfo(hit=False)
     if cache is not None and policy != "off":
-        await cache.store(request, response, is_complete(response), client)
+        await cache.store(request, response, is_complete(response), *whose)
     return response

@@ -255,7 +255,8 @@ async def _read_new(
         markdown = await extracted_html(extractor, candidate.path, body, options.max_file_bytes)
         document = html_document(candidate.path, body, markdown)
     else:
-        document = read_document(candidate.path, body)
+        # Off the event loop: a server indexing uploads goes on answering meanwhile.
+        document = await asyncio.to_thread(read_document, candidate.path, body)
     chunks = chunk_document(document, options.chunk_chars)
     if not chunks:
         raise Unreadable("empty", "no text in the file")

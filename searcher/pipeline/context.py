@@ -21,6 +21,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from searcher import __version__
+from searcher.auth.access import EVERY, CollectionAccess
 from searcher.backends.outcome import SearchOutcome
 from searcher.contract import (
     AnswerCheck,
@@ -84,6 +85,7 @@ class RequestContext:
     errors: list[ErrorEntry] = field(default_factory=list)
     extras: MetaExtras = field(default_factory=MetaExtras)
     client: str | None = None  # who asks: its share of the extraction workers
+    access: CollectionAccess = EVERY  # the collections of own documents it may search
     retrieved_utc: str = field(default_factory=utc_now)
     emit: Emit | None = None  # a job's event stream; a search has none
     trace: list[TraceEntry] = field(default_factory=list)  # a job's searches
@@ -96,9 +98,11 @@ class RequestContext:
         parts: Parts,
         client: str | None = None,
         limited: LimitedBudget | None = None,
+        access: CollectionAccess = EVERY,
     ) -> RequestContext:
         """A context whose deadline starts now, its budget within the server's limits
-        (``limited``, when the caller held it to them already)."""
+        (``limited``, when the caller held it to them already); ``access``: the
+        collections the caller may search."""
         settings = parts.settings
         # limits.*: the server's ceilings over what the request asked (422 if strict).
         limited = limited or limited_budget(request.budget, settings)
@@ -107,7 +111,9 @@ class RequestContext:
         calls = CallBudget(budget.max_tool_calls)
         llm = StepRunner(parts.llm, settings.llm, deadline, calls, date.today())
         errors = list(limited.lowered)
-        return cls(request, budget, deadline, calls, llm, errors=errors, client=client)
+        return cls(
+            request, budget, deadline, calls, llm, errors=errors, client=client, access=access
+        )
 
     @contextlib.contextmanager
     def timed(self, stage: str) -> Iterator[None]:

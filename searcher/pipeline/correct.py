@@ -32,7 +32,11 @@ def _alternatives(
 ) -> tuple[Sequence[str] | None, Route, str] | None:
     """Where to search again when the evidence was wrong: backends not tried yet, else
     the default engine group if the query was routed elsewhere."""
-    usable = [n for n in parts.settings.backends.order if n in parts.pool.backends]
+    usable = [
+        n
+        for n in parts.settings.backends.order
+        if n in parts.pool.backends and n not in plan.backends.barred
+    ]
     untried = [n for n in usable if n not in tried]
     if untried:
         return untried, plan.route, "backends: " + ", ".join(untried)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from searcher.backends.policy import BackendPlan, plan_backends
+from searcher.backends.policy import BackendPlan, plan_backends, within_access
 from searcher.llm.rewrite import rewrite_query
 from searcher.llm.route import classify_group
 from searcher.pipeline.context import RequestContext
@@ -51,6 +51,9 @@ async def make_plan(ctx: RequestContext, parts: Parts) -> Plan:
     backends = plan_backends(constraints.backend, request.intent, settings, parts.pool.backends)
     for name in backends.unavailable:
         ctx.error("plan", name, f"not enabled or not configured ({backends.reason})")
+    backends, barred = within_access(backends, ctx.access, settings)
+    for name in barred:
+        ctx.error("plan", name, "left out: this API key may not search its collections", "auth")
     # pick_ids index what the same request without them returns: they ask for no more.
     wanted = ctx.budget.max_results
     if constraints.rank == "llm":

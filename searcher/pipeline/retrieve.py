@@ -60,7 +60,11 @@ def searcher_for(ctx: RequestContext, parts: Parts, plan: Plan) -> SearchOnce:
     the degradation ladder. Raises ``AllBackendsFailed``."""
 
     async def search_once(text: str, route: Route, backends: Sequence[str] | None) -> SearchOutcome:
-        use = plan.backends if backends is None else BackendPlan("fallback", tuple(backends))
+        use = plan.backends
+        if backends is not None:
+            barred = use.barred
+            named = tuple(b for b in backends if b not in barred)
+            use = BackendPlan("fallback", named, barred=barred)
         budget = ctx.budget
         return await parts.pool.search(
             use, backend_query(ctx, route, plan.wanted, text), ctx.deadline,

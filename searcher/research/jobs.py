@@ -30,7 +30,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from searcher.backends.policy import plan_backends
+from searcher.auth.access import EVERY, CollectionAccess
+from searcher.backends.policy import plan_backends, within_access
 from searcher.config import ResearchSettings
 from searcher.contract import (
     EventType,
@@ -103,6 +104,7 @@ class Job:
     # The id of the API key that started it: only that key sees, follows or cancels it.
     # None (no keys, or MCP over stdio): anyone holding its id does.
     key: str | None = None
+    access: CollectionAccess = EVERY  # the collections of own documents it may search
     task: asyncio.Task[None] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -167,6 +169,7 @@ class JobBook:
         max_time_ms: int | None = None,
         client: str | None = None,
         key: str | None = None,
+        access: CollectionAccess = EVERY,
     ) -> Job:
         """Start a job owned by ``key`` (an API key's id, None when anonymous);
         ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
@@ -175,7 +178,9 @@ class JobBook:
         a deadline the caller itself cannot outlast (an MCP exchange's), lowering the
         job's with a note, never refusing it. ``client``: who asks
         (``searcher.api.observe.client_identity``), whose share of the extraction
-        workers the job's page reads count against."""
+        workers the job's page reads count against; ``access``: the collections of own
+        documents its searches may reach (``AccessDenied`` when the request names a
+        ``local`` instance beyond them)."""
         self._expire()
         bounded = resolve_within(
             request.preset,
@@ -192,12 +197,14 @@ class JobBook:
         if self.running() >= self._settings.max_concurrent_jobs:
             raise TooManyJobs(self._settings.max_concurrent_jobs, retry_s)
         # Unknown backend names are the caller's mistake (422 now), not the job's failure.
-        plan_backends(
+        planned = plan_backends(
             request.constraints.backend, None, self._parts.settings, self._parts.pool.backends
         )
+        within_access(planned, access, self._parts.settings)
         job = Job(
-            secrets.token_urlsafe(12), request, bounded, owner=self.owner, client=client, key=key
-        )
+            secrets.token_urlsafe(12), request, bounded, owner=self.owner, client=client, key=key,
+            access=access,
+        )  # fmt: skip
         self._jobs[job.id] = job
         await self._store.start_heart()
         # Readable everywhere before its id is handed out (if the store is away, from the
@@ -355,7 +362,9 @@ class JobBook:
         try:
             await self._set(job, "running")
             async with asyncio.timeout(limit_s + GRACE_S):
-                research = Research(job.request, self._parts, emit, job.bounded, job.client)
+                research = Research(
+                    job.request, self._parts, emit, job.bounded, job.client, job.access
+                )
                 job.result = await research.run()
             await self._report_citations(job.id, job.result)
         except asyncio.CancelledError:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, TypeVar
 
+from searcher.auth.access import EVERY, CollectionAccess
 from searcher.config import LlmStep
 from searcher.contract import (
     Budget,
@@ -131,10 +132,12 @@ class Research:
         emit: Emit,
         bounded: Bounded | None = None,
         client: str | None = None,
+        access: CollectionAccess = EVERY,
     ) -> None:
         """``bounded``: the job's limits if already resolved (else resolved here, within
         the server's ``limits.*``); ``client``: who started the job, whose share of the
-        extraction workers its page reads count against (``None``: a local caller)."""
+        extraction workers its page reads count against (``None``: a local caller);
+        ``access``: the collections of own documents its searches may reach."""
         self.request = request
         self.client = client
         self.parts = parts
@@ -158,7 +161,7 @@ class Research:
             effective_budget(Budget(), parts.settings.budget),
             self.deadline, self.calls, self.llm,
             errors=list(bounded.notes),  # the limits this server lowered
-            client=client, emit=emit, unique_errors=True,
+            client=client, access=access, emit=emit, unique_errors=True,
         )  # fmt: skip
         self.started = time.perf_counter()
         # One LLM call stays back for the report when there is a model to write it.

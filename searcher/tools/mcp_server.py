@@ -43,10 +43,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from searcher import __version__
-from searcher.api.auth import key_of
+from searcher.api.auth import collection_access, key_of
 from searcher.api.errors import send_error
 from searcher.api.observe import client_identity
 from searcher.api.replayed_body import Received, read_body, replaying
+from searcher.auth.access import EVERY, CollectionAccess
 from searcher.config import Settings
 from searcher.contract import FetchPageRequest, FetchPageResponse, SearchRequest
 from searcher.errors import (
@@ -139,15 +140,20 @@ def _search_request(arguments: dict[str, Any], pack_chars: int) -> SearchRequest
 
 
 async def run_web_search(
-    service: SearchService, arguments: dict[str, Any], max_chars: int, client: str | None = None
+    service: SearchService,
+    arguments: dict[str, Any],
+    max_chars: int,
+    client: str | None = None,
+    access: CollectionAccess = EVERY,
 ) -> CallToolResult:
     """The context pack as text, the items (without page text) as structured content.
     Clients may show the model both, so together they stay within ``max_chars``: the
     pack gets at most half, the items what the pack leaves. ``client``: who asks, for its
-    share of the extraction workers."""
+    share of the extraction workers; ``access``: the collections its key may search."""
     pack_chars = min(service.settings.budget.max_context_chars, max_chars // 2)
     try:
-        response = await service.search(_search_request(arguments, pack_chars), client=client)
+        request = _search_request(arguments, pack_chars)
+        response = await service.search(request, client=client, access=access)
     except InvalidRequest as exc:  # named as the caller sent it: max_results, not budget.*
         raise InvalidRequest(search_argument(exc.field), exc.message) from exc
     text = cap_text(
@@ -227,6 +233,7 @@ async def run_deep_research(
     progress: Progress,
     client: str | None = None,
     key: str | None = None,
+    access: CollectionAccess = EVERY,
 ) -> CallToolResult:
     """The research report as text (within ``max_chars``, with its Sources list whole);
     confidence, verification and sources as structured content; every event of the job is a progress
@@ -242,7 +249,7 @@ async def run_deep_research(
         raise InvalidRequest.from_validation(exc.errors()) from exc
     # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
     longest = max(1000, service.settings.limits.max_total_time_ms)
-    job = await jobs.submit(request, max_time_ms=longest, client=client, key=key)
+    job = await jobs.submit(request, max_time_ms=longest, client=client, key=key, access=access)
     try:
         async for event in jobs.follow(job.id, key=key):
             if event is not None:
@@ -295,18 +302,20 @@ async def call_tool(
     progress: Progress = _no_progress,
     client: str | None = None,
     key: str | None = None,
+    access: CollectionAccess = EVERY,
 ) -> CallToolResult:
     """Validate the arguments against the tool's schema and run it (for the API key
     ``key``, if any); errors become tool errors with a clear message. ``client``: who asks
     (``None`` over stdio, whose one client owns the process), for its share of the
-    extraction workers."""
+    extraction workers; ``access``: the collections its key may search (all over
+    stdio)."""
     try:
         spec.validate(arguments)
         if spec.name == "web_search":
-            return await run_web_search(service, arguments, max_chars, client)
+            return await run_web_search(service, arguments, max_chars, client, access)
         if spec.name == "deep_research":
             return await run_deep_research(
-                service, jobs, arguments, max_chars, progress, client, key
+                service, jobs, arguments, max_chars, progress, client, key, access
             )
         return await run_fetch_page(service, arguments, max_chars, client)
     except InvalidRequest as exc:
@@ -357,8 +366,11 @@ def build_server(
         scope = getattr(ctx.request, "scope", None)
         client = client_identity(scope) if isinstance(scope, dict) else None
         key = key_of(scope) if isinstance(scope, dict) else None
+        access = collection_access(scope) if isinstance(scope, dict) else EVERY
         arguments = params.arguments or {}
-        return await call_tool(spec, service, jobs, arguments, max_chars, progress, client, key)
+        return await call_tool(
+            spec, service, jobs, arguments, max_chars, progress, client, key, access
+        )
 
     return Server(
         "searcher",

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from searcher.api.auth import collection_access
 from searcher.api.compat.common import check_bearer, json_response, runtime_of
 from searcher.api.observe import client_identity
 from searcher.contract import (
@@ -165,7 +166,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 async def external_search(body: ExternalSearchBody, request: Request) -> Response:
     runtime = runtime_of(request)
     search = search_request(body, runtime.settings.limits.max_results)
-    response = await runtime.service.search(search, client=client_identity(request.scope))
+    response = await runtime.service.search(
+        search, client=client_identity(request.scope), access=collection_access(request.scope)
+    )
     return json_response(search_results(response))
 
 

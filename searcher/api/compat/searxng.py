@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
+from searcher.api.auth import collection_access
 from searcher.api.compat.common import json_response, runtime_of
 from searcher.api.compat.searxng_format import searxng_envelope
 from searcher.api.observe import client_identity
@@ -260,7 +261,9 @@ async def search(request: Request) -> Response:
         await _params(request), default_max_results(runtime.settings.budget.max_results)
     )
     try:
-        response = await runtime.service.search(body, client=client_identity(request.scope))
+        response = await runtime.service.search(
+            body, client=client_identity(request.scope), access=collection_access(request.scope)
+        )
     except AllBackendsFailed as exc:
         return json_response(failed_answer(body.query_text, exc.failures))
     return json_response(searxng_answer(body.query_text, response))

@@ -34,7 +34,7 @@ from pydantic import (
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from searcher.api.auth import key_of
+from searcher.api.auth import collection_access, key_of
 from searcher.api.compat.common import bearer_token, json_response, runtime_of
 from searcher.api.errors import body_parse_problem
 from searcher.api.observe import client_identity
@@ -490,7 +490,9 @@ async def tavily_search(body: TavilySearchBody, request: Request) -> Response:
     search = search_request(
         body, settings.budget.max_results, max_fetch_pages=settings.limits.max_fetch_pages
     )
-    response = await runtime.service.search(search, client=client_identity(request.scope))
+    response = await runtime.service.search(
+        search, client=client_identity(request.scope), access=collection_access(request.scope)
+    )
     return json_response(search_response(body, response, str(uuid.uuid4())))
 
 
@@ -627,7 +629,10 @@ async def tavily_research(body: TavilyResearchBody, request: Request) -> Respons
     jobs = request.app.state.jobs
     try:
         job = await jobs.submit(
-            research, client=client_identity(request.scope), key=key_of(request.scope)
+            research,
+            client=client_identity(request.scope),
+            key=key_of(request.scope),
+            access=collection_access(request.scope),
         )
     except TooManyJobs as exc:
         retry = {"Retry-After": str(exc.retry_after_s)}
