@@ -56,13 +56,13 @@ async def fetch(body: FetchRequest, request: Request) -> FetchPageResponse | Fet
 
 
 def _checked(url: str, field: str) -> str:
-    """``url`` stripped, or ``InvalidRequest`` naming ``field``."""
+    """``url`` as sent, or ``InvalidRequest`` naming ``field``."""
     try:
-        url = check_url(url)  # the friendliest reason first (scheme, host, syntax)
+        check_url(url)  # the friendliest reason first (scheme, host, syntax)
     except InvalidRequest as exc:
         raise InvalidRequest(field, exc.message) from exc
-    # Then the OpenAPI pattern, exactly: fullmatch, since the pattern's "$" also matches
-    # before a final newline.
+    # Then the OpenAPI pattern, exactly, on the URL as sent (check_url strips it): fullmatch,
+    # since the pattern's "$" also matches before a final newline.
     if re.fullmatch(HTTP_URL, url) is None:
         raise InvalidRequest(field, HTTP_URL_RULE)
     return url
