@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
@@ -76,6 +77,20 @@ class SiteMap:
         self._seen: set[str] = set(self.urls)
 
 
+SITEMAPS_AT_ONCE = 2
+MAP_PAGES_AT_ONCE = 8  # of the fetcher's 32 connections: full mode keeps the rest
+_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _process_slots(kind: str, size: int) -> asyncio.Semaphore:
+    """Slots shared by every map in this process, whoever asks (one set per event loop:
+    tests run several), so that concurrent maps cannot add up past ``size``."""
+    slots = _SLOTS.setdefault(asyncio.get_running_loop(), {})
+    return slots.setdefault(kind, asyncio.Semaphore(size))
+
+
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
@@ -115,8 +130,10 @@ async def _sitemap_pages(
             found.complete = False
             return
         try:
-            body = await fetch(url, _limits(remaining, MAX_SITEMAP_BYTES, SITEMAP_TYPES))
-            sitemap = parse_sitemap(gunzipped(body.body, MAX_SITEMAP_BYTES))
+            # A sitemap may hold 50 MB compressed and 50 MB inflated: a few at a time.
+            async with _process_slots("sitemaps", SITEMAPS_AT_ONCE):
+                body = await fetch(url, _limits(remaining, MAX_SITEMAP_BYTES, SITEMAP_TYPES))
+                sitemap = parse_sitemap(gunzipped(body.body, MAX_SITEMAP_BYTES))
         except (FetchError, SitemapTooLarge, ValueError):
             continue
         found.sitemaps_read += 1
@@ -144,7 +161,7 @@ async def _link_pages(
     level, gate = [plan.root], asyncio.Semaphore(PAGE_CONCURRENCY)
 
     async def links(url: str) -> list[str]:
-        async with gate:
+        async with gate, _process_slots("pages", MAP_PAGES_AT_ONCE):
             return await _links_of(fetch, url, deadline)
 
     for _depth in range(plan.max_depth):

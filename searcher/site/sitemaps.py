@@ -4,6 +4,7 @@ decompressed within a byte budget, so that a sitemap cannot expand past what was
 
 from __future__ import annotations
 
+import io
 import zlib
 from dataclasses import dataclass
 
@@ -43,26 +44,38 @@ def _local(tag: object) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
 
+def _is_entry(parent: etree._Element | None) -> bool:
+    # An entry's own <loc>, not one nested deeper (an image sitemap's <image:loc>).
+    return parent is not None and _local(parent.tag) in ("url", "sitemap")
+
+
 def parse_sitemap(data: bytes) -> Sitemap:
-    """The URLs a sitemap document lists; an empty ``Sitemap`` for what is not one."""
-    parser = etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, recover=True
-    )
+    """The URLs a sitemap document lists; an empty ``Sitemap`` for what is not one. Read as
+    a stream, each entry dropped once its ``loc`` is taken, so that a 50 MB sitemap never
+    becomes a whole tree in memory."""
+    events = etree.iterparse(
+        io.BytesIO(data), events=("start", "end"), resolve_entities=False, no_network=True,
+        load_dtd=False, huge_tree=False, recover=True,
+    )  # fmt: skip
+    kind, locs = None, []
     try:
-        root = etree.fromstring(data, parser)
+        for event, element in events:
+            name = _local(element.tag)
+            if kind is None:
+                kind = name
+                if kind not in ("urlset", "sitemapindex"):
+                    return Sitemap()
+            elif event == "end" and name == "loc" and _is_entry(element.getparent()):
+                if element.text and element.text.strip():
+                    locs.append(element.text.strip())
+            elif event == "end" and name in ("url", "sitemap"):
+                element.clear()
+                while element.getprevious() is not None:  # entries already read
+                    del element.getparent()[0]
     except etree.XMLSyntaxError:
-        return Sitemap()
-    if root is None:
-        return Sitemap()
-    kind = _local(root.tag)
-    if kind not in ("urlset", "sitemapindex"):
-        return Sitemap()
-    locs = []
-    for entry in root:
-        for child in entry:
-            if _local(child.tag) == "loc" and child.text and child.text.strip():
-                locs.append(child.text.strip())
-                break
+        pass  # what was read before the break counts, as a recovering parser keeps it
     if kind == "urlset":
         return Sitemap(pages=tuple(locs))
-    return Sitemap(sitemaps=tuple(locs))
+    if kind == "sitemapindex":
+        return Sitemap(sitemaps=tuple(locs))
+    return Sitemap()
