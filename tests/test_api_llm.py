@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.shared_data import AEB, require_shared
 from tests.testbed.chat import script
 
 QUERY = "Google Stadia Microsoft xCloud Apple Arcade games"
@@ -738,6 +739,7 @@ def test_the_crag_refined_query_keeps_the_users_operators(
 def test_the_heuristic_refinement_never_quotes_an_operator(
     make_settings, serve_searcher, testbed_clean
 ):
+    require_shared(AEB)  # its pages and counts are the AEB set's, not the shipped pages'
     base = serve_searcher(make_settings())
     typed = "site:example.com zzqx unmatched words"
     data = post(base, {"query": typed, "constraints": {"crag": True}})

@@ -14,6 +14,7 @@ from searcher.backends.pool import BackendPool
 from searcher.errors import AllBackendsFailed, BackendBadResponse, BackendTimeout, InvalidRequest
 from searcher.pipeline.resilience import CircuitBreaker, Deadline
 from searcher.state.sqlite_store import SqliteStore
+from tests.shared_data import AEB, require_shared
 
 
 @pytest.fixture
@@ -156,6 +157,7 @@ async def test_searxng_pages_until_max_results(
 async def test_paging_stops_when_searxng_runs_dry(
     make_settings, pool_for, testbed_clean, matching_query
 ):
+    require_shared(AEB)  # its pages and counts are the AEB set's, not the shipped pages'
     pool = await pool_for(make_settings(backends={"max_pages": 10}))
     # The testbed has 21 pages matching this query: pages 1-3 hold them, page 4 is empty.
     answer = await pool.call(

@@ -12,6 +12,7 @@ import httpx
 from searcher.research.answering import answer_kind, answer_support
 from searcher.research.bridge import bridge_query, rank_bridges
 from searcher.research.evidence import Passage
+from tests.shared_data import AEB, require_shared
 from tests.test_research import follow, start
 
 SLS = "Which rocket engines were installed in the SLS core stage?"
@@ -31,6 +32,7 @@ def _finished_with_events(base: str, question: str) -> tuple[list[dict[str, Any]
 def test_round_two_follows_the_engine_the_first_hop_names_not_the_site(
     make_settings, serve_searcher
 ):
+    require_shared(AEB)  # its pages and counts are the AEB set's, not the shipped pages'
     base = serve_searcher(make_settings())
     events, result = _finished_with_events(base, SLS)
 

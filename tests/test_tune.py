@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from searcher.cli import main
 from searcher.config import deep_merge, load_settings
 from searcher.ranking.tuning import split_folds
+from tests.shared_data import AEB, require_shared
 
 QUERIES = [
     "Google Stadia games", "electric cars battery", "climate change", "space rocket launch",
@@ -69,6 +70,7 @@ def _held_out(stdout: str) -> tuple[float, float]:
 def test_tune_fits_engine_weights_and_writes_a_fragment_that_merges_over_the_config(
     config_file, testbed, tmp_path
 ):
+    require_shared(AEB)  # its pages and counts are the AEB set's, not the shipped pages'
     config = config_file(order=["searxng"], brave={"enabled": False})
     answers = _answers(testbed)
     assert len(answers) >= 8
@@ -94,6 +96,7 @@ def test_tune_fits_engine_weights_and_writes_a_fragment_that_merges_over_the_con
 def test_tune_refuses_to_write_settings_worse_than_the_defaults_on_held_out_folds(
     config_file, testbed, tmp_path
 ):
+    require_shared(AEB)  # its pages and counts are the AEB set's, not the shipped pages'
     config = config_file(order=["searxng"], brave={"enabled": False})
     answers = _answers(testbed)
     # Two folds that want opposite things: what one fold learns hurts the other.
