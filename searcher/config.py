@@ -850,6 +850,7 @@ LlmStep = Literal[
     "answer_check",
     "research_plan",
     "research_report",
+    "structured_output",
 ]
 
 
@@ -878,6 +879,18 @@ class RankStepSettings(LlmStepSettings):
     )
     want_n: int = Field(
         default=3, ge=1, le=20, description="Snippet ranking: candidates shown, results kept"
+    )
+
+
+class StructuredStepSettings(LlmStepSettings):
+    repairs: int = Field(
+        default=2,
+        ge=0,
+        le=5,
+        description=(
+            "Structured output (`output_schema`): times a reply that does not validate is "
+            "sent back with its validation errors before the job fails with them"
+        ),
     )
 
 
@@ -920,6 +933,9 @@ class LlmStepsSettings(ConfigSection):
     answer_check: LlmStepSettings = Field(default_factory=_step(96, 0.0))
     research_plan: LlmStepSettings = Field(default_factory=_step(300, 0.2))
     research_report: LlmStepSettings = Field(default_factory=_step(1200, 0.2))
+    structured_output: StructuredStepSettings = Field(
+        default_factory=lambda: StructuredStepSettings(max_tokens=1200, temperature=0.0)
+    )
 
     def get(self, step: LlmStep) -> LlmStepSettings:
         settings: LlmStepSettings = getattr(self, step)

@@ -1047,6 +1047,12 @@ class ResearchRequest(_Strict, WireSafe):
     )
     want: ResearchWant = Field(default_factory=ResearchWant)
     stream: bool = Field(default=False, description="Stream the job's events in the response.")
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON Schema the result's `structured.data` must validate against "
+        "(written by the LLM from the evidence, each field's sources in "
+        "`structured.citations`); needs `llm.base_url`. See docs/structured-output.md.",
+    )
 
     @field_validator("query", mode="before")
     @classmethod
@@ -1098,6 +1104,24 @@ class ResearchUsage(BaseModel):
     elapsed_ms: int
 
 
+class StructuredAnswer(BaseModel):
+    """The answer shaped by the request's ``output_schema``."""
+
+    data: Any = Field(description="Valid against the request's `output_schema`.")
+    citations: dict[str, list[int]] = Field(
+        description="JSON pointer of a field in `data` -> the numbers (`evidence[].n`) of "
+        "the passages stating it."
+    )
+    citation_urls: dict[str, list[str]] = Field(
+        description="The same citations as the passages' URLs."
+    )
+    unsupported_citations: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="Citations removed: their passage does not hold the field's value.",
+    )
+    repairs: int = Field(description="Replies sent back with validation errors first.")
+
+
 class ResearchResult(BaseModel):
     question: str
     preset: Preset
@@ -1115,6 +1139,9 @@ class ResearchResult(BaseModel):
     stopped: str = Field(description="Why the loop stopped: covered, no_progress, budget…")
     errors: list[ErrorEntry] = Field(default_factory=list)
     usage: ResearchUsage
+    structured: StructuredAnswer | None = Field(
+        default=None, description="With `output_schema`: the answer shaped by it."
+    )
 
 
 class ResearchEvent(BaseModel):

@@ -566,7 +566,9 @@ def test_research_through_the_real_client(make_settings, serve_searcher, aeb_tit
     )
     missing = httpx.get(f"{base}/tavily/research/nope")
     assert missing.status_code == 404 and "error" in missing.json()["detail"]
-    schema = httpx.post(f"{base}/tavily/research", json={"input": "x", "output_schema": {}})
+    schema = httpx.post(
+        f"{base}/tavily/research", json={"input": "x", "output_schema": {"type": "wat"}}
+    )
     assert schema.status_code == 400 and schema.json()["detail"]["field"] == "output_schema"
 
 

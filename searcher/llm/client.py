@@ -46,6 +46,9 @@ class CallOptions:
     timeout_s: float
     schema: dict[str, Any] | None = None  # the JSON the step wants, if it wants JSON
     schema_name: str = "reply"
+    # OpenAI's strict mode takes only schemas of its own subset: a caller's schema
+    # (``output_schema``) is sent without it.
+    strict: bool = True
 
 
 def response_format(kind: str, options: CallOptions) -> dict[str, Any] | None:
@@ -58,7 +61,11 @@ def response_format(kind: str, options: CallOptions) -> dict[str, Any] | None:
         return {"type": "json_object", "schema": options.schema}
     return {
         "type": "json_schema",
-        "json_schema": {"name": options.schema_name, "schema": options.schema, "strict": True},
+        "json_schema": {
+            "name": options.schema_name,
+            "schema": options.schema,
+            "strict": options.strict,
+        },
     }
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from searcher.config import LlmSettings, LlmStep
 from searcher.errors import LlmError
@@ -43,6 +43,8 @@ TIME_SHARE: dict[LlmStep, float] = {
     # report comes last.
     "research_plan": 0.25,
     "research_report": 0.9,
+    # A caller's output_schema: the last step of its request, repairs included.
+    "structured_output": 0.9,
 }
 
 
@@ -106,11 +108,13 @@ class StepRunner:
         messages: list[Message],
         parse: Callable[[str], T],
         reserve: int = 0,
+        schema: dict[str, Any] | None = None,
     ) -> StepOutcome[T]:
         """Call the model for ``step`` and ``parse`` its reply (``parse`` raises
         ``LlmError`` or ``ValueError`` to refuse it). ``reserve``: tool calls that must stay
         available for later stages. The call may take its step's ``TIME_SHARE`` of the time
-        left, so that the stages after it still have theirs."""
+        left, so that the stages after it still have theirs. ``schema``: the reply's JSON
+        Schema when the request chose it (sent without strict mode), not the step's."""
         if self.client is None:
             return self._refuse(step, NOT_CONFIGURED)
         allowed_s = self.deadline.remaining() * TIME_SHARE[step]
@@ -126,8 +130,9 @@ class StepRunner:
             options.max_tokens,
             options.temperature,
             min(options.timeout_s, allowed_s),
-            options.schema,
+            options.schema if schema is None else schema,
             options.schema_name,
+            strict=schema is None,
         )
         started = time.perf_counter()
         try:

@@ -42,6 +42,8 @@ from searcher.contract import (
     ResearchResult,
 )
 from searcher.errors import (
+    InvalidRequest,
+    LlmRequired,
     ResearchFailed,
     SearcherError,
     StateUnavailable,
@@ -49,6 +51,7 @@ from searcher.errors import (
     TooManyJobsForKey,
 )
 from searcher.feedback.book import FeedbackBook, research_record
+from searcher.llm.output_schema import SchemaRefused, checked_schema
 from searcher.pipeline.parts import Parts
 from searcher.research.job_store import (
     EVENTS_OUTLIVE_S,
@@ -174,7 +177,9 @@ class JobBook:
         """Start a job owned by ``key`` (an API key's id, None when anonymous);
         ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
         ``TooManyJobsForKey`` when ``key`` runs its share of them already, ``InvalidRequest``
-        for a budget above the server's ceilings under ``limits.strict``. ``max_time_ms``:
+        for a budget above the server's ceilings under ``limits.strict`` or an
+        ``output_schema`` that is no usable JSON Schema (``LlmRequired`` for one without a
+        model). ``max_time_ms``:
         a deadline the caller itself cannot outlast (an MCP exchange's), lowering the
         job's with a note, never refusing it. ``client``: who asks
         (``searcher.api.observe.client_identity``), whose share of the extraction
@@ -201,6 +206,7 @@ class JobBook:
             request.constraints.backend, None, self._parts.settings, self._parts.pool.backends
         )
         within_access(planned, access, self._parts.settings)
+        self._check_schema(request)
         job = Job(
             secrets.token_urlsafe(12), request, bounded, owner=self.owner, client=client, key=key,
             access=access,
@@ -212,6 +218,19 @@ class JobBook:
         await written(self._save(job))
         job.task = asyncio.create_task(self._run(job), name=f"research-{job.id}")
         return job
+
+    def _check_schema(self, request: ResearchRequest) -> None:
+        """``InvalidRequest`` naming ``output_schema`` for a schema searcher cannot use,
+        ``LlmRequired`` when one is asked for without a model (no fallback is honest);
+        both before the job starts, not as its failure."""
+        if request.output_schema is None:
+            return
+        try:
+            checked_schema(request.output_schema)
+        except SchemaRefused as exc:
+            raise InvalidRequest("output_schema", str(exc)) from None
+        if self._parts.llm is None:
+            raise LlmRequired("output_schema")
 
     async def view(self, job_id: str, key: str | None = None) -> ResearchJob:
         """The job's status (``JobNotFound`` if no process knows it, or another ``key``

@@ -35,12 +35,19 @@ from searcher.contract import (
     ResearchResult,
     ResearchUsage,
     SearchRequest,
+    StructuredAnswer,
     SubQuestion,
     TraceEntry,
     VerificationStatus,
 )
-from searcher.errors import AllBackendsFailed, ResearchFailed, describe_failures
+from searcher.errors import (
+    AllBackendsFailed,
+    ResearchFailed,
+    StructuredOutputFailed,
+    describe_failures,
+)
 from searcher.llm.runner import StepRunner
+from searcher.llm.structured import structured_output
 from searcher.pipeline.budget import effective_budget
 from searcher.pipeline.context import Emit, RequestContext
 from searcher.pipeline.parts import Parts
@@ -164,8 +171,13 @@ class Research:
             client=client, access=access, emit=emit, unique_errors=True,
         )  # fmt: skip
         self.started = time.perf_counter()
-        # One LLM call stays back for the report when there is a model to write it.
-        self.reserve = 1 if parts.llm is not None else 0
+        # One LLM call stays back for the report when there is a model to write it, and
+        # with an output_schema those of the structured answer, its repairs included (a
+        # repair the budget cannot pay for would fail a job that had calls to spare).
+        self.shaped = request.output_schema is not None and parts.llm is not None
+        repairs = parts.settings.llm.steps.structured_output.repairs
+        self.shape_calls = 1 + repairs if self.shaped else 0
+        self.reserve = 1 + self.shape_calls if parts.llm is not None else 0
 
     # --- budget ---------------------------------------------------------------------
 
@@ -437,6 +449,7 @@ class Research:
             for d in disagreements(q.question, [self.state.pool.passages[s.index] for s in best])
         ]
         written = await self.write(question, chosen)
+        structured = await self.shape(question, chosen) if self.shaped else None
         status = _verification(
             written.method, chosen.sections, conflicts, written.claims, written.supported
         )
@@ -455,7 +468,32 @@ class Research:
             self.ctx.error("llm", "usage", ESTIMATED_TOKENS)
         return self.result(
             question, coverage, chosen, written, conflicts,
-            status=status, stopped=stopped, rounds=rounds,
+            status=status, stopped=stopped, rounds=rounds, structured=structured,
+        )  # fmt: skip
+
+    async def shape(self, question: str, chosen: _Chosen) -> StructuredAnswer:
+        """The answer shaped by the request's ``output_schema``; ``ResearchFailed`` with
+        the validation errors when the model cannot give one within its repairs."""
+        schema = self.request.output_schema or {}  # set: ``shaped`` says so
+        try:
+            if not self.llm_allowed("structured_output"):
+                raise StructuredOutputFailed(
+                    f"budget: max_llm_tokens={self.limits.max_llm_tokens} spent before it"
+                )
+            shaped = await structured_output(
+                self.llm, question, chosen.passages, schema,
+                repairs=self.parts.settings.llm.steps.structured_output.repairs,
+                max_source_chars=max(2000, self.limits.max_evidence_chars),
+            )  # fmt: skip
+        except StructuredOutputFailed as exc:
+            raise ResearchFailed(str(exc)) from exc
+        urls = {
+            pointer: [chosen.passages[n - 1].url for n in numbers]
+            for pointer, numbers in shaped.citations.items()
+        }
+        return StructuredAnswer(
+            data=shaped.data, citations=shaped.citations, citation_urls=urls,
+            unsupported_citations=shaped.unsupported, repairs=shaped.repairs,
         )  # fmt: skip
 
     def choose(
@@ -481,7 +519,9 @@ class Research:
         """The report: the model's, its citations checked, else the evidence report."""
         limits = self.limits
         if chosen.passages and self.llm_allowed("research_report"):
-            written = await llm_report(self.llm, question, chosen.passages, limits.max_report_chars)
+            written = await llm_report(
+                self.llm, question, chosen.passages, limits.max_report_chars, self.shape_calls
+            )
             if written.text is not None:
                 checked = verify_citations(written.text, chosen.passages, limits.verify_claims)
                 report = with_sources(checked.text, chosen.passages, limits.max_report_chars)
@@ -504,6 +544,7 @@ class Research:
         status: VerificationStatus,
         stopped: str,
         rounds: int,
+        structured: StructuredAnswer | None = None,
     ) -> ResearchResult:
         """The job's result as the caller wants it (``want``)."""
         want = self.request.want
@@ -555,6 +596,7 @@ class Research:
                 llm_tokens=self.tokens_used(),
                 elapsed_ms=int((time.perf_counter() - self.started) * 1000),
             ),
+            structured=structured,
         )
 
 

@@ -120,15 +120,21 @@ class Written:
 
 
 async def llm_report(
-    runner: StepRunner, question: str, passages: Sequence[Passage], max_chars: int
+    runner: StepRunner,
+    question: str,
+    passages: Sequence[Passage],
+    max_chars: int,
+    reserve: int = 0,
 ) -> Written:
     """The model's report with citations outside the evidence removed; not yet fitted to
-    ``max_chars`` (``with_sources`` does, once its citations are verified)."""
+    ``max_chars`` (``with_sources`` does, once its citations are verified). ``reserve``:
+    LLM calls that must stay for the steps after it (a structured answer)."""
     evidence, shown = numbered_evidence(passages, max_chars=max(2000, max_chars * 3))
     outcome = await runner.run(
         "research_report",
         messages("research_report", runner.today, question=question, evidence=evidence),
         lambda reply: reply.strip()[: max_chars * 2] or _refuse(),
+        reserve,
     )
     if outcome.value is None:
         return Written(None, [])

@@ -64,6 +64,7 @@ from searcher.errors import (
     AllBackendsFailed,
     InvalidRequest,
     JobNotFound,
+    LlmRequired,
     TooManyJobs,
     field_problems,
 )
@@ -444,6 +445,8 @@ class _TavilyRoute(APIRoute):
                 return tavily_error(400, f"{field}: {message}", field)
             except InvalidRequest as exc:
                 return tavily_error(400, str(exc), exc.field)
+            except LlmRequired as exc:
+                return tavily_error(503, str(exc), exc.field)
             except AllBackendsFailed as exc:
                 return tavily_error(502, str(exc))
 
@@ -554,12 +557,6 @@ async def tavily_map(body: TavilyMapBody, request: Request) -> Response:
 TAVILY_PRESETS: dict[str, Preset] = {"mini": "balanced", "auto": "balanced", "pro": "enhanced"}
 
 
-# output_schema: only null is accepted; anything else is a 400 saying so.
-def _not_supported(schema: dict[str, Any]) -> None:
-    schema.clear()
-    schema.update({"type": "null", "description": "Not supported by searcher: null or omit."})
-
-
 class TavilyResearchBody(_Body):
     input: str = Field(
         json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK}
@@ -568,7 +565,8 @@ class TavilyResearchBody(_Body):
     citation_format: Literal["numbered", "mla", "apa", "chicago"] = "numbered"
     output_schema: dict[str, Any] | None = Field(
         default=None,
-        json_schema_extra=_not_supported,
+        description="A JSON Schema the answer (`content`) must follow; needs an LLM "
+        "(`llm.base_url`). Each field's sources are in `citations` (JSON pointer -> URLs).",
     )
     stream: StrictBool = False
 
@@ -598,13 +596,17 @@ def research_status(job: ResearchJob) -> tuple[int, dict[str, Any]]:
     if job.status != "done" or result is None:
         return 200, {**base, "status": "failed", "error": job.error or job.status}
     sources = [{"title": p.title, "url": p.url, "favicon": None} for p in result.evidence or []]
-    return 200, {
+    done: dict[str, Any] = {
         **base,
         "status": "completed",
         "content": result.report or "",
         "sources": sources,
         "response_time": round(result.usage.elapsed_ms / 1000, 2),
     }
+    if result.structured is not None:  # as Tavily: the object itself is the content
+        done["content"] = result.structured.data
+        done["citations"] = result.structured.citation_urls
+    return 200, done
 
 
 @router.post(
@@ -620,11 +622,12 @@ def research_status(job: ResearchJob) -> tuple[int, dict[str, Any]]:
     },
 )
 async def tavily_research(body: TavilyResearchBody, request: Request) -> Response:
-    if body.output_schema is not None:
-        raise TavilyHTTPError(400, "output_schema is not supported by searcher", "output_schema")
     model = body.model or "auto"
     research = ResearchRequest(
-        query=Query(text=body.input), preset=TAVILY_PRESETS[model], stream=body.stream
+        query=Query(text=body.input),
+        preset=TAVILY_PRESETS[model],
+        stream=body.stream,
+        output_schema=body.output_schema,
     )
     jobs = request.app.state.jobs
     try:
