@@ -237,6 +237,9 @@ def test_the_api_says_rendered_and_health_says_browser(make_settings, serve_sear
     assert health["available"] is True and health["renders"] == 1
     bad = httpx.post(f"{base}/v1/fetch", json={"url": "http://x.example/", "render": "maybe"})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "render"
+    body = {"query": "x", "constraints": {"render": "sometimes"}}
+    bad = httpx.post(f"{base}/v1/search", json=body, timeout=30)
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "constraints.render"
 
 
 def test_without_a_browser_the_tier_is_off_and_health_says_why(

@@ -118,8 +118,8 @@ async def _answer(writer: asyncio.StreamWriter, status: str, extra: str = "") ->
 
 class GuardedProxy:
     """An asyncio HTTP forward proxy on 127.0.0.1 whose every upstream connection is vetted
-    by the SSRF guard first. ``decisions`` keeps the most recent ones; ``refused`` and
-    ``allowed`` count all."""
+    by the SSRF guard first. ``decisions`` keeps the most recent ones; ``refused`` counts
+    the guard's refusals, ``allowed`` the connections let through."""
 
     def __init__(self, guard: GuardedNetworkBackend, keep_decisions: int = 1000) -> None:
         self._guard = guard
@@ -148,13 +148,15 @@ class GuardedProxy:
             await self._server.wait_closed()
             self._server = None
 
-    def _record(self, target: _Target, allowed: bool, reason: str = "") -> None:
+    def _record(
+        self, target: _Target, allowed: bool, reason: str = "", refused: bool = True
+    ) -> None:
         self.decisions.append(
             ProxyDecision(target.method, target.host, target.port, allowed, reason)
         )
         if allowed:
             self.allowed += 1
-        else:
+        elif refused:  # by the guard; a name that does not resolve is not counted here
             self.refused += 1
             log.info("browser proxy: refused %s %s:%s (%s)", target.method, target.host,
                      target.port, reason)  # fmt: skip
@@ -207,7 +209,7 @@ class GuardedProxy:
             await _answer(writer, "403 Forbidden", f"{GUARD_HEADER}: refused\r\n")
             return None
         except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-            self._record(target, False, f"unresolved: {exc}")
+            self._record(target, False, f"unresolved: {exc}", refused=False)
             await _answer(writer, "502 Bad Gateway")
             return None
         self._record(target, True)
