@@ -83,7 +83,9 @@ class Harness:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         allowed = [f"127.0.0.1:{testbed.port}"]
-        settings = BrowserSettings(max_pages=2, client_share=0.5, page_timeout_s=20)
+        settings = BrowserSettings(
+            max_pages=2, client_share=0.5, page_timeout_s=20, max_dom_elements=10_000
+        )
         self.tier = BrowserTier(settings, allowed)
 
         async def build() -> PageReader:
@@ -195,11 +197,16 @@ def test_a_page_that_never_finishes_loading_is_read_at_the_time_limit(browser: H
     assert browser.read("/js/written").rendered
 
 
-def test_a_fifty_megabyte_dom_is_refused_and_the_browser_carries_on(browser: Harness) -> None:
-    page = browser.read("/js/huge-dom?mb=50")
-    assert page.status != "fetched"
-    assert "rendering" in (page.error or "")
-    assert browser.read("/js/written").rendered
+def test_a_dom_over_the_cap_is_refused_and_a_fifty_megabyte_one_is_bounded(
+    browser: Harness,
+) -> None:
+    over_cap = browser.read("/js/huge-dom?mb=2")  # about 18,000 elements, the cap 10,000
+    assert over_cap.status == "failed" and "page too complex" in (over_cap.error or "")
+    # 50 MB: refused at the cap, or (on a slow machine, still building) at the time limit.
+    huge = browser.read("/js/huge-dom?mb=50")
+    assert huge.status != "fetched" and "rendering" in (huge.error or "")
+    assert browser.tier.gate.in_use == 0
+    assert browser.read("/js/written").rendered  # the browser carries on
 
 
 async def test_one_client_cannot_hold_every_page() -> None:

@@ -6,7 +6,8 @@
 - ``/js/websocket?to=URL``     opens a WebSocket to ``URL`` (a private address), then writes
 - ``/js/metadata``             ``fetch()``es the cloud metadata endpoint, writes what it got
 - ``/js/never-loads``          writes its text, then waits for a script that never arrives
-- ``/js/huge-dom?mb=50``       builds a DOM of ``mb`` megabytes of paragraphs
+- ``/js/huge-dom?mb=50``       builds a DOM of ``mb`` megabytes of short paragraphs
+                               (about 9,000 elements a megabyte)
 - ``/js/redirect-browser?to=URL``  a shell to a static read; the browser is redirected to
                                ``URL`` (its User-Agent says HeadlessChrome)
 - ``/js/hang``                 never answers
@@ -137,7 +138,7 @@ async def huge_dom(req: Request) -> None:
     megabytes = int(req.query.get("mb", "50"))
     script = f"""
 const root = document.getElementById('root');
-const paragraph = '<p>' + 'word '.repeat(200) + '</p>';
+const paragraph = '<p>' + 'word '.repeat(20) + '</p>';
 const chunk = paragraph.repeat(1024 * 1024 / paragraph.length);
 for (let i = 0; i < {megabytes}; i++) root.insertAdjacentHTML('beforeend', chunk);
 """
