@@ -21,8 +21,10 @@ import pytest
 from searcher.cache.extraction import ExtractionCache
 from searcher.config import BrowserSettings, FetchSettings
 from searcher.fetch.browser_process import find_browser
+from searcher.fetch.browser_proxy import GUARD_HEADER, GuardedProxy
 from searcher.fetch.extractor import build_extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
+from searcher.fetch.guard import GuardedNetworkBackend
 from searcher.fetch.page_gate import PageGate
 from searcher.fetch.page_reader import PageOutcome, PageReader
 from searcher.fetch.renderer import BrowserTier
@@ -184,6 +186,27 @@ def test_a_redirect_of_the_browser_to_a_private_address_is_blocked(
     assert page.status == "skipped" and page.skip_reason == "blocked"
     assert browser.refused("127.0.0.1", listener.port)
     assert listener.accepted == 0
+
+
+async def test_the_proxy_resolves_a_name_once_and_refuses_a_private_answer(
+    listener: Listener,
+) -> None:
+    asked: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"]  # the answer of a rebinding name's second lookup
+
+    proxy = GuardedProxy(GuardedNetworkBackend([], resolver=rebinding))
+    await proxy.start()
+    try:
+        async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{proxy.port}") as client:
+            answer = await client.get(f"http://rebind.example:{listener.port}/")
+        assert answer.status_code == 403 and answer.headers[GUARD_HEADER] == "refused"
+        assert asked == ["rebind.example"] and proxy.refused == 1
+        assert listener.accepted == 0
+    finally:
+        await proxy.aclose()
 
 
 # --- bounds ---------------------------------------------------------------------------
