@@ -111,10 +111,13 @@ async def hostile(reader: PageReader, tier: BrowserTier, testbed: TestbedServer)
     except BlockingIOError:
         pass
     listener.close()
-    refused = [d for d in tier.proxy.decisions if not d.allowed]
+    # Names that do not resolve (Chromium's own calls home, offline) are not the guard's.
+    refused = [d for d in tier.proxy.decisions if not d.allowed and d.reason != ""]
+    guarded = [d for d in refused if not d.reason.startswith("unresolved")]
     print(f"hostile pages: {tier.proxy.refused - before} requests refused before connecting, "
-          f"{accepted} connections reached the loopback listener")  # fmt: skip
-    for d in refused[-10:]:
+          f"{accepted} connections reached the loopback listener; "
+          f"{len(refused) - len(guarded)} to names that do not resolve")  # fmt: skip
+    for d in guarded[-10:]:
         print(f"  refused {d.method} {d.host}:{d.port} ({d.reason})")
 
 

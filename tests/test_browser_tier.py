@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import threading
 from collections.abc import Coroutine, Iterator
@@ -213,7 +214,7 @@ async def test_the_proxy_resolves_a_name_once_and_refuses_a_private_answer(
 
 
 def test_a_page_that_never_finishes_loading_is_read_at_the_time_limit(browser: Harness) -> None:
-    page = browser.read("/js/never-loads", timeout_s=4.0)
+    page = browser.read("/js/never-loads", timeout_s=12.0)
     assert page.status == "fetched" and page.rendered and page.truncated
     assert pages.EARLY_TEXT in (page.content or "")
     assert browser.tier.gate.in_use == 0  # its page went back to the pool
@@ -230,6 +231,16 @@ def test_a_dom_over_the_cap_is_refused_and_a_fifty_megabyte_one_is_bounded(
     assert huge.status != "fetched" and "rendering" in (huge.error or "")
     assert browser.tier.gate.in_use == 0
     assert browser.read("/js/written").rendered  # the browser carries on
+
+
+def test_a_browser_that_died_is_restarted_for_the_next_page(browser: Harness) -> None:
+    assert browser.read("/js/written").rendered
+    pid, restarts = browser.tier.browser_pid, browser.tier.restarts
+    assert pid is not None
+    os.killpg(pid, signal.SIGKILL)  # the browser and its renderers, as an OOM kill would
+    page = browser.read("/js/written")
+    assert page.rendered and browser.tier.restarts == restarts + 1
+    assert browser.tier.browser_pid != pid
 
 
 async def test_one_client_cannot_hold_every_page() -> None:
@@ -256,7 +267,9 @@ async def test_one_client_cannot_hold_every_page() -> None:
 
 
 def test_the_api_says_rendered_and_health_says_browser(make_settings, serve_searcher) -> None:
-    base = serve_searcher(make_settings(browser={"page_timeout_s": 20}))
+    # The first page also starts the browser: time enough for that on a loaded machine.
+    slow_machine = {"fetch_timeout_ms": 25_000, "max_total_time_ms": 30_000}
+    base = serve_searcher(make_settings(browser={"page_timeout_s": 25}, budget=slow_machine))
     testbed_url = make_settings().fetch.allowed_hosts[0]
     data = httpx.post(
         f"{base}/v1/fetch", json={"url": f"http://{testbed_url}/js/written"}, timeout=60

@@ -33,6 +33,7 @@ from typing import Any
 from searcher.config import BrowserSettings
 from searcher.contract import BrowserHealth
 from searcher.errors import (
+    BrowserGone,
     FetchBlocked,
     FetchError,
     FetchTimeout,
@@ -116,6 +117,11 @@ class BrowserTier:
             restarts=self.restarts, refused_requests=self.proxy.refused + self.refused_schemes,
         )  # fmt: skip
 
+    @property
+    def browser_pid(self) -> int | None:
+        """The running browser's process id (None before the first page, or after a stop)."""
+        return self._browser.process.pid if self._browser is not None else None
+
     def memory_bytes(self) -> int:
         """Memory of the running browser's processes (0 when none runs)."""
         return self._browser.memory_bytes() if self._browser is not None else 0
@@ -134,15 +140,39 @@ class BrowserTier:
         started = time.monotonic()
         try:
             async with asyncio.timeout(limit), self.gate.page(client):
-                browser = await self._running(self.executable)
-                remaining = limit - (time.monotonic() - started)
-                page = await self._render_in_context(browser, url, remaining, max_bytes)
+                page = await self._render_on_a_live_browser(
+                    self.executable, url, started + limit, max_bytes
+                )
         except TimeoutError as exc:
             raise FetchTimeout(url, f"not rendered within {limit:g} s") from exc
         finally:
             await self._recycle_if_needed()
         self.renders += 1
         return page
+
+    async def _render_on_a_live_browser(
+        self, executable: str, url: str, ends_at: float, max_bytes: int
+    ) -> RenderedPage:
+        """Render on the running browser; one found dead on the way (killed, crashed, its
+        death not yet noticed) is replaced and the page tried once more on the new one."""
+        for attempt in range(2):
+            browser = await self._running(executable)
+            try:
+                remaining = ends_at - time.monotonic()
+                return await self._render_in_context(browser, url, remaining, max_bytes)
+            except BrowserGone:
+                if attempt:
+                    raise
+                await self._discard(browser)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def _discard(self, browser: BrowserProcess) -> None:
+        """Stop ``browser`` (dead or dying) so that the next page starts a new one."""
+        async with self._starting:
+            if self._browser is browser:
+                self._browser = None
+                self.restarts += 1
+                await browser.close()
 
     async def _running(self, executable: str) -> BrowserProcess:
         """The browser, started (or restarted, when it died) as needed."""
