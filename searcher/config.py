@@ -126,6 +126,60 @@ class FetchSettings(ConfigSection):
     pdf_max_pages: int = Field(default=200, ge=1, description="PDF pages read at most")
 
 
+class BrowserSettings(ConfigSection):
+    """The headless-browser tier (issue 29): pages whose text only JavaScript writes."""
+
+    enabled: bool = Field(
+        default=True,
+        description=(
+            "Render JavaScript pages in headless Chromium when a browser is found; false: "
+            "the tier is off whatever the requests ask"
+        ),
+    )
+    executable: str | None = Field(
+        default=None,
+        description=(
+            "The browser to run (a path or a name on `PATH`); default: the first of "
+            "`chromium`, `chromium-headless-shell`, `chromium-browser` found on `PATH`. "
+            "Nothing is ever downloaded"
+        ),
+    )
+    max_pages: int = Field(
+        default=4, ge=1, le=64, description="Pages (tabs) rendered at once in the one browser"
+    )
+    client_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Share of `max_pages` one client may hold at once (at least one page)",
+    )
+    page_timeout_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=120,
+        description=(
+            "Wall time one rendering may take (always within the request's deadline); a "
+            "page still loading then is read as it stands, marked truncated"
+        ),
+    )
+    max_memory_mb: int = Field(
+        default=1024,
+        ge=64,
+        description=(
+            "Memory (resident, all its processes) past which the browser is restarted "
+            "once its open pages are done"
+        ),
+    )
+    max_dom_elements: int = Field(
+        default=50_000,
+        ge=1,
+        description="Rendered pages with more elements are `failed`, `page too complex`",
+    )
+    load_media: bool = Field(
+        default=False, description="Load images, media and fonts (off: text needs none)"
+    )
+
+
 class CacheSettings(ConfigSection):
     enabled: bool = Field(default=True, description="The extraction cache")
     dir: str | None = Field(
@@ -1414,6 +1468,7 @@ class Settings(ConfigSection):
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     fetch: FetchSettings = Field(default_factory=FetchSettings)
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     budget: BudgetDefaults = Field(default_factory=BudgetDefaults)

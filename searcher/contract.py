@@ -57,6 +57,14 @@ _NOT_BLANK = re.compile(NOT_BLANK)
 SearchMode = Literal["simple", "full"]
 FetchStatus = Literal["skipped", "fetched", "failed"]
 SkipReason = Literal["content_type", "too_large", "timeout", "budget", "blocked", "error"]
+# Whether a page may be rendered in the headless browser: "auto" when static extraction
+# finds a JavaScript shell, "always" for every HTML page, "never".
+RenderMode = Literal["auto", "always", "never"]
+RENDER_DESCRIPTION = (
+    'Headless-browser rendering: "auto" (default) when the static read finds a page only '
+    'JavaScript fills, "always" for every HTML page, "never". Needs a browser on the server '
+    "(`/v1/health` says under `browser`)."
+)
 TimeRange = Literal["day", "week", "month", "year"]
 CragGrade = Literal["CORRECT", "AMBIGUOUS", "INCORRECT"]
 CragAction = Literal["none", "refined", "switched", "skipped"]
@@ -298,6 +306,7 @@ class Constraints(_Strict):
         default="patterns",
         description='Engine-group routing; "llm" asks the LLM when no pattern matches.',
     )
+    render: RenderMode = Field(default="auto", description=RENDER_DESCRIPTION)
     multi_query: Annotated[int, Field(ge=1, le=5), WHOLE] | None = Field(
         default=None,
         description="Search N perspectives of the query in parallel and fuse them (1-5).",
@@ -474,6 +483,12 @@ class FetchInfo(BaseModel):
     truncated: bool = False
     extracted_chars: int = 0
     cached: bool = False
+    rendered: bool = Field(
+        default=False, description="The text was extracted from the page as a browser drew it."
+    )
+    render_ms: int | None = Field(
+        default=None, description="Time the browser took, when the page was rendered."
+    )
 
 
 class Item(BaseModel):
@@ -836,6 +851,23 @@ class StateInfo(BaseModel):
     last_error: str | None = None
 
 
+class BrowserHealth(BaseModel):
+    available: bool = Field(description="Pages that need JavaScript can be rendered.")
+    executable: str | None = Field(default=None, description="The browser found, if any.")
+    problem: str | None = Field(default=None, description="Why the tier is off.")
+    running: bool = Field(
+        default=False,
+        description="The browser process is up (it starts with the first page to render).",
+    )
+    pages_open: int = 0
+    max_pages: int = 0
+    renders: int = Field(default=0, description="Pages rendered since start.")
+    restarts: int = Field(default=0, description="Browser restarts (died, or past its memory cap).")
+    refused_requests: int = Field(
+        default=0, description="Requests of rendered pages the SSRF guard refused."
+    )
+
+
 class Health(BaseModel):
     status: str = Field(
         description="ok; degraded: requests are answered without something (the shared "
@@ -850,6 +882,7 @@ class Health(BaseModel):
     embedder: EmbedderHealth
     llm: LlmHealth
     state: StateInfo | None = None
+    browser: BrowserHealth | None = None
 
 
 class CacheStats(BaseModel):
@@ -884,6 +917,7 @@ class FetchPageRequest(_Strict, WireSafe):
         default=None, description="Characters to return at most (default: mcp.max_output_chars)."
     )
     start_char: NonNegInt = Field(default=0, description="Offset into the page's text.")
+    render: RenderMode = Field(default="auto", description=RENDER_DESCRIPTION)
 
 
 class FetchPageResponse(BaseModel):

@@ -367,6 +367,16 @@ class PageBlocked(FetchError):
     skip_reason = "blocked"
 
 
+class RenderError(FetchError):
+    """The headless browser could not render the page (it refused a command, the page
+    is too large once drawn)."""
+
+
+class BrowserGone(RenderError):
+    """The browser died or was stopped while a page was rendered (it is restarted for the
+    next page)."""
+
+
 class ExtractionError(FetchError):
     """The page was fetched but its main text could not be extracted (e.g. a worker crashed)."""
 

@@ -39,6 +39,7 @@ from searcher.errors import StateUnavailable
 from searcher.fetch.extractor import build_extractor
 from searcher.fetch.fetcher import PageFetcher
 from searcher.fetch.page_reader import PageReader
+from searcher.fetch.renderer import BrowserTier
 from searcher.llm.client import LlmClient
 from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
@@ -66,6 +67,11 @@ class Runtime:
     def embedder(self) -> Embedder | None:
         """The embedder once loaded; None while loading, after a failure, or when off."""
         return self.embedding.embedder
+
+    @property
+    def browser(self) -> BrowserTier | None:
+        """The headless-browser tier (``available``: a browser was found and it is on)."""
+        return self.service.parts.reader.browser
 
     @property
     def embedder_problem(self) -> str | None:
@@ -198,7 +204,10 @@ def _page_reader(
         settings.cache_dir(), cache_cfg.ttl_s, enabled=cache_cfg.enabled,
         max_bytes=cache_cfg.max_bytes or None,
     )  # fmt: skip
-    reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency)
+    # The browser starts with the first page to render, not here: most runs need none.
+    browser = BrowserTier(settings.browser, settings.fetch.allowed_hosts)
+    opened.push_async_callback(browser.aclose)
+    reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency, browser)
     return reader, cache
 
 

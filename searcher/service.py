@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 
 from searcher.auth.access import EVERY, CollectionAccess
 from searcher.backends.local import collection_generations
 from searcher.backends.policy import instance_collections
 from searcher.cache.results import ResultCache, cache_policy, serve_cached
 from searcher.config import Settings
-from searcher.contract import Budget, SearchRequest, SearchResponse
+from searcher.contract import Budget, RenderMode, SearchRequest, SearchResponse
 from searcher.fetch.page_reader import PageOutcome, Progress
 from searcher.pipeline.answer import answer
 from searcher.pipeline.assemble import make_items, render_pack
@@ -136,6 +137,7 @@ class SearchService:
         max_chars: int | None = None,
         progress: Progress | None = None,
         client: str | None = None,
+        render: RenderMode = "auto",
     ) -> list[PageOutcome]:
         """Read pages by URL (cache, guarded fetch, extraction) under the configured budget
         defaults: the one path for fetch_page, extract and loader endpoints. At most
@@ -147,7 +149,6 @@ class SearchService:
         chars = extract_chars_within_limit(chars, settings.limits)
         deadline = Deadline(budget.max_total_time_ms / 1000)
         read, beyond = pages_within_limit(urls, settings.limits)
-        outcomes = await self.parts.reader.read_all(
-            read, budget.fetch_limits(), chars, deadline, progress, client
-        )
+        limits = replace(budget.fetch_limits(), render=render)
+        outcomes = await self.parts.reader.read_all(read, limits, chars, deadline, progress, client)
         return outcomes + [BEYOND_PAGE_LIMIT] * len(beyond)

@@ -14,6 +14,7 @@ from searcher.fetch.blocked import HEAD_BYTES, blocked_reason, page_title, visib
 from searcher.fetch.extract import extract_main_text
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
+from searcher.fetch.js_shell import needs_javascript
 from searcher.fetch.page_reader import PageReader
 from searcher.pack.layout import PackItem, render_context_pack
 from tests.shared_data import AEB, require_shared
@@ -249,3 +250,29 @@ async def test_walls_behind_error_statuses_are_blocked_not_http_errors(testbed, 
             await fetcher.fetch(testbed.url("/status/503"), limits)
     finally:
         await fetcher.aclose()
+
+
+# --- JavaScript shells: where the browser tier takes over (issue 29) ---------------------
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        b"<html><body><div id='root'></div><script src='/app.js'></script></body></html>",
+        b'<html><body><div id="__next"></div><script id="__NEXT_DATA__">{}</script></body></html>',
+        b"<html><body><noscript>Please turn on JavaScript.</noscript><p>Menu</p></body></html>",
+        b"<html><body><script>window.__NUXT__={}</script><p>Loading</p></body></html>",
+    ],
+)
+def test_a_javascript_shell_needs_the_browser(html: bytes) -> None:
+    assert needs_javascript(html, visible_text(html.decode()), None)
+
+
+def test_content_and_walls_do_not_need_the_browser() -> None:
+    article = ("A sentence of a real article about tides and harbours. " * 20).encode()
+    page = b"<html><body><div id='root'></div><article>" + article + b"</article></body></html>"
+    assert not needs_javascript(page, article.decode(), None)
+    assert not needs_javascript(b"<html><body><p>Short.</p></body></html>", "Short.", None)
+    shell = b"<html><body><div id='root'></div></body></html>"
+    assert not needs_javascript(shell, "", "bot wall (cloudflare challenge)")
+    assert needs_javascript(shell, "", "javascript required")

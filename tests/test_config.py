@@ -67,6 +67,9 @@ def test_yaml_then_environment_wins(tmp_path):
         ("llm: {base_url: 'http://h:99999/v1'}\n", "llm.base_url: not a URL"),
         ("rerank: {base_url: 'file:///etc'}\n", "rerank.base_url: must be"),
         ("embeddings: {base_url: 'http://'}\n", "embeddings.base_url: must be"),
+        ("browser: {max_pages: 0}\n", "browser.max_pages"),
+        ("browser: {page_timeout_s: -1}\n", "browser.page_timeout_s"),
+        ("browser: {client_share: 2}\n", "browser.client_share"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, text, message):

@@ -45,6 +45,7 @@ def test_a_page_comes_whole_and_in_slices_that_join_up(
         "status": "fetched", "skip_reason": None, "error": None, "http_status": 200,
         "content_type": "text/html", "downloaded_bytes": data["fetch"]["downloaded_bytes"],
         "truncated": False, "extracted_chars": len(text), "cached": False,
+        "rendered": False, "render_ms": None,
     }  # fmt: skip
     assert data["fetch"]["downloaded_bytes"] > len(text)
 

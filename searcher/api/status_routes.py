@@ -124,6 +124,7 @@ async def health(request: Request) -> Response:
             model=llm.model,
         ),
         state=StateInfo(**dataclasses.asdict(store)) if store else None,
+        browser=runtime.browser.health() if runtime.browser is not None else None,
     )
     # A load balancer reads the status code, not the body: 503 when nothing can be
     # served, 200 (with "degraded" in the body) when requests still get answers.

@@ -49,10 +49,12 @@ async def fetch(body: FetchRequest, request: Request) -> FetchPageResponse | Fet
         raise InvalidRequest("urls", "give `url` (one page) or `urls` (several), not both")
     if body.urls:
         urls = [_checked(url, f"urls.{i}") for i, url in enumerate(body.urls)]
-        pages = await fetch_pages(runtime.service, urls, max_chars, body.start_char, client)
+        pages = await fetch_pages(
+            runtime.service, urls, max_chars, body.start_char, client, body.render
+        )
         return FetchBatchResponse(results=pages)
     url = _checked(body.url, "url")
-    return await fetch_page(runtime.service, url, max_chars, body.start_char, client)
+    return await fetch_page(runtime.service, url, max_chars, body.start_char, client, body.render)
 
 
 def _checked(url: str, field: str) -> str:

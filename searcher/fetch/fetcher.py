@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
+from searcher.contract import RenderMode
 from searcher.errors import (
     FetchBlocked,
     FetchError,
@@ -48,6 +49,10 @@ class FetchLimits:
     max_bytes: int  # decoded (decompressed) body bytes kept at most
     allowed_content_types: tuple[str, ...]  # media types, compared case-insensitively
     max_redirects: int
+    # Whether the page may be rendered in the headless browser (searcher.fetch.renderer);
+    # a read's limits carry it so that every reader of pages (full mode, /v1/fetch, crawl)
+    # gets the tier without asking for it.
+    render: RenderMode = "auto"
 
 
 @dataclass(frozen=True)

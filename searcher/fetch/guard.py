@@ -179,6 +179,19 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
             return
         check_destination(host, port, await self._addresses(host, port, timeout), self._allowed)
 
+    async def vetted_addresses(
+        self, host: str, port: int, timeout: float | None = None
+    ) -> list[str]:
+        """The addresses to connect to for ``host:port``, resolved once and checked as
+        ``connect_tcp`` checks them (an allow-listed host as it is named); the browser
+        tier's proxy connects to these and nothing else. ``FetchBlocked`` when refused;
+        httpcore's ``ConnectError``/``ConnectTimeout`` when the name does not resolve."""
+        if is_allowed(host, port, self._allowed):
+            return [_ip_literal(host) or host]
+        addresses = await self._addresses(host, port, timeout)
+        check_destination(host, port, addresses, self._allowed)
+        return addresses
+
     async def _addresses(self, host: str, port: int, timeout: float | None) -> list[str]:
         literal = _ip_literal(host)
         if literal is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from searcher.cache.extraction import ExtractionCache
@@ -32,8 +32,12 @@ from searcher.errors import (
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
+from searcher.fetch.js_shell import needs_javascript
 from searcher.fetch.pdf import PDF_MEDIA_TYPE
+from searcher.fetch.renderer import BrowserTier
 from searcher.pipeline.resilience import Deadline
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class PageOutcome:
     truncated: bool = False
     extracted_chars: int = 0
     cached: bool = False
+    rendered: bool = False  # the text is the headless browser's DOM's
+    render_ms: int | None = None
     content: str | None = None
     # The read was stopped by the caller (Ctrl-C, a client gone): the progress report
     # says so; such a page never reaches a response.
@@ -66,6 +72,26 @@ class PageOutcome:
 
 Progress = Callable[[int, int, str, PageOutcome], None]
 Fetch = Callable[[str, FetchLimits], Awaitable[FetchedBody]]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What one page read runs under: its limits, the characters wanted and cut at, the
+    caller (its share of the extraction workers), the owner of its browser pages (the
+    client, else the request: a per-request budget of pages) and the deadline."""
+
+    limits: FetchLimits
+    max_chars: int
+    cut_at: int
+    client: str | None
+    owner: Hashable
+    deadline: Deadline | None = None
+
+    def render_timeout(self) -> float:
+        """Time the browser may take for this page: within the read's and the deadline's."""
+        if self.deadline is None:
+            return self.limits.timeout_s
+        return self.deadline.cap(self.limits.timeout_s)
 
 
 class _PastDeadline(FetchError):
@@ -90,16 +116,23 @@ class PageReader:
         extractor: Extractor,
         cache: ExtractionCache,
         max_concurrency: int = 8,
+        browser: BrowserTier | None = None,
     ) -> None:
         self._fetcher = fetcher
         self._extractor = extractor
         self._cache = cache
         self._max_concurrency = max_concurrency
+        self._browser = browser
 
     @property
     def fetcher(self) -> PageFetcher:
         """The guarded fetcher (site maps read sitemaps and links through it)."""
         return self._fetcher
+
+    @property
+    def browser(self) -> BrowserTier | None:
+        """The headless-browser tier (``available`` says whether it can render)."""
+        return self._browser
 
     @property
     def extractor(self) -> Extractor:
@@ -111,11 +144,20 @@ class PageReader:
     ) -> PageOutcome:
         """Read one page; never raises for a page's own failure. ``client`` is the caller
         whose share of the extraction pool the page counts against."""
-        return await self._read(url, limits, max_chars, client, self._fetcher.fetch)
+        read = self._read_context(limits, max_chars, client, None)
+        return await self._read(url, read, self._fetcher.fetch)
 
-    async def _read(
-        self, url: str, limits: FetchLimits, max_chars: int, client: str | None, fetch: Fetch
-    ) -> PageOutcome:
+    def _read_context(
+        self, limits: FetchLimits, max_chars: int, client: str | None, deadline: Deadline | None
+    ) -> _Read:
+        # The server's ceiling, not this request's max_chars: the cached entry serves
+        # later requests for more (see _extracted).
+        cut_at = max(max_chars, self._extractor.limits.max_chars)
+        owner: Hashable = client if client is not None else object()
+        return _Read(limits, max_chars, cut_at, client, owner, deadline)
+
+    async def _read(self, url: str, read: _Read, fetch: Fetch) -> PageOutcome:
+        limits, max_chars = read.limits, read.max_chars
         # The cache key is the URL as requested, byte for byte: two URLs that differ only
         # in tracking parameters can be two different pages (one that echoes its query
         # string would otherwise poison the clean URL's entry).
@@ -135,11 +177,9 @@ class PageReader:
             page = await fetch(url, limits)
         except FetchError as exc:
             return _not_fetched(exc)
-        return await self._extracted(url, page, max_chars, client)
+        return await self._extracted(url, page, read)
 
-    async def _extracted(
-        self, url: str, page: FetchedBody, max_chars: int, client: str | None
-    ) -> PageOutcome:
+    async def _extracted(self, url: str, page: FetchedBody, read: _Read) -> PageOutcome:
         """The outcome of a fetched page: its text extracted (and cached), or why not."""
         outcome = PageOutcome(
             "fetched",
@@ -152,11 +192,10 @@ class PageReader:
         # that the cached entry serves later requests for more. ``max_chars`` is already
         # within the ceiling: it exceeds the extractor's cut only when the extractor was
         # built with a lower one than the server's.
-        cut_at = max(max_chars, self._extractor.limits.max_chars)
         try:
             text = await self._extractor.extract(
                 page.body, page.url, page.content_type, page.charset,
-                client=client, max_chars=cut_at,
+                client=read.client, max_chars=read.cut_at,
             )  # fmt: skip
         except FetchError as exc:
             # A PDF cut at the download limit that PDFium cannot read (most keep their
@@ -173,16 +212,75 @@ class PageReader:
         # A bot wall, CAPTCHA or cookie wall answers 200 with a few lines that are not the
         # page: report it, and keep it out of the pack and the cache.
         wall = blocked_reason(page.body[:HEAD_BYTES], text, None, page.status_code)
+        if self._wants_browser(page, text, wall, read.limits):
+            drawn = await self._rendered(url, page, outcome, read, usable=bool(text) and not wall)
+            if drawn is not None:
+                return drawn
+        return await self._finished(url, page, outcome, text, wall, read)
+
+    def _wants_browser(
+        self, page: FetchedBody, text: str, wall: str | None, limits: FetchLimits
+    ) -> bool:
+        """Whether this page goes to the browser: an HTML page, a browser configured, and
+        rendering asked for always, or by default when the static read found a shell."""
+        if self._browser is None or not self._browser.available:
+            return False
+        if page.content_type not in _HTML_TYPES:
+            return False
+        if limits.render == "always":
+            return True
+        return limits.render == "auto" and needs_javascript(page.body[:HEAD_BYTES], text, wall)
+
+    async def _rendered(
+        self, url: str, page: FetchedBody, outcome: PageOutcome, read: _Read, usable: bool
+    ) -> PageOutcome | None:
+        """The outcome of the page read from the browser's DOM; None when the static read
+        stands (the browser found no more text, or failed where the static text is usable)."""
+        assert self._browser is not None
+        try:
+            drawn = await self._browser.render(
+                page.url, read.render_timeout(), read.limits.max_bytes, read.owner
+            )
+            text = await self._extractor.extract(
+                drawn.html, drawn.url, "text/html", "utf-8", client=read.client,
+                max_chars=read.cut_at,
+            )  # fmt: skip
+        except FetchError as exc:
+            if usable and not isinstance(exc, FetchBlocked):
+                return None
+            return replace(
+                outcome, status=exc.status, skip_reason=exc.skip_reason,
+                error=f"rendering: {exc.reason}",
+            )  # fmt: skip
+        if not text or blocked_reason(drawn.html[:HEAD_BYTES], text, None, 200) is not None:
+            return None
+        rendered = replace(
+            outcome, rendered=True, render_ms=drawn.render_ms,
+            truncated=outcome.truncated or drawn.truncated,
+        )  # fmt: skip
+        return await self._finished(url, page, rendered, text, None, read)
+
+    async def _finished(
+        self,
+        url: str,
+        page: FetchedBody,
+        outcome: PageOutcome,
+        text: str,
+        wall: str | None,
+        read: _Read,
+    ) -> PageOutcome:
+        """The outcome of a page whose text is in: a wall, no text, or its text (cached)."""
+        cut_at, max_chars = read.cut_at, read.max_chars
         if wall is not None:
             return replace(outcome, status="failed", skip_reason="blocked", error=wall)
         if not text:
-            if page.truncated:
+            if outcome.truncated:
                 return replace(
                     outcome, status="skipped", skip_reason="too_large",
                     error="no main text in the part of the page within the download limit",
                 )  # fmt: skip
             return replace(outcome, status="failed", error="no main text found on the page")
-        if not page.truncated:  # a truncated page's text is partial: never cache it
+        if not outcome.truncated:  # a truncated page's text is partial: never cache it
             cut = len(text) >= cut_at
             hops = page.hops or (url,)
             # Under the URL requested and, after redirects, the URL finally read: both
@@ -238,9 +336,11 @@ class PageReader:
                     raise _PastDeadline(url, DEADLINE_SKIP.error or "")
                 return await self._fetcher.fetch(url, page_limits)
 
+        read = self._read_context(limits, max_chars, client, deadline)
+
         async def read_one(url: str) -> PageOutcome:
             try:
-                outcome = await self._read(url, limits, max_chars, client, fetch_in_turn)
+                outcome = await self._read(url, read, fetch_in_turn)
             except asyncio.CancelledError:
                 if stopping:  # the caller's cancellation, not the deadline's
                     report(url, CANCELLED)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from searcher.backends.local import LocalBackend
 from searcher.fetch.page_reader import PageOutcome, Progress
@@ -58,9 +59,10 @@ async def read_urls(
     counted against its client's share of the extraction workers; each page not read is
     recorded under ``stage`` with why."""
     budget = ctx.budget
+    # The request's render choice rides on the read's limits (searcher.fetch.renderer).
+    limits = replace(budget.fetch_limits(), render=ctx.request.constraints.render)
     pages = await parts.reader.read_all(
-        urls, budget.fetch_limits(), budget.max_extract_chars_per_page, ctx.deadline,
-        progress, ctx.client,
+        urls, limits, budget.max_extract_chars_per_page, ctx.deadline, progress, ctx.client,
     )  # fmt: skip
     for url, page in zip(urls, pages, strict=True):
         if page.status != "fetched":

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from searcher.contract import FetchPageResponse
+from searcher.contract import FetchPageResponse, RenderMode
 from searcher.errors import InvalidRequest
 from searcher.fetch.page_reader import PageOutcome
 from searcher.service import SearchService
@@ -66,10 +66,11 @@ async def fetch_page(
     max_chars: int,
     start_char: int = 0,
     client: str | None = None,
+    render: RenderMode = "auto",
 ) -> FetchPageResponse:
     """Read ``url`` and return ``max_chars`` characters of its text from ``start_char``.
     Raises ``InvalidRequest`` for a bad URL or range, never for the page's own failure."""
-    (page,) = await fetch_pages(service, [check_url(url)], max_chars, start_char, client)
+    (page,) = await fetch_pages(service, [check_url(url)], max_chars, start_char, client, render)
     return page
 
 
@@ -79,6 +80,7 @@ async def fetch_pages(
     max_chars: int,
     start_char: int = 0,
     client: str | None = None,
+    render: RenderMode = "auto",
 ) -> list[FetchPageResponse]:
     """Read ``urls`` concurrently under one deadline (checked by the caller) and return a
     slice of each page's text, in the order asked; each page has its own status."""
@@ -86,7 +88,7 @@ async def fetch_pages(
         raise InvalidRequest("max_chars", "must be at least 1")
     if start_char < 0:
         raise InvalidRequest("start_char", "must not be negative")
-    pages = await service.read_pages(urls, client=client)
+    pages = await service.read_pages(urls, client=client, render=render)
     return [_slice(url, page, max_chars, start_char) for url, page in zip(urls, pages, strict=True)]
 
 

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from . import (
     blocked,
     brave,
+    browser_pages,
     chat,
     hostile,
     misbehaviour,
@@ -54,7 +55,7 @@ class TestbedApp:
         self.router = Router()
         for module in (
             pages, misbehaviour, searxng, brave, openai_compat, chat, blocked, hostile, pdfs,
-            pdf_bombs, rerank, site,
+            pdf_bombs, rerank, site, browser_pages,
         ):  # fmt: skip
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)

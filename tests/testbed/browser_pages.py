@@ -1,0 +1,158 @@
+"""Pages that need a browser, and pages that try to use one against us (issue 29):
+
+- ``/js/written``              an empty ``<div id="root">``: the article is written by script
+- ``/js/spa/{route}``          a single-page app: one shell, the view chosen by the path
+                               (``history.pushState`` links between views)
+- ``/js/websocket?to=URL``     opens a WebSocket to ``URL`` (a private address), then writes
+- ``/js/metadata``             ``fetch()``es the cloud metadata endpoint, writes what it got
+- ``/js/never-loads``          writes its text, then waits for a script that never arrives
+- ``/js/huge-dom?mb=50``       builds a DOM of ``mb`` megabytes of short paragraphs
+                               (about 9,000 elements a megabyte)
+- ``/js/redirect-browser?to=URL``  a shell to a static read; the browser is redirected to
+                               ``URL`` (its User-Agent says HeadlessChrome)
+- ``/js/hang``                 never answers
+"""
+
+from __future__ import annotations
+
+import json
+
+from .asgi import HTML, Request, Router
+
+router = Router()
+
+WRITTEN_TEXT = (
+    "The lighthouse keepers of the northern coast kept logbooks for two centuries.",
+    "Each entry recorded the weather, the passing ships and the oil burned that night.",
+    "Historians now read these logbooks to reconstruct storms that no instrument measured.",
+    "The oldest surviving volume describes a gale in the winter of 1791 in careful detail.",
+)
+SPA_VIEWS = {
+    "home": ("Welcome to Harbour Tools", "Harbour Tools builds tide tables for small ports."),
+    "pricing": (
+        "Pricing for Harbour Tools",
+        "The harbour plan costs twelve euros a month and includes tide alerts for three ports.",
+    ),
+    "docs": (
+        "Harbour Tools documentation",
+        "Install the tide agent, register your port, and alerts arrive before each spring tide.",
+    ),
+}
+WEBSOCKET_TEXT = "This page tried to open a socket to a private address and then wrote this."
+METADATA_TEXT = "This page asked the metadata endpoint for credentials and then wrote this."
+EARLY_TEXT = "This text was written before the page stalled on a script that never arrives."
+LEAK_MARK = "LEAKED-METADATA"
+
+
+def _shell(title: str, script: str, extra: str = "") -> bytes:
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body><div id='root'></div>{extra}<script>{script}</script></body></html>"
+    )
+    return page.encode()
+
+
+def _write_paragraphs(lines: tuple[str, ...] | list[str], heading: str) -> str:
+    return (
+        "const root = document.getElementById('root');"
+        "const article = document.createElement('article');"
+        f"const h = document.createElement('h1'); h.textContent = {json.dumps(heading)};"
+        "article.appendChild(h);"
+        f"for (const line of {json.dumps(list(lines))}) {{"
+        "  const p = document.createElement('p'); p.textContent = line; article.appendChild(p);"
+        "}"
+        "root.appendChild(article);"
+    )
+
+
+@router.route("/js/written")
+async def written(req: Request) -> None:
+    script = _write_paragraphs(WRITTEN_TEXT * 3, "Lighthouse logbooks")
+    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+
+
+@router.route("/js/spa/{route}")
+async def spa(req: Request) -> None:
+    views = json.dumps(SPA_VIEWS)
+    script = f"""
+const views = {views};
+function show(route) {{
+  const [title, body] = views[route] || ['Not found', 'No such view.'];
+  const root = document.getElementById('root');
+  root.innerHTML = '';
+  const nav = document.createElement('nav');
+  for (const name of Object.keys(views)) {{
+    const a = document.createElement('a'); a.href = '/js/spa/' + name; a.textContent = name;
+    a.onclick = (e) => {{ e.preventDefault(); history.pushState(null, '', a.href); show(name); }};
+    nav.appendChild(a);
+  }}
+  root.appendChild(nav);
+  const main = document.createElement('main');
+  const h = document.createElement('h1'); h.textContent = title; main.appendChild(h);
+  for (let i = 0; i < 4; i++) {{
+    const p = document.createElement('p'); p.textContent = body; main.appendChild(p);
+  }}
+  root.appendChild(main);
+  document.title = title;
+}}
+window.onpopstate = () => show(location.pathname.split('/').pop());
+show(location.pathname.split('/').pop());
+"""
+    await req.respond(200, _shell("Harbour Tools", script), HTML)
+
+
+@router.route("/js/websocket")
+async def websocket(req: Request) -> None:
+    target = req.query.get("to", "ws://127.0.0.1:9/")
+    script = (
+        f"try {{ const ws = new WebSocket({json.dumps(target)}); }} catch (e) {{}}"
+        + _write_paragraphs((WEBSOCKET_TEXT,) * 5, "Socket page")
+    )
+    await req.respond(200, _shell("Socket page", script), HTML)
+
+
+@router.route("/js/metadata")
+async def metadata(req: Request) -> None:
+    script = (
+        _write_paragraphs((METADATA_TEXT,) * 5, "Metadata page")
+        + "fetch('http://169.254.169.254/latest/meta-data/iam/security-credentials/')"
+        f".then(r => r.text()).then(t => {{ const p = document.createElement('p');"
+        f" p.textContent = {json.dumps(LEAK_MARK)} + t; root.appendChild(p); }})"
+        ".catch(() => {});"
+    )
+    await req.respond(200, _shell("Metadata page", script), HTML)
+
+
+@router.route("/js/never-loads")
+async def never_loads(req: Request) -> None:
+    script = _write_paragraphs((EARLY_TEXT,) * 5, "Stalled page")
+    # A parser-blocking script that never arrives: no load event, ever.
+    page = _shell("Stalled page", script, "").replace(
+        b"</body>", b"<script src='/js/hang'></script></body>"
+    )
+    await req.respond(200, page, HTML)
+
+
+@router.route("/js/huge-dom")
+async def huge_dom(req: Request) -> None:
+    megabytes = int(req.query.get("mb", "50"))
+    script = f"""
+const root = document.getElementById('root');
+const paragraph = '<p>' + 'word '.repeat(20) + '</p>';
+const chunk = paragraph.repeat(1024 * 1024 / paragraph.length);
+for (let i = 0; i < {megabytes}; i++) root.insertAdjacentHTML('beforeend', chunk);
+"""
+    await req.respond(200, _shell("Huge DOM", script), HTML)
+
+
+@router.route("/js/redirect-browser")
+async def redirect_browser(req: Request) -> None:
+    if "HeadlessChrome" in (req.header("user-agent") or ""):
+        await req.redirect(req.query.get("to", "http://127.0.0.1:9/"))
+        return
+    await req.respond(200, _shell("Redirecting", "document.title = 'x';"), HTML)
+
+
+@router.route("/js/hang")
+async def hang(req: Request) -> None:
+    await req.hang()
