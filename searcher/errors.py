@@ -496,6 +496,17 @@ class UnknownRequest(SearcherError):
         self.request_id = request_id
 
 
+class UnknownRecording(SearcherError):
+    """No recorded search has that request id (never recorded, expired or replaced)."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(
+            f"no recorded search {request_id!r} (never recorded, expired after "
+            "recording.ttl_s, or replaced: recording.max_recordings)"
+        )
+        self.request_id = request_id
+
+
 class JobNotFound(SearcherError):
     """No research job has that id (or it expired)."""
 
