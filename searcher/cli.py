@@ -29,6 +29,7 @@ from searcher.errors import (
     RemoteError,
     SearcherError,
     StateUnavailable,
+    UnknownRecording,
     describe_failures,
 )
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 GRACEFUL_SHUTDOWN_S = 10
+# Results of each backend pooled per query in a frozen set (as `searcher judge --depth`).
+POOL_DEPTH = 10
 STATE_STORE_PROBLEM = "cannot use the state store (state.redis_url / state.dir / qdrant_url)"
 config_option = click.option(
     "--config",
@@ -248,12 +251,24 @@ def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:
 
 
 async def _search_in_process(settings: Settings, request: SearchRequest) -> dict[str, Any]:
+    import uuid
+
+    from searcher.recording.recorder import check_recordable, recorded_search
     from searcher.runtime import open_service  # heavy (LLM client, extraction): only when used
 
     async with open_service(
         settings, extract_in_process=True, sweep=False, wait_for_embedder=True
     ) as runtime:
-        response = await runtime.service.search(request, progress=_progress_printer())
+
+        def run() -> Awaitable[Any]:
+            return runtime.service.search(request, progress=_progress_printer())
+
+        if not request.constraints.record:
+            return (await run()).to_wire(request.want)
+        book = check_recordable(settings.recording, runtime.state)
+        response = await recorded_search(book, uuid.uuid4().hex, request, run)
+        if response.meta.request_id:
+            click.echo(f"recorded as {response.meta.request_id}", err=True)
         return response.to_wire(request.want)
 
 
@@ -301,6 +316,12 @@ async def _search_remote(url: str, api_key: str | None, request: SearchRequest) 
 @click.option("--llm-rank", "want_n", type=int, default=None, metavar="N", help="LLM picks N.")
 @click.option("--answer", is_flag=True, help="Also print an LLM answer with [n] citations.")
 @click.option("--answer-check", is_flag=True, help="Grade the answer (implies --answer).")
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Keep what the search got (backend answers, pages, LLM replies) for "
+    "`searcher replay ID` and `searcher freeze`; its id is printed (meta.request_id).",
+)
 @config_option
 def search(
     query: str,
@@ -317,12 +338,15 @@ def search(
     want_n: int | None,
     answer: bool,
     answer_check: bool,
+    record: bool,
     config_path: tuple[str, ...],
 ) -> None:
     """Search, in-process or on a running searcher (--remote), and print the context pack.
     The LLM steps need llm.base_url and llm.model; without them they fall back."""
     body: dict[str, Any] = {"query": query, "constraints": {"search_mode": mode}, "budget": {}}
     constraints = body["constraints"]
+    if record:
+        constraints["record"] = True
     if backend:
         names = [name.strip() for name in backend.split(",")]
         constraints["backend"] = names if len(names) > 1 else backend
@@ -368,19 +392,113 @@ def search(
     if as_json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
     else:
-        for error in data["meta"]["errors"]:
-            click.echo(f"note: {error['stage']} {error['source']}: {error['reason']}", err=True)
-        click.echo(data.get("rendered_text", ""))
-        if data.get("answer"):
-            click.echo(f"\nAnswer: {data['answer']}")
-            for cited in data.get("answer_citations") or []:
-                click.echo(f"  [{cited['ref']}] {cited['url']}")
-        check = data["meta"].get("answer_check")
-        if check:
-            click.echo(
-                f"Check ({check['method']}): {check['isrel']}, {check['issup']}, "
-                f"usefulness {check['isuse']}/5"
-            )
+        _print_search(data)
+
+
+def _print_search(data: dict[str, Any]) -> None:
+    """A search's notes (stderr), its pack, and its answer and check if any."""
+    for error in data["meta"]["errors"]:
+        click.echo(f"note: {error['stage']} {error['source']}: {error['reason']}", err=True)
+    click.echo(data.get("rendered_text", ""))
+    if data.get("answer"):
+        click.echo(f"\nAnswer: {data['answer']}")
+        for cited in data.get("answer_citations") or []:
+            click.echo(f"  [{cited['ref']}] {cited['url']}")
+    check = data["meta"].get("answer_check")
+    if check:
+        click.echo(
+            f"Check ({check['method']}): {check['isrel']}, {check['issup']}, "
+            f"usefulness {check['isuse']}/5"
+        )
+
+
+async def _open_recordings(runtime: Any, ids: tuple[str, ...]) -> list[Any]:
+    """The recordings of ``ids`` from the runtime's state store (``UnknownRecording``)."""
+    from searcher.recording.book import RecordingBook
+
+    if runtime.state is None:
+        raise StateUnavailable("no state store is open")
+    book = RecordingBook(runtime.state, runtime.settings.recording)
+    return [await book.get(request_id) for request_id in ids]
+
+
+@main.command("replay")
+@click.argument("request_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the replayed response (JSON).")
+@config_option
+def replay_command(request_id: str, as_json: bool, config_path: tuple[str, ...]) -> None:
+    """Run a recorded search (constraints.record, search --record) again on exactly what
+    it got, offline, under this configuration; print what changed (items, order, pack),
+    or with --json the replayed response without its timings."""
+    from searcher.recording.book import recorded_request
+    from searcher.recording.rerun import changes, replay, stable_view
+    from searcher.runtime import open_service
+
+    settings = _settings(config_path)
+
+    async def run() -> tuple[Any, dict[str, Any]]:
+        async with open_service(
+            settings, extract_in_process=True, sweep=False, wait_for_embedder=True
+        ) as runtime:
+            (recording,) = await _open_recordings(runtime, (request_id,))
+            response = await replay(runtime.service.parts, recording)
+            return recording, response.to_wire(recorded_request(recording).want)
+
+    try:
+        recording, replayed = _run(run)
+    except UnknownRecording as exc:
+        _fail(str(exc), 2)
+    except SearcherError as exc:  # e.g. every backend's answer missing from the recording
+        _fail(str(exc), 1)
+    if as_json:
+        click.echo(json.dumps(stable_view(replayed), ensure_ascii=False, indent=2))
+        return
+    query = recorded_request(recording).query_text
+    click.echo(f"replayed {recording.request_id} (recorded {recording.created_utc}): {query}")
+    for line in changes(recording.response, replayed):
+        click.echo(line)
+
+
+@main.command("freeze")
+@click.argument("request_ids", nargs=-1, required=True)
+@click.option("--out", "out_path", required=True, help="Directory to write the set into.")
+@config_option
+def freeze_command(
+    request_ids: tuple[str, ...], out_path: str, config_path: tuple[str, ...]
+) -> None:
+    """Write recorded searches as a self-contained evaluation set (queries, pooled
+    results, pages, the recorded run) that `searcher tune --set` and `searcher eval` read
+    without the network."""
+    from pathlib import Path
+
+    from searcher.pipeline.replay import capture, pooled
+    from searcher.recording.book import recorded_request
+    from searcher.recording.frozen import freeze
+    from searcher.runtime import open_service
+
+    settings = _settings(config_path)
+
+    async def run() -> tuple[list[Any], dict[str, Any]]:
+        async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+            recordings = await _open_recordings(runtime, request_ids)
+            by_id = {r.request_id: r for r in recordings}
+            queries = {qid: recorded_request(r).query_text for qid, r in by_id.items()}
+            found = await capture(runtime.service.parts, queries, recorded=by_id)
+            return recordings, {c.qid: pooled(c, POOL_DEPTH) for c in found.queries}
+
+    try:
+        recordings, hits = _run(run)
+    except UnknownRecording as exc:
+        _fail(str(exc), 2)
+    try:
+        frozen = freeze(recordings, hits, Path(out_path))
+    except OSError as exc:
+        _fail(f"cannot write {out_path}: {exc.strerror or exc}", 2)
+    pages = sum(e.kind == "page" for r in recordings for e in r.exchanges)
+    click.echo(
+        f"wrote {out_path}: {len(frozen.queries)} queries, "
+        f"{sum(len(h) for h in hits.values())} pooled results, {pages} pages"
+    )
 
 
 def _describe_event(kind: str, data: dict[str, Any]) -> str:
@@ -915,7 +1033,15 @@ def show_config(config_path: tuple[str, ...]) -> None:
 
 
 @main.command("tune")
-@click.option("--queries", "queries_path", required=True, help="Queries, `qid<TAB>text` lines.")
+@click.option(
+    "--queries", "queries_path", default=None, help="Queries, `qid<TAB>text` lines (or --set)."
+)
+@click.option(
+    "--set",
+    "set_path",
+    default=None,
+    help="A frozen set (searcher freeze): its queries, searched offline from its recordings.",
+)
 @click.option(
     "--qrels", "qrels_path", required=True, help="TREC qrels `qid 0 url grade` (0-2 or more)."
 )
@@ -924,7 +1050,8 @@ def show_config(config_path: tuple[str, ...]) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fold split.")
 @config_option
 def tune_command(
-    queries_path: str,
+    queries_path: str | None,
+    set_path: str | None,
     qrels_path: str,
     out_path: str,
     folds: int,
@@ -940,8 +1067,11 @@ def tune_command(
 
     settings = _settings(config_path)
     tree = config_tree(config_path)
+    if (queries_path is None) == (set_path is None):
+        _fail("give one of --queries, --set", 2)
+    frozen = _frozen_set(set_path)
     try:
-        queries = evaluation.read_queries(queries_path)
+        queries = frozen.queries if frozen else evaluation.read_queries(queries_path or "")
         qrels = evaluation.read_qrels(qrels_path)
         evaluation.per_query({}, {"q": {"d": 1}})  # the eval extra, before any search
     except evaluation.MetricsNotInstalled as exc:
@@ -953,7 +1083,8 @@ def tune_command(
         async with open_service(
             settings, extract_in_process=True, sweep=False, wait_for_embedder=True
         ) as runtime:
-            return await tune(runtime.service.parts, tree, queries, qrels, folds, seed)
+            recorded = frozen.recordings if frozen else None
+            return await tune(runtime.service.parts, tree, queries, qrels, folds, seed, recorded)
 
     try:
         report = _run(fit)
@@ -969,6 +1100,20 @@ def tune_command(
             1,
         )
     _write_fragment(out_path, report.fragment())
+
+
+def _frozen_set(set_path: str | None) -> Any:
+    """The frozen set at ``set_path`` (None: none given); exit 2 when it is unreadable."""
+    from pathlib import Path
+
+    from searcher.recording.frozen import FrozenSetError, read_set
+
+    if set_path is None:
+        return None
+    try:
+        return read_set(Path(set_path))
+    except FrozenSetError as exc:
+        _fail(str(exc), 2)
 
 
 def _write_fragment(out_path: str, tree: dict[str, Any]) -> None:

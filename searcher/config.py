@@ -1121,6 +1121,36 @@ class LoggingSettings(ConfigSection):
     queries: bool = Field(default=False, description="Put the query text in that line")
 
 
+class RecordingSettings(ConfigSection):
+    """Recorded searches (`constraints.record`, `searcher search --record`), replayed
+    offline by `searcher replay` and frozen into evaluation sets by `searcher freeze`."""
+
+    enabled: bool = Field(
+        default=True,
+        description=(
+            "Let a search ask to be recorded (`constraints.record: true`): what it got from "
+            "the backends, the pages and the LLM is kept in the state store under its "
+            "`meta.request_id`. See [Replay](replay.md)"
+        ),
+    )
+    ttl_s: int = Field(default=7 * 86_400, ge=60, description="How long a recording is kept")
+    max_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024,
+        le=512 * 1024 * 1024,
+        description=(
+            "Largest recording (the bodies it holds, before compression); a search that "
+            "saw more is answered but not recorded, and its `meta.errors` says so"
+        ),
+    )
+    max_recordings: int = Field(
+        default=1_000,
+        ge=1,
+        le=1_000_000,
+        description="Recordings kept at most; a new one replaces the oldest",
+    )
+
+
 class FeedbackSettings(ConfigSection):
     enabled: bool = Field(
         default=False,
@@ -1478,6 +1508,7 @@ class Settings(ConfigSection):
     compat: CompatSettings = Field(default_factory=CompatSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
+    recording: RecordingSettings = Field(default_factory=RecordingSettings)
     research: ResearchSettings = Field(default_factory=ResearchSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state: StateSettings = Field(default_factory=StateSettings)

@@ -330,6 +330,12 @@ class Constraints(_Strict):
         default="on",
         description='"off": neither read nor write the result cache for this request.',
     )
+    record: bool = Field(
+        default=False,
+        description="Keep what this search got (backend answers, pages, LLM replies) "
+        "under its `meta.request_id`, for `searcher replay` and `searcher freeze`; "
+        "never served from the result cache.",
+    )
 
     @field_validator("engines", "categories", mode="before")
     @classmethod
@@ -674,7 +680,8 @@ class Meta(BaseModel):
     request_id: str | None = Field(
         default=None,
         description="With feedback.enabled: the id to report its results with "
-        "(POST /v1/feedback); also the X-Request-ID header.",
+        "(POST /v1/feedback); with constraints.record: the recording's id (searcher "
+        "replay); also the X-Request-ID header.",
     )
 
 

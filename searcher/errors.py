@@ -432,17 +432,6 @@ class LlmBadReply(LlmError):
     """The endpoint answered, but not with something the step can use."""
 
 
-class LlmRequired(SearcherError):
-    """The request asks for something only a model can give honestly (an answer shaped by
-    ``output_schema``), and no LLM is configured: no fallback stands in for it."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(
-            f"{what} needs an LLM, and none is configured: set llm.base_url and llm.model"
-        )
-        self.field = "llm.base_url"
-
-
 class StructuredOutputFailed(SearcherError):
     """The model gave no answer that validates against the caller's ``output_schema``
     within its repairs (``problems``: the last validation errors), or could not be asked."""
@@ -493,6 +482,17 @@ class UnknownRequest(SearcherError):
             f"searches are kept for feedback for {ttl_s} s" if ttl_s else "feedback.enabled is off"
         )
         super().__init__(f"no search with request id {request_id!r} ({kept})")
+        self.request_id = request_id
+
+
+class UnknownRecording(SearcherError):
+    """No recorded search has that request id (never recorded, expired or replaced)."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(
+            f"no recorded search {request_id!r} (never recorded, expired after "
+            "recording.ttl_s, or replaced: recording.max_recordings)"
+        )
         self.request_id = request_id
 
 

@@ -159,19 +159,16 @@ def test_a_schema_searcher_cannot_use_is_a_422_naming_output_schema(
     assert error["field"] == "output_schema" and says in error["message"]
 
 
-def test_without_a_model_an_output_schema_is_refused_naming_llm_base_url(
-    make_settings, serve_searcher
+def test_without_a_model_an_output_schema_fails_the_job_naming_llm_base_url(
+    make_settings, serve_searcher, testbed_clean
 ):
     base = serve_searcher(make_settings())
-    body = {"query": QUESTION, "output_schema": SCHEMA}
-    response = httpx.post(f"{base}/v1/research", json=body, timeout=30)
-    assert response.status_code == 503
-    error = response.json()["error"]
-    assert error["field"] == "llm.base_url" and "set llm.base_url" in error["message"]
-    tavily = httpx.post(
-        f"{base}/tavily/research", json={"input": QUESTION, "output_schema": SCHEMA}
+    job = _finished(base, {"query": QUESTION, "output_schema": SCHEMA})
+    assert job["status"] == "failed"
+    assert job["error"] == (
+        "output_schema: needs an LLM, and none is configured: set llm.base_url and llm.model"
     )
-    assert tavily.status_code == 503 and tavily.json()["detail"]["field"] == "llm.base_url"
+    assert not [entry for entry in testbed_clean.log if "/searxng" in entry[0]]  # no search
 
 
 def test_tavily_research_answers_with_the_object_as_its_content(

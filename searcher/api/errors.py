@@ -20,7 +20,6 @@ from searcher.errors import (
     EmbedderUnavailable,
     InvalidRequest,
     JobNotFound,
-    LlmRequired,
     SearcherError,
     StateUnavailable,
     TooManyJobs,
@@ -140,11 +139,6 @@ def install_error_handlers(app: FastAPI) -> None:
             for backend, reason, kind in failures
         ]
         return error_response(502, "all_backends_failed", str(exc), backends=backends)
-
-    @app.exception_handler(LlmRequired)
-    async def _on_llm_required(_: Request, exc: LlmRequired) -> JSONResponse:
-        # The server's configuration, not the request, lacks it: 503, naming the setting.
-        return error_response(503, "llm_required", str(exc), field=exc.field)
 
     @app.exception_handler(JobNotFound)
     async def _on_no_job(_: Request, exc: JobNotFound) -> JSONResponse:

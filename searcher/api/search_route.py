@@ -4,6 +4,7 @@ bodies."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from typing import Any
 
 import orjson
@@ -17,6 +18,7 @@ from searcher.api.feedback import record_search
 from searcher.api.observe import client_identity
 from searcher.api.replayed_body import read_body, replaying
 from searcher.contract import ErrorResponse, SearchRequest, SearchResponse
+from searcher.recording.recorder import check_recordable, recorded_search
 from searcher.runtime import Runtime
 
 router = APIRouter()
@@ -37,9 +39,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 )
 async def search(body: SearchRequest, request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
-    response = await runtime.service.search(
-        body, client=client_identity(request.scope), access=collection_access(request.scope)
-    )
+
+    def run() -> Awaitable[SearchResponse]:
+        return runtime.service.search(
+            body, client=client_identity(request.scope), access=collection_access(request.scope)
+        )
+
+    if body.constraints.record:
+        book = check_recordable(runtime.settings.recording, runtime.state)
+        response = await recorded_search(book, request.state.request_id, body, run)
+    else:
+        response = await run()
     await record_search(runtime, request.state.request_id, body, response)
     request.state.log = {
         "query": body.query_text,

@@ -25,6 +25,7 @@ from searcher.errors import (
     BackendError,
     BackendTimeout,
 )
+from searcher.recording.aiohttp_tape import taped_request
 
 if TYPE_CHECKING:  # loaded by whoever opens the client: the configuration does not need it
     import aiohttp
@@ -188,22 +189,18 @@ class HttpBackend:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout_s):
-                async with self._client.request(
-                    parts.method, parts.url, params=parts.params, headers=parts.headers,
-                    allow_redirects=False,
-                ) as response:  # fmt: skip
-                    if response.status >= 300:  # a redirect is not followed: say where
-                        head = await response.content.read(MAX_ERROR_BYTES)
-                        raise http_failure(
-                            self.name, response.status, response.headers, head,
-                            self._status_hints,
-                        )  # fmt: skip
-                    body = await _read_capped(self.name, response)
-                    status, headers = response.status, response.headers
+                # The tape of a recorded or replayed request is at this edge.
+                got = await taped_request(
+                    self._client, parts.method, parts.url, self._read,
+                    params=parts.params, headers=parts.headers,
+                )  # fmt: skip
         except TimeoutError as exc:
             raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
         except aiohttp.ClientError as exc:
             raise transport_failure(self.name, exc) from exc
+        status, headers, body = got.status, got.headers, got.body
+        if status >= 300:  # a redirect is not followed: say where
+            raise http_failure(self.name, status, headers, body, self._status_hints)
         wall = challenge(headers, body)
         if wall:  # a JSON API answering a CAPTCHA page with 200
             raise BackendBlocked(self.name, f"HTTP {status}: {wall}", status=status)
@@ -215,6 +212,12 @@ class HttpBackend:
             raise BackendBadResponse(self.name, f"unparseable answer: {exc!r}") from exc
         answer.elapsed_ms = int((time.perf_counter() - started) * 1000)
         return answer
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The answer's body; of an error answer, only its head."""
+        if response.status >= 300:
+            return await response.content.read(MAX_ERROR_BYTES)
+        return await _read_capped(self.name, response)
 
 
 async def _read_capped(backend: str, response: aiohttp.ClientResponse) -> bytes:

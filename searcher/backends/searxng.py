@@ -42,6 +42,7 @@ from searcher.backends.failures import engine_failure_kind
 from searcher.backends.normalise import http_url, iso_utc, plain_text
 from searcher.config_sections import ANSWER_SETTINGS, HttpUrl, InstanceSettings
 from searcher.errors import EnginesUnresponsive, FailureKind, engines_unresponsive
+from searcher.recording.aiohttp_tape import taped_request
 
 if TYPE_CHECKING:  # loaded by whoever opens the client
     import aiohttp
@@ -320,10 +321,12 @@ class SearxngBackend:
 
         try:
             async with asyncio.timeout(timeout_s):
-                async with self._client.get(self.base_url + "/config") as response:
-                    response.raise_for_status()
-                    body = await response.content.read(1024 * 1024)
-            self._known = parse_config(body)
+                got = await taped_request(
+                    self._client, "GET", self.base_url + "/config", _read_config
+                )
+            if got.status >= 300:
+                raise aiohttp.ClientError(f"/config: HTTP {got.status}")
+            self._known = parse_config(got.body)
             self._known_at = now
         except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
             self._config_failed_at = now
@@ -331,6 +334,10 @@ class SearxngBackend:
     def engines_health(self) -> list[EngineSnapshot]:
         """Engines seen failing, for ``/v1/health``."""
         return self.engine_health.snapshot()
+
+
+async def _read_config(response: aiohttp.ClientResponse) -> bytes:
+    return await response.content.read(1024 * 1024)
 
 
 def _missing(settings: SearxngSettings) -> str | None:

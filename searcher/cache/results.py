@@ -185,8 +185,9 @@ def answer_fingerprint(settings: Settings) -> str:
 
 
 def cache_policy(request: SearchRequest) -> CachePolicy:
-    """``off``: neither read nor write; ``refresh``: compute, then store (max_age_s: 0)."""
-    if request.constraints.cache == "off":
+    """``off``: neither read nor write (also for a recorded search: it records what the
+    backends say now); ``refresh``: compute, then store (max_age_s: 0)."""
+    if request.constraints.cache == "off" or request.constraints.record:
         return "off"
     if request.budget.max_age_s == 0:
         return "refresh"

@@ -30,6 +30,7 @@ from searcher.errors import (
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.body import BodyDecoder, looks_like_html, parse_content_type
 from searcher.fetch.guard import INVALID_HOST_NAME, GuardedNetworkBackend, guarded_transport
+from searcher.recording.httpx_tape import TapedTransport
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _SCHEMES = ("http", "https")
@@ -211,8 +212,12 @@ class PageFetcher:
         # The guard's policy alone, to hold a page read before (cached) to it: ``vet``.
         self._guard = GuardedNetworkBackend(allowed_hosts)
         self._client = httpx.AsyncClient(
-            transport=transport
-            or guarded_transport(allowed_hosts, max_connections=max_connections),
+            # The tape of a recorded or replayed request sits at the edge: what the
+            # network sent, before anything of ours read it.
+            transport=TapedTransport(
+                transport or guarded_transport(allowed_hosts, max_connections=max_connections),
+                "page",
+            ),
             headers={
                 "User-Agent": user_agent,
                 "Accept": _ACCEPT,

@@ -36,6 +36,7 @@ from searcher.fetch.js_shell import needs_javascript
 from searcher.fetch.pdf import PDF_MEDIA_TYPE
 from searcher.fetch.renderer import BrowserTier
 from searcher.pipeline.resilience import Deadline
+from searcher.recording.tape import current_tape
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
@@ -161,7 +162,10 @@ class PageReader:
         # The cache key is the URL as requested, byte for byte: two URLs that differ only
         # in tracking parameters can be two different pages (one that echoes its query
         # string would otherwise poison the clean URL's entry).
-        entry = await self._cache.get(self._extractor.name, url)
+        # A recorded or replayed read goes to the page (its tape), never the cache: the
+        # recording must hold the page, and a replay must not be served what came since.
+        taped = current_tape() is not None
+        entry = None if taped else await self._cache.get(self._extractor.name, url)
         hit = None if entry is None else usable_entry(entry, max_chars)
         if hit is not None:
             try:
@@ -280,7 +284,9 @@ class PageReader:
                     error="no main text in the part of the page within the download limit",
                 )  # fmt: skip
             return replace(outcome, status="failed", error="no main text found on the page")
-        if not outcome.truncated:  # a truncated page's text is partial: never cache it
+        # A truncated page's text is partial: never cache it; nor a replayed one's.
+        tape = current_tape()
+        if not outcome.truncated and (tape is None or not tape.replaying):
             cut = len(text) >= cut_at
             hops = page.hops or (url,)
             # Under the URL requested and, after redirects, the URL finally read: both

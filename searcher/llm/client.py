@@ -20,6 +20,7 @@ import httpx
 
 from searcher.config import LlmSettings
 from searcher.errors import LlmBadReply, LlmTimeout, LlmUnavailable
+from searcher.recording.httpx_tape import TapedTransport
 
 Message = dict[str, str]
 
@@ -187,6 +188,8 @@ class LlmClient:
             # Local servers take any key; OpenAI-compatible ones all read this header.
             headers={"Authorization": f"Bearer {settings.api_key or 'not-needed'}"},
             timeout=settings.timeout_s,
+            # A recorded request keeps the replies; a replayed one gets them back.
+            transport=TapedTransport(httpx.AsyncHTTPTransport(), "llm"),
         )
 
     async def complete(self, messages: list[Message], options: CallOptions) -> Completion:

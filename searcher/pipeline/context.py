@@ -47,6 +47,7 @@ from searcher.llm.runner import StepRunner
 from searcher.pipeline.budget import EffectiveBudget, LimitedBudget, limited_budget
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.resilience import CallBudget, Deadline
+from searcher.recording.tape import current_tape
 
 PRODUCER = Producer(name="searcher", version=__version__)
 # Where a job's typed events go (stored and streamed, or printed): the job's business.
@@ -54,7 +55,10 @@ Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
 
 
 def utc_now() -> str:
-    """Now, as the contract writes times."""
+    """Now, as the contract writes times; in a replay, when its recording was made."""
+    tape = current_tape()
+    if tape is not None and tape.clock_utc is not None:
+        return tape.clock_utc
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

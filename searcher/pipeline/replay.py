@@ -20,6 +20,8 @@ from searcher.pipeline.plan import Plan, make_plan
 from searcher.pipeline.rank import rank_results
 from searcher.pipeline.retrieve import retrieve
 from searcher.pipeline.searches import Tagged
+from searcher.recording.book import Recording, recorded_request
+from searcher.recording.tape import replay_tape, taping
 
 # Results asked of each backend per query: deeper than the 10 nDCG@10 reads, so that a
 # re-weighting can lift a page from further down into the top 10.
@@ -43,18 +45,31 @@ class Capture:
     failed: dict[str, str]
 
 
-async def capture(parts: Parts, queries: Mapping[str, str], depth: int = CAPTURE_DEPTH) -> Capture:
-    """Plan and search each query once, as a search request without options would."""
+async def capture(
+    parts: Parts,
+    queries: Mapping[str, str],
+    depth: int = CAPTURE_DEPTH,
+    recorded: Mapping[str, Recording] | None = None,
+) -> Capture:
+    """Plan and search each query once, as a search request without options would; a
+    query with a recording in ``recorded`` (a frozen set's) is searched as it was
+    recorded, its backends answered from the recording (offline)."""
     captured: list[Captured] = []
     failed: dict[str, str] = {}
     for qid, text in queries.items():
-        request = SearchRequest.model_validate(
-            {"query": text, "budget": {"max_results": depth}, "want": {"rendered_text": False}}
-        )
+        recording = (recorded or {}).get(qid)
+        if recording is not None:
+            request = recorded_request(recording)
+        else:
+            request = SearchRequest.model_validate(
+                {"query": text, "budget": {"max_results": depth}, "want": {"rendered_text": False}}
+            )
         ctx = RequestContext.start(request, parts)
+        tape = None if recording is None else replay_tape(recording.exchanges)
         try:
-            plan = await make_plan(ctx, parts)
-            tagged = await retrieve(ctx, parts, plan)
+            with taping(tape):
+                plan = await make_plan(ctx, parts)
+                tagged = await retrieve(ctx, parts, plan)
         except SearcherError as exc:  # all backends failed, a bad query: that query only
             failed[qid] = str(exc)
             continue

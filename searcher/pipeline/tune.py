@@ -26,6 +26,7 @@ from searcher.ranking.tuning import (
     fragment,
     knobs_for,
 )
+from searcher.recording.book import Recording
 
 METRIC = "nDCG@10"
 
@@ -120,14 +121,16 @@ async def tune(
     qrels: Qrels,
     folds: int = 5,
     seed: int = 0,
+    recorded: Mapping[str, Recording] | None = None,
 ) -> TuneReport:
     """Search the judged queries once, then fit by cross-validation (see the module).
-    ``tree`` is the configuration ``parts.settings`` was validated from. Raises
+    ``tree`` is the configuration ``parts.settings`` was validated from; ``recorded``: a
+    frozen set's recordings, whose queries are searched offline from them. Raises
     ``EvalError`` when no judged query has a text or no query was answered."""
     judged = by_page({q: d for q, d in qrels.items() if q in queries})
     if not judged:
         raise EvalError("no judged query is in the queries file (query ids must match)")
-    found: Capture = await capture(parts, {q: queries[q] for q in judged})
+    found: Capture = await capture(parts, {q: queries[q] for q in judged}, recorded=recorded)
     if not found.queries:
         reasons = "; ".join(sorted(set(found.failed.values())))[:300]
         raise EvalError(f"no query got an answer from the configured backends ({reasons})")

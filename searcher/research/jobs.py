@@ -43,7 +43,6 @@ from searcher.contract import (
 )
 from searcher.errors import (
     InvalidRequest,
-    LlmRequired,
     ResearchFailed,
     SearcherError,
     StateUnavailable,
@@ -178,10 +177,9 @@ class JobBook:
         ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
         ``TooManyJobsForKey`` when ``key`` runs its share of them already, ``InvalidRequest``
         for a budget above the server's ceilings under ``limits.strict`` or an
-        ``output_schema`` that is no usable JSON Schema (``LlmRequired`` for one without a
-        model). ``max_time_ms``:
-        a deadline the caller itself cannot outlast (an MCP exchange's), lowering the
-        job's with a note, never refusing it. ``client``: who asks
+        ``output_schema`` that is no usable JSON Schema.
+        ``max_time_ms``: a deadline the caller itself cannot outlast (an MCP exchange's),
+        lowering the job's with a note, never refusing it. ``client``: who asks
         (``searcher.api.observe.client_identity``), whose share of the extraction
         workers the job's page reads count against; ``access``: the collections of own
         documents its searches may reach (``AccessDenied`` when the request names a
@@ -220,17 +218,15 @@ class JobBook:
         return job
 
     def _check_schema(self, request: ResearchRequest) -> None:
-        """``InvalidRequest`` naming ``output_schema`` for a schema searcher cannot use,
-        ``LlmRequired`` when one is asked for without a model (no fallback is honest);
-        both before the job starts, not as its failure."""
+        """``InvalidRequest`` naming ``output_schema`` for a schema searcher cannot use:
+        before the job starts, not as its failure (one asked of a server without a model
+        fails the job at once: ``Research.run``)."""
         if request.output_schema is None:
             return
         try:
             checked_schema(request.output_schema)
         except SchemaRefused as exc:
             raise InvalidRequest("output_schema", str(exc)) from None
-        if self._parts.llm is None:
-            raise LlmRequired("output_schema")
 
     async def view(self, job_id: str, key: str | None = None) -> ResearchJob:
         """The job's status (``JobNotFound`` if no process knows it, or another ``key``

@@ -82,6 +82,7 @@ _T = TypeVar("_T")
 MIN_ROUND_S = 0.5
 # The best passages for the question whose names are followed in the next round.
 BRIDGE_PASSAGES = 5
+NEEDS_LLM = "output_schema: needs an LLM, and none is configured: set llm.base_url and llm.model"
 ESTIMATED_TOKENS = (
     "the LLM server reported no token usage for some calls: usage.llm_tokens counts them "
     "as characters / 4, an estimate"
@@ -206,6 +207,9 @@ class Research:
     # --- the loop -------------------------------------------------------------------
 
     async def run(self) -> ResearchResult:
+        if self.request.output_schema is not None and self.parts.llm is None:
+            # No fallback is honest (docs/structured-output.md): fail before searching.
+            raise ResearchFailed(NEEDS_LLM)
         question = self.request.query_text
         pending = await self.first_plan(question)
         stopped = "max_iterations"

@@ -64,7 +64,6 @@ from searcher.errors import (
     AllBackendsFailed,
     InvalidRequest,
     JobNotFound,
-    LlmRequired,
     TooManyJobs,
     field_problems,
 )
@@ -445,8 +444,6 @@ class _TavilyRoute(APIRoute):
                 return tavily_error(400, f"{field}: {message}", field)
             except InvalidRequest as exc:
                 return tavily_error(400, str(exc), exc.field)
-            except LlmRequired as exc:
-                return tavily_error(503, str(exc), exc.field)
             except AllBackendsFailed as exc:
                 return tavily_error(502, str(exc))
 
