@@ -115,7 +115,7 @@ class PageReader:
         fetcher: PageFetcher,
         extractor: Extractor,
         cache: ExtractionCache,
-        max_concurrency: int = 8,
+        max_concurrency: int = 10,
         browser: BrowserTier | None = None,
     ) -> None:
         self._fetcher = fetcher
