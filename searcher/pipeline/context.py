@@ -54,8 +54,10 @@ Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
 
 
 def utc_now() -> str:
-    """Now, as the contract writes times."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Now, as the contract writes times (``strftime("%Y-%m-%dT%H:%M:%SZ")``)."""
+    # isoformat starts with exactly that (years from 1000 on): strftime costs several
+    # times as much (glibc looks up the time zone each call), three times a search.
+    return datetime.now(UTC).isoformat()[:19] + "Z"
 
 
 @dataclass
