@@ -40,8 +40,10 @@ async def search(body: SearchRequest, request: Request) -> Response:
     response = await runtime.service.search(
         body, client=client_identity(request.scope), access=collection_access(request.scope)
     )
-    await record_search(runtime, request.state.request_id, body, response)
-    request.state.log = {
+    # The scope's state, which ``request.state`` wraps (a wrapper built per request).
+    state = request.scope["state"]
+    await record_search(runtime, state["request_id"], body, response)
+    state["log"] = {
         "query": body.query_text,
         "mode": response.meta.mode_used,
         "backends": response.meta.backends_tried,
