@@ -38,6 +38,8 @@ from bench.processes import (
 )
 
 QUERY = "cloud gaming"
+# Issue 26's throughput targets (wrk, 32 connections), by searcher workers.
+LOAD_TARGETS = {1: 400, 2: 700}
 
 
 def config(
@@ -180,8 +182,11 @@ def main() -> None:
             for name, base in zip(names, servers, strict=True):
                 run = len(runs[name])
                 runs[name].append(load(base, args.seconds, args.connections, answers, run))
+        target = LOAD_TARGETS.get(args.workers)
         print(f"load: wrk, {args.connections} connections, {rounds} x {args.seconds} s each, "
-              "servers taking turns (medians):")  # fmt: skip
+              "servers taking turns (medians)"
+              + (f"; target >= {target} requests/s with {args.workers} worker(s):" if target
+                 else ":"))  # fmt: skip
         for name, results in runs.items():
             med = {k: statistics.median(r[k] for r in results) for k in results[0]}
             print(f"  {name:<22} {med['rps']:6.0f} requests/s   p50 {med['p50_ms']:6.2f} ms   "

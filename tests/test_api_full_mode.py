@@ -2,6 +2,7 @@
 
 import re
 import time
+import uuid
 
 import httpx
 import pytest
@@ -273,3 +274,23 @@ def test_long_result_links_leave_room_for_several_results(
         whole = items[int(number) - 1]["url"]
         assert len(url) <= 100 and url.endswith("…") and whole.startswith(url[: -len("…")])
         assert url.startswith("https://www.google.com/url?")
+
+
+def test_ten_pages_are_fetched_at_once(make_settings, serve_searcher, testbed, matching_query):
+    # Each page answers only once all ten are asked at the same time (503 after 10 s
+    # otherwise): at fetch.max_concurrency 8 the ninth and tenth were asked only after two
+    # others were in, so a slow page late in rank order started late (bench/full_mode.py).
+    group = uuid.uuid4().hex
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed.searxng_url(f"together/10/{group}")}},
+        scoring={"min_keyword_overlap": 0},  # every one of the ten pages is read
+    )
+    body = {
+        "query": matching_query,
+        "constraints": {"search_mode": "full"},
+        "budget": {"max_results": 10, "max_fetch_pages": 10, "max_total_time_ms": 30_000},
+    }
+    data = post(serve_searcher(settings), body, timeout=90).json()
+    assert [item["fetch"]["status"] for item in data["items"]] == ["fetched"] * 10
+    asked = [e for e in testbed.log if e.path.startswith(f"/together/10/{group}/")]
+    assert len(asked) == 10

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -24,6 +25,7 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from searcher import __version__
@@ -109,6 +111,17 @@ class Metrics:
             registry=own, multiprocess_mode="max",
         )  # fmt: skip
         self.up.labels(__version__).set(1)
+        # Each request counts in a few labelled series: their children, looked up once.
+        self._children: dict[tuple[object, ...], Any] = {}
+
+    def _child(self, metric: MetricWrapperBase, *labels: str) -> Any:
+        """``metric.labels(*labels)``, remembered: the client's look-up (label checks, a
+        lock) costs more than the count itself, several times a request."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def watch_breakers(self, states: BreakerStates) -> None:
         """Report breaker states at scrape time (per process: breakers are per worker
@@ -118,10 +131,10 @@ class Metrics:
     def observe_search(self, response: SearchResponse) -> None:
         """Count one finished search: its stages, page reads and LLM steps."""
         meta = response.meta
-        self.searches.labels(meta.mode_used).inc()
+        self._child(self.searches, meta.mode_used).inc()
         for stage, ms in meta.timing_ms.items():
             if stage != "total":
-                self.stage_seconds.labels(stage).observe(ms / 1000)
+                self._child(self.stage_seconds, stage).observe(ms / 1000)
         if "fetch" in meta.timing_ms and response.usage.fetch_pages_used:
             self.extract_seconds.observe(meta.timing_ms["fetch"] / 1000)
         for item in response.items or ():
@@ -138,7 +151,7 @@ class Metrics:
 
     def backend_call(self, backend: str, engine: str | None, outcome: str) -> None:
         """Count one backend call (``outcome``: ok, or the failure's kind)."""
-        self.backend_calls.labels(backend, engine or "", outcome).inc()
+        self._child(self.backend_calls, backend, engine or "", outcome).inc()
 
     def cache_lookup(self, cache: str, kind: str, hit: bool) -> None:
         self.cache_lookups.labels(cache, kind, "hit" if hit else "miss").inc()
@@ -147,7 +160,7 @@ class Metrics:
         self.state_errors.labels(engine).inc()
 
     def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.http_seconds.labels(route, method, str(status)).observe(seconds)
+        self._child(self.http_seconds, route, method, str(status)).observe(seconds)
 
     def exposition(self) -> bytes:
         """The text format of every metric, summed over workers in multiprocess mode."""

@@ -39,6 +39,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 )
 async def search(body: SearchRequest, request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    state = request.scope["state"]  # what ``request.state`` wraps (a wrapper per request)
 
     def run() -> Awaitable[SearchResponse]:
         return runtime.service.search(
@@ -47,11 +48,11 @@ async def search(body: SearchRequest, request: Request) -> Response:
 
     if body.constraints.record:
         book = check_recordable(runtime.settings.recording, runtime.state)
-        response = await recorded_search(book, request.state.request_id, body, run)
+        response = await recorded_search(book, state["request_id"], body, run)
     else:
         response = await run()
-    await record_search(runtime, request.state.request_id, body, response)
-    request.state.log = {
+    await record_search(runtime, state["request_id"], body, response)
+    state["log"] = {
         "query": body.query_text,
         "mode": response.meta.mode_used,
         "backends": response.meta.backends_tried,

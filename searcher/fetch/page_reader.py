@@ -116,7 +116,7 @@ class PageReader:
         fetcher: PageFetcher,
         extractor: Extractor,
         cache: ExtractionCache,
-        max_concurrency: int = 8,
+        max_concurrency: int = 10,
         browser: BrowserTier | None = None,
     ) -> None:
         self._fetcher = fetcher

@@ -38,6 +38,7 @@ only come from the frame. The cleaning of web text lives in ``neutralise.py``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -200,11 +201,27 @@ Fields = tuple[str, str, str]  # an item's title, URL and snippet, cleaned
 
 def _clean_fields(item: PackItem) -> Fields:
     """An item's title, URL and snippet as the pack shows them whole (each within its cap)."""
+    if len(item.title) + len(item.url) + len(item.snippet) > _REMEMBERED_FIELD_CHARS:
+        return _cleaned(item.title, item.url, item.snippet)
+    return _remembered_cleaned(item.title, item.url, item.snippet)
+
+
+def _cleaned(title: str, url: str, snippet: str) -> Fields:
     return (
-        _one_line(item.title, _MAX_TITLE_CHARS),
-        clean_url(item.url),
-        _one_line(item.snippet, _MAX_SNIPPET_CHARS),
+        _one_line(title, _MAX_TITLE_CHARS),
+        clean_url(url),
+        _one_line(snippet, _MAX_SNIPPET_CHARS),
     )
+
+
+# The cleaned fields of the results packed last, remembered across requests as their
+# tokens and vectors are (ranking/tokens.py, embedding/): the same results come back for
+# a query asked again, its next page, a research round's searches; folding and
+# neutralising them was about a sixth of the pack's time. Only usual-sized results are
+# kept (a few KB each at most: ~10 MB when full); a longer one is cleaned every time.
+_REMEMBERED_FIELDS = 4096
+_REMEMBERED_FIELD_CHARS = 2500
+_remembered_cleaned = functools.lru_cache(maxsize=_REMEMBERED_FIELDS)(_cleaned)
 
 
 def _shorten(text: str, limit: int) -> str:

@@ -59,7 +59,9 @@ def utc_now() -> str:
     tape = current_tape()
     if tape is not None and tape.clock_utc is not None:
         return tape.clock_utc
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat starts with exactly ``strftime("%Y-%m-%dT%H:%M:%SZ")`` (years from 1000 on):
+    # strftime costs several times as much (glibc looks up the time zone each call).
+    return datetime.now(UTC).isoformat()[:19] + "Z"
 
 
 @dataclass

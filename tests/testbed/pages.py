@@ -1,8 +1,12 @@
-"""Real pages: ``/pages/{id}`` serves an AEB page, ``/slow/{ms}/pages/{id}`` the same late.
+"""Real pages: ``/pages/{id}`` serves an AEB page, ``/slow/{ms}/pages/{id}`` the same late,
+``/together/{n}/{group}/pages/{id}`` the same once ``n`` requests of ``group`` wait at once
+(503 if they never do within ``TOGETHER_WAIT_S``: the client did not ask them together).
 Made pages with one trait each: ``/shaped/dated`` (a date in a ``<time>`` mid-sentence),
 ``/shaped/deep?n=N`` (the article's paragraphs under N nested ``<div>``)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from .asgi import HTML, TEXT, Request, Router
 from .corpus import corpus
@@ -82,3 +86,26 @@ async def deep(req: Request) -> None:
         return
     paragraphs = "".join(f"<p>{p}</p>" for p in SHAPED_PARAGRAPHS)
     await req.respond(200, _shaped_page(paragraphs, depth), HTML)
+
+
+TOGETHER_WAIT_S = 10.0
+# group -> (requests waiting, set once ``n`` of them are): one entry per group, ever.
+_together: dict[str, tuple[list[int], asyncio.Event]] = {}
+
+
+@router.route("/together/{n:int}/{group}/pages/{id}")
+async def together_page(req: Request) -> None:
+    """The page, once ``n`` requests of the group are in at once: a client that asks them
+    one after another, or fewer at a time, gets 503 for each after ``TOGETHER_WAIT_S``."""
+    waiting, all_in = _together.setdefault(req.params["group"], ([0], asyncio.Event()))
+    waiting[0] += 1
+    if waiting[0] >= int(req.params["n"]):
+        all_in.set()
+    try:
+        await asyncio.wait_for(all_in.wait(), TOGETHER_WAIT_S)
+    except TimeoutError:
+        await req.respond(503, b"the other requests of the group never came", TEXT)
+        return
+    finally:
+        waiting[0] -= 1
+    await serve_page(req, req.params["id"])

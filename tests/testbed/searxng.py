@@ -26,6 +26,8 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/strict-lang``       400 for a ``language`` other than en, de, all (as SearXNG)
 - ``/searxng/mixed``             normal results with misbehaving URLs interleaved
 - ``/searxng/delayed/{lo}/{hi}`` ten results on pages delayed lo..hi ms
+- ``/searxng/together/{n}/{group}`` ``n`` results on pages that answer only when all ``n``
+  are asked at once (``/together/...`` in pages.py)
 - ``/searxng/foreign-loopback``  results on localhost / 127.0.0.2 (loopback, not allow-listed)
 - ``/searxng/json-off``          403 for every search, as an instance without the JSON format
 - ``/searxng/captcha``           200 with a Cloudflare challenge page instead of JSON
@@ -334,6 +336,22 @@ async def delayed(req: Request) -> None:
         delay = low + (high - low) * i // max(1, len(ids) - 1)
         r = result(corpus(), req.base_url, pid, q, i + 1, 1.0 / (i + 1))
         r["url"] = f"{req.base_url}/slow/{delay}/pages/{pid}"
+        out.append(r)
+    await req.json(200, envelope(q, out, []))
+
+
+@router.route("/searxng/together/{n}/{group}/search")
+async def together(req: Request) -> None:
+    """``n`` results whose pages answer once all ``n`` are asked at once."""
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, _ = checked
+    n, group = int(req.params["n"]), req.params["group"]
+    out = []
+    for i, pid in enumerate(sorted(corpus().load().pages)[:n]):
+        r = result(corpus(), req.base_url, pid, q, i + 1, 1.0 / (i + 1))
+        r["url"] = f"{req.base_url}/together/{n}/{group}/pages/{pid}"
         out.append(r)
     await req.json(200, envelope(q, out, []))
 
