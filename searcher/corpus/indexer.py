@@ -184,6 +184,8 @@ async def _index_all(
             progress(done, total, str(candidate.path), outcome)
     report.removed += store.remove_documents(collection, gone)
     store.remove_documents(collection, stale_skips)
+    # Off the event loop: at 100,000 chunks a snapshot takes seconds to write.
+    await asyncio.to_thread(store.publish, collection)
     for path in gone:
         done += 1
         if progress is not None:
