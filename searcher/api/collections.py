@@ -26,6 +26,8 @@ from searcher.contract import ErrorResponse
 from searcher.corpus import operations, store, uploads
 from searcher.corpus.indexer import IndexOptions
 from searcher.corpus.readers import SkipReason
+from searcher.embedding.embedders import Embedder
+from searcher.embedding.off_loop import indexing_embedder
 from searcher.errors import (
     AccessDenied,
     DocumentNotFound,
@@ -175,8 +177,9 @@ async def upload_documents(name: str, request: Request) -> UploadAnswer:
         index = operations.open_store(settings)
         try:
             results = await uploads.index_uploads(
-                index, folder, files, options, embedder, runtime.service.parts.reader.extractor
-            )
+                index, folder, files, options, _indexing_embedder(request, embedder),
+                runtime.service.parts.reader.extractor,
+            )  # fmt: skip
         except uploads.BadUploadName as exc:  # a link planted in the upload folder
             raise InvalidRequest("files", str(exc)) from None
         finally:
@@ -186,6 +189,16 @@ async def upload_documents(name: str, request: Request) -> UploadAnswer:
         files=[UploadedFile(name=r.name, status=r.status, reason=r.reason, detail=r.detail)
                for r in results],
     )  # fmt: skip
+
+
+def _indexing_embedder(request: Request, embedder: Embedder | None) -> Embedder | None:
+    """The server's embedder as uploads use it (``off_loop``), made once per embedder."""
+    held: tuple[Embedder | None, Embedder | None] | None = getattr(
+        request.app.state, "indexing_embedder", None
+    )
+    if held is None or held[0] is not embedder:
+        held = request.app.state.indexing_embedder = (embedder, indexing_embedder(embedder))
+    return held[1]
 
 
 def _lock(request: Request) -> asyncio.Lock:

@@ -213,7 +213,9 @@ async def _index_one(
         if new.touch is not None:
             store.touch_document(collection, path, new.touch)
         return "unchanged"
-    store.replace_document(new)
+    # Off the event loop (each chunk's terms are counted as it is written): a server
+    # indexing uploads goes on answering meanwhile.
+    await asyncio.to_thread(store.replace_document, new)
     report.chunks += len(new.chunks)
     return "indexed"
 
@@ -259,7 +261,7 @@ async def _read_new(
     else:
         # Off the event loop: a server indexing uploads goes on answering meanwhile.
         document = await asyncio.to_thread(read_document, candidate.path, body)
-    chunks = chunk_document(document, options.chunk_chars)
+    chunks = await asyncio.to_thread(chunk_document, document, options.chunk_chars)
     if not chunks:
         raise Unreadable("empty", "no text in the file")
     vectors = None
