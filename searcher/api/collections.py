@@ -14,7 +14,6 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -22,10 +21,16 @@ from searcher.api.auth import collection_access
 from searcher.api.body_limit import BODY_CUT, RouteLimit
 from searcher.auth.access import CollectionAccess
 from searcher.config import Settings
-from searcher.contract import ErrorResponse
+from searcher.contract import (
+    CollectionInfo,
+    CollectionList,
+    ErrorResponse,
+    Removed,
+    UploadAnswer,
+    UploadedFile,
+)
 from searcher.corpus import operations, store, uploads
 from searcher.corpus.indexer import IndexOptions
-from searcher.corpus.readers import SkipReason
 from searcher.embedding.embedders import Embedder
 from searcher.embedding.off_loop import indexing_embedder
 from searcher.errors import (
@@ -49,37 +54,6 @@ def upload_limit(settings: Settings) -> RouteLimit:
         settings.corpus.uploads.max_bytes,
         "corpus.uploads.max_bytes",
     )
-
-
-class CollectionInfo(BaseModel):
-    name: str
-    documents: int
-    chunks: int
-    bytes: int
-    skipped: int = Field(description="Files recorded as skipped, each with its reason.")
-    embedder: str | None = Field(description="The model of its vectors; null: keywords only.")
-
-
-class CollectionList(BaseModel):
-    collections: list[CollectionInfo]
-
-
-class UploadedFile(BaseModel):
-    name: str = Field(description="The name it is kept under (as sent, `\\` read as `/`).")
-    status: str = Field(description="indexed, unchanged (same content as before) or skipped")
-    reason: SkipReason | None = Field(default=None, description="Why it was skipped.")
-    detail: str | None = None
-
-
-class UploadAnswer(BaseModel):
-    collection: str
-    files: list[UploadedFile]
-
-
-class Removed(BaseModel):
-    collection: str
-    name: str
-    removed: bool
 
 
 def _runtime(request: Request) -> Runtime:

@@ -418,10 +418,19 @@ def _chunk_arrays(
     return ids, documents, matrix, blobs
 
 
-_CHUNK_DATA = (
+_CHUNK_COLUMNS_READ = (
     "SELECT c.id, c.vector, c.terms, c.document, "
     "CASE WHEN c.terms IS NULL THEN coalesce(c.heading, '') || char(10) || c.text END "
-    "FROM chunks c JOIN documents d ON d.id = c.document WHERE d.collection = ? "
+)
+_CHUNK_DATA = (
+    _CHUNK_COLUMNS_READ + "FROM chunks c JOIN documents d ON d.id = c.document "
+    "WHERE d.collection = ? "
+)
+# The chunks a generation after ``since`` wrote, found by their generation first (CROSS
+# JOIN keeps that order): by document first, SQLite reads every chunk of the collection.
+_CHUNKS_SINCE = (
+    _CHUNK_COLUMNS_READ + "FROM chunks c CROSS JOIN documents d ON d.id = c.document "
+    "WHERE c.generation > ? AND d.collection = ? "
 )
 
 
@@ -451,9 +460,8 @@ def changes_since(conn: sqlite3.Connection, collection: str, since: int) -> Chan
             "SELECT chunk FROM removed_chunks WHERE collection = ? AND generation > ?",
             (collection, since),
         )]  # fmt: skip
-        rows = conn.execute(
-            _CHUNK_DATA + "AND c.generation > ? ORDER BY c.id", (collection, since)
-        ).fetchall()
+        # Sorted here: an ORDER BY makes SQLite walk the chunks by id, all of them.
+        rows = sorted(conn.execute(_CHUNKS_SINCE, (since, collection)), key=lambda r: r[0])
     finally:
         conn.execute("COMMIT")
     ids, documents, matrix, blobs = _chunk_arrays(rows)
@@ -463,9 +471,9 @@ def changes_since(conn: sqlite3.Connection, collection: str, since: int) -> Chan
 def changed_since(conn: sqlite3.Connection, collection: str, since: int) -> int:
     """How many chunks of ``collection`` were added or removed after generation ``since``."""
     (added,) = conn.execute(
-        "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document "
-        "WHERE d.collection = ? AND c.generation > ?",
-        (collection, since),
+        "SELECT count(*) FROM chunks c CROSS JOIN documents d ON d.id = c.document "
+        "WHERE c.generation > ? AND d.collection = ?",
+        (since, collection),
     ).fetchone()
     (removed,) = conn.execute(
         "SELECT count(*) FROM removed_chunks WHERE collection = ? AND generation > ?",
