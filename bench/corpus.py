@@ -27,6 +27,7 @@ can be measured on the same collection beside this one (``PYTHONPATH=OLD_TREE``)
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
@@ -102,10 +103,14 @@ def memory() -> dict[str, int]:
     return found
 
 
+CPU_TIMES: list[float] = []  # each timed query's CPU time, ms: what load does not inflate
+
+
 def timed_query(reader: CorpusReader, embedder: StaticEmbedder, query: str) -> tuple[float, int]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.thread_time()
     vector = np.asarray(embedder.encode([query])[0])
     found = reader.search(["bench"], query, {"bench": vector}, 10)
+    CPU_TIMES.append((time.thread_time() - cpu) * 1000)
     return (time.perf_counter() - started) * 1000, len(found)
 
 
@@ -120,10 +125,12 @@ def query(args: argparse.Namespace) -> None:
     reader = CorpusReader(corpus)
     first, _ = timed_query(reader, embedder, sample[0])
     timings = []
+    CPU_TIMES.clear()
     for _ in range(args.runs):
         ms, found = timed_query(reader, embedder, " ".join(rng.sample(sample, 4)))
         timings.append(ms)
         assert found
+    cpu = list(CPU_TIMES)
     served = memory()
     writer = SqliteStore(Path(args.dir) / DATABASE)
     after_write = []
@@ -135,7 +142,8 @@ def query(args: argparse.Namespace) -> None:
     chunks = sum(d.chunks for d in corpus.documents("bench"))
     print(
         f"sqlite, {chunks} chunks: first query {first:.0f} ms; hybrid, 10 documents: "
-        f"p50 {statistics.median(timings):.1f} ms, p95 {percentile(timings, 0.95):.1f} ms"
+        f"p50 {statistics.median(timings):.1f} ms, p95 {percentile(timings, 0.95):.1f} ms; "
+        f"CPU time p50 {statistics.median(cpu):.1f} ms (load {os.getloadavg()[0]:.1f})"
     )
     print(
         f"sqlite, {chunks} chunks: first query after a write of 10 chunks: median "
