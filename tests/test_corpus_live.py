@@ -127,6 +127,15 @@ def test_many_changes_lead_to_a_new_snapshot_that_readers_take_up(tmp_path):
     live = reader.index("birds")
     assert live.base.generation == writer.generation("birds") and live.changed == 0
     assert live.chunks == 20
+    # The removal log is kept only back to the snapshot before the newest.
+    snapshots = []
+    for _ in range(2):
+        for n in range(20):
+            write(n)  # 20 replacements: 20 chunks removed, over the threshold
+        writer.publish("birds")
+        snapshots.append(writer.index("birds").base.generation)
+    logged = writer.conn().execute("SELECT min(generation) FROM removed_chunks").fetchone()[0]
+    assert logged > snapshots[0] and reader.index("birds").chunks == 20
     reader.close()
     writer.close()
 

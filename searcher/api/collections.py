@@ -145,7 +145,7 @@ async def upload_documents(name: str, request: Request) -> UploadAnswer:
         problem = runtime.embedder_problem or "the embedder is still loading"
         raise EmbedderUnavailable(f"cannot index uploads now: {problem}; retry shortly")
     corpus = settings.corpus
-    options = IndexOptions(collection, corpus.max_file_bytes, corpus.chunk_chars)
+    options = IndexOptions(collection, corpus.max_file_bytes, corpus.chunk_chars, off_loop=True)
     folder = uploads.collection_folder(corpus.directory(settings.state), collection)
     async with _lock(request):  # one upload indexes at a time: the store has one writer
         index = operations.open_store(settings)

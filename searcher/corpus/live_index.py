@@ -108,7 +108,8 @@ def applied(live: LiveIndex, changes: Changes) -> LiveIndex:
     if len(matrix):
         matrix = matrix[order]
     blobs = tuple(blobs[i] for i in order.tolist())
-    keywords = keyword_index.build(blobs, base.keywords.average)
+    # An empty snapshot has no mean length: the added chunks' own then.
+    keywords = keyword_index.build(blobs, base.keywords.average or None)
     return LiveIndex(
         base, changes.generation, excluded, ids[order], documents[order], matrix, blobs, keywords
     )

@@ -579,6 +579,17 @@ class IndexCache:
                 self._building.discard(collection)
 
 
+def _forget_removed(conn: sqlite3.Connection, collection: str, through: int) -> None:
+    """Drop the removal log up to generation ``through``, the snapshot before the newest:
+    a reader catches up from the newest (or, in the moment it is replaced, the one
+    before), never from older."""
+    with transaction(conn):
+        conn.execute(
+            "DELETE FROM removed_chunks WHERE collection = ? AND generation <= ?",
+            (collection, through),
+        )
+
+
 def publish(
     database: Path, folder: Path, collection: str, at_least: int = SNAPSHOT_AFTER_MIN
 ) -> bool:
@@ -600,6 +611,8 @@ def publish(
         with snapshot.building(target) as mine:
             if mine:
                 snapshot.write(target, load_index(conn, collection))
+                if found is not None:
+                    _forget_removed(conn, collection, found[0])
             return mine
     finally:
         conn.close()
