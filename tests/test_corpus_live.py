@@ -6,6 +6,7 @@ Readers are separate ``SqliteStore`` objects on one file, as ``serve`` workers a
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -159,5 +160,33 @@ def test_a_collection_made_again_never_reads_the_old_ones_snapshot(tmp_path):
     assert writer.generation("birds") > old  # generations are never given twice
     assert found(reader, "osprey", None) == []
     assert found(reader, "wren", None) == ["one.md"]
+    reader.close()
+    writer.close()
+
+
+def test_a_reader_whose_changes_grow_writes_a_snapshot_in_the_background(tmp_path):
+    path = tmp_path / "corpus.sqlite3"
+    writer, reader = SqliteStore(path), SqliteStore(path, snapshot_after=10)
+    writer.ensure_collection("birds", None)
+
+    def write(n: int) -> None:
+        text = f"Bird number {n} sings at dawn."
+        writer.replace_document(NewDocument(
+            "birds", f"/b/{n}.md", "markdown", f"Bird {n}", 30, 0, str(n), [Chunk(0, text)], None,
+        ))  # fmt: skip
+
+    write(0)
+    writer.publish("birds")
+    first = reader.index("birds").base.generation
+    for n in range(1, 16):  # 15 chunks added: past the reader's threshold, not the writer's
+        write(n)
+    assert reader.index("birds").base.generation == first  # answered at once, from memory
+    for thread in threading.enumerate():
+        if thread.name == "snapshot-birds":
+            thread.join()
+    live = reader.index("birds")  # no write since: the new snapshot is taken up anyway
+    assert live.base.generation == writer.generation("birds") > first
+    assert live.changed == 0 and live.chunks == 16
+    assert found(reader, "bird 15", None)[0] == "15.md"
     reader.close()
     writer.close()

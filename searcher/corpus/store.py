@@ -572,11 +572,14 @@ class IndexCache:
         ).start()
 
     def _build(self, collection: str) -> None:
+        written = False
         try:
-            publish(self._database, self.folder, collection, self.snapshot_after)
+            written = publish(self._database, self.folder, collection, self.snapshot_after)
         finally:
             with self._lock:
                 self._building.discard(collection)
+                if written:  # the next query maps it, with no write needed to notice
+                    self._live.pop(collection, None)
 
 
 def _forget_removed(conn: sqlite3.Connection, collection: str, through: int) -> None:
