@@ -193,7 +193,7 @@ def candidate_lists(
     """Each query's chunk lists to ``depth``, and each chunk's document id."""
     # The lists serving ranks: the store's in-memory BM25 and its vectors.
     corpus = store.SqliteStore(operations.index_file(settings))
-    index = corpus.index(collection)
+    index = corpus.index(collection).base
     lists = {}
     for qid, text in queries.items():
         rows, scores = keyword_index.search(index.keywords, sparse.query_term_ids(text), depth)

@@ -92,6 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=50, help="files per upload request")
     parser.add_argument("--batches", type=int, default=6, help="upload requests")
+    parser.add_argument("--repo", type=Path, default=REPO, help="the tree to serve (before/after)")
     args = parser.parse_args()
     rng = random.Random(7)
     batches = [
@@ -102,7 +103,7 @@ def main() -> None:
         state_dir = stack.enter_context(tempfile.TemporaryDirectory())
         config = settings(state_dir)
         key = create_key(config)
-        base = stack.enter_context(searcher(config))
+        base = stack.enter_context(searcher(config, repo=args.repo))
         headers = {"Authorization": f"Bearer {key}"}
         client = stack.enter_context(httpx.Client(timeout=120, headers=headers))
         url = f"{base}/v1/collections/notes/documents"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self, TypedDict, TypeVar, Unpack
@@ -22,6 +22,7 @@ from searcher.contract import (
     Budget,
     CacheCleared,
     CacheStats,
+    CollectionList,
     Constraints,
     ErrorResponse,
     FetchBatchResponse,
@@ -32,6 +33,7 @@ from searcher.contract import (
     MapRequest,
     MapResponse,
     Preset,
+    Removed,
     ResearchAccepted,
     ResearchEvent,
     ResearchJob,
@@ -40,6 +42,7 @@ from searcher.contract import (
     SearchMode,
     SearchRequest,
     SearchResponse,
+    UploadAnswer,
     Want,
 )
 from searcher.errors import (
@@ -65,6 +68,36 @@ def job_path(job_id: str) -> str:
     if not job_id:
         raise InvalidRequest("job_id", "must not be empty")
     return f"/v1/research/{quote(job_id, safe='')}"
+
+
+def documents_path(collection: str, name: str | None = None) -> str:
+    """The path of a collection's uploaded documents (or of one, ``name``, its folders
+    kept as path segments); ``InvalidRequest`` for an empty collection or name."""
+    if not collection:
+        raise InvalidRequest("collection", "must not be empty")
+    path = f"/v1/collections/{quote(collection, safe='')}/documents"
+    if name is None:
+        return path
+    if not name.strip("/"):
+        raise InvalidRequest("name", "must not be empty")
+    return f"{path}/{quote(name, safe='/')}"
+
+
+UploadFiles = Sequence[tuple[str, bytes]]
+
+
+def upload_parts(files: UploadFiles) -> list[tuple[str, tuple[str, bytes, str]]]:
+    """The multipart parts of an upload: each ``(name, body)`` as a file part named
+    ``files``; ``InvalidRequest`` for none, or a body that is not bytes."""
+    if isinstance(files, str | bytes) or not files:
+        raise InvalidRequest("files", "send one or more (name, bytes) pairs")
+    parts = []
+    for index, entry in enumerate(files):
+        name, body = entry
+        if not isinstance(body, bytes | bytearray):
+            raise InvalidRequest(f"files[{index}]", "the body must be bytes (read the file)")
+        parts.append(("files", (name, bytes(body), "application/octet-stream")))
+    return parts
 
 
 def _events_path(job_id: str, after: int) -> str:
@@ -287,6 +320,7 @@ class _Call:
     method: Literal["GET", "POST", "DELETE"]
     path: str
     body: dict[str, Any] | None = None
+    files: list[tuple[str, tuple[str, bytes, str]]] | None = None  # multipart instead
 
 
 def _normalised(base_url: str) -> str:
@@ -391,6 +425,11 @@ STREAM_RECONNECTS = 5
 _HEALTH = _Call("GET", "/v1/health")
 _CACHE_STATS = _Call("GET", "/v1/cache/stats")
 _CACHE_CLEAR = _Call("POST", "/v1/cache/clear")
+_COLLECTIONS = _Call("GET", "/v1/collections")
+
+
+def _upload_call(collection: str, files: UploadFiles) -> _Call:
+    return _Call("POST", documents_path(collection), files=upload_parts(files))
 
 
 class SearcherClient:
@@ -432,7 +471,7 @@ class SearcherClient:
         url = self.base_url + call.path
         _refuse_if_closed(self._http, url)
         try:
-            response = self._http.request(call.method, call.path, json=call.body)
+            response = self._http.request(call.method, call.path, json=call.body, files=call.files)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise _transport_error(url, exc, self.timeout) from exc
         return decode(response, url)
@@ -458,6 +497,20 @@ class SearcherClient:
     def cache_clear(self) -> CacheCleared:
         """``POST /v1/cache/clear``: empty the extraction cache."""
         return self._call(_CACHE_CLEAR, CacheCleared)
+
+    def collections(self) -> CollectionList:
+        """``GET /v1/collections``: the collections this key may see, with counts."""
+        return self._call(_COLLECTIONS, CollectionList)
+
+    def upload(self, collection: str, files: UploadFiles) -> UploadAnswer:
+        """``POST /v1/collections/{collection}/documents``: ``files`` as ``(name,
+        bytes)`` pairs, indexed; what became of each (``corpus.uploads``)."""
+        return self._call(_upload_call(collection, files), UploadAnswer)
+
+    def delete_document(self, collection: str, name: str) -> Removed:
+        """``DELETE /v1/collections/{collection}/documents/{name}``: drop an uploaded
+        document (index and disk)."""
+        return self._call(_Call("DELETE", documents_path(collection, name)), Removed)
 
     def fetch_page(
         self, url: str, max_chars: int | None = None, start_char: int = 0
@@ -582,7 +635,9 @@ class AsyncSearcherClient:
         url = self.base_url + call.path
         _refuse_if_closed(self._http, url)
         try:
-            response = await self._http.request(call.method, call.path, json=call.body)
+            response = await self._http.request(
+                call.method, call.path, json=call.body, files=call.files
+            )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise _transport_error(url, exc, self.timeout) from exc
         return decode(response, url)
@@ -608,6 +663,20 @@ class AsyncSearcherClient:
     async def cache_clear(self) -> CacheCleared:
         """``POST /v1/cache/clear``: empty the extraction cache."""
         return await self._call(_CACHE_CLEAR, CacheCleared)
+
+    async def collections(self) -> CollectionList:
+        """``GET /v1/collections``: the collections this key may see, with counts."""
+        return await self._call(_COLLECTIONS, CollectionList)
+
+    async def upload(self, collection: str, files: UploadFiles) -> UploadAnswer:
+        """``POST /v1/collections/{collection}/documents``: ``files`` as ``(name,
+        bytes)`` pairs, indexed; what became of each (``corpus.uploads``)."""
+        return await self._call(_upload_call(collection, files), UploadAnswer)
+
+    async def delete_document(self, collection: str, name: str) -> Removed:
+        """``DELETE /v1/collections/{collection}/documents/{name}``: drop an uploaded
+        document (index and disk)."""
+        return await self._call(_Call("DELETE", documents_path(collection, name)), Removed)
 
     async def fetch_page(
         self, url: str, max_chars: int | None = None, start_char: int = 0

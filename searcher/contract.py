@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from typing_extensions import TypeAliasType
 
+from searcher.corpus.readers import SkipReason as FileSkipReason
 from searcher.errors import FailureKind
 from searcher.fetch.urls import DOMAIN_ENTRY, domain_of
 
@@ -1214,3 +1215,37 @@ class ResearchAccepted(BaseModel):
     status: JobStatus
     status_url: str
     events_url: str
+
+
+# --- collections of own documents (/v1/collections) -----------------------------------
+
+
+class CollectionInfo(BaseModel):
+    name: str
+    documents: int
+    chunks: int
+    bytes: int
+    skipped: int = Field(description="Files recorded as skipped, each with its reason.")
+    embedder: str | None = Field(description="The model of its vectors; null: keywords only.")
+
+
+class CollectionList(BaseModel):
+    collections: list[CollectionInfo]
+
+
+class UploadedFile(BaseModel):
+    name: str = Field(description="The name it is kept under (as sent, `\\` read as `/`).")
+    status: str = Field(description="indexed, unchanged (same content as before) or skipped")
+    reason: FileSkipReason | None = Field(default=None, description="Why it was skipped.")
+    detail: str | None = None
+
+
+class UploadAnswer(BaseModel):
+    collection: str
+    files: list[UploadedFile]
+
+
+class Removed(BaseModel):
+    collection: str
+    name: str
+    removed: bool

@@ -6,6 +6,7 @@ bad input refused naming the field."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,10 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from searcher.cli import main
+from searcher.client import AsyncSearcherClient, SearcherClient
 from searcher.config import Settings
 from searcher.corpus.uploads import BadUploadName, upload_name
+from searcher.errors import InvalidRequest, RemoteError
 from tests.test_corpus import EMBEDDINGS
 
 GARDEN = "# Garden notes\n\nAphids on the roses are washed off with soapy water.\n"
@@ -302,3 +305,45 @@ def test_a_named_symlink_loop_is_refused(tmp_path, two_collections):
     looped = cli("index", "add", str(tmp_path / "loop"), "--collection", "c", "--config", config)
     assert looped.exit_code == 2 and "cannot be resolved" in looped.stderr
     assert "Traceback" not in looped.output
+
+
+def test_the_python_client_uploads_lists_and_deletes(two_collections, tmp_path):
+    """``SearcherClient`` and ``AsyncSearcherClient`` over real HTTP: upload, list,
+    delete, and the server's refusals as searcher's own errors."""
+    base, _, make_key = two_collections(corpus={"uploads": {"enabled": True}})
+    writer = make_key("writer", "--collections", "notes")
+    sent = [("bees.md", b"# Bees\n\nBees visit the lavender hedge.\n"),
+            ("docs/hives.txt", b"Two hives by the apple trees.\n")]  # fmt: skip
+    with SearcherClient(base, api_key=writer) as client:
+        answer = client.upload("notes", sent)
+        assert answer.collection == "notes"
+        assert [(f.name, f.status) for f in answer.files] == [
+            ("bees.md", "indexed"), ("docs/hives.txt", "indexed")]  # fmt: skip
+        (notes,) = client.collections().collections
+        assert (notes.name, notes.documents) == ("notes", 3)
+        removed = client.delete_document("notes", "docs/hives.txt")
+        assert (removed.name, removed.removed) == ("docs/hives.txt", True)
+        assert not (tmp_path / "state" / "uploads" / "notes" / "docs" / "hives.txt").exists()
+        with pytest.raises(RemoteError) as gone:
+            client.delete_document("notes", "docs/hives.txt")
+        assert gone.value.status == 404
+        with pytest.raises(InvalidRequest) as bad:
+            client.upload("notes", [("../escape.md", b"# x\n")])
+        assert bad.value.field == "files[0].filename"
+        with pytest.raises(InvalidRequest, match="files"):
+            client.upload("notes", [])
+        with pytest.raises(RemoteError) as barred:
+            client.upload("papers", sent)
+        assert barred.value.status == 403
+
+    async def through_async() -> tuple[Any, Any, Any]:
+        async with AsyncSearcherClient(base, api_key=writer) as client:
+            answer = await client.upload("notes", [("wasps.md", b"# Wasps\n\nWasps nest.\n")])
+            listed = await client.collections()
+            removed = await client.delete_document("notes", "wasps.md")
+            return answer, listed, removed
+
+    answer, listed, removed = asyncio.run(through_async())
+    assert [f.status for f in answer.files] == ["indexed"]
+    assert listed.collections[0].documents == 3
+    assert removed.removed is True

@@ -14,7 +14,6 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -22,10 +21,18 @@ from searcher.api.auth import collection_access
 from searcher.api.body_limit import BODY_CUT, RouteLimit
 from searcher.auth.access import CollectionAccess
 from searcher.config import Settings
-from searcher.contract import ErrorResponse
+from searcher.contract import (
+    CollectionInfo,
+    CollectionList,
+    ErrorResponse,
+    Removed,
+    UploadAnswer,
+    UploadedFile,
+)
 from searcher.corpus import operations, store, uploads
 from searcher.corpus.indexer import IndexOptions
-from searcher.corpus.readers import SkipReason
+from searcher.embedding.embedders import Embedder
+from searcher.embedding.off_loop import indexing_embedder
 from searcher.errors import (
     AccessDenied,
     DocumentNotFound,
@@ -47,37 +54,6 @@ def upload_limit(settings: Settings) -> RouteLimit:
         settings.corpus.uploads.max_bytes,
         "corpus.uploads.max_bytes",
     )
-
-
-class CollectionInfo(BaseModel):
-    name: str
-    documents: int
-    chunks: int
-    bytes: int
-    skipped: int = Field(description="Files recorded as skipped, each with its reason.")
-    embedder: str | None = Field(description="The model of its vectors; null: keywords only.")
-
-
-class CollectionList(BaseModel):
-    collections: list[CollectionInfo]
-
-
-class UploadedFile(BaseModel):
-    name: str = Field(description="The name it is kept under (as sent, `\\` read as `/`).")
-    status: str = Field(description="indexed, unchanged (same content as before) or skipped")
-    reason: SkipReason | None = Field(default=None, description="Why it was skipped.")
-    detail: str | None = None
-
-
-class UploadAnswer(BaseModel):
-    collection: str
-    files: list[UploadedFile]
-
-
-class Removed(BaseModel):
-    collection: str
-    name: str
-    removed: bool
 
 
 def _runtime(request: Request) -> Runtime:
@@ -169,14 +145,15 @@ async def upload_documents(name: str, request: Request) -> UploadAnswer:
         problem = runtime.embedder_problem or "the embedder is still loading"
         raise EmbedderUnavailable(f"cannot index uploads now: {problem}; retry shortly")
     corpus = settings.corpus
-    options = IndexOptions(collection, corpus.max_file_bytes, corpus.chunk_chars)
+    options = IndexOptions(collection, corpus.max_file_bytes, corpus.chunk_chars, off_loop=True)
     folder = uploads.collection_folder(corpus.directory(settings.state), collection)
     async with _lock(request):  # one upload indexes at a time: the store has one writer
         index = operations.open_store(settings)
         try:
             results = await uploads.index_uploads(
-                index, folder, files, options, embedder, runtime.service.parts.reader.extractor
-            )
+                index, folder, files, options, _indexing_embedder(request, embedder),
+                runtime.service.parts.reader.extractor,
+            )  # fmt: skip
         except uploads.BadUploadName as exc:  # a link planted in the upload folder
             raise InvalidRequest("files", str(exc)) from None
         finally:
@@ -186,6 +163,16 @@ async def upload_documents(name: str, request: Request) -> UploadAnswer:
         files=[UploadedFile(name=r.name, status=r.status, reason=r.reason, detail=r.detail)
                for r in results],
     )  # fmt: skip
+
+
+def _indexing_embedder(request: Request, embedder: Embedder | None) -> Embedder | None:
+    """The server's embedder as uploads use it (``off_loop``), made once per embedder."""
+    held: tuple[Embedder | None, Embedder | None] | None = getattr(
+        request.app.state, "indexing_embedder", None
+    )
+    if held is None or held[0] is not embedder:
+        held = request.app.state.indexing_embedder = (embedder, indexing_embedder(embedder))
+    return held[1]
 
 
 def _lock(request: Request) -> asyncio.Lock:

@@ -145,6 +145,12 @@ class CorpusStore(Protocol):
         """Remember why ``path`` is not indexed; a document it was before is dropped."""
         ...
 
+    def publish(self, collection: str) -> None:
+        """Make what readers load of ``collection`` current after a run of writes (the
+        embedded store writes a snapshot for them to map when enough changed; Qdrant
+        serves its writes as they come and does nothing)."""
+        ...
+
     # --- reading (status and search) ---
 
     def collections(self) -> list[str]:

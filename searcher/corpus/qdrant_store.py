@@ -351,6 +351,9 @@ class QdrantStore:
 
         return self._call(work)
 
+    def publish(self, collection: str) -> None:
+        """Nothing to do: Qdrant searches what was written as soon as it is."""
+
     def remove_collection(self, collection: str) -> int:
         return self._call(lambda: self._drop(collection))
 

@@ -127,10 +127,15 @@ class SignBits:
         mine = _words(np.packbits(query > self.mean)[np.newaxis, :])
         counts = np.bitwise_count(self.bits ^ mine)
         # A few 64-bit words a row: adding the columns beats a sum over a short axis.
-        distance = counts[:, 0].astype(np.int16)
+        distance = counts[:, 0].astype(np.intp)
         for column in range(1, counts.shape[1]):
             distance += counts[:, column]
-        return np.argpartition(distance, size - 1)[:size]
+        # The ``size`` nearest by counting, not ``argpartition``: distances are small
+        # integers, and a histogram finds the cut in one pass (a third of the time at
+        # 100,000 rows). Ties at the cut go by row, so a shortlist is the same each time.
+        cut = int(np.searchsorted(np.cumsum(np.bincount(distance)), size))
+        below = np.flatnonzero(distance < cut)
+        return np.concatenate([below, np.flatnonzero(distance == cut)[: size - len(below)]])
 
 
 def _words(packed: np.ndarray) -> np.ndarray:
@@ -158,10 +163,12 @@ def vector_scores(
     query: np.ndarray,
     limit: int,
     signs: SignBits | None = None,
+    excluded: np.ndarray | None = None,
 ) -> list[tuple[int, float]]:
     """``(id, cosine)`` of the ``limit`` rows of ``matrix`` nearest ``query`` (rows and
-    query are unit vectors: a dot product), best first; ties by id; none at or below 0.
-    With ``signs``, only the rows of their shortlist are ranked."""
+    query are unit vectors: a dot product), best first; ties by id; none at or below 0,
+    none of the rows ``excluded`` (a mask). With ``signs``, only the rows of their
+    shortlist are ranked."""
     if matrix.shape[0] == 0 or matrix.shape[1] != query.shape[0]:
         return []
     query = query.astype(matrix.dtype)
@@ -173,6 +180,8 @@ def vector_scores(
     # for it cost more than they give on a busy machine (34 ms instead of 1 ms at 5,000
     # rows on the shared 2-core box).
     scores = np.einsum("ij,j->i", matrix[rows] if signs is not None else matrix, query)
+    if excluded is not None:
+        scores[excluded[rows]] = -np.inf
     take = min(limit, scores.shape[0])
     top = np.argpartition(-scores, take - 1)[:take]
     top = top[np.lexsort((ids[rows[top]], -scores[top]))]
@@ -198,8 +207,8 @@ def documents_of(
             by_document.setdefault(owner, []).append(chunk_id)
     kept = MAX_CHUNKS_PER_DOCUMENT
     scored = sorted(
-        ((document_score([fused[c] for c in chunks], chunks_summed), chunks[:kept])
-         for chunks in by_document.values()),
+        ((document_score([fused[c] for c in chunks[:chunks_summed]], chunks_summed),
+          chunks[:kept]) for chunks in by_document.values()),
         key=lambda pair: -pair[0],
     )  # fmt: skip
     if len(scored) > max_documents > 0:  # keep those tied with the last, for the path order

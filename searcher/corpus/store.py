@@ -2,8 +2,12 @@
 documents, their chunks, an FTS5 index of the chunks (BM25) and each chunk's vector as a
 float32 blob.
 
-Vectors are searched by brute-force cosine over a matrix kept in memory per collection and
-re-read only when the collection changed (a generation number each write bumps). Not
+Vectors and BM25 postings are searched in numpy over each collection's snapshot, arrays
+memory-mapped from files beside the index (``snapshot``), with the chunks a write changed
+since laid over it in memory (``live_index``): after a write a reader reads only what the
+write changed (chunks carry the generation that wrote them; removed chunk ids are logged
+in ``removed_chunks``). Generations come from one sequence, so a collection dropped and
+made again never repeats one. Not
 ``sqlite-vec``: its ``vec0`` tables are a brute-force scan too, at 100,000 chunks of 256
 dimensions one numpy product is a few milliseconds (``bench/corpus.py``), and it would
 add a native extension that must load into every Python's sqlite3.
@@ -16,17 +20,17 @@ as it was or fully indexed.
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from searcher.corpus import keyword_index, retrieval, sparse
+from searcher.corpus import keyword_index, live_index, retrieval, snapshot, sparse
 from searcher.corpus.base import (
     ChunkRow,
     DocumentMatch,
@@ -36,8 +40,9 @@ from searcher.corpus.base import (
     SkippedRow,
     StoredFile,
 )
-from searcher.corpus.keyword_index import KeywordIndex
+from searcher.corpus.live_index import Changes, LiveIndex
 from searcher.corpus.readers import SkipReason
+from searcher.corpus.snapshot import Snapshot
 
 __all__ = [
     "ChunkRow", "DocumentMatch", "DocumentRow", "NewDocument", "SkippedRow", "StoredFile",
@@ -49,8 +54,19 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS collections (
     name TEXT PRIMARY KEY,
     embedder TEXT,               -- the embedder of its vectors; NULL = none (BM25 only)
-    generation INTEGER NOT NULL DEFAULT 0
+    generation INTEGER NOT NULL DEFAULT 0,
+    created INTEGER NOT NULL DEFAULT 0  -- its first generation: older snapshots are not its
 );
+-- The last generation given to any collection (one row).
+CREATE TABLE IF NOT EXISTS sequence (id INTEGER PRIMARY KEY CHECK (id = 0), generation INTEGER);
+-- Chunks dropped, by the generation that dropped them: what readers take out of their
+-- snapshot when they catch up.
+CREATE TABLE IF NOT EXISTS removed_chunks (
+    collection TEXT NOT NULL,
+    chunk INTEGER NOT NULL,
+    generation INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS removed_chunks_by_generation ON removed_chunks (collection, generation);
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY,
     collection TEXT NOT NULL,
@@ -72,7 +88,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     page INTEGER,
     text TEXT NOT NULL,
     vector BLOB,
-    terms BLOB                   -- its BM25 terms (sparse.term_counts), read by serving
+    terms BLOB,                  -- its BM25 terms (sparse.term_counts), read by serving
+    generation INTEGER           -- the generation that wrote it
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks (document, ordinal);
 -- The collection beside the text: BM25 is filtered by it without a join (which doubled
@@ -101,10 +118,25 @@ def connect(path: Path, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.executescript(_SCHEMA)
+    _upgrade(conn)
+    return conn
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    """Columns an index written by an earlier version lacks, and the sequence's row."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
     if "terms" not in columns:  # an index written before BM25 moved to memory
         conn.execute("ALTER TABLE chunks ADD COLUMN terms BLOB")
-    return conn
+    if "generation" not in columns:  # before readers caught up incrementally
+        conn.execute("ALTER TABLE chunks ADD COLUMN generation INTEGER")
+    if "created" not in {row[1] for row in conn.execute("PRAGMA table_info(collections)")}:
+        conn.execute("ALTER TABLE collections ADD COLUMN created INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE INDEX IF NOT EXISTS chunks_by_generation ON chunks (generation)")
+    if conn.execute("SELECT 1 FROM sequence").fetchone() is None:
+        conn.execute(
+            "INSERT OR IGNORE INTO sequence (id, generation) "
+            "SELECT 0, coalesce(max(generation), 0) FROM collections"
+        )
 
 
 @contextmanager
@@ -140,17 +172,19 @@ def ensure_collection(conn: sqlite3.Connection, collection: str, embedder: str |
     if row is not None and row[0] == embedder:
         return
     with transaction(conn):
-        if row is not None:
-            for (doc_id,) in conn.execute(
-                "SELECT id FROM documents WHERE collection = ?", (collection,)
-            ).fetchall():
-                _delete_document(conn, doc_id)
-        conn.execute(
-            "INSERT INTO collections (name, embedder) VALUES (?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET embedder = excluded.embedder, "
-            "generation = generation + 1",
-            (collection, embedder),
-        )
+        if row is None:
+            conn.execute(
+                "INSERT INTO collections (name, embedder) VALUES (?, ?)", (collection, embedder)
+            )
+            created = _bump(conn, collection)
+            conn.execute("UPDATE collections SET created = ? WHERE name = ?", (created, collection))
+            return
+        gen = _bump(conn, collection)
+        for (doc_id,) in conn.execute(
+            "SELECT id FROM documents WHERE collection = ?", (collection,)
+        ).fetchall():
+            _delete_document(conn, doc_id, collection, gen)
+        conn.execute("UPDATE collections SET embedder = ? WHERE name = ?", (embedder, collection))
 
 
 def replace_document(conn: sqlite3.Connection, new: NewDocument) -> None:
@@ -161,8 +195,9 @@ def replace_document(conn: sqlite3.Connection, new: NewDocument) -> None:
             "SELECT id FROM documents WHERE collection = ? AND path = ?",
             (new.collection, new.path),
         ).fetchone()
+        gen = _bump(conn, new.collection)
         if old is not None:
-            _delete_document(conn, old[0])
+            _delete_document(conn, old[0], new.collection, gen)
         doc_id = conn.execute(
             "INSERT INTO documents (collection, path, kind, title, size, mtime_ns, sha256, "
             "chunks, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -173,10 +208,10 @@ def replace_document(conn: sqlite3.Connection, new: NewDocument) -> None:
             vector = None if new.vectors is None else new.vectors[index].astype(np.float32)
             terms = sparse.term_counts(f"{chunk.heading or ''}\n{chunk.text}")
             chunk_id = conn.execute(
-                "INSERT INTO chunks (document, ordinal, heading, page, text, vector, terms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO chunks (document, ordinal, heading, page, text, vector, terms, "
+                "generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (doc_id, chunk.ordinal, chunk.heading, chunk.page, chunk.text,
-                 None if vector is None else vector.tobytes(), terms.tobytes()),
+                 None if vector is None else vector.tobytes(), terms.tobytes(), gen),
             ).lastrowid  # fmt: skip
             conn.execute(
                 "INSERT INTO chunks_fts (rowid, text, heading, collection) VALUES (?, ?, ?, ?)",
@@ -185,7 +220,6 @@ def replace_document(conn: sqlite3.Connection, new: NewDocument) -> None:
         conn.execute(
             "DELETE FROM skipped WHERE collection = ? AND path = ?", (new.collection, new.path)
         )
-        _bump(conn, new.collection)
 
 
 def touch_document(conn: sqlite3.Connection, collection: str, path: str, mtime_ns: int) -> None:
@@ -211,8 +245,7 @@ def remove_documents(conn: sqlite3.Connection, collection: str, paths: Iterable[
                 "DELETE FROM skipped WHERE collection = ? AND path = ?", (collection, path)
             )
             if row is not None:
-                _delete_document(conn, row[0])
-                _bump(conn, collection)
+                _delete_document(conn, row[0], collection, _bump(conn, collection))
                 removed += 1
     return removed
 
@@ -227,6 +260,7 @@ def remove_collection(conn: sqlite3.Connection, collection: str) -> int:
         for doc_id in ids:
             _delete_document(conn, doc_id)
         conn.execute("DELETE FROM skipped WHERE collection = ?", (collection,))
+        conn.execute("DELETE FROM removed_chunks WHERE collection = ?", (collection,))
         conn.execute("DELETE FROM collections WHERE name = ?", (collection,))
     return len(ids)
 
@@ -240,8 +274,7 @@ def record_skip(
             "SELECT id FROM documents WHERE collection = ? AND path = ?", (collection, path)
         ).fetchone()
         if row is not None:
-            _delete_document(conn, row[0])
-            _bump(conn, collection)
+            _delete_document(conn, row[0], collection, _bump(conn, collection))
         conn.execute(
             "INSERT OR REPLACE INTO skipped (collection, path, reason, detail, at) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -249,7 +282,17 @@ def record_skip(
         )
 
 
-def _delete_document(conn: sqlite3.Connection, doc_id: int) -> None:
+def _delete_document(
+    conn: sqlite3.Connection, doc_id: int, collection: str | None = None, gen: int = 0
+) -> None:
+    """Drop a document and its chunks; with ``collection``, log the chunks as removed by
+    generation ``gen`` (readers catching up take them out)."""
+    if collection is not None:
+        conn.execute(
+            "INSERT INTO removed_chunks (collection, chunk, generation) "
+            "SELECT ?, id, ? FROM chunks WHERE document = ?",
+            (collection, gen, doc_id),
+        )
     conn.execute(
         "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document = ?)",
         (doc_id,),
@@ -258,8 +301,13 @@ def _delete_document(conn: sqlite3.Connection, doc_id: int) -> None:
     conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
 
 
-def _bump(conn: sqlite3.Connection, collection: str) -> None:
-    conn.execute("UPDATE collections SET generation = generation + 1 WHERE name = ?", (collection,))
+def _bump(conn: sqlite3.Connection, collection: str) -> int:
+    """Give ``collection`` the sequence's next generation (inside a write transaction);
+    returns it."""
+    conn.execute("UPDATE sequence SET generation = generation + 1 WHERE id = 0")
+    (gen,) = conn.execute("SELECT generation FROM sequence WHERE id = 0").fetchone()
+    conn.execute("UPDATE collections SET generation = ? WHERE name = ?", (gen, collection))
+    return int(gen)
 
 
 # --- reading (status and search) -----------------------------------------------------
@@ -346,69 +394,231 @@ def best_in_document(conn: sqlite3.Connection, document: int, match: str) -> int
     return None if row is None else int(row[0])
 
 
-@dataclass(frozen=True)
-class CollectionIndex:
-    """A collection's chunks as serving searches them: ``ids[i]`` is the chunk of row
-    ``i`` of the vector ``matrix`` and of the ``keywords`` postings; ``generation`` says
-    which state of the collection they are."""
-
-    generation: int
-    ids: np.ndarray
-    documents: np.ndarray  # the document of each row
-    matrix: np.ndarray
-    keywords: KeywordIndex
-    signs: retrieval.SignBits | None = None  # a large matrix's first pass
-
-    @property
-    def nbytes(self) -> int:
-        signs = self.signs.nbytes if self.signs is not None else 0
-        held = self.ids.nbytes + self.documents.nbytes + self.matrix.nbytes
-        return int(held + self.keywords.nbytes + signs)
+def _state(conn: sqlite3.Connection, collection: str) -> tuple[int, int]:
+    """(generation, created) of ``collection``; (-1, -1) for one that does not exist."""
+    row = conn.execute(
+        "SELECT generation, created FROM collections WHERE name = ?", (collection,)
+    ).fetchone()
+    return (-1, -1) if row is None else (int(row[0]), int(row[1]))
 
 
-def load_index(conn: sqlite3.Connection, collection: str) -> CollectionIndex:
+def _chunk_arrays(
+    rows: list[tuple[int, bytes | None, bytes | None, int, str | None]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, tuple[bytes, ...]]:
+    """Rows of (id, vector, terms, document, text when no terms) as ids, documents, the
+    vector matrix (``None`` unless every chunk has one) and the stored terms."""
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    blobs = tuple(r[2] if r[2] is not None else sparse.term_counts(r[4] or "").tobytes()
+                  for r in rows)  # fmt: skip
+    documents = np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows))
+    with_vectors = [r[1] for r in rows if r[1] is not None]
+    matrix = None
+    if rows and len(with_vectors) == len(rows):
+        matrix = np.frombuffer(b"".join(with_vectors), dtype=np.float32).reshape(len(rows), -1)
+    return ids, documents, matrix, blobs
+
+
+_CHUNK_COLUMNS_READ = (
+    "SELECT c.id, c.vector, c.terms, c.document, "
+    "CASE WHEN c.terms IS NULL THEN coalesce(c.heading, '') || char(10) || c.text END "
+)
+_CHUNK_DATA = (
+    _CHUNK_COLUMNS_READ + "FROM chunks c JOIN documents d ON d.id = c.document "
+    "WHERE d.collection = ? "
+)
+# The chunks a generation after ``since`` wrote, found by their generation first (CROSS
+# JOIN keeps that order): by document first, SQLite reads every chunk of the collection.
+_CHUNKS_SINCE = (
+    _CHUNK_COLUMNS_READ + "FROM chunks c CROSS JOIN documents d ON d.id = c.document "
+    "WHERE c.generation > ? AND d.collection = ? "
+)
+
+
+def load_index(conn: sqlite3.Connection, collection: str) -> Snapshot:
     """Every chunk's vector and terms of ``collection``, read in one consistent snapshot
     with the generation it belongs to."""
     conn.execute("BEGIN")
     try:
         gen = generation(conn, collection)
-        rows = conn.execute(
-            "SELECT c.id, c.vector, c.terms, c.document, "
-            "CASE WHEN c.terms IS NULL THEN coalesce(c.heading, '') || char(10) || c.text END "
-            "FROM chunks c JOIN documents d ON d.id = c.document "
-            "WHERE d.collection = ? ORDER BY c.id",
-            (collection,),
-        ).fetchall()
+        rows = conn.execute(_CHUNK_DATA + "ORDER BY c.id", (collection,)).fetchall()
     finally:
         conn.execute("COMMIT")
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    blobs = [r[2] if r[2] is not None else sparse.term_counts(r[4]).tobytes() for r in rows]
-    documents = np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows))
-    with_vectors = [r[1] for r in rows if r[1] is not None]
-    if rows and len(with_vectors) == len(rows):
-        matrix = np.frombuffer(b"".join(with_vectors), dtype=np.float32).reshape(len(rows), -1)
-    else:  # keywords only (a collection indexed without an embedder)
+    ids, documents, matrix, blobs = _chunk_arrays(rows)
+    if matrix is None:  # keywords only (a collection indexed without an embedder)
         matrix = np.zeros((0, 0), dtype=np.float32)
     keywords = keyword_index.build(blobs)
-    return CollectionIndex(gen, ids, documents, matrix, keywords, retrieval.SignBits.of(matrix))
+    return Snapshot(gen, ids, documents, matrix, keywords, retrieval.SignBits.of(matrix))
+
+
+def changes_since(conn: sqlite3.Connection, collection: str, since: int) -> Changes:
+    """What the writes to ``collection`` after generation ``since`` did, read in one
+    consistent snapshot: chunks removed, chunks added."""
+    conn.execute("BEGIN")
+    try:
+        gen = generation(conn, collection)
+        removed = [r[0] for r in conn.execute(
+            "SELECT chunk FROM removed_chunks WHERE collection = ? AND generation > ?",
+            (collection, since),
+        )]  # fmt: skip
+        # Sorted here: an ORDER BY makes SQLite walk the chunks by id, all of them.
+        rows = sorted(conn.execute(_CHUNKS_SINCE, (since, collection)), key=lambda r: r[0])
+    finally:
+        conn.execute("COMMIT")
+    ids, documents, matrix, blobs = _chunk_arrays(rows)
+    return Changes(gen, np.asarray(removed, dtype=np.int64), ids, documents, matrix, blobs)
+
+
+def changed_since(conn: sqlite3.Connection, collection: str, since: int) -> int:
+    """How many chunks of ``collection`` were added or removed after generation ``since``."""
+    (added,) = conn.execute(
+        "SELECT count(*) FROM chunks c CROSS JOIN documents d ON d.id = c.document "
+        "WHERE c.generation > ? AND d.collection = ?",
+        (since, collection),
+    ).fetchone()
+    (removed,) = conn.execute(
+        "SELECT count(*) FROM removed_chunks WHERE collection = ? AND generation > ?",
+        (collection, since),
+    ).fetchone()
+    return int(added) + int(removed)
+
+
+# A new snapshot is written when this many chunks changed since the last one (at least
+# SNAPSHOT_AFTER_MIN): what each reader holds in memory and reads again on a write stays
+# small beside the collection.
+SNAPSHOT_AFTER_SHARE = 0.1
+SNAPSHOT_AFTER_MIN = 5_000
+
+
+def snapshot_due(changed: int, size: int, at_least: int = SNAPSHOT_AFTER_MIN) -> bool:
+    """Whether ``changed`` chunks since a snapshot of ``size`` call for a new one."""
+    return changed >= max(at_least, int(size * SNAPSHOT_AFTER_SHARE))
+
+
+def _empty_snapshot(gen: int) -> Snapshot:
+    none = np.zeros(0, dtype=np.int64)
+    matrix = np.zeros((0, 0), dtype=np.float32)
+    return Snapshot(gen, none, none, matrix, keyword_index.build([]))
 
 
 class IndexCache:
-    """Each collection's ``CollectionIndex``, read again when its generation changed;
-    shared by the threads that search (a lock keeps one reload at a time)."""
+    """Each collection's ``LiveIndex`` for the threads that search: its newest snapshot
+    (mapped from ``folder``/COLLECTION, written when there is none) with the changes
+    since read on each new generation. When the changes grow large, a new snapshot is
+    written in the background (one writer across workers) and taken up once there."""
 
-    def __init__(self) -> None:
-        self._indexes: dict[str, CollectionIndex] = {}
+    def __init__(self, folder: Path, database: Path, snapshot_after: int) -> None:
+        self.folder = folder
+        self.snapshot_after = snapshot_after
+        self._database = database
+        self._live: dict[str, LiveIndex] = {}
         self._lock = threading.Lock()
+        self._building: set[str] = set()
 
-    def index(self, conn: sqlite3.Connection, collection: str) -> CollectionIndex:
+    def index(self, conn: sqlite3.Connection, collection: str) -> LiveIndex:
         """The current index of ``collection``."""
-        current = generation(conn, collection)
+        current, created = _state(conn, collection)
         with self._lock:
-            cached = self._indexes.get(collection)
-            if cached is None or cached.generation != current:
-                cached = self._indexes[collection] = load_index(conn, collection)
-            return cached
+            live = self._live.get(collection)
+            if live is None or live.generation != current:
+                live = self._live[collection] = self._caught_up(conn, collection, live, created)
+        if live.changed and snapshot_due(
+            live.changed, live.base.keywords.size, self.snapshot_after
+        ):
+            self._build_in_background(collection)
+        return live
+
+    def _caught_up(
+        self, conn: sqlite3.Connection, collection: str, live: LiveIndex | None, created: int
+    ) -> LiveIndex:
+        if created < 0:
+            return live_index.over(_empty_snapshot(-1))
+        found = snapshot.newest(self.folder / collection)
+        if found is not None and found[0] < created:  # a dropped collection's
+            found = None
+        if (
+            live is None
+            or live.base.generation < created
+            or (found is not None and found[0] > live.base.generation)
+        ):
+            live = live_index.over(self._base(conn, collection, found))
+        try:
+            return live_index.applied(live, changes_since(conn, collection, live.generation))
+        except live_index.NeedsSnapshot:
+            return live_index.over(self._base(conn, collection, None))
+
+    def _base(
+        self, conn: sqlite3.Connection, collection: str, found: tuple[int, Path] | None
+    ) -> Snapshot:
+        for _ in range(2):
+            if found is None:
+                break
+            try:
+                return snapshot.mapped(found[1])
+            except FileNotFoundError:  # replaced by a newer one meanwhile: take that
+                found = snapshot.newest(self.folder / collection)
+        read = load_index(conn, collection)
+        try:
+            return snapshot.mapped(snapshot.write(self.folder / collection, read))
+        except OSError:  # a read-only state directory: serve from memory
+            return read
+
+    def _build_in_background(self, collection: str) -> None:
+        with self._lock:
+            if collection in self._building:
+                return
+            self._building.add(collection)
+        threading.Thread(
+            target=self._build, args=(collection,), name=f"snapshot-{collection}", daemon=True
+        ).start()
+
+    def _build(self, collection: str) -> None:
+        written = False
+        try:
+            written = publish(self._database, self.folder, collection, self.snapshot_after)
+        finally:
+            with self._lock:
+                self._building.discard(collection)
+                if written:  # the next query maps it, with no write needed to notice
+                    self._live.pop(collection, None)
+
+
+def _forget_removed(conn: sqlite3.Connection, collection: str, through: int) -> None:
+    """Drop the removal log up to generation ``through``, the snapshot before the newest:
+    a reader catches up from the newest (or, in the moment it is replaced, the one
+    before), never from older."""
+    with transaction(conn):
+        conn.execute(
+            "DELETE FROM removed_chunks WHERE collection = ? AND generation <= ?",
+            (collection, through),
+        )
+
+
+def publish(
+    database: Path, folder: Path, collection: str, at_least: int = SNAPSHOT_AFTER_MIN
+) -> bool:
+    """Write a new snapshot of ``collection`` when none is there or enough changed since
+    (``snapshot_due``), unless another process is writing one; whether one was written."""
+    target = folder / collection
+    conn = connect(database)
+    try:
+        gen, created = _state(conn, collection)
+        if gen < 0:
+            return False
+        found = snapshot.newest(target)
+        if found is not None and found[0] >= created:
+            size = snapshot.size(found[1])
+            if size is not None and not snapshot_due(
+                changed_since(conn, collection, found[0]), size, at_least
+            ):
+                return False
+        with snapshot.building(target) as mine:
+            if mine:
+                snapshot.write(target, load_index(conn, collection))
+                if found is not None:
+                    _forget_removed(conn, collection, found[0])
+            return mine
+    finally:
+        conn.close()
 
 
 _COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -430,10 +640,13 @@ class SqliteStore:
     its own connection (WAL: readers never wait for the writer), sharing one
     ``IndexCache`` of the collections' vectors and keyword postings."""
 
-    def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
+    def __init__(
+        self, path: Path, busy_timeout_ms: int = 5000, snapshot_after: int = SNAPSHOT_AFTER_MIN
+    ) -> None:
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
-        self._indexes = IndexCache()
+        folder = path.parent / f"{path.stem}.snapshots"
+        self._indexes = IndexCache(folder, path, snapshot_after)
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -463,7 +676,9 @@ class SqliteStore:
         return remove_documents(self.conn(), collection, paths)
 
     def remove_collection(self, collection: str) -> int:
-        return remove_collection(self.conn(), collection)
+        removed = remove_collection(self.conn(), collection)
+        shutil.rmtree(self._indexes.folder / collection, ignore_errors=True)
+        return removed
 
     def record_skip(self, collection: str, path: str, reason: SkipReason, detail: str) -> None:
         record_skip(self.conn(), collection, path, reason, detail)
@@ -483,9 +698,14 @@ class SqliteStore:
     def generation(self, collection: str) -> int:
         return generation(self.conn(), collection)
 
-    def index(self, collection: str) -> CollectionIndex:
-        """The in-memory index serving searches ``collection`` with (current generation)."""
+    def index(self, collection: str) -> LiveIndex:
+        """The index serving searches ``collection`` with (current generation)."""
         return self._indexes.index(self.conn(), collection)
+
+    def publish(self, collection: str) -> None:
+        """A new snapshot of ``collection`` for readers to map, when it has none or
+        enough changed since its last (``snapshot_due``)."""
+        publish(self.path, self._indexes.folder, collection, self._indexes.snapshot_after)
 
     def search(
         self,
@@ -503,18 +723,15 @@ class SqliteStore:
         terms = sparse.query_term_ids(text)
         lists: list[list[tuple[int, float]]] = []
         weights: list[float] = []
-        owners_of: list[tuple[str, CollectionIndex, list[tuple[int, float]]]] = []
+        owners_of: list[tuple[str, LiveIndex, list[tuple[int, float]]]] = []
         for collection in collections:
             index = self.index(collection)
             if keyword_weight > 0:
-                rows, scores = keyword_index.search(index.keywords, terms, fusing.candidates)
-                lists.append(list(zip(index.ids[rows].tolist(), scores.tolist(), strict=True)))
+                lists.append(live_index.keyword_list(index, terms, fusing.candidates))
                 weights.append(keyword_weight)
             vector = query_vectors.get(collection) if fusing.vector_weight > 0 else None
             if vector is not None:
-                lists.append(retrieval.vector_scores(
-                    index.ids, index.matrix, vector, fusing.candidates, index.signs
-                ))  # fmt: skip
+                lists.append(live_index.vector_list(index, vector, fusing.candidates))
                 weights.append(fusing.vector_weight)
             for ranked in lists[len(owners_of) :]:
                 owners_of.append((collection, index, ranked))
@@ -522,7 +739,7 @@ class SqliteStore:
         owners: dict[int, tuple[str, int]] = {}
         for collection, index, ranked in owners_of:
             ids = np.fromiter((cid for cid, _ in ranked), dtype=np.int64, count=len(ranked))
-            documents = index.documents[np.searchsorted(index.ids, ids)]
+            documents = live_index.documents_of(index, ids)
             owners.update(
                 zip(ids.tolist(), [(collection, d) for d in documents.tolist()], strict=True)
             )
