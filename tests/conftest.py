@@ -121,28 +121,34 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def settings_on_testbed(testbed: TestbedServer, home: Path, **overrides: Any) -> Settings:
+    """Settings with every backend pointed at the testbed (DuckDuckGo off unless a test
+    turns it on with a fake), the testbed allow-listed for fetching, cache and state in
+    ``home``; ``overrides`` merged in."""
+    base: dict[str, Any] = {
+        "backends": {
+            "order": ["searxng", "duckduckgo", "brave"],
+            "searxng": {"base_url": testbed.searxng_url()},
+            "duckduckgo": {"enabled": False},
+            "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
+        },
+        "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"], "extract_workers": 1},
+        "service": {"cache": {"dir": str(home / "cache")}},
+        "state": {"dir": str(home / "state")},
+        "embeddings": {"provider": "model2vec", "model": str(STATIC_MODEL)},
+        # The hybrid rerank (on by default since issue 12) reorders a backend's results
+        # by their snippets; tests of other features rely on the backend's order.
+        "scoring": {"hybrid_share": 0.0},
+    }
+    return Settings.model_validate(_merge(base, overrides))
+
+
 @pytest.fixture
 def make_settings(testbed: TestbedServer, tmp_path: Path) -> Callable[..., Settings]:
-    """Settings with every backend pointed at the testbed (DuckDuckGo off unless a test
-    turns it on with a fake), the testbed allow-listed for fetching, a private cache."""
+    """``settings_on_testbed`` with a private cache and state for this test."""
 
     def build(**overrides: Any) -> Settings:
-        base: dict[str, Any] = {
-            "backends": {
-                "order": ["searxng", "duckduckgo", "brave"],
-                "searxng": {"base_url": testbed.searxng_url()},
-                "duckduckgo": {"enabled": False},
-                "brave": {"base_url": testbed.brave_url(), "api_key": "test-key"},
-            },
-            "fetch": {"allowed_hosts": [f"127.0.0.1:{testbed.port}"], "extract_workers": 1},
-            "service": {"cache": {"dir": str(tmp_path / "cache")}},
-            "state": {"dir": str(tmp_path / "state")},
-            "embeddings": {"provider": "model2vec", "model": str(STATIC_MODEL)},
-            # The hybrid rerank (on by default since issue 12) reorders a backend's results
-            # by their snippets; tests of other features rely on the backend's order.
-            "scoring": {"hybrid_share": 0.0},
-        }
-        return Settings.model_validate(_merge(base, overrides))
+        return settings_on_testbed(testbed, tmp_path, **overrides)
 
     return build
 

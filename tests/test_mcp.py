@@ -1,42 +1,130 @@
 """The MCP server through the SDK's own client, over both transports: stdio (``python -m
 searcher mcp`` as a subprocess) and streamable HTTP (``/mcp`` on searcher's app)."""
 
+import asyncio
+import concurrent.futures
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
+from searcher.config import Settings
 from searcher.tools.mcp_server import cap_text, capped_items, capped_lists
 from searcher.tools.specs import openai_tools
+from tests.conftest import settings_on_testbed
 
 REPO = Path(__file__).resolve().parents[1]
 PRIVATE_URL = "http://10.0.0.1/"  # refused by the guard before any connection is made
 
 
+class SharedStdioServer:
+    """One ``python -m searcher mcp`` process, connected once, for every test of this module
+    that uses the default settings: starting the process is most of a stdio test's time.
+
+    The SDK's client lives in one task of its own loop on a thread (its connection must be
+    opened and closed in the same task); each test's calls run there and are awaited from
+    the test's own loop.
+    """
+
+    def __init__(self, parameters: StdioServerParameters) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._connected: concurrent.futures.Future[Client] = concurrent.futures.Future()
+        self._stop = asyncio.Event()
+        self._holder = asyncio.run_coroutine_threadsafe(self._hold(parameters), self._loop)
+        self.client = self._connected.result(timeout=120)
+
+    async def _hold(self, parameters: StdioServerParameters) -> None:
+        try:
+            async with Client(parameters) as client:
+                self._connected.set_result(client)
+                await self._stop.wait()
+        except BaseException as error:
+            if not self._connected.done():
+                self._connected.set_exception(error)
+            raise
+
+    async def run(self, coroutine: Any) -> Any:
+        """``coroutine`` (a call on ``self.client``) run on the client's loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._holder.result(timeout=60)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=60)
+        self._loop.close()
+
+
+class SharedSession:
+    """What ``async with connect(...)`` yields for the shared server: the client's calls,
+    run where the client lives."""
+
+    def __init__(self, server: SharedStdioServer) -> None:
+        self._server = server
+
+    async def list_tools(self) -> Any:
+        return await self._server.run(self._server.client.list_tools())
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], **options: Any) -> Any:
+        return await self._server.run(self._server.client.call_tool(name, arguments, **options))
+
+
+@contextlib.asynccontextmanager
+async def connect(server: Any) -> AsyncIterator[Any]:
+    """A client of ``server``: the shared stdio process, or a new connection (``Client``)."""
+    if isinstance(server, SharedStdioServer):
+        yield SharedSession(server)
+        return
+    async with Client(server) as client:
+        yield client
+
+
+def stdio_parameters(settings: Settings, directory: Path) -> StdioServerParameters:
+    config = directory / f"searcher-{len(list(directory.glob('*.yaml')))}.yaml"
+    config.write_text(yaml.safe_dump(settings.model_dump(mode="json")))
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "searcher", "mcp"],
+        env={"SEARCHER_CONFIG": str(config)},
+        cwd=str(REPO),
+    )
+
+
+@pytest.fixture(scope="module")
+def shared_stdio(testbed, tmp_path_factory) -> Iterator[SharedStdioServer]:
+    """The stdio server with the default settings (``settings_on_testbed``), one per module."""
+    home = tmp_path_factory.mktemp("mcp-stdio")
+    server = SharedStdioServer(stdio_parameters(settings_on_testbed(testbed, home), home))
+    yield server
+    server.close()
+
+
 @pytest.fixture(params=["stdio", "http"])
 def mcp_server(request, make_settings, serve_searcher, tmp_path):
     """``start(**overrides)``: a searcher MCP server with ``make_settings(**overrides)``,
-    as what ``mcp.Client`` connects to (a subprocess's parameters, or a URL)."""
+    as what ``connect`` takes (the shared stdio server, a subprocess's parameters, or a
+    URL). Without overrides, stdio is the module's one shared process unless the test
+    needs its own (``own_process=True``: a handshake of its own)."""
 
-    def start(**overrides):
+    def start(own_process: bool = False, **overrides):
         settings = make_settings(**overrides)
         if request.param == "http":
             return f"{serve_searcher(settings)}/mcp"
-        config = tmp_path / f"searcher-{len(list(tmp_path.glob('*.yaml')))}.yaml"
-        config.write_text(yaml.safe_dump(settings.model_dump(mode="json")))
-        return StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "searcher", "mcp"],
-            env={"SEARCHER_CONFIG": str(config)},
-            cwd=str(REPO),
-        )
+        if not overrides and not own_process:
+            return request.getfixturevalue("shared_stdio")
+        return stdio_parameters(settings, tmp_path)
 
     return start
 
@@ -55,7 +143,7 @@ def long_page(aeb_ground_truth, min_chars: int) -> str:
 
 
 async def test_tools_listed_with_the_schemas_openai_clients_get(mcp_server):
-    async with Client(mcp_server()) as client:
+    async with connect(mcp_server()) as client:
         tools = (await client.list_tools()).tools
     expected = {t["function"]["name"]: t["function"] for t in openai_tools(20_000)}
     assert [t.name for t in tools] == ["web_search", "fetch_page", "deep_research"]
@@ -67,7 +155,7 @@ async def test_tools_listed_with_the_schemas_openai_clients_get(mcp_server):
 async def test_web_search_returns_the_pack_and_the_items(
     mcp_server, testbed, matching_query, aeb_titles
 ):
-    async with Client(mcp_server()) as client:
+    async with connect(mcp_server()) as client:
         result = await client.call_tool("web_search", {"query": matching_query, "max_results": 3})
     assert result.is_error is False
     pack = text_of(result)
@@ -84,7 +172,7 @@ async def test_web_search_returns_the_pack_and_the_items(
 async def test_fetch_page_reads_a_page_in_slices(mcp_server, testbed, aeb_ids, aeb_ground_truth):
     pid = long_page(aeb_ground_truth, 600)
     url = testbed.page_url(pid)
-    async with Client(mcp_server()) as client:
+    async with connect(mcp_server()) as client:
         whole = await client.call_tool("fetch_page", {"url": url})
         first = await client.call_tool("fetch_page", {"url": url, "max_chars": 150})
         following = first.structured_content["next_start_char"]
@@ -114,7 +202,7 @@ async def test_fetch_page_reads_whole_number_floats_as_v1_fetch_does(
 ):
     # JSON Schema's "integer" includes 150.0; /v1/fetch takes it, and so must the tool.
     url = testbed.page_url(long_page(aeb_ground_truth, 600))
-    async with Client(mcp_server()) as client:
+    async with connect(mcp_server()) as client:
         whole = await client.call_tool("fetch_page", {"url": url})
         sliced = await client.call_tool(
             "fetch_page", {"url": url, "max_chars": 150.0, "start_char": 10.0}
@@ -131,7 +219,7 @@ async def test_fetch_page_reads_whole_number_floats_as_v1_fetch_does(
 
 async def test_private_address_is_refused_with_a_clear_message(mcp_server, testbed):
     redirect = testbed.url(f"/redirect-to?url={PRIVATE_URL}")
-    async with Client(mcp_server()) as client:
+    async with connect(mcp_server()) as client:
         direct = await client.call_tool("fetch_page", {"url": PRIVATE_URL})
         redirected = await client.call_tool("fetch_page", {"url": redirect})
     for result in (direct, redirected):
@@ -153,7 +241,7 @@ async def test_bad_arguments_are_tool_errors_naming_the_field(mcp_server):
         ("fetch_page", {"url": "http://xn--/"}, "invalid arguments: url: the host "),
         ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
     ]
-    async with Client(mcp_server()) as client:
+    async with connect(mcp_server()) as client:
         results = [await client.call_tool(name, args) for name, args, _ in cases]
     for (_, _, expected), result in zip(cases, results, strict=True):
         assert result.is_error is True
@@ -169,7 +257,7 @@ async def test_every_backend_failing_is_a_tool_error_listing_them(mcp_server, te
         },
         budget={"max_search_retries": 0},
     )
-    async with Client(server) as client:
+    async with connect(server) as client:
         result = await client.call_tool("web_search", {"query": "anything"})
     assert result.is_error is True
     assert text_of(result) == (
@@ -183,7 +271,7 @@ async def test_output_stays_within_max_output_chars(
     cap = 4000
     pid = long_page(aeb_ground_truth, 3 * cap)
     server = mcp_server(mcp={"max_output_chars": cap}, budget={"max_context_chars": 50_000})
-    async with Client(server) as client:
+    async with connect(server) as client:
         search = await client.call_tool(
             "web_search", {"query": matching_query, "max_results": 20, "mode": "full"}
         )
@@ -235,7 +323,7 @@ async def test_clients_of_the_2025_handshake_get_the_same_tools(
     mcp_server, testbed, matching_query, aeb_ids
 ):
     # Most MCP clients in the field still open with the initialize handshake.
-    async with Client(mcp_server(), mode="legacy") as client:
+    async with Client(mcp_server(own_process=True), mode="legacy") as client:
         assert client.protocol_version.startswith("2025-")
         assert client.server_info.name == "searcher"
         search = await client.call_tool("web_search", {"query": matching_query})
@@ -254,7 +342,7 @@ async def test_deep_research_reports_with_sources_and_progress(mcp_server, testb
         progress.append((done, message))
 
     arguments = {"query": "Google Stadia Microsoft xCloud cloud gaming", "preset": "minimal"}
-    async with Client(mcp_server()) as client:
+    async with connect(mcp_server()) as client:
         result = await client.call_tool("deep_research", arguments, progress_callback=on_progress)
         bad = await client.call_tool("deep_research", {"query": "x", "preset": "huge"})
     assert result.is_error is False
@@ -276,7 +364,7 @@ async def test_deep_research_stays_within_max_output_chars(mcp_server, cap):
     # Text and structured content together, as for the other tools (a cap of 1,000 gave
     # about 4,500: the sources were listed whole, twice).
     arguments = {"query": "Google Stadia Microsoft xCloud cloud gaming", "preset": "balanced"}
-    async with Client(mcp_server(mcp={"max_output_chars": cap})) as client:
+    async with connect(mcp_server(mcp={"max_output_chars": cap})) as client:
         result = await client.call_tool("deep_research", arguments)
     assert result.is_error is False, text_of(result)
     structured = result.structured_content
@@ -295,7 +383,7 @@ def test_capped_lists_drops_trailing_entries_of_the_longest_list_first():
 
 async def test_a_strict_servers_tool_states_its_limit_and_errors_name_the_arguments(mcp_server):
     server = mcp_server(limits={"strict": True, "max_results": 5})
-    async with Client(server) as client:
+    async with connect(server) as client:
         (web_search, *_) = (await client.list_tools()).tools
         at_limit = await client.call_tool("web_search", {"query": "stadia", "max_results": 5})
         over = await client.call_tool("web_search", {"query": "stadia", "max_results": 6})
@@ -316,7 +404,7 @@ async def test_deep_research_keeps_within_a_strict_servers_deadline(mcp_server):
     # The tool takes no budget: the exchange's deadline lowers the job's, never refuses it.
     server = mcp_server(limits={"strict": True}, research={"max_total_time_ms": 5000})
     arguments = {"query": "Google Stadia Microsoft xCloud cloud gaming", "preset": "balanced"}
-    async with Client(server) as client:
+    async with connect(server) as client:
         result = await client.call_tool("deep_research", arguments)
     assert result.is_error is False, text_of(result)
     assert "## Sources" in text_of(result)

@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from searcher.api.app import create_app
+from tests.conftest import settings_on_testbed
 from tests.ddgs_fake import FakeDDGS
+from tests.testbed.server import ThreadedServer
 
 # Cases per operation and phase: the whole run stays well under two minutes on two cores.
 # use_after_free is left out: DELETE /v1/research/{id} cancels a job, which stays readable
@@ -72,9 +76,17 @@ def _nested(depth: int) -> dict:
     return node
 
 
-@pytest.fixture
-def searcher_base(make_settings, serve_searcher, testbed) -> str:
-    return _searcher(make_settings, serve_searcher, testbed)
+@pytest.fixture(scope="module")
+def searcher_base(testbed, tmp_path_factory) -> Iterator[str]:
+    """One searcher for the module's refusal tests: what they send is refused before any
+    search runs, so nothing one of them does changes what another sees."""
+    home = tmp_path_factory.mktemp("refusals")
+    settings = settings_on_testbed(testbed, home, backends={"duckduckgo": {"enabled": True}})
+    rows = [{"title": "A page", "href": testbed.url("/pages/none"), "body": "cloud gaming"}]
+    app = create_app(settings, ddgs_factory=FakeDDGS(rows=rows).factory)
+    server = ThreadedServer(app, lifespan="on").start()
+    yield server.base_url
+    server.stop()
 
 
 def _post(base: str, path: str, content: bytes) -> httpx.Response:

@@ -33,6 +33,7 @@ from searcher.pipeline.resilience import Deadline
 from tests.ports import free_port
 from tests.shared_data import SEARXNG_SOURCE, require_shared
 from tests.testbed import TestbedServer
+from tests.testbed.real_searxng import build_lock
 
 READY_TIMEOUT_S = 90.0
 
@@ -51,9 +52,11 @@ def searxng_build() -> Path:
     """A built SearXNG (src/ and venv/), built once and kept."""
     script = require_shared(f"{SEARXNG_SOURCE}/build.sh")
     target = _build_dir()
-    done = subprocess.run(
-        ["bash", str(script), str(target)], capture_output=True, text=True, timeout=900, check=False
-    )
+    with build_lock(target):  # another worker may be building it right now
+        done = subprocess.run(
+            ["bash", str(script), str(target)],
+            capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
     if done.returncode != 0 or not (target / "venv" / "bin" / "python").exists():
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         pytest.skip(f"SearXNG could not be built in {target}: {' / '.join(tail)}")

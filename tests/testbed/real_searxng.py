@@ -10,6 +10,7 @@ internet engines, no autocomplete, and the plugin list of the shared example.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -44,15 +45,27 @@ def shared_missing() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def build_lock(directory: Path) -> Iterator[None]:
+    """Held while SearXNG is built into ``directory``: two test processes at once (pytest's
+    workers, or two runs on one machine) would otherwise both start the script, and one
+    would delete the half-built tree the other is installing into."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f".{directory.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def build(directory: Path = DEFAULT_CACHE) -> Path:
     """Build SearXNG into ``directory`` once (the script is a no-op when it is there)."""
-    subprocess.run(
-        ["bash", str(BUILD_SCRIPT), str(directory)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        timeout=900,
-    )
+    with build_lock(directory):
+        subprocess.run(
+            ["bash", str(BUILD_SCRIPT), str(directory)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=900,
+        )
     return directory
 
 
