@@ -14,7 +14,7 @@ from searcher.contract import CragGrade, GradeMethod
 from searcher.errors import LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
-from searcher.llm.query_checks import drift_problem, statement_problem
+from searcher.llm.query_checks import on_topic, statement_problem
 from searcher.llm.rewrite import operators, without_operators
 from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate, candidate_lines
@@ -60,13 +60,16 @@ def checked_verdict(
 ) -> Verdict:
     """The model's verdict if the evidence does not contradict it: CORRECT for results
     none of which holds a fifth of the question's keywords is refused (``LlmBadReply``).
-    A refined query that is not one for the question (``drift_problem``, or a sentence
-    answering it) is dropped: the heuristic refinement is searched instead."""
+    A refined query off the question's subject (no key term in common) or a sentence
+    answering it is dropped: the heuristic refinement is searched instead. Unlike a
+    rewrite, it may narrow to one term and add a number: the model has seen the results."""
     if verdict.grade == "CORRECT" and heuristic_grade(evidence) == "INCORRECT":
         raise LlmBadReply("graded CORRECT, but no result holds the question's keywords")
     refined = verdict.refined_query
     if refined is not None and verdict.grade == "AMBIGUOUS":
-        problem = statement_problem(refined, query, today) or drift_problem(refined, query)
+        problem = statement_problem(refined, query, today, count_numbers=False)
+        if problem is None and not on_topic(refined, query):
+            problem = f"it is off the question's subject: {refined[:80]!r}"
         if problem is not None:
             return Verdict(verdict.grade, "llm", None, f"refined query not used: {problem}")
     return verdict

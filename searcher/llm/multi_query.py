@@ -23,7 +23,7 @@ from searcher.embedding.embedders import Embedder
 from searcher.errors import EmbedderUnavailable, LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
-from searcher.llm.query_checks import key_terms, on_topic, statement_problem
+from searcher.llm.query_checks import on_topic, statement_problem
 from searcher.llm.rewrite import keep_operators
 from searcher.llm.runner import StepRunner
 from searcher.text import query_terms
@@ -89,24 +89,19 @@ def parse_perspectives(reply: str, n: int) -> list[Perspective]:
 
 
 def checked_perspectives(found: list[Perspective], query: str, today: date) -> list[Perspective]:
-    """The perspectives of ``found`` that are on the question's subject (a key term in
-    common), not a statement answering it, and distinct in their key terms from those
-    before them; ``LlmBadReply`` naming the first problem if none is left."""
+    """The perspectives of ``found`` on the question's subject (a key term in common)
+    that do not state an answer to it (how alike they are is ``diversity``'s to judge);
+    ``LlmBadReply`` naming the first problems if none is left."""
     kept: list[Perspective] = []
-    seen: list[frozenset[str]] = []
     problems: list[str] = []
     for p in found:
-        terms = frozenset(key_terms(p.query))
         problem = statement_problem(p.query, query, today)
         if problem is None and not on_topic(p.query, query):
             problem = f"off the question's subject: {p.query[:80]!r}"
-        if problem is None and terms in seen:
-            problem = f"the same search as another: {p.query[:80]!r}"
-        if problem is not None:
+        if problem is None:
+            kept.append(p)
+        else:
             problems.append(problem)
-            continue
-        seen.append(terms)
-        kept.append(p)
     if not kept:
         raise LlmBadReply(f"no perspective usable ({'; '.join(problems[:2])})")
     return kept

@@ -14,9 +14,10 @@ from datetime import date
 
 from searcher.text import query_terms, stem, words
 
-# A rewrite keeps at least this share of the question's key terms (stemmed): "why did
-# stadia close" -> "stadia shutdown reason" keeps one of two.
-MIN_KEPT_SHARE = 0.5
+# A rewrite keeps at least this share of the question's key terms (stemmed) and of the
+# names in it: "why did stadia close" -> "stadia shutdown reason" keeps one of two terms;
+# a rewrite may narrow a list of names, not leave it.
+MIN_KEPT_SHARE = 1 / 3
 # A sentence this long that ends in a full stop is an answer, not a query.
 SENTENCE_WORDS = 4
 _QUESTION_START = re.compile(
@@ -61,15 +62,18 @@ def new_numbers(text: str, original: str, today: date) -> list[str]:
     return [n for n in dict.fromkeys(_NUMBER.findall(text)) if n not in have]
 
 
-def statement_problem(text: str, original: str, today: date) -> str | None:
+def statement_problem(
+    text: str, original: str, today: date, count_numbers: bool = True
+) -> str | None:
     """Why ``text`` reads as an answer to ``original`` rather than a query for it: a
     sentence ending in a full stop, a statement of fact ("The company closed …" for a
-    question), or numbers the question did not have; None if it does not."""
+    question), or (with ``count_numbers``) numbers the question did not have; None if it
+    does not."""
     said = words(text)
     last = text.rstrip().split()[-1] if text.split() else ""
     if len(said) >= SENTENCE_WORDS and last.endswith((".", "!")) and last.count(".") <= 1:
         return f"it is a sentence, not a search query: {text[:80]!r}"
-    added = new_numbers(text, original, today)
+    added = new_numbers(text, original, today) if count_numbers else []
     if added:
         return f"it adds facts the question does not have ({', '.join(added[:3])})"
     asked = set(words(original))
@@ -89,15 +93,16 @@ def on_topic(text: str, original: str) -> bool:
 
 def drift_problem(text: str, original: str) -> str | None:
     """Why ``text`` is not about ``original``'s subject: it keeps less than
-    ``MIN_KEPT_SHARE`` of its key terms, or drops a name it mentions; None if it is."""
+    ``MIN_KEPT_SHARE`` of its key terms or of the names it mentions; None if it is."""
     wanted = key_terms(original)
     if wanted:
         kept = wanted & key_terms(text)
         if not kept or len(kept) < MIN_KEPT_SHARE * len(wanted):
             return f"it keeps {len(kept)} of the question's {len(wanted)} key terms"
+    named = names(original)
     have = {stem(w) for w in words(text)} | set(words(text))
-    lost = [n for n in names(original) if n not in have and stem(n) not in have]
-    if lost:
+    lost = [n for n in named if n not in have and stem(n) not in have]
+    if named and len(named) - len(lost) < MIN_KEPT_SHARE * len(named):
         return f"it drops {', '.join(repr(n) for n in lost[:3])} from the question"
     return None
 

@@ -64,9 +64,6 @@ CONTEXT_READ_SHARE, CONTEXT_READ_MAX_S = 0.2, 2.0
 class StepOutcome(Generic[T]):
     value: T | None
     reason: str | None = None  # why the fallback is taken; None when value is the model's
-    # The model replied, but its reply was refused (invalid, or failed a check): the
-    # request's errors say so, not only meta.llm.
-    refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -235,7 +232,7 @@ class StepRunner:
                 reason,
             )
         )
-        return StepOutcome(value, reason if value is None else None, refused=value is None)
+        return StepOutcome(value, reason if value is None else None)
 
 
 _SENTENCE_END = re.compile(r"[.!?\u3002\uff01\uff1f][\"')\]]*(?=\s|$)")

@@ -38,8 +38,6 @@ async def make_plan(ctx: RequestContext, parts: Parts) -> Plan:
             rewritten = await rewrite_query(ctx.llm, question, reserve=searches)
         if rewritten.value is not None:
             query = ctx.extras.rewritten_query = rewritten.value
-        elif rewritten.refused:  # the model's rewrite failed its checks: say why
-            ctx.error("rewrite", "llm", f"the original query is searched: {rewritten.reason}")
     route, route_by = route_query(query, parts.routes), "pattern"
     if route.pattern is None:
         route_by = "default"
