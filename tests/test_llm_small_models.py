@@ -83,6 +83,21 @@ async def test_auto_tries_the_next_form_after_a_refusal_and_keeps_the_one_accept
     assert runner.tokens_used() > 0 and len(runner.records) == 2  # one call each
 
 
+async def test_a_server_error_naming_the_form_is_a_refusal_and_other_errors_keep_none(
+    make_runner: MakeRunner, testbed_clean: TestbedServer
+) -> None:
+    # llama-cpp-python 0.3.36 answers OpenAI's json_schema with a 500 that names
+    # response_format (its validation error), not a 422.
+    runner = make_runner(script(reply=PERSPECTIVES, refuse=["json_schema"], refuse_status=500))
+    assert (await generate(runner, "why did stadia close", 2, reserve=0)).source == "llm"
+    assert forms(testbed_clean.chat_bodies()) == ["json_schema", "json_object"]
+    assert runner.client is not None and runner.client.structured == "json_object"
+    # A 503 says nothing about the form: nothing is kept, the next call probes again.
+    down = make_runner(script(status=503))
+    assert (await generate(down, "why did stadia close", 2, reserve=0)).source == "templates"
+    assert down.client is not None and down.client.structured is None
+
+
 async def test_a_server_refusing_every_form_gets_the_prompt_alone(
     make_runner: MakeRunner, testbed_clean: TestbedServer
 ) -> None:

@@ -62,6 +62,17 @@ StructuredForm = Literal["json_schema", "json_object", "guided_json", "none"]
 PROBE_ORDER: tuple[StructuredForm, ...] = ("json_schema", "json_object", "guided_json", "none")
 # Statuses with which a server refuses a request it cannot read: the form, most likely.
 _REFUSED = (400, 422)
+# The fields a form adds: a server error that names one refused the form too
+# (llama-cpp-python answers OpenAI's json_schema with a 500 naming "response_format").
+_FORM_FIELDS = ("response_format", "guided_json")
+
+
+def refused_form(response: httpx.Response) -> bool:
+    """Whether ``response`` refuses the request's JSON form: a 400 or 422, or a 5xx
+    whose body names the field that carried it."""
+    if response.status_code in _REFUSED:
+        return True
+    return response.status_code >= 500 and any(f in response.text for f in _FORM_FIELDS)
 
 
 def structured_fields(form: StructuredForm, options: CallOptions) -> dict[str, Any]:
@@ -236,7 +247,7 @@ class LlmClient:
         """One chat completion. The whole call, body included, ends within
         ``options.timeout_s`` (a server trickling its reply cannot hold the request). A
         JSON step's first call with ``structured_output: auto`` may send up to four
-        requests: each form the server refuses with 400 or 422 is followed by the next."""
+        requests: each form the server refuses (``refused_form``) is followed by the next."""
         body: dict[str, Any] = {
             "model": options.model,
             "messages": messages,
@@ -274,8 +285,10 @@ class LlmClient:
         response = None
         for form in PROBE_ORDER:
             response = await self._post(body | structured_fields(form, options), options)
-            if response.status_code not in _REFUSED:
-                self.structured = form
+            if not refused_form(response):
+                # Only an answer proves the form: after another error, probe again later.
+                if response.is_success:
+                    self.structured = form
                 return response
         # Refused even without a schema: not the form's fault, so nothing is kept.
         assert response is not None

@@ -20,7 +20,8 @@ scripts. The model is a JSON object (build it with ``script(...)``):
 - ``"refuse": ["json_schema"]``     422 for a request that asks for JSON in one of these forms
                                     (``json_schema``, ``json_object``, ``guided_json``; ``none``:
                                     one that asks in none), as llama-cpp-python's server
-                                    refuses OpenAI's ``json_schema``
+                                    refuses OpenAI's ``json_schema`` (a 500 naming
+                                    ``response_format``, with ``"refuse_status": 500``)
 - ``"schema_reply": "text"``        that reply when a JSON Schema came in any form (else
                                     ``reply``): a server that enforces it
 
@@ -150,8 +151,10 @@ async def chat(req: Request) -> None:
     if plan.get("delay_ms") and not await req.pause(plan["delay_ms"] / 1000):
         return
     if schema_form(request) in plan.get("refuse", ()):
-        message = f"testbed: response format {schema_form(request)!r} is not supported"
-        await req.json(422, error_body(422, message))
+        # As llama-cpp-python's server: its validation error comes back as a 500.
+        code = int(plan.get("refuse_status", 422))
+        message = f"testbed: response_format {schema_form(request)!r} is not supported"
+        await req.json(code, error_body(code, message))
         return
     if "status" in plan:
         code = int(plan["status"])
