@@ -35,7 +35,10 @@ QUERIES = (
     "Apple Arcade subscription price",
     "Microsoft xCloud streaming",
 )
-TIMEOUT_S = 120
+TIMEOUT_S = 180
+# A search may take this long: a 135M model answers in seconds on 2 free cores, but CI's
+# and shared machines' cores are not free, and the steps' figures, not speed, are tested.
+SEARCH_BUDGET_MS = 150_000
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,7 @@ def llm_settings(server: LlamaServer, **extra: Any) -> dict[str, Any]:
         "base_url": server.base_url,
         "model": server.model,
         "context_tokens": server.context_tokens,
-        "timeout_s": 60,
+        "timeout_s": 120,
         **extra,
     }
 
@@ -60,12 +63,13 @@ def llm_settings(server: LlamaServer, **extra: Any) -> dict[str, Any]:
 @pytest.fixture
 def searcher_on_smollm(make_settings, serve_searcher, smollm) -> str:
     backends = {"order": ["searxng"], "hedge": False}
-    settings = make_settings(llm=llm_settings(smollm), backends=backends)
+    limits = {"max_total_time_ms": SEARCH_BUDGET_MS}
+    settings = make_settings(llm=llm_settings(smollm), backends=backends, limits=limits)
     return str(serve_searcher(settings))
 
 
 def search(base: str, query: str, **body: Any) -> dict[str, Any]:
-    payload = {"query": query, "budget": {"max_total_time_ms": 60_000}, **body}
+    payload = {"query": query, "budget": {"max_total_time_ms": SEARCH_BUDGET_MS}, **body}
     response = httpx.post(f"{base}/v1/search", json=payload, timeout=TIMEOUT_S)
     assert response.status_code == 200, response.text
     data: dict[str, Any] = response.json()
