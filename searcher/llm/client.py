@@ -20,8 +20,8 @@ import httpx
 
 from searcher.config import LlmSettings
 from searcher.errors import LlmBadReply, LlmTimeout, LlmUnavailable
-from searcher.recording.httpx_tape import TapedTransport
 from searcher.llm.context_window import ContextWindow, read_context_window
+from searcher.recording.httpx_tape import TapedTransport
 
 Message = dict[str, str]
 
