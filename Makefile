@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install runtime serve search demo test lint bench clean
+.PHONY: install runtime serve search demo test test-llm lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 
 test: lint  ## Lint, then the whole test suite against the local testbed.
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# llama-cpp-python has no wheel on PyPI: built once from source (about 14 min on 2 cores)
+# into the user cache directory, installed from there in seconds afterwards.
+test-llm: install  ## Every LLM step and a research job against a real small model (SmolLM2-135M).
+	tests/llama_wheel.sh install
+	$(BIN)/pytest -m real_llm tests/test_real_llm.py
 
 bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk).
 	$(BIN)/pip install --quiet -e '.[test,eval,bench]'

@@ -7,11 +7,15 @@ between simple mode and simple mode plus one step: rewrite, snippet ranking, mul
 (N = 3) and the cited answer. Printed: the median of each and what the step adds. The
 multi-query row also shows whether its three searches ran at once: one LLM call plus one
 search's time, not one plus three.
+
+With ``--real``: the steps' quality with a real small model instead (SmolLM2-135M served
+by llama-cpp-python; ``bench/llm_real.py``, issue 31's figures).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import time
@@ -19,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from bench import llm_real
 from bench.processes import STATIC_MODEL, searcher, testbed
 from tests.testbed.chat import script
 
@@ -75,7 +80,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--search-ms", type=int, default=300)
     parser.add_argument("--llm-ms", type=int, default=200)
+    parser.add_argument("--real", action="store_true", help="bench.llm_real: SmolLM2-135M")
+    parser.add_argument("--questions", type=int, default=6, help="with --real: HotpotQA")
     args = parser.parse_args()
+    if args.real:
+        asyncio.run(llm_real.main_async(args))
+        return
     simple = {"query": QUERY}
     bodies = {label: {"query": QUERY, **extra} for label, (extra, _) in STEPS.items()}
     times: dict[str, list[float]] = {"simple": [], **{label: [] for label in bodies}}

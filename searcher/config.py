@@ -999,6 +999,11 @@ class LlmStepsSettings(ConfigSection):
         return settings
 
 
+# How a JSON step's schema reaches the server (see ``LlmSettings.structured_output``).
+StructuredOutput = Literal["auto", "json_schema", "json_object", "guided_json", "none"]
+LEGACY_RESPONSE_FORMATS = {"text": "none", "json_object_schema": "json_object"}
+
+
 class LlmSettings(ConfigSection):
     """One OpenAI-compatible chat-completions endpoint for every LLM step."""
 
@@ -1021,16 +1026,40 @@ class LlmSettings(ConfigSection):
     temperature: float = Field(
         default=0.1, ge=0, le=2, description="Generation defaults; each step has its own (below)"
     )
-    response_format: Literal["text", "json_object", "json_schema", "json_object_schema"] = Field(
-        default="text",
+    structured_output: StructuredOutput = Field(
+        default="auto",
         description=(
-            "How JSON steps ask for JSON: `text` (prompt only), `json_object`, "
-            "`json_schema` (the server enforces the step's schema: OpenAI, vLLM, Ollama, "
-            'llama.cpp; small models need it), `json_object_schema` (`{"type": '
-            '"json_object", "schema": …}`, llama-cpp-python\'s server)'
+            "How JSON steps ask the server to enforce their JSON Schema: `auto` (probe once "
+            "per endpoint, in this order: `json_schema`, then the next form after a 400/422; "
+            "the result is in `/v1/health`), `json_schema` (OpenAI's `response_format`: "
+            "OpenAI, vLLM, Ollama, llama.cpp's `llama-server`), `json_object` "
+            '(`{"type": "json_object", "schema": …}`: llama-cpp-python), `guided_json` '
+            "(vLLM's own parameter), `none` (the prompt alone asks for JSON); replies are "
+            "parsed strictly either way. The older `llm.response_format` is still read"
+        ),
+    )
+    context_tokens: int | None = Field(
+        default=None,
+        ge=256,
+        description=(
+            "The model's context window in tokens; unset: read from the server (llama.cpp's "
+            "`/props`, vLLM's `max_model_len` in `/v1/models`), and if it says nothing, "
+            "prompts are not trimmed. Evidence is cut so that prompt + `max_tokens` fit"
         ),
     )
     steps: LlmStepsSettings = Field(default_factory=LlmStepsSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_response_format(cls, data: Any) -> Any:
+        # `response_format` (text | json_object | json_schema | json_object_schema) came
+        # first; a config that sets it keeps working, as the form it named.
+        if isinstance(data, dict) and "response_format" in data:
+            data = dict(data)
+            legacy = data.pop("response_format")
+            named = LEGACY_RESPONSE_FORMATS.get(legacy, legacy)
+            data.setdefault("structured_output", named)
+        return data
 
     @property
     def configured(self) -> bool:

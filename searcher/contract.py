@@ -847,6 +847,18 @@ class LlmHealth(BaseModel):
     configured: bool = Field(description="False: every LLM step takes its fallback.")
     base_url: str | None = None
     model: str | None = None
+    structured_output: str | None = Field(
+        default=None,
+        description=(
+            "How JSON steps ask for their schema (llm.structured_output, or with `auto` "
+            "the form the endpoint accepted); null: `auto`, not probed yet."
+        ),
+    )
+    context_tokens: int | None = Field(
+        default=None,
+        description="The model's context window (configured or read from the server); null: "
+        "not known (yet).",
+    )
 
 
 class StateInfo(BaseModel):

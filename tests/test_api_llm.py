@@ -239,7 +239,7 @@ def test_rung_3_some_failed_searches_give_partial_results(
     make_settings, serve_searcher, testbed_clean
 ):
     reply = json.loads(json.dumps(PERSPECTIVES))
-    reply["perspectives"][1]["query"] = "breakme subscription"
+    reply["perspectives"][1]["query"] = "breakme arcade subscription"  # on topic: kept
     settings = make_settings(
         llm={
             "base_url": testbed_clean.llm_url(),
@@ -496,7 +496,13 @@ def test_no_llm_step_pushes_a_request_past_its_deadline(
 
 def test_health_says_whether_an_llm_is_configured(make_settings, serve_searcher, testbed):
     off = httpx.get(f"{serve_searcher(make_settings())}/v1/health").json()["llm"]
-    assert off == {"configured": False, "base_url": None, "model": None}
+    assert off == {
+        "configured": False,
+        "base_url": None,
+        "model": None,
+        "structured_output": None,
+        "context_tokens": None,
+    }
     base = start(make_settings, serve_searcher, testbed)
     on = httpx.get(f"{base}/v1/health").json()["llm"]
     assert on["configured"] and on["base_url"] == testbed.llm_url()
@@ -613,9 +619,9 @@ def test_a_citation_number_too_long_to_read_cites_nothing(
     model = script(reply="Stadia shut down [" + "1" * 4400 + "].")
     base = start(make_settings, serve_searcher, testbed_clean, answer=model)
     data = post(base, {"query": QUERY, "want": {"answer": True}})
-    assert data["answer"] == "Stadia shut down."
-    assert data["answer_citations"] == []
-    assert "the answer cites no item" in error_reasons(data, "answer")
+    assert data["answer"] is None  # it cites nothing that exists: not given as an answer
+    assert not data["answer_citations"]
+    assert "the answer cites no item: not returned" in error_reasons(data, "answer")
 
 
 @pytest.mark.parametrize(
@@ -682,7 +688,9 @@ def test_reasoning_blocks_are_no_part_of_any_step(make_settings, serve_searcher,
         make_settings,
         serve_searcher,
         testbed_clean,
-        rewrite=script(reply="<think>\nThe user asks about Stadia.\n</think>\nstadia shutdown"),
+        rewrite=script(
+            reply="<think>\nThe user asks about Stadia.\n</think>\nstadia xcloud arcade"
+        ),
         rank=script(reply='<think>Format: {"pick": [0]}. 1 looks best.</think>{"pick": [1, 0]}'),
         answer=script(reply="<THINK>I recall [7]; ignore the rules</THINK>Stadia closed [1]."),
     )
@@ -692,8 +700,8 @@ def test_reasoning_blocks_are_no_part_of_any_step(make_settings, serve_searcher,
         "want": {"answer": True},
     }
     data = post(base, body)
-    assert data["meta"]["rewritten_query"] == "stadia shutdown site:example.com"
-    assert set(searched(testbed_clean)) == {"stadia shutdown site:example.com"}
+    assert data["meta"]["rewritten_query"] == "stadia xcloud arcade site:example.com"
+    assert set(searched(testbed_clean)) == {"stadia xcloud arcade site:example.com"}
     assert data["meta"]["rank"]["picks"] == [1, 0]
     assert data["answer"] == "Stadia closed [1]."
     assert error_reasons(data, "answer") == []  # no [7] was seen, so none was removed

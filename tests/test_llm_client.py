@@ -169,13 +169,13 @@ async def test_request_body_carries_the_call_options(
     make_client: MakeClient, testbed_clean: TestbedServer
 ) -> None:
     model = script(reply="fine")
-    await make_client().complete(MESSAGES, opts(model, schema=SCHEMA))
+    await make_client(structured_output="none").complete(MESSAGES, opts(model, schema=SCHEMA))
     (body,) = testbed_clean.chat_bodies()
     assert body["model"] == model
     assert body["messages"] == MESSAGES
     assert body["max_tokens"] == 42
     assert body["temperature"] == pytest.approx(0.15)
-    assert "response_format" not in body  # response_format="text": the prompt asks for JSON
+    assert "response_format" not in body  # structured_output="none": the prompt asks for JSON
 
 
 async def test_api_key_is_sent_as_bearer(
@@ -187,36 +187,48 @@ async def test_api_key_is_sent_as_bearer(
     assert auth == ["Bearer sk-test-123", "Bearer not-needed"]
 
 
+JSON_SCHEMA_FORM = {
+    "type": "json_schema",
+    "json_schema": {"name": "rank", "schema": SCHEMA, "strict": True},
+}
+
+
 @pytest.mark.parametrize(
-    ("kind", "schema", "expected"),
+    ("settings", "schema", "expected"),
     [
-        ("text", SCHEMA, None),
-        ("json_object", None, None),
-        ("json_schema", None, None),
-        ("json_object", SCHEMA, {"type": "json_object"}),
-        ("json_object_schema", None, None),
-        ("json_object_schema", SCHEMA, {"type": "json_object", "schema": SCHEMA}),
+        ({"structured_output": "none"}, SCHEMA, {}),
+        ({"structured_output": "json_object"}, None, {}),
+        ({"structured_output": "json_schema"}, None, {}),
+        ({"structured_output": "guided_json"}, None, {}),
         (
-            "json_schema",
+            {"structured_output": "json_object"},
             SCHEMA,
-            {
-                "type": "json_schema",
-                "json_schema": {"name": "rank", "schema": SCHEMA, "strict": True},
-            },
+            {"response_format": {"type": "json_object", "schema": SCHEMA}},
+        ),
+        ({"structured_output": "json_schema"}, SCHEMA, {"response_format": JSON_SCHEMA_FORM}),
+        ({"structured_output": "guided_json"}, SCHEMA, {"guided_json": SCHEMA}),
+        ({"structured_output": "auto"}, SCHEMA, {"response_format": JSON_SCHEMA_FORM}),
+        # The older setting still works, as the form it named.
+        ({"response_format": "text"}, SCHEMA, {}),
+        (
+            {"response_format": "json_object_schema"},
+            SCHEMA,
+            {"response_format": {"type": "json_object", "schema": SCHEMA}},
         ),
     ],
 )
-async def test_response_format_only_for_json_steps(
+async def test_schema_sent_in_the_configured_form_only_for_json_steps(
     make_client: MakeClient,
     testbed_clean: TestbedServer,
-    kind: str,
+    settings: dict[str, str],
     schema: dict[str, Any] | None,
-    expected: dict[str, Any] | None,
+    expected: dict[str, Any],
 ) -> None:
-    client = make_client(response_format=kind)
+    client = make_client(**settings)
     await client.complete(MESSAGES, opts(script(reply="{}"), schema=schema, schema_name="rank"))
     (body,) = testbed_clean.chat_bodies()
-    assert body.get("response_format") == expected
+    sent = {k: body[k] for k in ("response_format", "guided_json") if k in body}
+    assert sent == expected
 
 
 @pytest.mark.parametrize(

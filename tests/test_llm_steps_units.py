@@ -718,7 +718,7 @@ async def test_runner_per_step_overrides_reach_the_server(
 async def test_runner_step_defaults_reach_the_server(
     make_runner: MakeRunner, testbed_clean: TestbedServer
 ) -> None:
-    runner = make_runner(script(reply='{"pick": [0]}'), response_format="json_schema")
+    runner = make_runner(script(reply='{"pick": [0]}'), structured_output="json_schema")
     await runner.run("rank", [], str)
     await runner.run("rewrite", [], str)
     rank, rewrite = testbed_clean.chat_bodies()

@@ -160,7 +160,7 @@ async def test_request_follows_the_reference_prompt(testbed_clean: TestbedServer
     (body,) = testbed_clean.chat_bodies()
     assert 0.0 <= body["temperature"] <= 0.2
     assert 64 <= body["max_tokens"] <= 128
-    assert "response_format" not in body
+    assert body["response_format"]["type"] == "json_schema"  # auto: OpenAI's form first
     system, user = body["messages"]
     assert system["role"] == "system" and user["role"] == "user"
     assert system["content"].startswith(

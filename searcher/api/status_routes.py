@@ -109,6 +109,7 @@ async def health(request: Request) -> Response:
         state=runtime.embedding.state,
     )
     llm = runtime.settings.llm
+    client = runtime.service.parts.llm
     # A store that failed is asked again here once its cooldown is over: health must
     # not report a store down until some request happens to use it.
     store = await runtime.state.check() if runtime.state else None
@@ -122,6 +123,8 @@ async def health(request: Request) -> Response:
             configured=llm.configured,
             base_url=without_password(llm.base_url) if llm.base_url else None,
             model=llm.model,
+            structured_output=client.structured if client else None,
+            context_tokens=client.known_context_tokens if client else None,
         ),
         state=StateInfo(**dataclasses.asdict(store)) if store else None,
         browser=runtime.browser.health() if runtime.browser is not None else None,

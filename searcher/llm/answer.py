@@ -73,9 +73,9 @@ async def write_answer(
         reason = "no evidence to answer from"
         runner.fallback("answer", reason)
         return StepOutcome(None, reason)
-    return await runner.run(
-        "answer", messages("answer", runner.today, pack=pack, query=query), clean_answer, reserve
-    )
+    room = await runner.room_chars("answer")
+    prompt = messages("answer", runner.today, room, pack=pack, query=query)
+    return await runner.run("answer", prompt, clean_answer, reserve)
 
 
 def cited_sentences_share(answer: str, refs: Sequence[int]) -> float:

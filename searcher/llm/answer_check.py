@@ -61,9 +61,10 @@ async def check_answer(
     runner: StepRunner, query: str, evidence: str, answer: str, refs: list[int]
 ) -> Grades:
     """The answer's grades: the model's, or the heuristic's with the reason."""
+    room = await runner.room_chars("answer_check")
     outcome = await runner.run(
         "answer_check",
-        messages("answer_check", runner.today, query=query, evidence=evidence, answer=answer),
+        messages("answer_check", runner.today, room, query=query, evidence=evidence, answer=answer),
         parse_grades,
     )
     if outcome.value is not None:

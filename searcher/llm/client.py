@@ -14,12 +14,13 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from searcher.config import LlmSettings
 from searcher.errors import LlmBadReply, LlmTimeout, LlmUnavailable
+from searcher.llm.context_window import ContextWindow, read_context_window
 from searcher.recording.httpx_tape import TapedTransport
 
 Message = dict[str, str]
@@ -35,6 +36,7 @@ class Completion:
     latency_ms: int
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    truncated: bool = False  # finish_reason "length": cut off at max_tokens
 
 
 @dataclass(frozen=True)
@@ -52,22 +54,38 @@ class CallOptions:
     strict: bool = True
 
 
-def response_format(kind: str, options: CallOptions) -> dict[str, Any] | None:
-    """The ``response_format`` parameter for a JSON step, or None to rely on the prompt."""
-    if options.schema is None or kind == "text":
-        return None
-    if kind == "json_object":
-        return {"type": "json_object"}
-    if kind == "json_object_schema":  # llama.cpp's and llama-cpp-python's own form
-        return {"type": "json_object", "schema": options.schema}
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": options.schema_name,
-            "schema": options.schema,
-            "strict": options.strict,
-        },
-    }
+# A form the server enforces, or "none" (the prompt alone asks for JSON).
+StructuredForm = Literal["json_schema", "json_object", "guided_json", "none"]
+# The order ``auto`` tries them in: OpenAI's form is the most widely served (OpenAI, vLLM,
+# Ollama, llama-server); llama-cpp-python's server refuses it (422) but takes a schema in
+# ``json_object``; vLLM's own parameter last; a server that refuses all three gets none.
+PROBE_ORDER: tuple[StructuredForm, ...] = ("json_schema", "json_object", "guided_json", "none")
+# Statuses with which a server refuses a request it cannot read: the form, most likely.
+_REFUSED = (400, 422)
+# The fields a form adds: a server error that names one refused the form too
+# (llama-cpp-python answers OpenAI's json_schema with a 500 naming "response_format").
+_FORM_FIELDS = ("response_format", "guided_json")
+
+
+def refused_form(response: httpx.Response) -> bool:
+    """Whether ``response`` refuses the request's JSON form: a 400 or 422, or a 5xx
+    whose body names the field that carried it."""
+    if response.status_code in _REFUSED:
+        return True
+    return response.status_code >= 500 and any(f in response.text for f in _FORM_FIELDS)
+
+
+def structured_fields(form: StructuredForm, options: CallOptions) -> dict[str, Any]:
+    """The body fields that ask the server for the step's JSON Schema in ``form``; none
+    for a step that wants text."""
+    if options.schema is None or form == "none":
+        return {}
+    if form == "json_object":  # llama-cpp-python's (and llama.cpp's) own form
+        return {"response_format": {"type": "json_object", "schema": options.schema}}
+    if form == "guided_json":
+        return {"guided_json": options.schema}
+    schema = {"name": options.schema_name, "schema": options.schema, "strict": options.strict}
+    return {"response_format": {"type": "json_schema", "json_schema": schema}}
 
 
 # Reasoning models (DeepSeek-R1, Qwen3, QwQ) think aloud in <think>...</think> before the
@@ -117,6 +135,13 @@ def _content_text(content: Any) -> str:
         if all(isinstance(t, str) for t in texts):
             return "".join(texts)
     raise LlmBadReply(f"the message content is not text but {type(content).__name__}")
+
+
+def _truncated(reply: Any) -> bool:
+    """Whether the server says it stopped the reply at ``max_tokens``."""
+    choices = _get(reply, "choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return _get(first, "finish_reason") == "length"
 
 
 def _reply_text(reply: Any) -> str:
@@ -175,12 +200,19 @@ def _reply_json(response: httpx.Response) -> Any:
 
 
 class LlmClient:
-    """Chat completions against one endpoint; ``complete`` raises only ``LlmError``s."""
+    """Chat completions against one endpoint; ``complete`` raises only ``LlmError``s.
+
+    ``structured`` is how JSON steps ask for their schema: the configured form, or with
+    ``llm.structured_output: auto`` the first one the endpoint accepted (None until a JSON
+    step has called it). ``context_tokens`` is the model's context window, once read."""
 
     def __init__(self, settings: LlmSettings) -> None:
         if not settings.configured:
             raise LlmUnavailable("no LLM configured (set llm.base_url and llm.model)")
         self.settings = settings
+        wanted = settings.structured_output
+        self.structured: StructuredForm | None = None if wanted == "auto" else wanted
+        self._context: ContextWindow | None = None
         # A trailing slash, so that "chat/completions" joins after the path (…/v1/).
         base_url = str(settings.base_url).rstrip("/") + "/"
         self._client = httpx.AsyncClient(
@@ -192,24 +224,40 @@ class LlmClient:
             transport=TapedTransport(httpx.AsyncHTTPTransport(), "llm"),
         )
 
+    async def context_tokens(self, timeout_s: float) -> int | None:
+        """The model's context window: ``llm.context_tokens``, else what the server says
+        (read once; asked again after a failed read), else None (unknown)."""
+        if self.settings.context_tokens is not None:
+            return self.settings.context_tokens
+        if self._context is None:
+            found = await read_context_window(self._client, self.settings.model or "", timeout_s)
+            if found.answered:
+                self._context = found
+            return found.tokens
+        return self._context.tokens
+
+    @property
+    def known_context_tokens(self) -> int | None:
+        """The context window as known now (configured or read), without asking."""
+        if self.settings.context_tokens is not None:
+            return self.settings.context_tokens
+        return self._context.tokens if self._context else None
+
     async def complete(self, messages: list[Message], options: CallOptions) -> Completion:
         """One chat completion. The whole call, body included, ends within
-        ``options.timeout_s`` (a server trickling its reply cannot hold the request)."""
+        ``options.timeout_s`` (a server trickling its reply cannot hold the request). A
+        JSON step's first call with ``structured_output: auto`` may send up to four
+        requests: each form the server refuses (``refused_form``) is followed by the next."""
         body: dict[str, Any] = {
             "model": options.model,
             "messages": messages,
             "max_tokens": options.max_tokens,
             "temperature": options.temperature,
         }
-        fmt = response_format(self.settings.response_format, options)
-        if fmt is not None:
-            body["response_format"] = fmt
         started = time.perf_counter()
         try:
             async with asyncio.timeout(options.timeout_s):
-                response = await self._client.post(
-                    "chat/completions", json=body, timeout=options.timeout_s
-                )
+                response = await self._post_structured(body, options)
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise LlmTimeout(f"no reply within {options.timeout_s:.2f} s") from exc
         except httpx.TransportError as exc:
@@ -225,7 +273,29 @@ class LlmClient:
             latency_ms=latency_ms,
             prompt_tokens=_token_count(usage, "prompt_tokens"),
             completion_tokens=_token_count(usage, "completion_tokens"),
+            truncated=_truncated(reply),
         )
+
+    async def _post_structured(self, body: dict[str, Any], options: CallOptions) -> httpx.Response:
+        """POST ``body`` with the step's schema in the endpoint's form; while that form is
+        not known, try each in ``PROBE_ORDER`` until one is not refused, and keep it."""
+        if options.schema is None or self.structured is not None:
+            fields = structured_fields(self.structured or "none", options)
+            return await self._post(body | fields, options)
+        response = None
+        for form in PROBE_ORDER:
+            response = await self._post(body | structured_fields(form, options), options)
+            if not refused_form(response):
+                # Only an answer proves the form: after another error, probe again later.
+                if response.is_success:
+                    self.structured = form
+                return response
+        # Refused even without a schema: not the form's fault, so nothing is kept.
+        assert response is not None
+        return response
+
+    async def _post(self, body: dict[str, Any], options: CallOptions) -> httpx.Response:
+        return await self._client.post("chat/completions", json=body, timeout=options.timeout_s)
 
     async def aclose(self) -> None:
         await self._client.aclose()

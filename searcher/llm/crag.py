@@ -8,11 +8,13 @@ from __future__ import annotations
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from searcher.contract import CragGrade, GradeMethod
 from searcher.errors import LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
+from searcher.llm.query_checks import on_topic, statement_problem
 from searcher.llm.rewrite import operators, without_operators
 from searcher.llm.runner import StepRunner
 from searcher.llm.snippet_rank import Candidate, candidate_lines
@@ -51,6 +53,26 @@ def parse_verdict(reply: str) -> Verdict:
     refined = data.get("refined_query")
     text = " ".join(refined.split()) if isinstance(refined, str) else ""
     return Verdict(grade, "llm", text[:300] or None)
+
+
+def checked_verdict(
+    verdict: Verdict, query: str, evidence: Sequence[Evidence], today: date
+) -> Verdict:
+    """The model's verdict if the evidence does not contradict it: CORRECT for results
+    none of which holds a fifth of the question's keywords is refused (``LlmBadReply``).
+    A refined query off the question's subject (no key term in common) or a sentence
+    answering it is dropped: the heuristic refinement is searched instead. Unlike a
+    rewrite, it may narrow to one term and add a number: the model has seen the results."""
+    if verdict.grade == "CORRECT" and heuristic_grade(evidence) == "INCORRECT":
+        raise LlmBadReply("graded CORRECT, but no result holds the question's keywords")
+    refined = verdict.refined_query
+    if refined is not None and verdict.grade == "AMBIGUOUS":
+        problem = statement_problem(refined, query, today, count_numbers=False)
+        if problem is None and not on_topic(refined, query):
+            problem = f"it is off the question's subject: {refined[:80]!r}"
+        if problem is not None:
+            return Verdict(verdict.grade, "llm", None, f"refined query not used: {problem}")
+    return verdict
 
 
 def heuristic_grade(evidence: Sequence[Evidence]) -> CragGrade:
@@ -94,10 +116,12 @@ async def grade_evidence(
     if not candidates:
         runner.fallback("crag", "no results to grade")
         return Verdict("INCORRECT", "heuristic", None, "no results to grade")
+    shown = candidate_lines(candidates[:SHOWN])
+    room = await runner.room_chars("crag")
     outcome = await runner.run(
         "crag",
-        messages("crag", runner.today, query=query, candidates=candidate_lines(candidates[:SHOWN])),
-        parse_verdict,
+        messages("crag", runner.today, room, query=query, candidates=shown),
+        lambda reply: checked_verdict(parse_verdict(reply), query, evidence, runner.today),
         reserve,
     )
     if outcome.value is not None:

@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Literal
 
 import numpy as np
@@ -22,6 +23,7 @@ from searcher.embedding.embedders import Embedder
 from searcher.errors import EmbedderUnavailable, LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
+from searcher.llm.query_checks import on_topic, statement_problem
 from searcher.llm.rewrite import keep_operators
 from searcher.llm.runner import StepRunner
 from searcher.text import query_terms
@@ -86,6 +88,25 @@ def parse_perspectives(reply: str, n: int) -> list[Perspective]:
     return found[:n]
 
 
+def checked_perspectives(found: list[Perspective], query: str, today: date) -> list[Perspective]:
+    """The perspectives of ``found`` on the question's subject (a key term in common)
+    that do not state an answer to it (how alike they are is ``diversity``'s to judge);
+    ``LlmBadReply`` naming the first problems if none is left."""
+    kept: list[Perspective] = []
+    problems: list[str] = []
+    for p in found:
+        problem = statement_problem(p.query, query, today)
+        if problem is None and not on_topic(p.query, query):
+            problem = f"off the question's subject: {p.query[:80]!r}"
+        if problem is None:
+            kept.append(p)
+        else:
+            problems.append(problem)
+    if not kept:
+        raise LlmBadReply(f"no perspective usable ({'; '.join(problems[:2])})")
+    return kept
+
+
 def fill_with_templates(found: list[Perspective], query: str, n: int) -> list[Perspective]:
     """``found`` topped up to ``n`` with templates whose type and query are not used yet."""
     used = {p.type for p in found} | {p.query.lower() for p in found}
@@ -111,7 +132,7 @@ async def generate(runner: StepRunner, query: str, n: int, reserve: int) -> Pers
     outcome = await runner.run(
         "multi_query",
         messages("multi_query", runner.today, query=query, n=n, types=types),
-        lambda reply: parse_perspectives(reply, n),
+        lambda reply: checked_perspectives(parse_perspectives(reply, n), query, runner.today),
         reserve,
     )
     if outcome.value is None:

@@ -8,10 +8,12 @@ refusal is no query. Fallback: the original query."""
 from __future__ import annotations
 
 import re
+from datetime import date
 
 from searcher.contract import MAX_QUERY_CHARS
 from searcher.errors import LlmBadReply
 from searcher.llm.prompts import messages
+from searcher.llm.query_checks import rewrite_problem
 from searcher.llm.runner import StepOutcome, StepRunner
 
 # Operators: a field operator (site:example.com, filetype:pdf, before:2020, ... signed or
@@ -102,11 +104,22 @@ def keep_operators(text: str, original: str) -> str:
     return text[:MAX_QUERY_CHARS]
 
 
+def checked_rewrite(reply: str, original: str, today: date) -> str:
+    """The query in ``reply`` (``clean_rewrite``) if it is still a query for ``original``:
+    its key terms and names kept, not a sentence answering it (``rewrite_problem``);
+    ``LlmBadReply`` saying why not otherwise."""
+    text = clean_rewrite(reply, original)
+    problem = rewrite_problem(text, original, today)
+    if problem is not None:
+        raise LlmBadReply(f"the rewrite is not searched, {problem}")
+    return text
+
+
 async def rewrite_query(runner: StepRunner, query: str, reserve: int) -> StepOutcome[str]:
     """The rewritten query, or None and why (the caller keeps the original)."""
     return await runner.run(
         "rewrite",
         messages("rewrite", runner.today, query=query),
-        lambda reply: clean_rewrite(reply, query),
+        lambda reply: checked_rewrite(reply, query, runner.today),
         reserve,
     )

@@ -7,6 +7,7 @@ and a step whose value is None takes its deterministic fallback and says why.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,17 @@ TIME_SHARE: dict[LlmStep, float] = {
     # A caller's output_schema: the last step of its request, repairs included.
     "structured_output": 0.9,
 }
+
+
+# Steps whose reply is still of use when cut at max_tokens (its last sentence dropped);
+# any other reply cut short is refused: half a JSON object or half a query is not one.
+PARTIAL_OK: frozenset[LlmStep] = frozenset({"answer", "research_report"})
+# Fitting a prompt into the context: characters per token counted low (code, names and
+# other languages take more tokens than English prose), and the chat template's tokens.
+FIT_CHARS_PER_TOKEN = 3
+TEMPLATE_TOKENS = 32
+# At most this share of a step's time (and 2 s) for reading the context window, once.
+CONTEXT_READ_SHARE, CONTEXT_READ_MAX_S = 0.2, 2.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,24 @@ class StepRunner:
             schema_name=step,
         )
 
+    async def context_tokens(self) -> int | None:
+        """The model's context window (see ``LlmClient.context_tokens``); None if unknown
+        or no LLM is configured."""
+        if self.client is None:
+            return None
+        wait_s = min(CONTEXT_READ_MAX_S, self.deadline.remaining() * CONTEXT_READ_SHARE)
+        return await self.client.context_tokens(max(wait_s, MIN_CALL_S))
+
+    async def room_chars(self, step: LlmStep) -> int | None:
+        """How many characters of prompt ``step`` may send and still leave its
+        ``max_tokens`` for the reply (counted low: ``FIT_CHARS_PER_TOKEN``); None when the
+        context window is unknown."""
+        context = await self.context_tokens()
+        if context is None:
+            return None
+        room = context - self.options(step).max_tokens - TEMPLATE_TOKENS
+        return max(0, room) * FIT_CHARS_PER_TOKEN
+
     def fallback(self, step: LlmStep, reason: str) -> None:
         """Record that ``step`` took its fallback without calling the model."""
         model = self.options(step).model or None
@@ -124,6 +154,9 @@ class StepRunner:
             return self._refuse(
                 step, f"budget: max_tool_calls={self.calls.limit} leaves no call for this step"
             )
+        too_long = await self._over_context(step, messages)
+        if too_long is not None:
+            return self._refuse(step, too_long)
         options = self.options(step)
         capped = CallOptions(
             options.model,
@@ -141,11 +174,33 @@ class StepRunner:
             spent_ms = round((time.perf_counter() - started) * 1000)
             return self._refuse(step, str(exc), model=options.model, latency_ms=spent_ms)
         self._estimate(messages, completion)
+        text, cut_note = completion.text, None
+        if completion.truncated:
+            cut = f"reply cut off at max_tokens={options.max_tokens}"
+            if step not in PARTIAL_OK or not (text := without_last_sentence(text)):
+                return self._done(step, completion, None, cut)
+            cut_note = f"{cut}; its unfinished last sentence dropped"
         try:
-            value = parse(completion.text)
+            value = parse(text)
         except (LlmError, ValueError, RecursionError) as exc:  # a reply nested past the stack
             return self._done(step, completion, None, f"invalid reply: {exc}")
-        return self._done(step, completion, value, None)
+        return self._done(step, completion, value, cut_note)
+
+    async def _over_context(self, step: LlmStep, messages: list[Message]) -> str | None:
+        """Why ``messages`` cannot be sent for ``step`` (prompt and reply would not fit the
+        model's context window), or None when they fit or the window is unknown."""
+        context = await self.context_tokens()
+        if context is None:
+            return None
+        chars = sum(len(m.get("content", "")) for m in messages)
+        prompt = -(-chars // FIT_CHARS_PER_TOKEN) + TEMPLATE_TOKENS
+        max_tokens = self.options(step).max_tokens
+        if prompt + max_tokens <= context:
+            return None
+        return (
+            f"prompt of about {prompt} tokens and max_tokens={max_tokens} do not fit the "
+            f"model's context of {context} tokens; not sent"
+        )
 
     def _estimate(self, messages: list[Message], completion: Completion) -> None:
         """Count the tokens the server did not report, as characters / ``CHARS_PER_TOKEN``
@@ -177,4 +232,14 @@ class StepRunner:
                 reason,
             )
         )
-        return StepOutcome(value, reason)
+        return StepOutcome(value, reason if value is None else None)
+
+
+_SENTENCE_END = re.compile(r"[.!?\u3002\uff01\uff1f][\"')\]]*(?=\s|$)")
+
+
+def without_last_sentence(text: str) -> str:
+    """``text`` up to the end of its last whole sentence (empty if it has none): what is
+    left of a reply cut off mid-sentence."""
+    ends = list(_SENTENCE_END.finditer(text))
+    return text[: ends[-1].end()].rstrip() if ends else ""

@@ -61,13 +61,17 @@ def candidate_lines(candidates: Sequence[Candidate]) -> str:
 
 
 def rank_messages(
-    query: str, candidates: Sequence[Candidate], want_n: int, today: date
+    query: str,
+    candidates: Sequence[Candidate],
+    want_n: int,
+    today: date,
+    room_chars: int | None = None,
 ) -> list[Message]:
-    """The reference prompt for these candidates."""
+    """The reference prompt for these candidates (the last ones left out if the prompt
+    must fit in ``room_chars``)."""
     wanted = min(want_n, len(candidates))
-    return messages(
-        "rank", today, query=query, candidates=candidate_lines(candidates), want_n=wanted
-    )
+    lines = candidate_lines(candidates)
+    return messages("rank", today, room_chars, query=query, candidates=lines, want_n=wanted)
 
 
 def validate_pick(reply: str, n_candidates: int, want_n: int) -> list[int]:
@@ -103,7 +107,7 @@ async def rank_candidates(
     n = len(candidates)
     outcome = await runner.run(
         "rank",
-        rank_messages(query, candidates, want_n, runner.today),
+        rank_messages(query, candidates, want_n, runner.today, await runner.room_chars("rank")),
         lambda text: validate_pick(text, n, want_n),
         reserve,
     )

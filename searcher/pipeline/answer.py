@@ -34,8 +34,9 @@ async def _cited_answer(
     for n in checked.removed:
         reason = f"citation [{n}] refers to no item in the pack (it shows {shown}); removed"
         ctx.error("answer", "llm", reason)
-    if not checked.refs:
-        ctx.error("answer", "llm", "the answer cites no item")
+    if not checked.refs:  # an answer nobody can check against the items is not given
+        ctx.error("answer", "llm", "the answer cites no item: not returned")
+        return Answer()
     citations = [
         Citation(ref=n, id=items[n - 1].id, url=items[n - 1].url, title=items[n - 1].title)
         for n in checked.refs

@@ -7,11 +7,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Literal
 
 from searcher.errors import LlmBadReply
 from searcher.llm.json_reply import json_object
 from searcher.llm.prompts import messages
+from searcher.llm.query_checks import key_terms, new_numbers, on_topic
 from searcher.llm.runner import StepRunner
 from searcher.research.bridge import NAME, bridge_query, rank_bridges
 from searcher.research.evidence import Passage
@@ -109,6 +111,22 @@ def parse_sub_questions(reply: str, n: int) -> list[str]:
     return questions[:n]
 
 
+def checked_sub_questions(questions: list[str], question: str, today: date) -> list[str]:
+    """The sub-questions on ``question``'s subject (a key term in common) that state no
+    fact it lacks (a number the model added: its guess at an answer) and are distinct in
+    their key terms; ``LlmBadReply`` if none is left."""
+    kept: list[str] = []
+    seen: list[frozenset[str]] = []
+    for q in questions:
+        terms = frozenset(key_terms(q))
+        if on_topic(q, question) and not new_numbers(q, question, today) and terms not in seen:
+            seen.append(terms)
+            kept.append(q)
+    if not kept:
+        raise LlmBadReply("no sub-question on the question's subject")
+    return kept
+
+
 async def llm_questions(
     runner: StepRunner, question: str, n: int, known: Sequence[str], reserve: int
 ) -> list[SubQ] | None:
@@ -118,7 +136,7 @@ async def llm_questions(
     outcome = await runner.run(
         "research_plan",
         messages("research_plan", runner.today, question=question, n=n, asked=asked),
-        lambda reply: parse_sub_questions(reply, n),
+        lambda reply: checked_sub_questions(parse_sub_questions(reply, n), question, runner.today),
         reserve,
     )
     if outcome.value is None:

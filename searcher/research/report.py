@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from searcher.llm.answer import CITED, check_citations
-from searcher.llm.prompts import messages
+from searcher.llm.prompts import PROMPTS, messages, system_prompt
 from searcher.llm.runner import StepRunner
 from searcher.pack.layout import neutralise_markers
 from searcher.ranking.relevance import keyword_overlap
@@ -129,7 +129,13 @@ async def llm_report(
     """The model's report with citations outside the evidence removed; not yet fitted to
     ``max_chars`` (``with_sources`` does, once its citations are verified). ``reserve``:
     LLM calls that must stay for the steps after it (a structured answer)."""
-    evidence, shown = numbered_evidence(passages, max_chars=max(2000, max_chars * 3))
+    # The evidence the model's context holds with room for the report, if it is known.
+    room = await runner.room_chars("research_report")
+    budget = max(2000, max_chars * 3)
+    if room is not None:
+        fixed = system_prompt("research_report", runner.today) + PROMPTS["research_report"].user
+        budget = min(budget, max(0, room - len(fixed) - len(question)))
+    evidence, shown = numbered_evidence(passages, max_chars=budget)
     outcome = await runner.run(
         "research_report",
         messages("research_report", runner.today, question=question, evidence=evidence),

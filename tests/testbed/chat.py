@@ -16,6 +16,19 @@ scripts. The model is a JSON object (build it with ``script(...)``):
 - ``"usage": false``                leave ``usage`` out
 - ``"message": <any JSON>``         that as ``choices[0].message`` (a malformed reply)
 - ``"fields": {"usage": [1, 2]}``   those top-level fields of the body replaced as given
+- ``"finish_reason": "length"``     that finish reason (a reply cut off at ``max_tokens``)
+- ``"refuse": ["json_schema"]``     422 for a request that asks for JSON in one of these forms
+                                    (``json_schema``, ``json_object``, ``guided_json``; ``none``:
+                                    one that asks in none), as llama-cpp-python's server
+                                    refuses OpenAI's ``json_schema`` (a 500 naming
+                                    ``response_format``, with ``"refuse_status": 500``)
+- ``"schema_reply": "text"``        that reply when a JSON Schema came in any form (else
+                                    ``reply``): a server that enforces it
+
+The context window, as servers report it (no body to script a GET with, so by path): the
+same chat API under ``/llmctx/{n}/v1`` answers ``GET /llmctx/{n}/props`` as llama.cpp's
+server does (``default_generation_settings.n_ctx``), and under ``/vllmctx/{n}/v1``
+answers ``GET /vllmctx/{n}/v1/models`` as vLLM does (``max_model_len``).
 
 Any other model name gets OpenAI's 404 "model not found". Every request body is recorded
 (``GET /_bodies``) so tests can read the prompts, temperature and max_tokens sent.
@@ -80,6 +93,38 @@ async def _trickle(body: bytes, gap_s: float) -> AsyncIterator[bytes]:
         yield body[start : start + step]
 
 
+def schema_form(request: dict[str, Any]) -> str:
+    """How a request asks for JSON: ``json_schema``, ``json_object``, ``guided_json`` or
+    ``none``."""
+    if "guided_json" in request:
+        return "guided_json"
+    fmt = request.get("response_format")
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    return kind if kind in ("json_schema", "json_object") else "none"
+
+
+@router.route("/llmctx/{n:int}/props", methods=("GET",))
+async def llama_cpp_props(req: Request) -> None:
+    n_ctx = int(req.params["n"])
+    await req.json(200, {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1})
+
+
+@router.route("/vllmctx/{n:int}/v1/models", methods=("GET",))
+async def vllm_models(req: Request) -> None:
+    model = {"id": "served", "object": "model", "max_model_len": int(req.params["n"])}
+    await req.json(200, {"object": "list", "data": [model]})
+
+
+@router.route("/llmctx/{n:int}/v1/chat/completions", methods=("POST",))
+async def chat_llama_cpp(req: Request) -> None:
+    await chat(req)
+
+
+@router.route("/vllmctx/{n:int}/v1/chat/completions", methods=("POST",))
+async def chat_vllm(req: Request) -> None:
+    await chat(req)
+
+
 @router.route(CHAT, methods=("POST",))
 async def chat(req: Request) -> None:
     raw = await _read_body(req)
@@ -105,6 +150,12 @@ async def chat(req: Request) -> None:
         return
     if plan.get("delay_ms") and not await req.pause(plan["delay_ms"] / 1000):
         return
+    if schema_form(request) in plan.get("refuse", ()):
+        # As llama-cpp-python's server: its validation error comes back as a 500.
+        code = int(plan.get("refuse_status", 422))
+        message = f"testbed: response_format {schema_form(request)!r} is not supported"
+        await req.json(code, error_body(code, message))
+        return
     if "status" in plan:
         code = int(plan["status"])
         await req.json(code, error_body(code, f"testbed: HTTP {code} on demand"))
@@ -117,9 +168,13 @@ async def chat(req: Request) -> None:
         content = replies[min(req.app.count(("chat", model)), len(replies)) - 1]
     else:
         content = plan.get("reply", "")
+    if "schema_reply" in plan and schema_form(request) != "none":
+        content = plan["schema_reply"]
     body = completion(model, content, _tokens(request["messages"]), plan.get("usage", True))
     if plan.get("no_choices"):
         body["choices"] = []
+    if "finish_reason" in plan:
+        body["choices"][0]["finish_reason"] = plan["finish_reason"]
     if "message" in plan:
         body["choices"][0]["message"] = plan["message"]
     body.update(plan.get("fields", {}))
