@@ -1,0 +1,89 @@
+"""The ``searcher-search`` model: condense the conversation into a query, search it
+(pages already shown in the conversation demoted unless still the best), and answer from
+the context pack with ``[n]`` citations through the pipeline's own answer step.
+
+``[n]`` is the n-th item of the search, so the sources are the items in order: the
+answer's numbers need no renumbering and ``citations[n - 1]`` is item n's URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from searcher.auth.access import EVERY, CollectionAccess
+from searcher.chat.condense import Condensed, condense
+from searcher.chat.conversation import Conversation
+from searcher.chat.reply import ChatReply, Source, tokens_of
+from searcher.contract import SearchRequest, SearchResponse, Want
+from searcher.errors import AnswerUnavailable
+from searcher.llm.runner import StepRunner
+from searcher.pipeline.resilience import CallBudget, Deadline
+from searcher.ranking.novelty import shown_keys
+from searcher.service import SearchService
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks: their share of shared work and the collections they may search."""
+
+    client: str | None = None
+    access: CollectionAccess = EVERY
+
+
+def condense_runner(service: SearchService) -> StepRunner:
+    """The runner of the one condense call a chat turn makes (its own deadline: the
+    search after it gets the request's whole budget)."""
+    settings = service.settings
+    deadline = Deadline(settings.budget.max_total_time_ms / 1000)
+    return StepRunner(service.parts.llm, settings.llm, deadline, CallBudget(1), date.today())
+
+
+async def standalone_query(
+    service: SearchService, conversation: Conversation
+) -> tuple[Condensed, StepRunner]:
+    """The query for the conversation's last question, and the runner that made it."""
+    runner = condense_runner(service)
+    return await condense(runner, conversation), runner
+
+
+def _no_answer_reason(response: SearchResponse) -> str:
+    """Why the answer step wrote nothing, as it recorded it."""
+    for call in reversed(response.meta.llm):
+        if call.step == "answer" and call.reason:
+            return call.reason
+    return "the answer step gave no answer"
+
+
+def reply_from(response: SearchResponse, condensed: Condensed, runner: StepRunner) -> ChatReply:
+    """The chat reply of a search that asked for an answer. ``AnswerUnavailable`` when
+    there was evidence but the model wrote nothing from it."""
+    items = response.items or []
+    tokens = tokens_of(runner.records) + tokens_of(response.meta.llm)
+    sources = [Source(item.url, item.title) for item in items]
+    if response.answer is None:
+        if items:
+            raise AnswerUnavailable(f"the LLM gave no answer: {_no_answer_reason(response)}")
+        text = f"No sources were found for “{condensed.query}”."
+        return ChatReply(text, [], [], tokens, condensed.query)
+    cited = [c.ref for c in response.answer_citations or []]
+    return ChatReply(response.answer, sources, cited, tokens, condensed.query)
+
+
+async def search_and_answer(
+    service: SearchService,
+    conversation: Conversation,
+    condensed: Condensed,
+    runner: StepRunner,
+    caller: Caller,
+) -> ChatReply:
+    """Search the condensed query and answer from what was found."""
+    request = SearchRequest.model_validate(
+        {"query": condensed.query, "want": Want(answer=True, rendered_text=False)}
+    )
+    response = await service.search(
+        request,
+        client=caller.client,
+        access=caller.access,
+        shown=shown_keys(conversation.shown_urls),
+    )
+    return reply_from(response, condensed, runner)

@@ -1,0 +1,132 @@
+"""The chat request as OpenAI's clients send it: the boundary models of
+``POST /v1/chat/completions``.
+
+Clients send more than this server reads (``temperature``, ``top_p``, ``user``, their
+own extensions): fields not named here are accepted and ignored, as the OpenAI-compatible
+servers these clients also talk to do. Fields that are read are checked strictly; a bad
+one is a 422 naming it (``param``)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from searcher.contract import Preset, is_blank
+
+
+class ChatModel(enum.StrEnum):
+    """The models this server offers."""
+
+    search = "searcher-search"
+    research = "searcher-research"
+
+
+MAX_MESSAGES = 200
+_PRESETS: dict[str, Preset] = {
+    "minimal": "minimal",
+    "low": "minimal",
+    "medium": "balanced",
+    "high": "research",
+}
+
+
+class _Lenient(BaseModel):
+    # Unknown fields ignored (clients send many), known ones strictly typed.
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class ContentPart(_Lenient):
+    """One part of a message's content: text is read, other parts (images) are not."""
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(_Lenient):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_or_parts(cls, value: Any) -> Any:
+        # Checked here, so that the 422 names the content, not a branch of the union.
+        parts_ok = isinstance(value, list) and all(
+            isinstance(part, dict) and isinstance(part.get("type"), str) for part in value
+        )
+        if value is None or isinstance(value, str) or parts_ok:
+            return value
+        raise ValueError("must be a string or a list of content parts ({'type': ...})")
+
+    @property
+    def text(self) -> str:
+        """The message's text: its content, or the text parts of it joined."""
+        if self.content is None or isinstance(self.content, str):
+            return self.content or ""
+        return "\n".join(part.text or "" for part in self.content if part.type == "text")
+
+
+class StreamOptions(_Lenient):
+    include_usage: bool = False
+
+
+class ResponseFormat(_Lenient):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: dict[str, Any] | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _supported(cls, value: str) -> str:
+        # A structured answer needs research's output_schema (issue 30, point 3), which
+        # is not in this build: said plainly rather than answered as text.
+        if value != "text":
+            raise ValueError(
+                f"{value!r} is not supported yet: searcher's chat models answer as text "
+                "with [n] citations"
+            )
+        return value
+
+
+class ChatRequest(_Lenient):
+    """``POST /v1/chat/completions`` body."""
+
+    model: str = Field(description="searcher-search or searcher-research (GET /v1/models).")
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int | None = Field(default=None, ge=1, le=1, description="One choice only.")
+    response_format: ResponseFormat | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = Field(
+        default=None,
+        description="searcher-research: the preset of its job (minimal, low: minimal; "
+        "medium: balanced, the default; high: research).",
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in {m.value for m in ChatModel}:
+            offered = ", ".join(m.value for m in ChatModel)
+            raise ValueError(f"unknown model {value[:100]!r}; this server offers {offered}")
+        return value
+
+    @field_validator("messages")
+    @classmethod
+    def _ends_with_a_question(cls, value: list[ChatMessage]) -> list[ChatMessage]:
+        if value[-1].role != "user" or is_blank(value[-1].text):
+            raise ValueError("the last message must be the user's, with text to answer")
+        return value
+
+    @property
+    def chat_model(self) -> ChatModel:
+        return ChatModel(self.model)
+
+    @property
+    def research_preset(self) -> Preset:
+        """The research preset ``reasoning_effort`` asks for."""
+        return _PRESETS[self.reasoning_effort or "medium"]
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
