@@ -103,6 +103,19 @@ def test_search_model_answers_with_citations_and_usage_through_the_sdk(
     assert searched(testbed_clean) == [matching_query]  # a first question: no condensing
 
 
+def test_an_answer_from_the_result_cache_counts_no_tokens(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    answer_model = script(reply=ANSWER)
+    base = start(make_settings, serve_searcher, testbed_clean, answer=answer_model)
+    body = {"model": "searcher-search", "messages": ask(matching_query)}
+    first, second = chat(base, body).json(), chat(base, body).json()
+    assert first["usage"]["completion_tokens"] == len(ANSWER.split())
+    assert second["choices"][0]["message"]["content"] == first["choices"][0]["message"]["content"]
+    assert second["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    assert len([b for b in testbed_clean.chat_bodies() if b["model"] == answer_model]) == 1
+
+
 def test_search_model_streams_progress_then_the_answer_through_the_sdk(
     make_settings, serve_searcher, testbed_clean, matching_query
 ):

@@ -21,8 +21,7 @@ from searcher.chat.conversation import read_conversation
 from searcher.chat.render import DONE, Completion, error_event
 from searcher.chat.search_model import Caller
 from searcher.chat.turns import search_turn, search_turn_stream, start_research_turn
-from searcher.chat.wire import ChatModel, ChatRequest
-from searcher.contract import ErrorResponse
+from searcher.chat.wire import ChatModel, ChatRequest, OpenAIErrorResponse
 from searcher.errors import LlmNotConfigured
 from searcher.runtime import Runtime
 
@@ -31,13 +30,16 @@ SSE = "text/event-stream"
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _ERRORS: dict[int | str, dict[str, Any]] = {
     200: {"content": {SSE: {}}, "description": "A chat.completion, or its chunks (stream)."},
-    422: {"model": ErrorResponse, "description": "Invalid request; `error.param` names the field."},
-    429: {"model": ErrorResponse, "description": "Rate limit, or no research slot free."},
+    422: {
+        "model": OpenAIErrorResponse,
+        "description": "Invalid request; `error.param` names the field.",
+    },
+    429: {"model": OpenAIErrorResponse, "description": "Rate limit, or no research slot free."},
     502: {
-        "model": ErrorResponse,
+        "model": OpenAIErrorResponse,
         "description": "The LLM gave no answer, or every backend failed.",
     },
-    503: {"model": ErrorResponse, "description": "No LLM configured (`llm.base_url`)."},
+    503: {"model": OpenAIErrorResponse, "description": "No LLM configured (`llm.base_url`)."},
 }
 
 
@@ -55,7 +57,9 @@ async def list_models() -> Response:
 
 
 @router.get(
-    "/v1/models/{model_id}", summary="One chat model", responses={404: {"model": ErrorResponse}}
+    "/v1/models/{model_id}",
+    summary="One chat model",
+    responses={404: {"model": OpenAIErrorResponse}},
 )
 async def get_model(model_id: str) -> Response:
     if model_id not in {m.value for m in ChatModel}:
@@ -86,7 +90,7 @@ async def chat_completions(body: ChatRequest, request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     if not runtime.settings.llm.configured:
         raise LlmNotConfigured()
-    conversation = read_conversation(body.messages)
+    conversation = read_conversation(body.asked)
     caller = Caller(client_identity(request.scope), collection_access(request.scope))
     completion = Completion(body.model)
     request.state.log = {"query": conversation.question, "mode": body.model}

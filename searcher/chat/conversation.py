@@ -29,7 +29,7 @@ _FOLLOW_UP_OPENINGS = ("and ", "also ", "but ", "then ", "what about ", "how abo
 # Words of a chat request, not of its topic.
 _CHAT_WORDS_TEXT = """
     tell explain describe give show please know want find search look say
-    anything something thing things
+    anything something thing things many much
 """
 _CHAT_WORDS = frozenset(_CHAT_WORDS_TEXT.split())
 _WORD = re.compile(r"[^\W_]+(?:[-'.][^\W_]+)*")
@@ -57,7 +57,7 @@ class Conversation:
 
 
 def read_conversation(messages: Sequence[ChatMessage]) -> Conversation:
-    """The conversation in ``messages`` (the last one is the user's question)."""
+    """The conversation in ``messages`` (the last one is the user's question, with text)."""
     questions = [m.text.strip() for m in messages if m.role == "user" and m.text.strip()]
     turns = [(m.role, m.text.strip()) for m in messages[:-1] if m.role in ("user", "assistant")]
     shown: list[str] = []
@@ -96,14 +96,10 @@ def refers_back(question: str) -> bool:
     return len(topic_words(question)) <= 1
 
 
-def _is_name(word: str, at_start: bool) -> bool:
-    """A name or number: capitalised (the first word only when its case is not just a
-    sentence's), or holding a digit."""
-    if any(c.isdigit() for c in word):
-        return True
-    if at_start:
-        return any(c.isupper() for c in word[1:])
-    return word[:1].isupper()
+def _is_name(word: str) -> bool:
+    """A name or number: capitalised (a topic word, so no sentence's opening "What"), or
+    holding a digit."""
+    return word[:1].isupper() or any(c.isdigit() for c in word)
 
 
 def carried_query(previous: str, question: str) -> str:
@@ -111,9 +107,8 @@ def carried_query(previous: str, question: str) -> str:
     ``previous`` (names first) and then its own; else ``question`` as it is."""
     if not refers_back(question):
         return question.strip()[:MAX_QUERY_CHARS]
-    first = _WORD.search(previous)
     carried = topic_words(previous)
-    names = [w for w in carried if _is_name(w, first is not None and w == first.group())]
+    names = [w for w in carried if _is_name(w)]
     others = [w for w in carried if w not in names]
     known = {w.lower() for w in carried}
     own = [w for w in topic_words(question) if w.lower() not in known]

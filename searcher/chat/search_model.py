@@ -58,7 +58,9 @@ def reply_from(response: SearchResponse, condensed: Condensed, runner: StepRunne
     """The chat reply of a search that asked for an answer. ``AnswerUnavailable`` when
     there was evidence but the model wrote nothing from it."""
     items = response.items or []
-    tokens = tokens_of(runner.records) + tokens_of(response.meta.llm)
+    # A cached answer cost this request no LLM call: only the condensing counts then.
+    cached = response.meta.cache is not None and response.meta.cache.hit
+    tokens = tokens_of(runner.records) + tokens_of([] if cached else response.meta.llm)
     sources = [Source(item.url, item.title) for item in items]
     if response.answer is None:
         if items:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from searcher.contract import Preset, is_blank
+from searcher.contract import NOT_BLANK, Preset, is_blank
 
 
 class ChatModel(enum.StrEnum):
@@ -35,6 +35,30 @@ _PRESETS: dict[str, Preset] = {
 class _Lenient(BaseModel):
     # Unknown fields ignored (clients send many), known ones strictly typed.
     model_config = ConfigDict(extra="ignore", strict=True)
+
+
+# The schema's way of saying what ``ChatRequest`` checks: some user message has text.
+_TEXT: dict[str, Any] = {"type": "string", "pattern": NOT_BLANK}
+_A_QUESTION: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "role": {"const": "user"},
+        "content": {
+            "anyOf": [
+                _TEXT,
+                {
+                    "type": "array",
+                    "contains": {
+                        "type": "object",
+                        "properties": {"type": {"const": "text"}, "text": _TEXT},
+                        "required": ["type", "text"],
+                    },
+                },
+            ]
+        },
+    },
+    "required": ["role", "content"],
+}
 
 
 class ContentPart(_Lenient):
@@ -67,6 +91,10 @@ class ChatMessage(_Lenient):
         return "\n".join(part.text or "" for part in self.content if part.type == "text")
 
 
+def _is_question(message: ChatMessage) -> bool:
+    return message.role == "user" and not is_blank(message.text)
+
+
 class StreamOptions(_Lenient):
     include_usage: bool = False
 
@@ -91,8 +119,16 @@ class ResponseFormat(_Lenient):
 class ChatRequest(_Lenient):
     """``POST /v1/chat/completions`` body."""
 
-    model: str = Field(description="searcher-search or searcher-research (GET /v1/models).")
-    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    model: str = Field(
+        description="searcher-search or searcher-research (GET /v1/models).",
+        json_schema_extra={"enum": [m.value for m in ChatModel]},
+    )
+    messages: list[ChatMessage] = Field(
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        description="The conversation; the last user message with text is the question.",
+        json_schema_extra=lambda schema: schema.update(contains=_A_QUESTION),
+    )
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int | None = Field(default=None, ge=1, le=1, description="One choice only.")
@@ -113,10 +149,17 @@ class ChatRequest(_Lenient):
 
     @field_validator("messages")
     @classmethod
-    def _ends_with_a_question(cls, value: list[ChatMessage]) -> list[ChatMessage]:
-        if value[-1].role != "user" or is_blank(value[-1].text):
-            raise ValueError("the last message must be the user's, with text to answer")
+    def _asks_a_question(cls, value: list[ChatMessage]) -> list[ChatMessage]:
+        if not any(_is_question(m) for m in value):
+            raise ValueError("no user message with text to answer")
         return value
+
+    @property
+    def asked(self) -> list[ChatMessage]:
+        """The messages up to the question (the last user message with text); what
+        follows it (a client's own notes) is not part of what is asked."""
+        last = max(i for i, m in enumerate(self.messages) if _is_question(m))
+        return self.messages[: last + 1]
 
     @property
     def chat_model(self) -> ChatModel:
@@ -130,3 +173,16 @@ class ChatRequest(_Lenient):
     @property
     def include_usage(self) -> bool:
         return self.stream_options is not None and self.stream_options.include_usage
+
+
+class OpenAIErrorBody(BaseModel):
+    """An error as OpenAI's API words it (the chat routes' errors)."""
+
+    message: str
+    type: str
+    param: str | None = Field(default=None, description="The field at fault, if one is.")
+    code: str | None = None
+
+
+class OpenAIErrorResponse(BaseModel):
+    error: OpenAIErrorBody
