@@ -6,6 +6,7 @@ before demoted) and session novelty on ``/v1/search``."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -35,7 +36,11 @@ def client(base: str, key: str = "unused") -> openai.OpenAI:
 
 
 def chat(base: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.post(f"{base}/v1/chat/completions", json=body, headers=headers, timeout=60)
+    # json.dumps escapes what UTF-8 cannot carry (a lone surrogate), as a client may send it.
+    sent = {"content-type": "application/json", **(headers or {})}
+    return httpx.post(
+        f"{base}/v1/chat/completions", content=json.dumps(body), headers=sent, timeout=60
+    )
 
 
 def searched(testbed: Any) -> list[str]:
@@ -242,6 +247,7 @@ def test_keys_and_rate_limits_apply_in_openais_shape(
         ({"messages": [{"role": "user", "content": "  "}]}, "messages"),
         ({"messages": [{"role": "robot", "content": "hi"}]}, "messages.0.role"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
+        ({"messages": [{"role": "user", "content": "x\ud800"}]}, "messages.0.content"),
         ({"stream": "yes"}, "stream"),
         ({"n": 2}, "n"),
         ({"reasoning_effort": "extreme"}, "reasoning_effort"),

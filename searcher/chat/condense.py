@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from searcher.chat.conversation import Conversation, fallback_query
+from searcher.contract import MAX_QUERY_CHARS
 from searcher.llm.prompts import messages
 from searcher.llm.rewrite import clean_rewrite
 from searcher.llm.runner import StepRunner
@@ -42,7 +43,7 @@ def history_text(conversation: Conversation) -> str:
 async def condense(runner: StepRunner, conversation: Conversation) -> Condensed:
     """The query to search for the conversation's last question."""
     if not conversation.is_follow_up:
-        return Condensed(conversation.question, "question")
+        return Condensed(conversation.question[:MAX_QUERY_CHARS], "question")
     question = conversation.question
     outcome = await runner.run(
         "condense",

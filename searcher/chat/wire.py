@@ -11,9 +11,9 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from searcher.contract import NOT_BLANK, Preset, is_blank
+from searcher.contract import NOT_BLANK, Preset, is_blank, refused_at, wire_problem
 
 
 class ChatModel(enum.StrEnum):
@@ -91,6 +91,29 @@ class ChatMessage(_Lenient):
         return "\n".join(part.text or "" for part in self.content if part.type == "text")
 
 
+def _only(value: Any, names: set[str]) -> Any:
+    """``value`` with only the keys ``names`` if it is an object; else as it is."""
+    return {k: v for k, v in value.items() if k in names} if isinstance(value, dict) else value
+
+
+def _read_parts(data: Any) -> Any:
+    """The request body with only the fields this server reads, at every level."""
+    if not isinstance(data, dict):
+        return data
+    body = _only(data, set(ChatRequest.model_fields))
+    if isinstance(body.get("messages"), list):
+        messages = [_only(m, {"role", "content"}) for m in body["messages"]]
+        for message in messages:
+            if isinstance(message, dict) and isinstance(message.get("content"), list):
+                message["content"] = [_only(p, {"type", "text"}) for p in message["content"]]
+        body["messages"] = messages
+    if "stream_options" in body:
+        body["stream_options"] = _only(body["stream_options"], {"include_usage"})
+    if "response_format" in body:
+        body["response_format"] = _only(body["response_format"], {"type", "json_schema"})
+    return body
+
+
 def _is_question(message: ChatMessage) -> bool:
     return message.role == "user" and not is_blank(message.text)
 
@@ -100,7 +123,8 @@ class StreamOptions(_Lenient):
 
 
 class ResponseFormat(_Lenient):
-    type: Literal["text", "json_object", "json_schema"]
+    # Only text is answered (the schema says so); the others are refused by name.
+    type: str = Field(json_schema_extra={"enum": ["text"]})
     json_schema: dict[str, Any] | None = None
 
     @field_validator("type")
@@ -138,6 +162,19 @@ class ChatRequest(_Lenient):
         description="searcher-research: the preset of its job (minimal, low: minimal; "
         "medium: balanced, the default; high: research).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _carriable(cls, data: Any) -> Any:
+        # What a client adds beyond the fields read is dropped unseen, at every level (a
+        # message's "name", a part's "image_url"); what is read must be carriable
+        # (``wire_problem``), else a 422 naming the place.
+        data = _read_parts(data)
+        found = wire_problem(data)
+        if found is None:
+            return data
+        path, message = found
+        raise refused_at(cls.__name__, path, "wire_value", message)
 
     @field_validator("model")
     @classmethod
