@@ -441,17 +441,6 @@ class StructuredOutputFailed(SearcherError):
         super().__init__(f"output_schema: {reason}" + (f": {detail}" if detail else ""))
         self.reason = reason
         self.problems = list(problems)
-class LlmNotConfigured(SearcherError):
-    """A route that is nothing without the LLM (the chat models) on a server that has
-    none configured: 503, naming the setting."""
-
-    field = "llm.base_url"
-
-    def __init__(self) -> None:
-        super().__init__(
-            "no LLM configured: the chat models write their answers with the LLM at "
-            "llm.base_url (set llm.base_url and llm.model)"
-        )
 
 
 class AnswerUnavailable(SearcherError):

@@ -205,7 +205,7 @@ def test_without_an_llm_the_chat_is_a_503_naming_llm_base_url(make_settings, ser
     assert refused.status_code == 503
     error = refused.json()["error"]
     assert error["param"] == "llm.base_url" and "llm.base_url" in error["message"]
-    assert error["type"] == error["code"] == "llm_not_configured"
+    assert error["type"] == error["code"] == "llm_required"
     with pytest.raises(openai.InternalServerError, match=r"llm\.base_url"):
         client(base).chat.completions.create(model="searcher-search", messages=ask("x"))
 
@@ -251,7 +251,15 @@ def test_keys_and_rate_limits_apply_in_openais_shape(
         ({"stream": "yes"}, "stream"),
         ({"n": 2}, "n"),
         ({"reasoning_effort": "extreme"}, "reasoning_effort"),
-        ({"response_format": {"type": "json_schema", "json_schema": {}}}, "response_format.type"),
+        ({"response_format": {"type": "json_object"}}, "response_format.type"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {}}},
+            "response_format.json_schema.schema",
+        ),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": 5}}}},
+            "response_format.json_schema.schema",
+        ),
     ],
 )
 def test_bad_input_is_a_422_in_openais_shape_naming_the_field(
@@ -267,16 +275,36 @@ def test_bad_input_is_a_422_in_openais_shape_naming_the_field(
     assert error["message"].startswith(f"{param}: ")
 
 
-def test_json_schema_answers_say_they_are_not_supported_yet(make_settings, serve_searcher, testbed):
-    llm = {"base_url": testbed.llm_url(), "model": script(reply=ANSWER)}
-    base = serve_searcher(make_settings(llm=llm))
-    schema = {"name": "city", "schema": {"type": "object"}}
-    with pytest.raises(openai.UnprocessableEntityError, match="not supported yet"):
-        client(base).chat.completions.create(
-            model="searcher-search",
-            messages=ask("capital of France"),
-            response_format={"type": "json_schema", "json_schema": schema},  # type: ignore[typeddict-item]
-        )
+FOUND = {"type": "object", "properties": {"found": {"type": "boolean"}}, "required": ["found"]}
+
+
+def test_json_schema_gets_a_json_answer_with_each_fields_sources(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    reply = json.dumps({"data": {"found": True}, "citations": {"/found": [2]}})
+    shaper = script(reply=reply)
+    base = start(make_settings, serve_searcher, testbed_clean, structured_output=shaper)
+    completion = client(base).chat.completions.create(
+        model="searcher-search",
+        messages=ask(matching_query),
+        response_format={"type": "json_schema", "json_schema": {"name": "found", "schema": FOUND}},
+    )
+    assert json.loads(completion.choices[0].message.content or "") == {"found": True}
+    extra = completion.model_extra or {}
+    assert extra["field_citations"] == {"/found": [2]} and extra["citations"][1].startswith("http")
+    assert completion.usage is not None and completion.usage.completion_tokens == len(reply.split())
+    assert matching_query in prompt_of(testbed_clean, shaper)
+    # A model that never answers in the schema: 502 naming the validation errors.
+    base = start(make_settings, serve_searcher, testbed_clean, structured_output=script(reply="{}"))
+    body = {
+        "model": "searcher-search",
+        "messages": ask(matching_query),
+        "response_format": {"type": "json_schema", "json_schema": {"schema": FOUND}},
+    }
+    failed = chat(base, body)
+    assert failed.status_code == 502
+    assert failed.json()["error"]["code"] == "structured_output_failed"
+    assert "'found' is a required property" in failed.json()["error"]["message"]
 
 
 # --- conversations ---------------------------------------------------------------------

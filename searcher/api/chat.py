@@ -22,7 +22,7 @@ from searcher.chat.render import DONE, Completion, error_event
 from searcher.chat.search_model import Caller
 from searcher.chat.turns import search_turn, search_turn_stream, start_research_turn
 from searcher.chat.wire import ChatModel, ChatRequest, OpenAIErrorResponse
-from searcher.errors import LlmNotConfigured
+from searcher.errors import LlmRequired
 from searcher.runtime import Runtime
 
 router = APIRouter(tags=["chat"])
@@ -89,21 +89,23 @@ def _stream(events: AsyncIterator[bytes]) -> StreamingResponse:
 async def chat_completions(body: ChatRequest, request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     if not runtime.settings.llm.configured:
-        raise LlmNotConfigured()
+        raise LlmRequired("a chat answer")
     conversation = read_conversation(body.asked)
     caller = Caller(client_identity(request.scope), collection_access(request.scope))
     completion = Completion(body.model)
     request.state.log = {"query": conversation.question, "mode": body.model}
-    service = runtime.service
+    service, schema = runtime.service, body.output_schema
     if body.chat_model is ChatModel.search:
         if body.stream:
             return _stream(
-                search_turn_stream(service, conversation, caller, completion, body.include_usage)
+                search_turn_stream(
+                    service, conversation, caller, completion, body.include_usage, schema
+                )
             )
-        return _json(completion.body(await search_turn(service, conversation, caller)))
+        return _json(completion.body(await search_turn(service, conversation, caller, schema)))
     jobs = request.app.state.jobs
     turn = await start_research_turn(
-        service, jobs, conversation, body.research_preset, caller, key_of(request.scope)
+        service, jobs, conversation, body.research_preset, caller, key_of(request.scope), schema
     )
     if body.stream:
         return _stream(turn.stream(completion, body.include_usage))

@@ -24,6 +24,7 @@ from searcher.errors import (
     LlmNotConfigured,
     SearcherError,
     StateUnavailable,
+    StructuredOutputFailed,
     TooManyJobs,
     UnknownRequest,
     UploadsOff,
@@ -149,11 +150,12 @@ def _install_collection_handlers(app: FastAPI) -> None:
 
 
 def _install_llm_handlers(app: FastAPI) -> None:
-    """The chat models: no LLM to write with, or an LLM that wrote nothing."""
+    """The chat models: an LLM that wrote nothing, or nothing valid against the schema."""
 
-    @app.exception_handler(LlmNotConfigured)
-    async def _on_no_llm(_: Request, exc: LlmNotConfigured) -> JSONResponse:
-        return error_response(503, "llm_not_configured", str(exc), field=exc.field)
+    @app.exception_handler(StructuredOutputFailed)
+    async def _on_no_structure(_: Request, exc: StructuredOutputFailed) -> JSONResponse:
+        problems = [{"field": "response_format", "message": p} for p in exc.problems]
+        return error_response(502, "structured_output_failed", str(exc), errors=problems)
 
     @app.exception_handler(AnswerUnavailable)
     async def _on_no_answer(_: Request, exc: AnswerUnavailable) -> JSONResponse:
@@ -261,6 +263,8 @@ def stream_error(exc: Exception) -> dict[str, Any]:
         kind = "all_backends_failed"
     elif isinstance(exc, AnswerUnavailable):
         kind = "llm_failed"
+    elif isinstance(exc, StructuredOutputFailed):
+        kind = "structured_output_failed"
     elif isinstance(exc, StateUnavailable):
         return openai_error({"type": "unavailable", "message": "the state store is unavailable"})
     elif isinstance(exc, SearcherError):

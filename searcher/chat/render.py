@@ -29,7 +29,10 @@ _WORD = re.compile(r"\s*\S+\s*")
 
 
 def message_content(reply: ChatReply) -> str:
-    """The answer, then its cited sources numbered as the text cites them."""
+    """The answer, then its cited sources numbered as the text cites them; a JSON answer
+    alone (its sources are in ``field_citations``)."""
+    if reply.field_citations is not None:
+        return reply.text
     refs = [
         f"[{n}] {reply.sources[n - 1].title} — {reply.sources[n - 1].url}"
         for n in reply.cited
@@ -47,11 +50,15 @@ def usage_body(tokens: Tokens) -> dict[str, int]:
 
 
 def sources_body(reply: ChatReply) -> dict[str, Any]:
-    """``citations`` and ``search_results``, as Perplexity's API returns them."""
-    return {
+    """``citations`` and ``search_results``, as Perplexity's API returns them; for a JSON
+    answer also ``field_citations`` (JSON pointer -> numbers into ``citations``)."""
+    body: dict[str, Any] = {
         "citations": [s.url for s in reply.sources],
         "search_results": [{"title": s.title, "url": s.url} for s in reply.sources],
     }
+    if reply.field_citations is not None:
+        body["field_citations"] = reply.field_citations
+    return body
 
 
 def content_pieces(text: str) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from searcher.llm.answer import CITED
@@ -38,7 +38,9 @@ class ChatReply:
     cited: list[int]  # the numbers the text cites, in order of first use
     tokens: Tokens
     query: str  # what was searched (the standalone query)
-    notes: list[str] = field(default_factory=list)  # progress said along the way
+    # A JSON answer (response_format json_schema): each field's JSON pointer -> the
+    # numbers of its sources; None for prose, whose text cites [n] itself.
+    field_citations: dict[str, list[int]] | None = None
 
 
 class CountedCall(Protocol):

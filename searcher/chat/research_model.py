@@ -8,7 +8,9 @@ its page's place among them (``citations[n - 1]`` is that page's URL)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from searcher.chat.condense import Condensed
 from searcher.chat.reply import ChatReply, Source, Tokens, cited_numbers, renumbered, tokens_of
@@ -20,11 +22,20 @@ from searcher.research.jobs import Job, JobBook
 
 
 async def start_job(
-    jobs: JobBook, condensed: Condensed, preset: Preset, caller: Caller, key: str | None
+    jobs: JobBook,
+    condensed: Condensed,
+    preset: Preset,
+    caller: Caller,
+    key: str | None,
+    schema: dict[str, Any] | None = None,
 ) -> Job:
-    """Start the research job of the condensed question in ``preset`` (``TooManyJobs``
-    when no slot is free, as for ``POST /v1/research``)."""
-    request = ResearchRequest.model_validate({"query": condensed.query, "preset": preset})
+    """Start the research job of the condensed question in ``preset``, its answer shaped
+    by ``schema`` when given (``TooManyJobs`` when no slot is free, as for
+    ``POST /v1/research``)."""
+    asked: dict[str, Any] = {"query": condensed.query, "preset": preset}
+    if schema is not None:
+        asked["output_schema"] = schema
+    request = ResearchRequest.model_validate(asked)
     return await jobs.submit(request, client=caller.client, key=key, access=caller.access)
 
 
@@ -73,7 +84,16 @@ def reply_from_result(result: ResearchResult, query: str, tokens: Tokens) -> Cha
         if passage.url not in place:
             sources.append(Source(passage.url, passage.title))
             place[passage.url] = len(sources)
-    text = renumbered(result.report or "", {p.n: place[p.url] for p in passages}).strip()
+    numbers = {p.n: place[p.url] for p in passages}
+    if result.structured is not None:  # a JSON answer: its fields cited by page
+        cited = {
+            pointer: list(dict.fromkeys(numbers[n] for n in ns if n in numbers))
+            for pointer, ns in result.structured.citations.items()
+        }
+        text = json.dumps(result.structured.data, ensure_ascii=False)
+        used = sorted({n for ns in cited.values() for n in ns})
+        return ChatReply(text, sources, used, tokens, query, field_citations=cited)
+    text = renumbered(result.report or "", numbers).strip()
     if not text:
         return ChatReply(f"No sources were found for “{query}”.", [], [], tokens, query)
     return ChatReply(text, sources, cited_numbers(text), tokens, query)

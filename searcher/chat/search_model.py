@@ -7,8 +7,10 @@ answer's numbers need no renumbering and ``citations[n - 1]`` is item n's URL.""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from searcher.auth.access import EVERY, CollectionAccess
 from searcher.chat.condense import Condensed, condense
@@ -17,6 +19,7 @@ from searcher.chat.reply import ChatReply, Source, tokens_of
 from searcher.contract import SearchRequest, SearchResponse, Want
 from searcher.errors import AnswerUnavailable
 from searcher.llm.runner import StepRunner
+from searcher.llm.structured import structured_output
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.ranking.novelty import shown_keys
 from searcher.service import SearchService
@@ -30,20 +33,53 @@ class Caller:
     access: CollectionAccess = EVERY
 
 
-def condense_runner(service: SearchService) -> StepRunner:
-    """The runner of the one condense call a chat turn makes (its own deadline: the
-    search after it gets the request's whole budget)."""
+def turn_runner(service: SearchService) -> StepRunner:
+    """The runner of a chat turn's own LLM calls: the condense call, and a JSON answer's
+    (with its repairs). Its own deadline: the search between them has its budget too."""
     settings = service.settings
     deadline = Deadline(settings.budget.max_total_time_ms / 1000)
-    return StepRunner(service.parts.llm, settings.llm, deadline, CallBudget(1), date.today())
+    calls = CallBudget(2 + settings.llm.steps.structured_output.repairs)
+    return StepRunner(service.parts.llm, settings.llm, deadline, calls, date.today())
 
 
 async def standalone_query(
     service: SearchService, conversation: Conversation
 ) -> tuple[Condensed, StepRunner]:
-    """The query for the conversation's last question, and the runner that made it."""
-    runner = condense_runner(service)
+    """The query for the conversation's last question, and the turn's runner."""
+    runner = turn_runner(service)
     return await condense(runner, conversation), runner
+
+
+@dataclass(frozen=True)
+class ItemSource:
+    """A search item as the structured step reads a source."""
+
+    url: str
+    title: str
+    text: str
+
+
+async def shaped_reply(
+    service: SearchService,
+    response: SearchResponse,
+    condensed: Condensed,
+    runner: StepRunner,
+    schema: dict[str, Any],
+) -> ChatReply:
+    """A JSON answer valid against ``schema``, from the search's items, each field cited
+    (``StructuredOutputFailed`` when no reply validates within the repairs)."""
+    items = response.items or []
+    sources = [ItemSource(i.url, i.title, i.content or i.snippet) for i in items]
+    repairs = service.settings.llm.steps.structured_output.repairs
+    shaped = await structured_output(runner, condensed.query, sources, schema, repairs=repairs)
+    text = json.dumps(shaped.data, ensure_ascii=False)
+    cached = response.meta.cache is not None and response.meta.cache.hit
+    tokens = tokens_of(runner.records) + tokens_of([] if cached else response.meta.llm)
+    cited = sorted({n for numbers in shaped.citations.values() for n in numbers})
+    return ChatReply(
+        text, [Source(i.url, i.title) for i in items], cited, tokens, condensed.query,
+        field_citations=shaped.citations,
+    )  # fmt: skip
 
 
 def _no_answer_reason(response: SearchResponse) -> str:
@@ -77,15 +113,18 @@ async def search_and_answer(
     condensed: Condensed,
     runner: StepRunner,
     caller: Caller,
+    schema: dict[str, Any] | None = None,
 ) -> ChatReply:
-    """Search the condensed query and answer from what was found."""
-    request = SearchRequest.model_validate(
-        {"query": condensed.query, "want": Want(answer=True, rendered_text=False)}
-    )
+    """Search the condensed query and answer from what was found: in prose citing
+    ``[n]``, or with ``schema`` as JSON valid against it."""
+    want = Want(answer=schema is None, rendered_text=False)
+    request = SearchRequest.model_validate({"query": condensed.query, "want": want})
     response = await service.search(
         request,
         client=caller.client,
         access=caller.access,
         shown=shown_keys(conversation.shown_urls),
     )
+    if schema is not None:
+        return await shaped_reply(service, response, condensed, runner, schema)
     return reply_from(response, condensed, runner)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from searcher.chat.condense import Condensed
 from searcher.chat.conversation import Conversation
@@ -32,11 +33,14 @@ def searching_line(condensed: Condensed) -> str:
 
 
 async def search_turn(
-    service: SearchService, conversation: Conversation, caller: Caller
+    service: SearchService,
+    conversation: Conversation,
+    caller: Caller,
+    schema: dict[str, Any] | None = None,
 ) -> ChatReply:
     """``searcher-search``, answered whole."""
     condensed, runner = await standalone_query(service, conversation)
-    return await search_and_answer(service, conversation, condensed, runner, caller)
+    return await search_and_answer(service, conversation, condensed, runner, caller, schema)
 
 
 async def search_turn_stream(
@@ -45,12 +49,13 @@ async def search_turn_stream(
     caller: Caller,
     completion: Completion,
     include_usage: bool,
+    schema: dict[str, Any] | None = None,
 ) -> AsyncIterator[bytes]:
     """``searcher-search``, streamed."""
     yield completion.opening()
     condensed, runner = await standalone_query(service, conversation)
     yield completion.reasoning(searching_line(condensed))
-    reply = await search_and_answer(service, conversation, condensed, runner, caller)
+    reply = await search_and_answer(service, conversation, condensed, runner, caller, schema)
     for event in completion.answer(reply, include_usage):
         yield event
 
@@ -98,9 +103,10 @@ async def start_research_turn(
     preset: Preset,
     caller: Caller,
     key: str | None,
+    schema: dict[str, Any] | None = None,
 ) -> ResearchTurn:
     """Condense the question and start its job (``TooManyJobs`` when no slot is free)."""
     condensed, runner = await standalone_query(service, conversation)
-    job = await start_job(jobs, condensed, preset, caller, key)
+    job = await start_job(jobs, condensed, preset, caller, key, schema)
     heartbeat_s = service.settings.research.heartbeat_s
     return ResearchTurn(jobs, job, key, condensed, runner, heartbeat_s)

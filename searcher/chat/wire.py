@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from searcher.contract import NOT_BLANK, Preset, is_blank, refused_at, wire_problem
+from searcher.llm.output_schema import SchemaRefused, checked_schema
 
 
 class ChatModel(enum.StrEnum):
@@ -110,7 +111,9 @@ def _read_parts(data: Any) -> Any:
     if "stream_options" in body:
         body["stream_options"] = _only(body["stream_options"], {"include_usage"})
     if "response_format" in body:
-        body["response_format"] = _only(body["response_format"], {"type", "json_schema"})
+        fmt = body["response_format"] = _only(body["response_format"], {"type", "json_schema"})
+        if isinstance(fmt, dict) and "json_schema" in fmt:
+            fmt["json_schema"] = _only(fmt["json_schema"], {"name", "schema", "strict"})
     return body
 
 
@@ -122,22 +125,44 @@ class StreamOptions(_Lenient):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(_Lenient):
+    """OpenAI's ``response_format.json_schema``: the answer's JSON Schema, named."""
+
+    name: str = Field(default="answer", max_length=64)
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+    @field_validator("schema_")
+    @classmethod
+    def _usable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return checked_schema(value)
+        except SchemaRefused as exc:
+            raise ValueError(str(exc)) from None
+
+
 class ResponseFormat(_Lenient):
-    # Only text is answered (the schema says so); the others are refused by name.
-    type: str = Field(json_schema_extra={"enum": ["text"]})
-    json_schema: dict[str, Any] | None = None
+    """``text`` (the default: prose citing ``[n]``) or ``json_schema`` (a JSON answer that
+    validates against the schema, with each field's sources); ``json_object`` is refused
+    (no schema to hold the answer to)."""
+
+    type: str = Field(json_schema_extra={"enum": ["text", "json_schema"]})
+    json_schema: JsonSchemaFormat | None = None
 
     @field_validator("type")
     @classmethod
     def _supported(cls, value: str) -> str:
-        # A structured answer needs research's output_schema (issue 30, point 3), which
-        # is not in this build: said plainly rather than answered as text.
-        if value != "text":
+        if value not in ("text", "json_schema"):
             raise ValueError(
-                f"{value!r} is not supported yet: searcher's chat models answer as text "
-                "with [n] citations"
+                f"{value!r} is not supported: ask for json_schema with the answer's schema"
             )
         return value
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("json_schema needs response_format.json_schema.schema")
+        return self
 
 
 class ChatRequest(_Lenient):
@@ -206,6 +231,12 @@ class ChatRequest(_Lenient):
     def research_preset(self) -> Preset:
         """The research preset ``reasoning_effort`` asks for."""
         return _PRESETS[self.reasoning_effort or "medium"]
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The answer's JSON Schema (``response_format: json_schema``), if one is asked."""
+        fmt = self.response_format
+        return fmt.json_schema.schema_ if fmt and fmt.json_schema and fmt.type != "text" else None
 
     @property
     def include_usage(self) -> bool:
