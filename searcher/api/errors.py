@@ -150,7 +150,12 @@ def _install_collection_handlers(app: FastAPI) -> None:
 
 
 def _install_llm_handlers(app: FastAPI) -> None:
-    """The chat models: an LLM that wrote nothing, or nothing valid against the schema."""
+    """What needs the LLM: none configured, or one that wrote nothing (valid)."""
+
+    @app.exception_handler(LlmRequired)
+    async def _on_llm_required(_: Request, exc: LlmRequired) -> JSONResponse:
+        # The server's configuration, not the request, lacks it: 503, naming the setting.
+        return error_response(503, "llm_required", str(exc), field=exc.field)
 
     @app.exception_handler(StructuredOutputFailed)
     async def _on_no_structure(_: Request, exc: StructuredOutputFailed) -> JSONResponse:
