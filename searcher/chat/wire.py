@@ -141,10 +141,23 @@ class JsonSchemaFormat(_Lenient):
             raise ValueError(str(exc)) from None
 
 
+def _schema_when_json(schema: dict[str, Any]) -> None:
+    # The schema's way of saying ``_schema_given``: json_schema comes with its object.
+    schema["anyOf"] = [
+        {"properties": {"type": {"const": "text"}}},
+        {
+            "properties": {"type": {"const": "json_schema"}, "json_schema": {"type": "object"}},
+            "required": ["type", "json_schema"],
+        },
+    ]
+
+
 class ResponseFormat(_Lenient):
     """``text`` (the default: prose citing ``[n]``) or ``json_schema`` (a JSON answer that
     validates against the schema, with each field's sources); ``json_object`` is refused
     (no schema to hold the answer to)."""
+
+    model_config = ConfigDict(json_schema_extra=_schema_when_json)
 
     type: str = Field(json_schema_extra={"enum": ["text", "json_schema"]})
     json_schema: JsonSchemaFormat | None = None
