@@ -432,6 +432,17 @@ class LlmBadReply(LlmError):
     """The endpoint answered, but not with something the step can use."""
 
 
+class LlmRequired(SearcherError):
+    """The request asks for what only a model can give (a chat answer), and no LLM is
+    configured: 503, naming the setting."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} needs an LLM, and none is configured: set llm.base_url and llm.model"
+        )
+        self.field = "llm.base_url"
+
+
 class StructuredOutputFailed(SearcherError):
     """The model gave no answer that validates against the caller's ``output_schema``
     within its repairs (``problems``: the last validation errors), or could not be asked."""

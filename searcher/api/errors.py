@@ -21,7 +21,7 @@ from searcher.errors import (
     EmbedderUnavailable,
     InvalidRequest,
     JobNotFound,
-    LlmNotConfigured,
+    LlmRequired,
     SearcherError,
     StateUnavailable,
     StructuredOutputFailed,
