@@ -908,6 +908,7 @@ LlmStep = Literal[
     "research_plan",
     "research_report",
     "structured_output",
+    "condense",
 ]
 
 
@@ -993,6 +994,7 @@ class LlmStepsSettings(ConfigSection):
     structured_output: StructuredStepSettings = Field(
         default_factory=lambda: StructuredStepSettings(max_tokens=1200, temperature=0.0)
     )
+    condense: LlmStepSettings = Field(default_factory=_step(64, 0.0))
 
     def get(self, step: LlmStep) -> LlmStepSettings:
         settings: LlmStepSettings = getattr(self, step)
@@ -1139,6 +1141,27 @@ class ResearchSettings(ConfigSection):
         if self.max_jobs_per_key is not None:
             return self.max_jobs_per_key
         return max(1, self.max_concurrent_jobs // 2)
+
+
+class SessionSettings(ConfigSection):
+    """Session novelty (``constraints.session_id`` on ``/v1/search``): the URLs each
+    session was shown, in the state store."""
+
+    ttl_s: int = Field(
+        default=3600,
+        ge=60,
+        le=7 * 86_400,
+        description=(
+            "How long a session's shown URLs are remembered after its last search; a "
+            "session unused this long starts afresh"
+        ),
+    )
+    max_urls: int = Field(
+        default=200,
+        ge=10,
+        le=5000,
+        description="URLs remembered per session (the most recently shown; older ones forgotten)",
+    )
 
 
 class LoggingSettings(ConfigSection):
@@ -1542,6 +1565,7 @@ class Settings(ConfigSection):
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     recording: RecordingSettings = Field(default_factory=RecordingSettings)
     research: ResearchSettings = Field(default_factory=ResearchSettings)
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     corpus: CorpusSettings = Field(default_factory=CorpusSettings)

@@ -337,6 +337,15 @@ class Constraints(_Strict):
         "under its `meta.request_id`, for `searcher replay` and `searcher freeze`; "
         "never served from the result cache.",
     )
+    session_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="Session novelty (POST /v1/search): results shown by this session's "
+        "earlier searches (of the same API key) move below results not shown yet, unless "
+        "ranked first; remembered for sessions.ttl_s.",
+    )
 
     @field_validator("engines", "categories", mode="before")
     @classmethod
@@ -1156,6 +1165,12 @@ class ResearchUsage(BaseModel):
     pages_read: int
     llm_tokens: int
     elapsed_ms: int
+    llm_prompt_tokens: int = Field(
+        default=0, description="Prompt tokens the LLM server reported (part of llm_tokens)."
+    )
+    llm_completion_tokens: int = Field(
+        default=0, description="Completion tokens the LLM server reported (part of llm_tokens)."
+    )
 
 
 class StructuredAnswer(BaseModel):

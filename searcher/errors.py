@@ -432,6 +432,17 @@ class LlmBadReply(LlmError):
     """The endpoint answered, but not with something the step can use."""
 
 
+class LlmRequired(SearcherError):
+    """The request asks for what only a model can give (a chat answer), and no LLM is
+    configured: 503, naming the setting."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} needs an LLM, and none is configured: set llm.base_url and llm.model"
+        )
+        self.field = "llm.base_url"
+
+
 class StructuredOutputFailed(SearcherError):
     """The model gave no answer that validates against the caller's ``output_schema``
     within its repairs (``problems``: the last validation errors), or could not be asked."""
@@ -441,6 +452,11 @@ class StructuredOutputFailed(SearcherError):
         super().__init__(f"output_schema: {reason}" + (f": {detail}" if detail else ""))
         self.reason = reason
         self.problems = list(problems)
+
+
+class AnswerUnavailable(SearcherError):
+    """The LLM was asked for a chat answer and gave none (unreachable, timed out, a reply
+    it could not use): 502 with the reason; the evidence alone is no chat answer."""
 
 
 # --- research --------------------------------------------------------------------------

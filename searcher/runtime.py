@@ -44,6 +44,7 @@ from searcher.llm.client import LlmClient
 from searcher.pipeline.parts import Parts
 from searcher.service import SearchService
 from searcher.state import FailSoftStore, open_store
+from searcher.state.sessions import SessionBook
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ async def open_service(
         _housekeeping(opened, settings, cache, state, results, sweep)
         if metrics is not None:
             metrics.watch_breakers(lambda: {n: b.state for n, b in pool.breakers.items()})
-        service = SearchService(parts, results)
+        service = SearchService(parts, results, SessionBook(state, settings.sessions))
         yield Runtime(settings, service, pool, cache, embedding, state, results)
 
 

@@ -7,6 +7,7 @@ timings, errors and the optional parts of ``meta``, and builds the response.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,6 +32,7 @@ from searcher.pipeline.read import read
 from searcher.pipeline.resilience import Deadline
 from searcher.pipeline.retrieve import retrieve
 from searcher.pipeline.select import select
+from searcher.state.sessions import SessionBook
 
 BEYOND_PAGE_LIMIT = PageOutcome("skipped", "budget", "beyond limits.max_fetch_pages")
 
@@ -38,9 +40,15 @@ BEYOND_PAGE_LIMIT = PageOutcome("skipped", "budget", "beyond limits.max_fetch_pa
 class SearchService:
     """Runs the pipeline; one instance serves every request of an app or CLI run."""
 
-    def __init__(self, parts: Parts, results: ResultCache | None = None) -> None:
+    def __init__(
+        self,
+        parts: Parts,
+        results: ResultCache | None = None,
+        sessions: SessionBook | None = None,
+    ) -> None:
         self.parts = parts
         self.results = results  # the result cache (state store), None when off
+        self.sessions = sessions  # what each constraints.session_id was shown
 
     @property
     def settings(self) -> Settings:
@@ -52,9 +60,13 @@ class SearchService:
         progress: Progress | None = None,
         client: str | None = None,
         access: CollectionAccess = EVERY,
+        shown: frozenset[str] = frozenset(),
     ) -> SearchResponse:
         """Answer one search request with a UCP-1 response, from the result cache when it
-        may (``meta.cache`` says so). Raises ``AllBackendsFailed`` when no backend answered
+        may (``meta.cache`` says so). ``shown``: page keys (``page_key``) the caller
+        was shown before, demoted unless still the best (``ranking/novelty.py``); with
+        ``constraints.session_id`` those of the session are added, and this answer's
+        items are remembered for it. Raises ``AllBackendsFailed`` when no backend answered
         and no stale answer may stand in, ``InvalidRequest`` for a request the contract
         cannot express, ``AccessDenied`` for a ``local`` instance named whose collections
         ``access`` does not allow. ``client`` (an API key, a peer address): its share of
@@ -63,10 +75,13 @@ class SearchService:
         # Before the cache: a request over a ceiling is refused when limits.strict, cached
         # answer or not, and a cached answer carries this request's notes.
         limited = limited_budget(request.budget, self.settings)
+        session = request.constraints.session_id
+        if session is not None and self.sessions is not None:
+            shown = shown | await self.sessions.shown(client, session)
         response = await serve_cached(
-            await self._results_for(request),
+            await self._results_for(request, shown),
             request,
-            lambda: self.search_uncached(request, progress, client, limited, access),
+            lambda: self.search_uncached(request, progress, client, limited, access, shown),
             limited.lowered,
             limited.budget.max_total_time_ms / 1000,
             client,
@@ -75,21 +90,29 @@ class SearchService:
         metrics, cache = self.parts.metrics, response.meta.cache
         if metrics and self.results and cache and cache_policy(request) == "use":
             metrics.cache_lookup("results", cache.kind or "exact", cache.hit)
+        if session is not None and self.sessions is not None:
+            await self.sessions.add(client, session, [item.url for item in response.items or ()])
         return response
 
-    async def _results_for(self, request: SearchRequest) -> ResultCache | None:
+    async def _results_for(
+        self, request: SearchRequest, shown: frozenset[str]
+    ) -> ResultCache | None:
         """The result cache as ``request`` may use it: keyed also by the generations of
         the local collections it may search (none: the cache as it is; unknown: no
-        cache)."""
+        cache) and by the pages shown before (which reorder the answer)."""
         if self.results is None:
             return None
         named = request.constraints.backend
         generations = await collection_generations(self.parts.pool.backends, named)
         if generations is None:
             return None
-        if not generations:
-            return self.results
-        return self.results.with_fingerprint(json.dumps(generations, sort_keys=True))
+        results = self.results
+        if generations:
+            results = results.with_fingerprint(json.dumps(generations, sort_keys=True))
+        if shown:
+            digest = hashlib.sha256("\n".join(sorted(shown)).encode()).hexdigest()
+            results = results.with_fingerprint(f"shown:{digest}")
+        return results
 
     async def search_uncached(
         self,
@@ -98,13 +121,14 @@ class SearchService:
         client: str | None = None,
         limited: LimitedBudget | None = None,
         access: CollectionAccess = EVERY,
+        shown: frozenset[str] = frozenset(),
     ) -> SearchResponse:
         """Run the pipeline's stages for one request, calling the backends. ``client`` is
         who asks (an API key, a peer address): its share of the extraction workers;
         ``limited``: its budget, held to the server's limits already; ``access``: the
-        collections of own documents it may search."""
+        collections of own documents it may search; ``shown``: pages to demote."""
         parts = self.parts
-        ctx = RequestContext.start(request, parts, client, limited, access)
+        ctx = RequestContext.start(request, parts, client, limited, access, shown)
         plan = await make_plan(ctx, parts)  # 1. rewrite, route, backends
         tagged = await retrieve(ctx, parts, plan)  # 2. search (perspectives at once)
         ranking = await rank(ctx, parts, plan, tagged)  # 3. fuse, dedup, score

@@ -15,6 +15,7 @@ from searcher import __version__
 from searcher.api.access_log import AccessLogWriter
 from searcher.api.auth import AuthMiddleware
 from searcher.api.body_limit import BodyLimitMiddleware
+from searcher.api.chat import router as chat_router
 from searcher.api.collections import router as collections_router
 from searcher.api.collections import upload_limit
 from searcher.api.compat import openwebui, searxng, tavily
@@ -74,6 +75,7 @@ def create_app(
     app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
     app.include_router(site_router)  # POST /v1/map
     app.include_router(collections_router)  # /v1/collections: list, upload, delete
+    app.include_router(chat_router)  # /v1/chat/completions, /v1/models: searcher as a model
     mount_mcp(app, settings)  # /mcp (streamable HTTP) when mcp.http is on
     _name_the_instances(app, list(settings.backends.names))
     answer_valid_searches_directly(app)

@@ -26,7 +26,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from searcher.api.errors import error_response
+from searcher.api.errors import error_response, in_openai_shape, speaks_openai
 from searcher.auth.access import EVERY, CollectionAccess, access_of
 from searcher.auth.keys import ApiKey, KeyBook, hash_secret
 from searcher.auth.rates import Rate
@@ -182,6 +182,8 @@ class AuthMiddleware:
             response.headers["WWW-Authenticate"] = 'Bearer realm="searcher"'
         for name, value in headers or []:
             response.headers[name.decode()] = value.decode()
+        if speaks_openai(scope):
+            response = in_openai_shape(response)
         await response(scope, receive, send)
 
 

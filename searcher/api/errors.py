@@ -16,12 +16,15 @@ from starlette.types import Scope, Send
 from searcher.errors import (
     AccessDenied,
     AllBackendsFailed,
+    AnswerUnavailable,
     DocumentNotFound,
     EmbedderUnavailable,
     InvalidRequest,
     JobNotFound,
+    LlmRequired,
     SearcherError,
     StateUnavailable,
+    StructuredOutputFailed,
     TooManyJobs,
     UnknownRequest,
     UploadsOff,
@@ -29,6 +32,38 @@ from searcher.errors import (
 )
 
 log = logging.getLogger("searcher.api")
+
+# Routes whose clients speak OpenAI's API: their errors come in OpenAI's shape.
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+
+
+def speaks_openai(scope: Scope) -> bool:
+    """Whether the request is for a route OpenAI's clients call."""
+    path = scope.get("path", "")
+    return path in OPENAI_PATHS or path.startswith("/v1/models/")
+
+
+def openai_error(body: dict[str, Any]) -> dict[str, Any]:
+    """Our error body's ``error`` in OpenAI's shape: ``message``, ``type``, ``param``
+    (the field at fault, if one is) and ``code``; our other details kept beside them."""
+    error = dict(body)
+    return {
+        "message": error.pop("message"),
+        "type": error.pop("type"),
+        "param": error.pop("field", None),
+        "code": body["type"],
+        **error,
+    }
+
+
+def in_openai_shape(response: JSONResponse) -> JSONResponse:
+    """The same error response, its body in OpenAI's shape, its headers kept."""
+    body = orjson.loads(bytes(response.body))
+    shaped = JSONResponse({"error": openai_error(body["error"])}, status_code=response.status_code)
+    for name, value in response.headers.items():
+        if name not in ("content-length", "content-type"):
+            shaped.headers[name] = value
+    return shaped
 
 
 def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONResponse:
@@ -114,6 +149,24 @@ def _install_collection_handlers(app: FastAPI) -> None:
         return response
 
 
+def _install_llm_handlers(app: FastAPI) -> None:
+    """What needs the LLM: none configured, or one that wrote nothing (valid)."""
+
+    @app.exception_handler(LlmRequired)
+    async def _on_llm_required(_: Request, exc: LlmRequired) -> JSONResponse:
+        # The server's configuration, not the request, lacks it: 503, naming the setting.
+        return error_response(503, "llm_required", str(exc), field=exc.field)
+
+    @app.exception_handler(StructuredOutputFailed)
+    async def _on_no_structure(_: Request, exc: StructuredOutputFailed) -> JSONResponse:
+        problems = [{"field": "response_format", "message": p} for p in exc.problems]
+        return error_response(502, "structured_output_failed", str(exc), errors=problems)
+
+    @app.exception_handler(AnswerUnavailable)
+    async def _on_no_answer(_: Request, exc: AnswerUnavailable) -> JSONResponse:
+        return error_response(502, "llm_failed", str(exc))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the mapping once, at start-up."""
 
@@ -129,6 +182,7 @@ def install_error_handlers(app: FastAPI) -> None:
         )  # fmt: skip
 
     _install_collection_handlers(app)
+    _install_llm_handlers(app)
 
     @app.exception_handler(AllBackendsFailed)
     async def _on_all_failed(_: Request, exc: AllBackendsFailed) -> JSONResponse:
@@ -189,3 +243,38 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _on_crash(_: Request, exc: Exception) -> JSONResponse:
         log.error("internal error", exc_info=exc)
         return error_response(500, "internal_error", "internal error; see the server log")
+
+    _answer_openai_clients_in_their_shape(app)
+
+
+def _answer_openai_clients_in_their_shape(app: FastAPI) -> None:
+    """Every handler above answers the OpenAI routes in OpenAI's error shape."""
+    for kind, handler in list(app.exception_handlers.items()):
+        if getattr(handler, "__module__", None) == __name__:
+            app.exception_handlers[kind] = _openai_shaped(handler)
+
+
+def _openai_shaped(handler: Any) -> Any:
+    async def answer(request: Request, exc: Exception) -> JSONResponse:
+        response: JSONResponse = await handler(request, exc)
+        return in_openai_shape(response) if speaks_openai(request.scope) else response
+
+    return answer
+
+
+def stream_error(exc: Exception) -> dict[str, Any]:
+    """A failure after a chat stream began, in OpenAI's shape (its status was sent)."""
+    if isinstance(exc, AllBackendsFailed):
+        kind = "all_backends_failed"
+    elif isinstance(exc, AnswerUnavailable):
+        kind = "llm_failed"
+    elif isinstance(exc, StructuredOutputFailed):
+        kind = "structured_output_failed"
+    elif isinstance(exc, StateUnavailable):
+        return openai_error({"type": "unavailable", "message": "the state store is unavailable"})
+    elif isinstance(exc, SearcherError):
+        kind = "internal_error"
+    else:
+        log.error("internal error in a chat stream", exc_info=exc)
+        return openai_error({"type": "internal_error", "message": "internal error"})
+    return openai_error({"type": kind, "message": str(exc)})

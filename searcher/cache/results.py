@@ -116,6 +116,9 @@ def canonical_request(
     constraints = data.get("constraints", {})
     constraints.pop("cache", None)
     constraints.pop("lang", None)
+    # A session changes the answer only through the pages it was shown, which the
+    # service adds to the fingerprint (none shown: the answer everyone gets).
+    constraints.pop("session_id", None)
     budget = data.setdefault("budget", {})
     for name in _TIME_FIELDS:
         budget.pop(name, None)

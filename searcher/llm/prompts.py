@@ -207,6 +207,18 @@ PROMPTS: dict[LlmStep, Prompt] = {
             "Question: {question}\nReturn JSON only."
         ),
     ),
+    # A chat's follow-up question, made standalone from the conversation before it.
+    "condense": Prompt(
+        system=(
+            "You turn the last question of a conversation into one standalone web search "
+            "query.\n"
+            "Replace pronouns and references (it, its, they, there, that one) with the names "
+            "they stand for in the conversation. Keep names, numbers and search operators.\n"
+            "Keep the language of the question.\n"
+            "Reply with the query only: one line, no quotes around it, no explanation."
+        ),
+        user="Conversation:\n{history}\n\nLast question: {question}\nSearch query:",
+    ),
 }
 
 # Sent after a structured reply that did not validate, with its errors.

@@ -96,6 +96,7 @@ class RequestContext:
     emit: Emit | None = None  # a job's event stream; a search has none
     trace: list[TraceEntry] = field(default_factory=list)  # a job's searches
     unique_errors: bool = False  # a job says each problem once, however often it met it
+    shown: frozenset[str] = frozenset()  # page keys the caller saw before: demoted
 
     @classmethod
     def start(
@@ -105,10 +106,11 @@ class RequestContext:
         client: str | None = None,
         limited: LimitedBudget | None = None,
         access: CollectionAccess = EVERY,
+        shown: frozenset[str] = frozenset(),
     ) -> RequestContext:
         """A context whose deadline starts now, its budget within the server's limits
         (``limited``, when the caller held it to them already); ``access``: the
-        collections the caller may search."""
+        collections the caller may search; ``shown``: the page keys it saw before."""
         settings = parts.settings
         # limits.*: the server's ceilings over what the request asked (422 if strict).
         limited = limited or limited_budget(request.budget, settings)
@@ -118,8 +120,9 @@ class RequestContext:
         llm = StepRunner(parts.llm, settings.llm, deadline, calls, date.today())
         errors = list(limited.lowered)
         return cls(
-            request, budget, deadline, calls, llm, errors=errors, client=client, access=access
-        )
+            request, budget, deadline, calls, llm, errors=errors, client=client, access=access,
+            shown=shown,
+        )  # fmt: skip
 
     @contextlib.contextmanager
     def timed(self, stage: str) -> Iterator[None]:

@@ -14,6 +14,7 @@ from searcher.pipeline.correct import candidates
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.plan import Plan
 from searcher.pipeline.rank import Ranked, result_text
+from searcher.ranking.novelty import demote_shown
 from searcher.ranking.rerank import rerank_stage
 from searcher.ranking.selection import apply_pick_ids, filter_domains
 
@@ -80,6 +81,8 @@ async def select(ctx: RequestContext, parts: Parts, plan: Plan, ranked: list[Ran
     if constraints.rank == "llm":
         with ctx.timed("llm_rank"):
             ranked = await _llm_rank(ctx, parts, plan.question, ranked)
+    if ctx.shown:  # session novelty: what the caller saw steps aside, its relevance too
+        ranked = _non_increasing(demote_shown(ranked, lambda r: r.url, ctx.shown))
     # The ids index the results the response would carry without them (its first
     # max_results), so an id keeps naming the item an earlier response showed at it.
     ranked, applied = apply_pick_ids(ranked[: ctx.budget.max_results], constraints.pick_ids)

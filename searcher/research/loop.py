@@ -599,6 +599,8 @@ class Research:
                 pages_read=self.state.pages_read,
                 llm_tokens=self.tokens_used(),
                 elapsed_ms=int((time.perf_counter() - self.started) * 1000),
+                llm_prompt_tokens=sum(r.prompt_tokens or 0 for r in self.llm.records),
+                llm_completion_tokens=sum(r.completion_tokens or 0 for r in self.llm.records),
             ),
             structured=structured,
         )
