@@ -16,11 +16,55 @@ from .asgi import HTML, Request, Router
 
 router = Router()
 
-_WORDS = tuple(
-    "river stone lantern copper meadow harbor violet canyon ember orchard glacier falcon "
-    "willow marble thunder saffron compass juniper tundra beacon quartz prairie cobalt "
-    "sparrow timber lagoon cedar velvet summit pebble horizon maple crystal dune fern "
-    "granite ivory jasmine kettle lemon mosaic nectar olive pepper quill ribbon sage tulip".split()  # noqa: SIM905
+_WORDS = (
+    "river",
+    "stone",
+    "lantern",
+    "copper",
+    "meadow",
+    "harbor",
+    "violet",
+    "canyon",
+    "ember",
+    "orchard",
+    "glacier",
+    "falcon",
+    "willow",
+    "marble",
+    "thunder",
+    "saffron",
+    "compass",
+    "juniper",
+    "tundra",
+    "beacon",
+    "quartz",
+    "prairie",
+    "cobalt",
+    "sparrow",
+    "timber",
+    "lagoon",
+    "cedar",
+    "velvet",
+    "summit",
+    "pebble",
+    "horizon",
+    "maple",
+    "crystal",
+    "dune",
+    "fern",
+    "granite",
+    "ivory",
+    "jasmine",
+    "kettle",
+    "lemon",
+    "mosaic",
+    "nectar",
+    "olive",
+    "pepper",
+    "quill",
+    "ribbon",
+    "sage",
+    "tulip",
 )
 FARM_SIZE = 12
 FARM_PAUSE_S = 0.15  # each farm page answers this late: requests to it overlap
