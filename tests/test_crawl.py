@@ -163,7 +163,8 @@ def test_bad_input_is_422_naming_the_field(make_settings, serve_searcher, testbe
 def test_tavily_crawl_answers_through_tavilys_client(make_settings, serve_searcher, testbed):
     from tavily import TavilyClient
 
-    base = serve_searcher(make_settings(crawl={"politeness_delay_s": 0}))
+    # One page at a time: pages are listed as they complete, so the ranking shows.
+    base = serve_searcher(make_settings(crawl={"politeness_delay_s": 0, "concurrency": 1}))
     origin = f"http://127.0.0.1:{testbed.port}"
     tavily = TavilyClient(api_key="tvly-x", api_base_url=f"{base}/tavily")
     answer = tavily.crawl(f"{origin}/crawl/", max_depth=1, limit=4, instructions="pricing")
@@ -189,3 +190,43 @@ def test_link_ranking_and_near_duplicates_as_functions():
     assert not same_text(text_signature(" ".join(one)), text_signature(" ".join(two)))
     assert host_delay(0.5, None) == 0.5 and host_delay(0, 2) == 2
     assert host_delay(0, 3600) == MAX_CRAWL_DELAY_S
+
+
+async def test_mcp_crawl_site_reads_the_site_with_progress(make_settings, serve_searcher, testbed):
+    from mcp import Client
+
+    base = serve_searcher(make_settings(crawl={"politeness_delay_s": 0, "concurrency": 1}))
+    origin = f"http://127.0.0.1:{testbed.port}"
+    progress = []
+
+    async def on_progress(done, total, message):
+        progress.append(message)
+
+    arguments = {"url": f"{origin}/crawl/", "query": "gardening", "limit": 3}
+    async with Client(f"{base}/mcp") as client:
+        result = await client.call_tool("crawl_site", arguments, progress_callback=on_progress)
+        bad = await client.call_tool("crawl_site", {"url": f"{origin}/crawl/", "limit": 0})
+    assert result.is_error is False
+    pages = [p["url"] for p in result.structured_content["pages"]]
+    assert pages[:2] == [f"{origin}/crawl/", f"{origin}/crawl/garden"] and len(pages) <= 3
+    text = result.content[0].text
+    assert f"## {origin}/crawl/garden" in text
+    assert crawl_site.page_text("garden")[0][:60] in text
+    assert progress and progress[0] == f"page: {origin}/crawl/"
+    assert bad.is_error and "limit" in bad.content[0].text
+
+
+def test_the_client_crawls_and_refuses_bad_options(make_settings, serve_searcher, testbed):
+    from searcher.client import SearcherClient
+    from searcher.errors import InvalidRequest
+
+    base = serve_searcher(make_settings(crawl={"politeness_delay_s": 0}))
+    origin = f"http://127.0.0.1:{testbed.port}"
+    with SearcherClient(base) as client:
+        job = client.crawl(f"{origin}/crawl/", max_depth=1, limit=2)
+        assert job.status == "done" and job.pages[0].url == f"{origin}/crawl/"
+        events = list(client.stream_crawl(job.id, after=1))
+        assert events[0].id == 2 and events[-1].type == "done"
+        with pytest.raises(InvalidRequest) as refused:
+            client.start_crawl(f"{origin}/crawl/", limit=0)
+        assert refused.value.field == "limit"
