@@ -230,3 +230,46 @@ def test_the_client_crawls_and_refuses_bad_options(make_settings, serve_searcher
         with pytest.raises(InvalidRequest) as refused:
             client.start_crawl(f"{origin}/crawl/", limit=0)
         assert refused.value.field == "limit"
+
+
+def test_cli_crawls_into_a_collection_that_search_then_finds(
+    make_settings, serve_searcher, testbed, tmp_path
+):
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from searcher.cli import main
+
+    settings = make_settings(
+        crawl={"politeness_delay_s": 0, "concurrency": 1},
+        backends={"instances": {"pages": {"adapter": "local", "collection": "pages"}}},
+        scoring={"min_keyword_overlap": 0},
+    )
+    config = tmp_path / "searcher.yaml"
+    config.write_text(yaml.safe_dump(settings.model_dump(mode="json")))
+    origin = f"http://127.0.0.1:{testbed.port}"
+    runner = CliRunner()
+
+    def cli(*args):
+        return runner.invoke(main, ["crawl", *args, "--config", str(config)])
+
+    done = cli(f"{origin}/crawl/", "--limit", "3", "--query", "gardening", "--collection",
+               "pages", "--json")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    pages = json.loads(done.stdout)["pages"]
+    assert [p["url"] for p in pages][:2] == [f"{origin}/crawl/", f"{origin}/crawl/garden"]
+    assert "pages: 3 indexed" in done.stderr
+    # Bad input: exit 2 naming the option; a collection that does not exist is refused.
+    assert cli(f"{origin}/crawl/", "--limit", "0").exit_code == 2
+    assert "limit" in cli(f"{origin}/crawl/", "--limit", "0").stderr
+    missing = cli(f"{origin}/crawl/", "--collection", "nowhere")
+    assert missing.exit_code == 2 and "no collection 'nowhere'" in missing.stderr
+    # The collection is searched like any backend: the garden page's words find it.
+    base = serve_searcher(settings)
+    words = " ".join(crawl_site.page_text("garden")[1].split()[4:12])
+    body = {"query": words, "constraints": {"backend": "pages", "cache": "off"}}
+    found = httpx.post(f"{base}/v1/search", json=body, timeout=60).json()
+    assert found["items"], found
+    assert "garden" in (found["items"][0]["url"] + found["items"][0]["snippet"]).lower()
