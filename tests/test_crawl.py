@@ -143,7 +143,7 @@ def test_a_crawl_can_be_cancelled(make_settings, serve_searcher, testbed_clean):
 
 
 def test_bad_input_is_422_naming_the_field(make_settings, serve_searcher, testbed):
-    base = serve_searcher(make_settings(crawl={"max_pages": 10}))
+    base = serve_searcher(make_settings(crawl={"max_pages": 10}, limits={"strict": True}))
     origin = f"http://127.0.0.1:{testbed.port}"
     cases = [
         ({"url": "ftp://example.org/"}, "url"),
@@ -273,3 +273,18 @@ def test_cli_crawls_into_a_collection_that_search_then_finds(
     found = httpx.post(f"{base}/v1/search", json=body, timeout=60).json()
     assert found["items"], found
     assert "garden" in (found["items"][0]["url"] + found["items"][0]["snippet"]).lower()
+
+
+def test_the_llm_ranks_links_when_configured_and_bm25_stands_in(crawler, testbed):
+    import json
+
+    from tests.testbed.chat import script
+
+    # The home page's in-scope links, in page order; the model picks the last (the team).
+    picked = script(reply=json.dumps({"pick": [len(crawl_site.HOME_LINKS) - 1]}))
+    llm = {"llm": {"base_url": testbed.llm_url(), "model": picked}}
+    _, _, chosen, _ = crawler(llm, max_depth=1, max_breadth=1, query="gardening")
+    assert [p["url"] for p in chosen["pages"]][1] == f"{crawler.origin}/crawl/team"
+    failing = {"llm": {"base_url": testbed.llm_url(), "model": script(status=500)}}
+    _, _, fallback, _ = crawler(failing, max_depth=1, max_breadth=1, query="gardening")
+    assert [p["url"] for p in fallback["pages"]][1] == f"{crawler.origin}/crawl/garden"

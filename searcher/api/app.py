@@ -104,8 +104,7 @@ def _lifespan(
                 app.state.runtime = runtime
                 jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
                 app.state.jobs = jobs
-                reader = runtime.service.parts.reader
-                crawls = CrawlBook(reader, settings, runtime.state)
+                crawls = CrawlBook(runtime.service.parts, runtime.state)
                 app.state.crawls = crawls
                 undo = end_jobs_when_stopping(jobs, crawls)
                 try:

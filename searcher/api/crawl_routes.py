@@ -29,31 +29,36 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _within(field: str, value: float | None, ceiling: float, setting: str) -> float:
-    """``value`` (the ceiling when absent); ``InvalidRequest`` naming ``field`` above it."""
+def _within(field: str, value: float | None, ceiling: float, setting: str, strict: bool) -> float:
+    """``value`` (the ceiling when absent), lowered to the ceiling, as a research budget
+    is; under ``limits.strict`` a value above it is ``InvalidRequest`` naming ``field``."""
     if value is None:
         return ceiling
     if value > ceiling:
-        raise InvalidRequest(field, f"must be at most {ceiling:g} (crawl.{setting})")
+        if strict:
+            raise InvalidRequest(field, f"must be at most {ceiling:g} (crawl.{setting})")
+        return ceiling
     return value
 
 
 def crawl_plan(body: CrawlRequest, settings: Settings) -> CrawlPlan:
-    """The plan of a crawl request within the server's ceilings (``crawl.*``);
-    ``InvalidRequest`` naming the field for a bad URL or pattern or a value above one."""
+    """The plan of a crawl request within the server's ceilings (``crawl.*``: lowered to
+    them, or 422 under ``limits.strict``); ``InvalidRequest`` naming the field for a bad
+    URL or pattern."""
     root, scope = root_and_scope(body)
-    crawl = settings.crawl
+    crawl, strict = settings.crawl, settings.limits.strict
+    delay_s = (
+        crawl.politeness_delay_s if body.politeness_delay_s is None else body.politeness_delay_s
+    )
     return CrawlPlan(
         root=root, scope=scope, max_depth=body.max_depth, max_breadth=body.max_breadth,
-        limit=int(_within("limit", body.limit, crawl.max_pages, "max_pages")),
-        max_bytes=int(_within("max_bytes", body.max_bytes, crawl.max_bytes, "max_bytes")),
-        query=body.ranking_text(),
-        delay_s=crawl.politeness_delay_s if body.politeness_delay_s is None
-        else body.politeness_delay_s,
+        limit=int(_within("limit", body.limit, crawl.max_pages, "max_pages", strict)),
+        max_bytes=int(_within("max_bytes", body.max_bytes, crawl.max_bytes, "max_bytes", strict)),
+        query=body.ranking_text(), delay_s=delay_s,
         per_host=int(_within("per_host_concurrency", body.per_host_concurrency,
-                             crawl.per_host_concurrency, "per_host_concurrency")),
+                             crawl.per_host_concurrency, "per_host_concurrency", strict)),
         concurrency=crawl.concurrency,
-        timeout_s=_within("timeout_s", body.timeout_s, crawl.max_time_s, "max_time_s"),
+        timeout_s=_within("timeout_s", body.timeout_s, crawl.max_time_s, "max_time_s", strict),
         user_agent=settings.fetch.user_agent,
     )  # fmt: skip
 

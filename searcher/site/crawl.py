@@ -18,7 +18,7 @@ from searcher.contract import CrawledPage, CrawlSkip, CrawlSkipReason
 from searcher.fetch.fetcher import FetchedBody, FetchLimits
 from searcher.fetch.page_reader import PageOutcome
 from searcher.ranking.dedup import TextSignature, same_text, text_signature
-from searcher.site.link_rank import ranked_links
+from searcher.site.link_rank import RankLinks, bm25_ranked
 from searcher.site.links import Link, page_anchors
 from searcher.site.mapping import HTML_TYPES, Fetch, read_robots
 from searcher.site.politeness import HostPacer, host_delay
@@ -99,6 +99,7 @@ class _Crawl:
     report: CrawlReport
     tally: CrawlTally
     gate: asyncio.Semaphore
+    rank: RankLinks
 
     def paced(self, bodies: list[FetchedBody]) -> Fetch:
         """The fetch for one page: paced per host, its body kept for the page's links."""
@@ -130,7 +131,7 @@ class _Crawl:
         body = bodies[-1]
         if not body.content_type.startswith(HTML_TYPES):
             return []
-        return self._followed(page_anchors(body.body, body.url))
+        return await self._followed(page_anchors(body.body, body.url))
 
     async def _report(
         self, url: str, depth: int, outcome: PageOutcome, bodies: list[FetchedBody]
@@ -152,13 +153,16 @@ class _Crawl:
                            fetch=outcome.fetch_info())  # fmt: skip
         await self.report.page(page)
 
-    def _followed(self, links: list[Link]) -> list[Link]:
+    async def _followed(self, links: list[Link]) -> list[Link]:
         """A page's links to follow: in scope, not seen, best ``max_breadth`` first."""
         fresh = [
             link for link in links
             if link.url not in self.tally.seen and self.plan.scope.admits(link.url)
         ]  # fmt: skip
-        return ranked_links(self.plan.query, fresh)[: self.plan.max_breadth]
+        if len(fresh) <= self.plan.max_breadth:  # all are followed: the level orders them
+            return fresh
+        ranked = await self.rank(self.plan.query, fresh, self.plan.max_breadth)
+        return ranked[: self.plan.max_breadth]
 
     async def level(self, links: list[Link], depth: int) -> list[Link]:
         """Read one level's pages (robots first), best ranked first; the next level."""
@@ -175,7 +179,7 @@ class _Crawl:
                 if link.url not in self.tally.seen:
                     self.tally.seen.add(link.url)
                     following.append(link)
-        return ranked_links(self.plan.query, following)
+        return await self.rank(self.plan.query, following, len(following))
 
 
 def _link_limits(plan: CrawlPlan) -> FetchLimits:
@@ -184,10 +188,15 @@ def _link_limits(plan: CrawlPlan) -> FetchLimits:
 
 
 async def crawl_site(
-    read: ReadPage, fetch: Fetch, plan: CrawlPlan, report: CrawlReport
+    read: ReadPage,
+    fetch: Fetch,
+    plan: CrawlPlan,
+    report: CrawlReport,
+    rank: RankLinks = bm25_ranked,
 ) -> CrawlTally:
-    """Crawl ``plan.root``'s site, reporting each page as it is read; what the budgets or
-    the deadline cut off leaves ``complete`` False."""
+    """Crawl ``plan.root``'s site, reporting each page as it is read, following the links
+    ``rank`` puts first; what the budgets or the deadline cut off leaves ``complete``
+    False."""
     tally = CrawlTally(seen={plan.root})
     try:
         async with asyncio.timeout(plan.timeout_s):
@@ -195,7 +204,7 @@ async def crawl_site(
             robots = await read_robots(fetch, origin, plan.user_agent, plan.timeout_s)
             pacer = HostPacer(host_delay(plan.delay_s, robots.crawl_delay()), plan.per_host)
             crawl = _Crawl(plan, read, fetch, robots, pacer, report, tally,
-                           asyncio.Semaphore(plan.concurrency))  # fmt: skip
+                           asyncio.Semaphore(plan.concurrency), rank)  # fmt: skip
             level = [Link(plan.root, "")]
             for depth in range(plan.max_depth + 1):
                 if not level:

@@ -8,21 +8,37 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
-from searcher.config import Settings
 from searcher.contract import Budget, CrawledPage, CrawlEvent, CrawlJob, CrawlSkip
 from searcher.errors import TooManyJobs, TooManyJobsForKey
-from searcher.fetch.page_reader import PageOutcome, PageReader
+from searcher.fetch.page_reader import PageOutcome
+from searcher.llm.runner import StepRunner
 from searcher.pipeline.budget import effective_budget
 from searcher.pipeline.limits import extract_chars_within_limit
+from searcher.pipeline.parts import Parts
+from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.research.job_runner import GRACE_S, Job, JobRunner
 from searcher.research.job_store import JobKind
 from searcher.site.crawl import CrawlPlan, CrawlReport, crawl_site
+from searcher.site.link_rank import RankLinks, bm25_ranked, llm_ranker
 from searcher.site.mapping import Fetch
 from searcher.state.failsoft import FailSoftStore
 
 CRAWL = JobKind("crawl", CrawlJob, CrawlEvent)
+MAX_LLM_CALLS = 20  # of one crawl's link ranking; BM25 ranks the rest
+
+
+def link_ranker(parts: Parts, timeout_s: float) -> RankLinks:
+    """How a crawl ranks links: by the LLM's ``rank`` step when one is configured (at most
+    ``MAX_LLM_CALLS`` calls within the crawl's deadline), by BM25 otherwise."""
+    if parts.llm is None or not parts.settings.llm.configured:
+        return bm25_ranked
+    runner = StepRunner(
+        parts.llm, parts.settings.llm, Deadline(timeout_s), CallBudget(MAX_LLM_CALLS), date.today()
+    )
+    return llm_ranker(runner)
 
 
 @dataclass(kw_only=True)
@@ -39,10 +55,11 @@ class CrawlJobState(Job[CrawlEvent]):
 class CrawlBook(JobRunner[CrawlJobState, CrawlJob, CrawlEvent]):
     """The crawl jobs this process runs, and the door to those other processes run."""
 
-    def __init__(self, reader: PageReader, settings: Settings, store: FailSoftStore | None) -> None:
-        super().__init__(settings.research, store, CRAWL)
-        self._reader = reader
-        self._all = settings
+    def __init__(self, parts: Parts, store: FailSoftStore | None) -> None:
+        super().__init__(parts.settings.research, store, CRAWL)
+        self._parts = parts
+        self._reader = parts.reader
+        self._all = parts.settings
 
     async def submit(
         self, plan: CrawlPlan, max_chars: int, client: str | None = None, key: str | None = None
@@ -101,5 +118,6 @@ class CrawlBook(JobRunner[CrawlJobState, CrawlJob, CrawlEvent]):
             await self._emit(job, "skip", left.model_dump(mode="json"))
 
         fetch = self._reader.fetcher.fetch
-        tally = await crawl_site(read, fetch, job.plan, CrawlReport(page, skip))
+        rank = link_ranker(self._parts, job.plan.timeout_s)
+        tally = await crawl_site(read, fetch, job.plan, CrawlReport(page, skip), rank)
         job.complete = tally.complete

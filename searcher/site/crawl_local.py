@@ -17,6 +17,7 @@ from searcher.pipeline.budget import effective_budget
 from searcher.pipeline.limits import extract_chars_within_limit
 from searcher.runtime import open_service
 from searcher.site.crawl import CrawlPlan, CrawlReport, crawl_site
+from searcher.site.crawl_jobs import link_ranker
 from searcher.site.mapping import Fetch
 
 MAX_PATH_PARTS = 6  # a page's file sits at most this deep (the upload limit is 8)
@@ -59,7 +60,9 @@ async def crawl_here(
         async def read(url: str, fetch: Fetch) -> PageOutcome:
             return await reader.read_through(url, limits, chars, fetch, None)
 
-        tally = await crawl_site(read, reader.fetcher.fetch, plan, CrawlReport(page, skip))
+        rank = link_ranker(runtime.service.parts, plan.timeout_s)
+        report = CrawlReport(page, skip)
+        tally = await crawl_site(read, reader.fetcher.fetch, plan, report, rank)
     found.complete = tally.complete
     return found
 

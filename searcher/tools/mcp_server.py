@@ -453,7 +453,7 @@ async def serve_stdio(settings: Settings) -> None:
     lines unanswered, and a client waiting for its id would wait for ever."""
     async with open_service(settings) as runtime:
         jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
-        crawls = CrawlBook(runtime.service.parts.reader, settings, runtime.state)
+        crawls = CrawlBook(runtime.service.parts, runtime.state)
         server = build_server(lambda: runtime.service, lambda: jobs, settings, lambda: crawls)
         try:
             async with stdio_server() as (read_stream, write_stream):
