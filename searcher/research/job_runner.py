@@ -95,6 +95,7 @@ class Job(Generic[E]):
     access: CollectionAccess = EVERY  # the collections of own documents it may search
     task: asyncio.Task[None] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    recorded_at: float = float("-inf")  # monotonic: its record last written while running
 
 
 J = TypeVar("J", bound=Job[Any])
@@ -116,6 +117,9 @@ class JobRunner(Generic[J, V, E]):
         self._store: JobStore[V, E] = JobStore(store, settings, self.owner, kind)
         self._rewrites: dict[str, asyncio.Task[None]] = {}  # finished jobs not yet stored
         self._closing = False
+
+    # A running job's record is written after every event, or at most this often.
+    record_every_s: float = 0.0
 
     # --- what a kind of job says --------------------------------------------------------
 
@@ -291,8 +295,19 @@ class JobRunner(Generic[J, V, E]):
         # The job goes on without the store: what it missed, its next event's record and
         # its final writes (``_keep_final``) put right.
         ttl_s = self._ttl(job) + EVENTS_OUTLIVE_S
-        if await written(self._store.save_event(job.id, event, ttl_s)):
+        if await written(self._store.save_event(job.id, event, ttl_s)) and self._record_due(job):
             await written(self._save(job))
+
+    def _record_due(self, job: J) -> bool:
+        """Whether a running job's record is written again after this event: always, or
+        at most every ``record_every_s`` (a record that grows with every event, as a
+        crawl's pages, would otherwise cost the square of its size; readers elsewhere
+        see its events at once, and the count and status at most that late)."""
+        now = time.monotonic()
+        if now - job.recorded_at < self.record_every_s:
+            return False
+        job.recorded_at = now
+        return True
 
     async def _set(self, job: J, status: JobStatus, error: str | None = None) -> None:
         async with job.changed:

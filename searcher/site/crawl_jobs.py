@@ -55,6 +55,10 @@ class CrawlJobState(Job[CrawlEvent]):
 class CrawlBook(JobRunner[CrawlJobState, CrawlJob, CrawlEvent]):
     """The crawl jobs this process runs, and the door to those other processes run."""
 
+    # A crawl's record holds every page read so far: written after each page it would
+    # cost the square of the crawl's size (bench/crawl.py).
+    record_every_s = 1.0
+
     def __init__(self, parts: Parts, store: FailSoftStore | None) -> None:
         super().__init__(parts.settings.research, store, CRAWL)
         self._parts = parts

@@ -165,6 +165,15 @@ async def farm_page(req: Request) -> None:
             FARM.in_flight -= 1
 
 
+@router.route("/crawl/wide/")
+async def wide_index(req: Request) -> None:
+    """``?n=`` links to as many pages (``/crawl/wide/{i}``, each its own text): a site to
+    measure crawl throughput on (bench/crawl.py)."""
+    n = min(int(req.query.get("n", "100")), 5000)
+    links = tuple((f"/crawl/wide/{i}?n={n}", f"Wide page {i}") for i in range(n))
+    await req.respond(200, _html("Wide", paragraphs("wide"), links), HTML)
+
+
 @router.route("/crawl/{name:path}")
 async def plain_page(req: Request) -> None:
     name = req.params["name"]
