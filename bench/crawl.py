@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import statistics
 import time
 from urllib.parse import urlsplit
@@ -45,7 +46,7 @@ def crawl_once(base: str, root: str, pages: int) -> tuple[float, list[float], in
             elif line == "event: done":
                 break
     elapsed = time.perf_counter() - started
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     return elapsed, gaps, len(arrivals)
 
 

@@ -687,7 +687,8 @@ def _crawled_into(settings: Settings, collection: str, pages: list[Any]) -> None
 @main.command("mcp")
 @config_option
 def mcp_stdio(config_path: tuple[str, ...]) -> None:
-    """Serve the MCP tools web_search, fetch_page and deep_research on stdin/stdout."""
+    """Serve the MCP tools web_search, fetch_page, deep_research and crawl_site on
+    stdin/stdout."""
     from searcher.tools.mcp_server import serve_stdio
 
     settings = _settings(config_path)

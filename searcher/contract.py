@@ -1311,7 +1311,7 @@ CrawlEventType = Literal["page", "skip", "done", "error"]
 class CrawlRequest(SiteFilters):
     """``POST /v1/crawl`` body: read a site's pages breadth first from ``url``. Options left
     out take the server's defaults (``crawl.*``); a value above the server's ceiling is
-    refused (422)."""
+    lowered to it (422 under ``limits.strict``)."""
 
     limit: Annotated[int, Field(ge=1, le=10_000), WHOLE] = Field(
         default=50,
