@@ -288,3 +288,37 @@ def test_the_llm_ranks_links_when_configured_and_bm25_stands_in(crawler, testbed
     failing = {"llm": {"base_url": testbed.llm_url(), "model": script(status=500)}}
     _, _, fallback, _ = crawler(failing, max_depth=1, max_breadth=1, query="gardening")
     assert [p["url"] for p in fallback["pages"]][1] == f"{crawler.origin}/crawl/garden"
+
+
+def test_a_crawl_is_its_keys_on_every_worker(make_settings, serve_searcher, config_file, testbed):
+    from tests.test_auth import bearer, create_key
+
+    config = config_file()
+    settings = make_settings(auth={"enabled": True, "default_rate": None})
+    runner, other = serve_searcher(settings), serve_searcher(settings)
+    owner, stranger = create_key(config, "owner"), create_key(config, "stranger")
+    origin = f"http://127.0.0.1:{testbed.port}"
+    body = {"url": f"{origin}/crawl/farm/", "politeness_delay_s": 5, "max_depth": 1}
+    assert httpx.post(f"{runner}/v1/crawl", json=body, timeout=30).status_code == 401
+    started = httpx.post(f"{runner}/v1/crawl", json=body, headers=bearer(owner), timeout=30)
+    assert started.status_code == 202, started.text
+    job_id = started.json()["id"]
+    for base in (runner, other):  # the process running it, and one reading the store
+        for path in (f"/v1/crawl/{job_id}", f"/v1/crawl/{job_id}/events"):
+            refused = httpx.get(f"{base}{path}", headers=bearer(stranger), timeout=30)
+            assert refused.status_code == 404, (base, path, refused.text)
+        cancel = httpx.delete(f"{base}/v1/crawl/{job_id}", headers=bearer(stranger), timeout=30)
+        assert cancel.status_code == 404
+    seen = httpx.get(f"{other}/v1/crawl/{job_id}", headers=bearer(owner), timeout=30)
+    assert seen.status_code == 200 and seen.json()["status"] in {"queued", "running"}
+    # Cancelled through the other worker: the job stops at its next event, and its stream
+    # (on either worker) ends with error and done.
+    httpx.delete(f"{other}/v1/crawl/{job_id}", headers=bearer(owner), timeout=30)
+    headers = bearer(owner)
+    with httpx.stream("GET", f"{runner}/v1/crawl/{job_id}/events", headers=headers,
+                      timeout=60) as stream:  # fmt: skip
+        kinds = [line.removeprefix("event: ") for line in stream.iter_lines()
+                 if line.startswith("event: ")]  # fmt: skip
+    assert kinds[-2:] == ["error", "done"]
+    final = httpx.get(f"{runner}/v1/crawl/{job_id}", headers=headers, timeout=30).json()
+    assert final["status"] == "cancelled"

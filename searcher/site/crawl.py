@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from searcher.contract import CrawledPage, CrawlSkip, CrawlSkipReason
+from searcher.errors import FetchError
 from searcher.fetch.fetcher import FetchedBody, FetchLimits
 from searcher.fetch.page_reader import PageOutcome
 from searcher.ranking.dedup import TextSignature, same_text, text_signature
@@ -94,7 +95,7 @@ class _Crawl:
     plan: CrawlPlan
     read: ReadPage
     fetch: Fetch
-    robots: RobotsRules
+    robots: dict[str, RobotsRules]  # by origin
     pacer: HostPacer
     report: CrawlReport
     tally: CrawlTally
@@ -127,7 +128,10 @@ class _Crawl:
             if depth >= self.plan.max_depth or outcome.status != "fetched":
                 return []
             if not bodies:  # read from the extraction cache: its links are fetched
-                bodies.append(await self.paced([])(link.url, _link_limits(self.plan)))
+                try:
+                    bodies.append(await self.paced([])(link.url, _link_limits(self.plan)))
+                except FetchError:
+                    return []
         body = bodies[-1]
         if not body.content_type.startswith(HTML_TYPES):
             return []
@@ -164,11 +168,21 @@ class _Crawl:
         ranked = await self.rank(self.plan.query, fresh, self.plan.max_breadth)
         return ranked[: self.plan.max_breadth]
 
+    async def robots_of(self, url: str) -> RobotsRules:
+        """The robots.txt rules of ``url``'s origin (read once per crawl and origin: other
+        hosts' pages, with ``allow_external``, follow their own site's rules)."""
+        origin = _origin(url)
+        if origin not in self.robots:
+            self.robots[origin] = await read_robots(
+                self.fetch, origin, self.plan.user_agent, min(self.plan.timeout_s, 30.0)
+            )
+        return self.robots[origin]
+
     async def level(self, links: list[Link], depth: int) -> list[Link]:
         """Read one level's pages (robots first), best ranked first; the next level."""
         readable = []
         for link in links:
-            if self.robots.allows(link.url):
+            if (await self.robots_of(link.url)).allows(link.url):
                 readable.append(link)
             else:
                 await self.report.skip(CrawlSkip(url=link.url, depth=depth, reason="robots"))
@@ -180,6 +194,11 @@ class _Crawl:
                     self.tally.seen.add(link.url)
                     following.append(link)
         return await self.rank(self.plan.query, following, len(following))
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _link_limits(plan: CrawlPlan) -> FetchLimits:
@@ -200,10 +219,10 @@ async def crawl_site(
     tally = CrawlTally(seen={plan.root})
     try:
         async with asyncio.timeout(plan.timeout_s):
-            origin = f"{urlsplit(plan.root).scheme}://{urlsplit(plan.root).netloc}"
+            origin = _origin(plan.root)
             robots = await read_robots(fetch, origin, plan.user_agent, plan.timeout_s)
             pacer = HostPacer(host_delay(plan.delay_s, robots.crawl_delay()), plan.per_host)
-            crawl = _Crawl(plan, read, fetch, robots, pacer, report, tally,
+            crawl = _Crawl(plan, read, fetch, {origin: robots}, pacer, report, tally,
                            asyncio.Semaphore(plan.concurrency), rank)  # fmt: skip
             level = [Link(plan.root, "")]
             for depth in range(plan.max_depth + 1):
