@@ -1318,7 +1318,7 @@ class CrawlRequest(SiteFilters):
         description="Pages read at most (duplicates and failures count; ceiling: "
         "`crawl.max_pages`).",
     )
-    max_bytes: Annotated[int, Field(ge=1024), WHOLE] | None = Field(
+    max_bytes: Annotated[int, Field(ge=1024, le=MAX_INT), WHOLE] | None = Field(
         default=None, description="Bytes downloaded at most, all pages together (default and "
         "ceiling: `crawl.max_bytes`).",
     )  # fmt: skip

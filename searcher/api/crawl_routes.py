@@ -116,7 +116,11 @@ async def crawl_status(job_id: str, request: Request) -> Response:
     "/v1/crawl/{job_id}/events",
     summary="A crawl job's events as Server-Sent Events (resumable)",
     response_class=StreamingResponse,
-    responses={**SSE_RESPONSE, **_NOT_FOUND},
+    responses={
+        **SSE_RESPONSE,
+        **_NOT_FOUND,
+        422: {"model": ErrorResponse, "description": "Invalid `after` or `Last-Event-ID`."},
+    },
 )
 async def crawl_events(
     job_id: str, request: Request, last_event_id: LastEventId = None, after: AfterEvent = None

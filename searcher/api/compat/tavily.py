@@ -564,7 +564,11 @@ class TavilyCrawlBody(TavilyMapBody):
     format: Literal["markdown", "text"] | None = None
 
 
-@router.post("/crawl", summary="Tavily-compatible crawl (synchronous)", responses=_TAVILY_ERRORS)
+@router.post(
+    "/crawl",
+    summary="Tavily-compatible crawl (synchronous)",
+    responses={**_TAVILY_ERRORS, 429: {"description": "Too many crawl jobs running."}},
+)
 async def tavily_crawl(body: TavilyCrawlBody, request: Request) -> Response:
     from searcher.api.crawl_routes import crawl_book, crawl_plan
 
@@ -572,7 +576,8 @@ async def tavily_crawl(body: TavilyCrawlBody, request: Request) -> Response:
     runtime = runtime_of(request)
     crawl = CrawlRequest(
         url=body.url, max_depth=body.max_depth, max_breadth=body.max_breadth,
-        limit=min(body.limit, runtime.settings.crawl.max_pages), instructions=body.instructions,
+        limit=min(body.limit, runtime.settings.crawl.max_pages),
+        instructions=body.instructions or None,  # Tavily's clients send "" for none
         select_paths=body.select_paths or [], exclude_paths=body.exclude_paths or [],
         select_domains=body.select_domains or [], exclude_domains=body.exclude_domains or [],
         allow_external=body.allow_external,
