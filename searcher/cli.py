@@ -585,10 +585,110 @@ def research(
     )
 
 
+@main.command()
+@click.argument("url")
+@click.option("--limit", type=int, default=50, show_default=True, help="Pages read at most.")
+@click.option("--max-depth", type=int, default=1, show_default=True, help="Link hops from URL.")
+@click.option("--max-breadth", type=int, default=20, show_default=True,
+              help="Links followed per page at most.")  # fmt: skip
+@click.option("--query", default=None, help="Follow the links that match it first.")
+@click.option("--select-path", "select_paths", multiple=True, metavar="REGEX",
+              help="Only paths matching one of these (repeatable).")  # fmt: skip
+@click.option("--exclude-path", "exclude_paths", multiple=True, metavar="REGEX",
+              help="Leave out paths matching one of these (repeatable).")  # fmt: skip
+@click.option("--delay", "delay_s", type=float, default=None,
+              help="Seconds between two requests to a host "
+              "(default: crawl.politeness_delay_s).")  # fmt: skip
+@click.option("--collection", metavar="NAME", default=None,
+              help="Index the pages into this collection of own documents "
+              "(it must exist).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the pages as JSON.")
+@config_option
+def crawl(
+    url: str, limit: int, max_depth: int, max_breadth: int, query: str | None,
+    select_paths: tuple[str, ...], exclude_paths: tuple[str, ...], delay_s: float | None,
+    collection: str | None, as_json: bool, config_path: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Crawl a site breadth first from URL (robots.txt honoured, duplicates skipped) and
+    print each page's URL, or the pages as JSON; progress goes to stderr on a terminal."""
+    from searcher.contract import CrawlRequest
+
+    body: dict[str, Any] = {
+        "url": url, "limit": limit, "max_depth": max_depth, "max_breadth": max_breadth,
+        "query": query, "select_paths": list(select_paths), "exclude_paths": list(exclude_paths),
+        "politeness_delay_s": delay_s,
+    }  # fmt: skip
+    try:
+        request = CrawlRequest.model_validate({k: v for k, v in body.items() if v is not None})
+    except ValidationError as exc:
+        _fail(f"invalid {InvalidRequest.from_validation(exc.errors())}", 2)
+    settings = _settings(config_path)
+    found = _crawl_here(settings, request, collection)
+    if collection is not None:
+        _crawled_into(settings, collection, found.pages)
+    if as_json:
+        pages = [p.model_dump(mode="json") for p in found.pages]
+        skipped = [s.model_dump(mode="json") for s in found.skipped]
+        out = {"pages": pages, "skipped": skipped, "complete": found.complete}
+        click.echo(json.dumps(out, ensure_ascii=False, indent=2))
+        return
+    for page in found.pages:
+        click.echo(f"{page.url}\t{len(page.content)} chars")
+    cut = "" if found.complete else ", cut by a budget or the deadline"
+    click.echo(f"({len(found.pages)} pages, {len(found.skipped)} skipped{cut})", err=True)
+
+
+def _crawl_here(settings: Settings, request: Any, collection: str | None) -> Any:
+    """Crawl in this process (``searcher crawl``); exit 2 for a bad option or collection."""
+    from searcher.api.crawl_routes import crawl_plan
+    from searcher.corpus import operations
+    from searcher.corpus.store import check_collection_name
+    from searcher.site.crawl_local import crawl_here
+
+    try:
+        plan = crawl_plan(request, settings)
+        if collection is not None and not operations.collection_exists(
+            settings, check_collection_name(collection)
+        ):
+            _fail(f"no collection {collection!r}: index one first (searcher index add) or "
+                  "name it in backends.instances", 2)  # fmt: skip
+    except (InvalidRequest, ValueError) as exc:
+        _fail(f"invalid {exc}" if isinstance(exc, InvalidRequest) else str(exc), 2)
+    tty = sys.stderr.isatty()
+
+    def progress(item: Any) -> None:
+        if tty:  # for a person, not a script
+            reason = getattr(item, "reason", None)
+            click.echo(f"{'skip ' + reason if reason else 'page'}\t{item.url}", err=True)
+
+    return _run(lambda: crawl_here(settings, plan, request.max_chars_per_page, progress))
+
+
+def _crawled_into(settings: Settings, collection: str, pages: list[Any]) -> None:
+    """Index crawled pages into ``collection``; say what became of them on stderr."""
+    from searcher.corpus import operations
+    from searcher.errors import EmbedderUnavailable
+    from searcher.site.crawl_local import page_file
+
+    try:
+        results = _run(
+            lambda: operations.add_files(settings, collection, [page_file(p) for p in pages])
+        )
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    except EmbedderUnavailable as exc:
+        _fail(f"cannot load the embedder ({exc})", 1)
+    counts = {status: sum(r.status == status for r in results)
+              for status in ("indexed", "unchanged", "skipped")}  # fmt: skip
+    click.echo(f"{collection}: {counts['indexed']} indexed, {counts['unchanged']} unchanged, "
+               f"{counts['skipped']} skipped", err=True)  # fmt: skip
+
+
 @main.command("mcp")
 @config_option
 def mcp_stdio(config_path: tuple[str, ...]) -> None:
-    """Serve the MCP tools web_search, fetch_page and deep_research on stdin/stdout."""
+    """Serve the MCP tools web_search, fetch_page, deep_research and crawl_site on
+    stdin/stdout."""
     from searcher.tools.mcp_server import serve_stdio
 
     settings = _settings(config_path)

@@ -12,7 +12,7 @@ import math
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Self, TypedDict, TypeVar, Unpack
+from typing import Any, Generic, Literal, Self, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -24,12 +24,17 @@ from searcher.contract import (
     CacheStats,
     CollectionList,
     Constraints,
+    CrawlAccepted,
+    CrawlEvent,
+    CrawlJob,
+    CrawlRequest,
     ErrorResponse,
     FetchBatchResponse,
     FetchPageRequest,
     FetchPageResponse,
     FetchRequest,
     Health,
+    JobEvent,
     MapRequest,
     MapResponse,
     Preset,
@@ -60,14 +65,16 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 60.0
 
 M = TypeVar("M", bound=BaseModel)
+E = TypeVar("E", bound=JobEvent)
+JobKind = Literal["research", "crawl"]
 
 
-def job_path(job_id: str) -> str:
-    """The path of a research job: its id as one path segment, whatever it holds;
-    ``InvalidRequest`` for an empty id (the path would name the job list)."""
+def job_path(job_id: str, kind: JobKind = "research") -> str:
+    """The path of a job (research or crawl): its id as one path segment, whatever it
+    holds; ``InvalidRequest`` for an empty id (the path would name the job list)."""
     if not job_id:
         raise InvalidRequest("job_id", "must not be empty")
-    return f"/v1/research/{quote(job_id, safe='')}"
+    return f"/v1/{kind}/{quote(job_id, safe='')}"
 
 
 def documents_path(collection: str, name: str | None = None) -> str:
@@ -100,11 +107,11 @@ def upload_parts(files: UploadFiles) -> list[tuple[str, tuple[str, bytes, str]]]
     return parts
 
 
-def _events_path(job_id: str, after: int) -> str:
+def _events_path(job_id: str, after: int, kind: JobKind = "research") -> str:
     """The path of a job's event stream; ``InvalidRequest`` for a negative ``after``."""
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise InvalidRequest("after", "must be a whole number >= 0 (an event id)")
-    return f"{job_path(job_id)}/events"
+    return f"{job_path(job_id, kind)}/events"
 
 
 class SearchOptions(TypedDict, total=False):
@@ -226,6 +233,15 @@ def fetch_pages_body(urls: list[str], max_chars: int | None, start_char: int) ->
     field if it is bad."""
     try:
         request = FetchRequest(urls=urls, max_chars=max_chars, start_char=start_char)
+    except ValidationError as exc:
+        raise _invalid(exc) from exc
+    return request.model_dump(mode="json", exclude_unset=True)
+
+
+def crawl_body(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/crawl``; ``InvalidRequest`` naming the field if it is bad."""
+    try:
+        request = CrawlRequest(url=url, **options)
     except ValidationError as exc:
         raise _invalid(exc) from exc
     return request.model_dump(mode="json", exclude_unset=True)
@@ -367,17 +383,18 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-class SseParser:
-    """Server-Sent Events from ``url``, a line at a time, into research events (comments
-    skipped)."""
+class SseParser(Generic[E]):
+    """Server-Sent Events from ``url``, a line at a time, into job events of ``model``
+    (research's by default; comments skipped)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, model: type[E] = ResearchEvent) -> None:  # type: ignore[assignment]
         self._url = url
+        self._model = model
         self._fields: dict[str, str] = {}
 
-    def feed(self, line: str) -> ResearchEvent | None:
+    def feed(self, line: str) -> E | None:
         """The event a blank line completes, else None; ``RemoteError`` for an event that
-        is not a research event (another server, or another version of searcher)."""
+        is not one of this kind of job (another server, or another version of searcher)."""
         if line:
             if not line.startswith(":"):
                 name, _, value = line.partition(":")
@@ -387,7 +404,7 @@ class SseParser:
         if "data" not in fields:
             return None
         try:
-            return ResearchEvent.model_validate_json(fields["data"])
+            return self._model.model_validate_json(fields["data"])
         except ValidationError as exc:
             raise RemoteError(self._url, f"unexpected answer: {_invalid(exc)}") from exc
 
@@ -551,11 +568,14 @@ class SearcherClient:
         """The job's events as they come, until its ``done`` event; a dropped connection is
         resumed after the last event seen (``Last-Event-ID``), so none is missed or
         repeated."""
+        return self._stream(job_id, after, "research", ResearchEvent)
+
+    def _stream(self, job_id: str, after: int, kind: JobKind, model: type[E]) -> Iterator[E]:
         last, drops = after, 0
         while True:
-            url = f"{self.base_url}{_events_path(job_id, after)}"
+            url = f"{self.base_url}{_events_path(job_id, after, kind)}"
             _refuse_if_closed(self._http, url)
-            parser = SseParser(url)
+            parser = SseParser(url, model)
             try:
                 with self._http.stream(
                     "GET", url, headers={"Last-Event-ID": str(last)}, timeout=_STREAM_TIMEOUT
@@ -582,6 +602,31 @@ class SearcherClient:
                 # resuming would fail the same way.
                 raise _transport_error(url, exc, STREAM_READ_S) from exc
             return  # the server ended the stream: the job is over
+
+    def start_crawl(self, url: str, **options: Any) -> CrawlAccepted:
+        """``POST /v1/crawl``: start a crawl job (202; options: the body's fields, e.g.
+        ``max_depth``, ``limit``, ``query``); follow it with ``stream_crawl``."""
+        return self._call(_Call("POST", "/v1/crawl", crawl_body(url, options)), CrawlAccepted)
+
+    def crawl_status(self, job_id: str) -> CrawlJob:
+        """``GET /v1/crawl/{id}``: status and the pages read so far."""
+        return self._call(_Call("GET", job_path(job_id, "crawl")), CrawlJob)
+
+    def cancel_crawl(self, job_id: str) -> CrawlJob:
+        """``DELETE /v1/crawl/{id}``."""
+        return self._call(_Call("DELETE", job_path(job_id, "crawl")), CrawlJob)
+
+    def stream_crawl(self, job_id: str, after: int = 0) -> Iterator[CrawlEvent]:
+        """The crawl's events (``page``, ``skip``, ... ``done``) as they come, resumed as
+        ``stream_research`` resumes."""
+        return self._stream(job_id, after, "crawl", CrawlEvent)
+
+    def crawl(self, url: str, **options: Any) -> CrawlJob:
+        """Run a crawl to its end and return it, its pages included."""
+        job = self.start_crawl(url, **options)
+        for _ in self.stream_crawl(job.id):
+            pass
+        return self.crawl_status(job.id)
 
     def research(
         self, question: str | ResearchRequest, preset: Preset | None = None
@@ -712,14 +757,19 @@ class AsyncSearcherClient:
         """``DELETE /v1/research/{id}``."""
         return await self._call(_Call("DELETE", job_path(job_id)), ResearchJob)
 
-    async def stream_research(self, job_id: str, after: int = 0) -> AsyncIterator[ResearchEvent]:
+    def stream_research(self, job_id: str, after: int = 0) -> AsyncIterator[ResearchEvent]:
         """The job's events as they come, until its ``done`` event; a dropped connection is
         resumed after the last event seen (``Last-Event-ID``)."""
+        return self._stream(job_id, after, "research", ResearchEvent)
+
+    async def _stream(
+        self, job_id: str, after: int, kind: JobKind, model: type[E]
+    ) -> AsyncIterator[E]:
         last, drops = after, 0
         while True:
-            url = f"{self.base_url}{_events_path(job_id, after)}"
+            url = f"{self.base_url}{_events_path(job_id, after, kind)}"
             _refuse_if_closed(self._http, url)
-            parser = SseParser(url)
+            parser = SseParser(url, model)
             try:
                 async with self._http.stream(
                     "GET", url, headers={"Last-Event-ID": str(last)}, timeout=_STREAM_TIMEOUT
@@ -746,6 +796,30 @@ class AsyncSearcherClient:
                 # resuming would fail the same way.
                 raise _transport_error(url, exc, STREAM_READ_S) from exc
             return
+
+    async def start_crawl(self, url: str, **options: Any) -> CrawlAccepted:
+        """``POST /v1/crawl``: start a crawl job (202); follow it with ``stream_crawl``."""
+        call = _Call("POST", "/v1/crawl", crawl_body(url, options))
+        return await self._call(call, CrawlAccepted)
+
+    async def crawl_status(self, job_id: str) -> CrawlJob:
+        """``GET /v1/crawl/{id}``: status and the pages read so far."""
+        return await self._call(_Call("GET", job_path(job_id, "crawl")), CrawlJob)
+
+    async def cancel_crawl(self, job_id: str) -> CrawlJob:
+        """``DELETE /v1/crawl/{id}``."""
+        return await self._call(_Call("DELETE", job_path(job_id, "crawl")), CrawlJob)
+
+    def stream_crawl(self, job_id: str, after: int = 0) -> AsyncIterator[CrawlEvent]:
+        """The crawl's events as they come, resumed as ``stream_research`` resumes."""
+        return self._stream(job_id, after, "crawl", CrawlEvent)
+
+    async def crawl(self, url: str, **options: Any) -> CrawlJob:
+        """Run a crawl to its end and return it, its pages included."""
+        job = await self.start_crawl(url, **options)
+        async for _ in self.stream_crawl(job.id):
+            pass
+        return await self.crawl_status(job.id)
 
     async def research(
         self, question: str | ResearchRequest, preset: Preset | None = None

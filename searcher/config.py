@@ -1164,6 +1164,36 @@ class SessionSettings(ConfigSection):
     )
 
 
+class CrawlSettings(ConfigSection):
+    # A crawl job's ceilings and manners: a request chooses within them (422 above one).
+    max_pages: int = Field(
+        default=500, ge=1, le=10_000, description="Ceiling on a crawl's `limit` (pages read)"
+    )
+    max_bytes: int = Field(
+        default=50 * 1024 * 1024, ge=1024,
+        description="Ceiling on a crawl's `max_bytes` (bytes downloaded, all pages together)",
+    )  # fmt: skip
+    max_time_s: float = Field(
+        default=600.0, gt=0, le=3600, description="Ceiling on a crawl's `timeout_s`"
+    )
+    politeness_delay_s: float = Field(
+        default=0.5, ge=0, le=60,
+        description="Default pause between two requests to one host (a request's "
+        "`politeness_delay_s` may lower it; robots.txt's `Crawl-delay` raises it, up to 10 s)",
+    )  # fmt: skip
+    per_host_concurrency: int = Field(
+        default=2, ge=1, le=16, description="Ceiling on requests to one host at once"
+    )
+    concurrency: int = Field(
+        default=4, ge=1, le=32, description="Ceiling on a crawl's pages read at once"
+    )
+    max_concurrent_jobs: int = Field(
+        default=4, ge=1, le=64,
+        description="Crawl jobs running at once (per process); more get 429 with "
+        "`Retry-After` (one API key runs at most half of them, at least 1)",
+    )  # fmt: skip
+
+
 class LoggingSettings(ConfigSection):
     access: bool = Field(
         default=True,
@@ -1571,6 +1601,7 @@ class Settings(ConfigSection):
     corpus: CorpusSettings = Field(default_factory=CorpusSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
+    crawl: CrawlSettings = Field(default_factory=CrawlSettings)
 
     @model_validator(mode="before")
     @classmethod

@@ -1002,9 +1002,9 @@ MapPattern = Annotated[
 ]
 
 
-class MapRequest(_Strict, WireSafe):
-    """``POST /v1/map`` body: a site's URLs from its sitemaps and links, without reading
-    page content beyond links."""
+class SiteFilters(_Strict, WireSafe):
+    """Which pages of a site a map or a crawl walks: from a root, within a depth and a
+    breadth, under path and domain patterns."""
 
     url: str = Field(
         min_length=1, max_length=2048, description=f"The root. {HTTP_URL_RULE}",
@@ -1015,9 +1015,6 @@ class MapRequest(_Strict, WireSafe):
     )
     max_breadth: Annotated[int, Field(ge=1, le=500), WHOLE] = Field(
         default=20, description="Links followed per page at most."
-    )
-    limit: Annotated[int, Field(ge=1, le=5000), WHOLE] = Field(
-        default=50, description="URLs returned at most."
     )
     select_paths: list[MapPattern] = Field(
         default_factory=list, max_length=20,
@@ -1038,6 +1035,15 @@ class MapRequest(_Strict, WireSafe):
     allow_external: bool = Field(
         default=False,
         description="Follow links to other hosts (default: the root's host and its subdomains).",
+    )
+
+
+class MapRequest(SiteFilters):
+    """``POST /v1/map`` body: a site's URLs from its sitemaps and links, without reading
+    page content beyond links."""
+
+    limit: Annotated[int, Field(ge=1, le=5000), WHOLE] = Field(
+        default=50, description="URLs returned at most."
     )
     sitemaps: bool = Field(
         default=True, description="Read the sitemaps robots.txt names (or /sitemap.xml)."
@@ -1213,14 +1219,32 @@ class ResearchResult(BaseModel):
     )
 
 
-class ResearchEvent(BaseModel):
+class JobEvent(BaseModel):
+    """One event of a background job (research, crawl), numbered from 1."""
+
     id: int
-    type: EventType
+    type: str
     ts: str
     data: dict[str, Any]
 
 
-class ResearchJob(BaseModel):
+class JobView(BaseModel):
+    """What every background job's status shows (research, crawl)."""
+
+    id: str
+    status: JobStatus
+    created_utc: str
+    updated_utc: str
+    progress: dict[str, Any] = Field(default_factory=dict)
+    events: int = Field(description="Events so far; the stream resumes after any of them.")
+    error: str | None = None
+
+
+class ResearchEvent(JobEvent):
+    type: EventType
+
+
+class ResearchJob(JobView):
     """``GET /v1/research/{id}``."""
 
     id: str
@@ -1276,3 +1300,94 @@ class Removed(BaseModel):
     collection: str
     name: str
     removed: bool
+
+
+# --- crawl (POST /v1/crawl, GET /v1/crawl/{id}, .../events) ---------------------------------
+
+CrawlSkipReason = Literal["robots", "duplicate", "near_duplicate", "failed"]
+CrawlEventType = Literal["page", "skip", "done", "error"]
+
+
+class CrawlRequest(SiteFilters):
+    """``POST /v1/crawl`` body: read a site's pages breadth first from ``url``. Options left
+    out take the server's defaults (``crawl.*``); a value above the server's ceiling is
+    lowered to it (422 under ``limits.strict``)."""
+
+    limit: Annotated[int, Field(ge=1, le=10_000), WHOLE] = Field(
+        default=50,
+        description="Pages read at most (duplicates and failures count; ceiling: "
+        "`crawl.max_pages`).",
+    )
+    max_bytes: Annotated[int, Field(ge=1024, le=MAX_INT), WHOLE] | None = Field(
+        default=None, description="Bytes downloaded at most, all pages together (default and "
+        "ceiling: `crawl.max_bytes`).",
+    )  # fmt: skip
+    max_chars_per_page: Annotated[int, Field(ge=1, le=1_000_000), WHOLE] = Field(
+        default=20_000, description="Characters of each page's text returned at most."
+    )
+    query: str | None = Field(
+        default=None, min_length=1, max_length=500,
+        description="Links whose anchor text and URL match it best are followed first "
+        "(BM25; the LLM when configured).",
+    )  # fmt: skip
+    instructions: str | None = Field(
+        default=None, min_length=1, max_length=2000,
+        description="What to look for, in words (Tavily's `instructions`): ranks links as "
+        "`query` does when `query` is absent.",
+    )  # fmt: skip
+    politeness_delay_s: Annotated[float, Field(ge=0, le=60)] | None = Field(
+        default=None, description="Pause between two requests to one host (default "
+        "`crawl.politeness_delay_s`; robots.txt's `Crawl-delay` raises it, up to 10 s).",
+    )  # fmt: skip
+    per_host_concurrency: Annotated[int, Field(ge=1, le=16), WHOLE] | None = Field(
+        default=None, description="Requests to one host at once (default and ceiling: "
+        "`crawl.per_host_concurrency`).",
+    )  # fmt: skip
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
+        default=None, description="Deadline of the whole crawl (default and ceiling: "
+        "`crawl.max_time_s`); the job ends `done` with what it read by then.",
+    )  # fmt: skip
+
+    def ranking_text(self) -> str | None:
+        """What ranks the links: ``query``, else ``instructions``."""
+        return self.query or self.instructions
+
+
+class CrawledPage(BaseModel):
+    url: str = Field(description="The URL read (after redirects).")
+    depth: int = Field(description="Link hops from the root.")
+    content: str = Field(description="The page's main text (markdown).")
+    fetch: FetchInfo
+
+
+class CrawlSkip(BaseModel):
+    url: str
+    depth: int
+    reason: CrawlSkipReason
+    error: str | None = None
+    duplicate_of: str | None = Field(default=None, description="The page kept instead.")
+
+
+class CrawlEvent(JobEvent):
+    type: CrawlEventType
+
+
+class CrawlJob(JobView):
+    """``GET /v1/crawl/{id}``: the pages read so far (all of them once done)."""
+
+    url: str
+    query: str | None = None
+    pages: list[CrawledPage] = Field(default_factory=list)
+    skipped: list[CrawlSkip] = Field(default_factory=list)
+    complete: bool | None = Field(
+        default=None, description="Once done: False when cut short by a budget or the deadline."
+    )
+
+
+class CrawlAccepted(BaseModel):
+    """``POST /v1/crawl`` (202)."""
+
+    id: str
+    status: JobStatus
+    status_url: str
+    events_url: str

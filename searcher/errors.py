@@ -462,15 +462,20 @@ class AnswerUnavailable(SearcherError):
 # --- research --------------------------------------------------------------------------
 
 
-class ResearchFailed(SearcherError):
+class JobFailed(SearcherError):
+    """A background job (research, crawl) could not go on; the job ends ``failed``."""
+
+
+class ResearchFailed(JobFailed):
     """A research job could not go on (every search failed); the job ends ``failed``."""
 
 
 class TooManyJobs(SearcherError):
-    """``research.max_concurrent_jobs`` are running; ``retry_after_s`` says when to retry."""
+    """``research.max_concurrent_jobs`` are running; ``retry_after_s`` says when to retry.
+    ``what``: the kind of job (``research``, ``crawl``)."""
 
-    def __init__(self, limit: int, retry_after_s: int) -> None:
-        super().__init__(f"{limit} research jobs are running already; retry later")
+    def __init__(self, limit: int, retry_after_s: int, what: str = "research") -> None:
+        super().__init__(f"{limit} {what} jobs are running already; retry later")
         self.limit = limit
         self.retry_after_s = retry_after_s
 
@@ -479,10 +484,10 @@ class TooManyJobsForKey(TooManyJobs):
     """The caller's API key runs ``research.max_jobs_per_key`` jobs already (other keys may
     still start theirs)."""
 
-    def __init__(self, limit: int, retry_after_s: int) -> None:
+    def __init__(self, limit: int, retry_after_s: int, what: str = "research") -> None:
         SearcherError.__init__(
             self,
-            f"this API key runs {limit} research job(s) already, its share of the job slots "
+            f"this API key runs {limit} {what} job(s) already, its share of the job slots "
             "(research.max_jobs_per_key); retry when one has ended",
         )
         self.limit = limit
@@ -513,10 +518,10 @@ class UnknownRecording(SearcherError):
 
 
 class JobNotFound(SearcherError):
-    """No research job has that id (or it expired)."""
+    """No job of that kind (``research``, ``crawl``) has that id (or it expired)."""
 
-    def __init__(self, job_id: str) -> None:
-        super().__init__(f"no research job {job_id!r}")
+    def __init__(self, job_id: str, what: str = "research") -> None:
+        super().__init__(f"no {what} job {job_id!r}")
         self.job_id = job_id
 
 

@@ -146,7 +146,7 @@ async def test_tools_listed_with_the_schemas_openai_clients_get(mcp_server):
     async with connect(mcp_server()) as client:
         tools = (await client.list_tools()).tools
     expected = {t["function"]["name"]: t["function"] for t in openai_tools(20_000)}
-    assert [t.name for t in tools] == ["web_search", "fetch_page", "deep_research"]
+    assert [t.name for t in tools] == ["web_search", "fetch_page", "deep_research", "crawl_site"]
     for tool in tools[:2]:  # deep_research is MCP's alone: too slow for a tool-call loop
         assert tool.input_schema == expected[tool.name]["parameters"]
         assert tool.description == expected[tool.name]["description"]

@@ -19,6 +19,7 @@ from searcher.api.chat import router as chat_router
 from searcher.api.collections import router as collections_router
 from searcher.api.collections import upload_limit
 from searcher.api.compat import openwebui, searxng, tavily
+from searcher.api.crawl_routes import router as crawl_router
 from searcher.api.docs import mount_docs
 from searcher.api.errors import install_error_handlers
 from searcher.api.feedback import router as feedback_router
@@ -37,6 +38,7 @@ from searcher.backends.duckduckgo import SearcherFactory
 from searcher.config import Settings, load_settings
 from searcher.research.jobs import JobBook
 from searcher.runtime import open_service
+from searcher.site.crawl_jobs import CrawlBook
 from searcher.tools.mcp_server import mcp_sessions, mount_mcp
 
 Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]
@@ -73,6 +75,7 @@ def create_app(
     app.include_router(openwebui.router)  # POST /openwebui/search, /openwebui/loader
     app.include_router(tools_router)  # POST /v1/fetch, GET /v1/tools/openai
     app.include_router(research_router)  # /v1/research: jobs, their events (SSE)
+    app.include_router(crawl_router)  # /v1/crawl: crawl jobs, as research's
     app.include_router(site_router)  # POST /v1/map
     app.include_router(collections_router)  # /v1/collections: list, upload, delete
     app.include_router(chat_router)  # /v1/chat/completions, /v1/models: searcher as a model
@@ -101,13 +104,16 @@ def _lifespan(
                 app.state.runtime = runtime
                 jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
                 app.state.jobs = jobs
-                undo = end_jobs_when_stopping(jobs)
+                crawls = CrawlBook(runtime.service.parts, runtime.state)
+                app.state.crawls = crawls
+                undo = end_jobs_when_stopping(jobs, crawls)
                 try:
                     async with mcp_sessions(app):  # MCP tool calls end before the service
                         yield
                 finally:
                     undo()
                     await jobs.close()  # research jobs end (cancelled) before the service
+                    await crawls.close()
         finally:
             if access_log is not None:
                 access_log.close()  # every queued line is written before the app stops

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 from collections.abc import AsyncIterator, Callable
 from types import FrameType
@@ -18,12 +19,13 @@ from pydantic import BeforeValidator, Field
 
 from searcher.api.auth import collection_access, key_of
 from searcher.api.observe import client_identity
-from searcher.contract import ErrorResponse, ResearchAccepted, ResearchJob, ResearchRequest
+from searcher.contract import ErrorResponse, JobView, ResearchAccepted, ResearchJob, ResearchRequest
+from searcher.research.job_runner import JobRunner
 from searcher.research.jobs import JobBook
 
 router = APIRouter(tags=["research"])
 SSE = "text/event-stream"
-_SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {SSE: {}}, "description": "The job's events, as Server-Sent Events."}
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -39,7 +41,11 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-def end_jobs_when_stopping(jobs: JobBook) -> Callable[[], None]:
+def _end_soon(loop: asyncio.AbstractEventLoop, jobs: JobRunner[Any, Any, Any]) -> None:
+    loop.create_task(jobs.end_running())
+
+
+def end_jobs_when_stopping(*books: JobRunner[Any, Any, Any]) -> Callable[[], None]:
     """Make the server's stop signal (SIGTERM, SIGINT) end the running jobs at once, each
     with its ``error`` and ``done`` events, so that the streams following them end before
     the server waits for open connections (which it would, for the whole grace period, then
@@ -49,7 +55,8 @@ def end_jobs_when_stopping(jobs: JobBook) -> Callable[[], None]:
     previous: dict[int, Any] = {}
 
     def stopping(signum: int, frame: FrameType | None) -> None:
-        loop.call_soon_threadsafe(lambda: loop.create_task(jobs.end_running()))
+        for jobs in books:
+            loop.call_soon_threadsafe(functools.partial(_end_soon, loop, jobs))
         previous[signum](signum, frame)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -89,6 +96,21 @@ def _blank_is_none(value: object) -> object:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+# Where a stream resumes: the ``Last-Event-ID`` header, or ``?after=`` (which wins).
+LastEventId = Annotated[
+    Annotated[int, Field(ge=0, le=1_000_000)] | None,
+    BeforeValidator(_blank_is_none),
+    Header(json_schema_extra=_header_event_id_schema),
+]
+AfterEvent = Annotated[
+    int | None,
+    Query(
+        ge=0, le=1_000_000, description="Events after this id.",
+        json_schema_extra=_event_id_schema,
+    ),
+]  # fmt: skip
+
+
 def _jobs(request: Request) -> JobBook:
     jobs: JobBook = request.app.state.jobs
     return jobs
@@ -101,7 +123,7 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 async def _event_stream(
-    jobs: JobBook, job: ResearchJob, after: int, heartbeat_s: float, key: str | None
+    jobs: JobRunner[Any, Any, Any], job: JobView, after: int, heartbeat_s: float, key: str | None
 ) -> AsyncIterator[bytes]:
     async for event in jobs.follow(job.id, after, heartbeat_s, seen=job, key=key):
         if event is None:
@@ -111,10 +133,13 @@ async def _event_stream(
         yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.id, event.type.encode(), data)
 
 
-async def event_stream(request: Request, job_id: str, after: int) -> StreamingResponse:
+async def event_stream(
+    request: Request, job_id: str, after: int, jobs: JobRunner[Any, Any, Any] | None = None
+) -> StreamingResponse:
     """A job's events after ``after`` as an SSE response (404 before it starts, also to
-    a key that did not start the job)."""
-    jobs, key = _jobs(request), key_of(request.scope)
+    a key that did not start the job). ``jobs``: the book of its kind (research's when
+    None)."""
+    jobs, key = jobs or _jobs(request), key_of(request.scope)
     job = await jobs.view(job_id, key)  # 404 before the stream starts, not inside it
     heartbeat = request.app.state.runtime.settings.research.heartbeat_s
     return StreamingResponse(
@@ -130,7 +155,7 @@ async def event_stream(request: Request, job_id: str, after: int) -> StreamingRe
     summary="Start a research job",
     responses={
         202: {"model": ResearchAccepted, "description": "Started; follow events_url."},
-        **_SSE_RESPONSE,
+        **SSE_RESPONSE,
         413: {"model": ErrorResponse, "description": "Body over the size limit."},
         422: {"model": ErrorResponse, "description": "Invalid request; `error.field`."},
         429: {
@@ -174,28 +199,13 @@ async def research_status(job_id: str, request: Request) -> Response:
     summary="A research job's events as Server-Sent Events (resumable)",
     response_class=StreamingResponse,
     responses={
-        **_SSE_RESPONSE,
+        **SSE_RESPONSE,
         **_NOT_FOUND,
         422: {"model": ErrorResponse, "description": "Invalid `after` or `Last-Event-ID`."},
     },
 )
 async def research_events(
-    job_id: str,
-    request: Request,
-    last_event_id: Annotated[
-        Annotated[int, Field(ge=0, le=1_000_000)] | None,
-        BeforeValidator(_blank_is_none),
-        Header(json_schema_extra=_header_event_id_schema),
-    ] = None,
-    after: Annotated[
-        int | None,
-        Query(
-            ge=0,
-            le=1_000_000,
-            description="Events after this id.",
-            json_schema_extra=_event_id_schema,
-        ),
-    ] = None,
+    job_id: str, request: Request, last_event_id: LastEventId = None, after: AfterEvent = None
 ) -> StreamingResponse:
     start = after if after is not None else (last_event_id or 0)
     return await event_stream(request, job_id, start)

@@ -8,7 +8,14 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Request
 
-from searcher.contract import HTTP_URL, HTTP_URL_RULE, ErrorResponse, MapRequest, MapResponse
+from searcher.contract import (
+    HTTP_URL,
+    HTTP_URL_RULE,
+    ErrorResponse,
+    MapRequest,
+    MapResponse,
+    SiteFilters,
+)
 from searcher.errors import InvalidRequest
 from searcher.runtime import Runtime
 from searcher.site.mapping import MapPlan, map_site
@@ -18,9 +25,9 @@ from searcher.tools.fetch_page import check_url
 router = APIRouter()
 
 
-def map_plan(body: MapRequest, user_agent: str) -> MapPlan:
-    """The plan of a map request; ``InvalidRequest`` naming the field for a bad URL or
-    pattern."""
+def root_and_scope(body: SiteFilters) -> tuple[str, SiteScope]:
+    """The normalised root and the filters of a map or crawl request; ``InvalidRequest``
+    naming the field for a bad URL or pattern."""
     url = check_url(body.url)
     root = normalised_url(url) if re.fullmatch(HTTP_URL, url) else None
     if root is None:
@@ -33,6 +40,13 @@ def map_plan(body: MapRequest, user_agent: str) -> MapPlan:
         select_domains=compile_patterns(body.select_domains, "select_domains"),
         exclude_domains=compile_patterns(body.exclude_domains, "exclude_domains"),
     )
+    return root, scope
+
+
+def map_plan(body: MapRequest, user_agent: str) -> MapPlan:
+    """The plan of a map request; ``InvalidRequest`` naming the field for a bad URL or
+    pattern."""
+    root, scope = root_and_scope(body)
     return MapPlan(
         root=root, scope=scope, max_depth=body.max_depth, max_breadth=body.max_breadth,
         limit=body.limit, use_sitemaps=body.sitemaps, timeout_s=body.timeout_s,

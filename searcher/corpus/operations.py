@@ -12,6 +12,7 @@ from searcher.corpus import store
 from searcher.corpus.base import CorpusStore, DocumentRow, SkippedRow
 from searcher.corpus.indexer import IndexOptions, IndexReport, Progress, index_paths
 from searcher.corpus.roots import allowed_path, resolved_roots
+from searcher.corpus.uploads import UploadResult, collection_folder, index_uploads, upload_name
 from searcher.embedding.embedders import OpenAIEmbedder, build_embedder
 from searcher.fetch.extractor import build_extractor
 
@@ -138,3 +139,40 @@ def remove(settings: Settings, path: str | None, collection: str | None) -> int:
         return removed
     finally:
         corpus.close()
+
+
+def collection_exists(settings: Settings, collection: str) -> bool:
+    """Whether ``collection`` is indexed already or named by a ``local`` backend instance."""
+    configured = {
+        instance.get("collection")
+        for instance in settings.backends.instances.values()
+        if instance.get("adapter") == "local"
+    }
+    if collection in configured:
+        return True
+    corpus = open_store(settings)
+    try:
+        return collection in corpus.collections()
+    finally:
+        corpus.close()
+
+
+async def add_files(
+    settings: Settings, collection: str, files: Sequence[tuple[str, bytes]]
+) -> list[UploadResult]:
+    """Keep ``files`` ((name, body), e.g. crawled pages as Markdown) as uploads of
+    ``collection`` and index them, as ``POST /v1/collections/{name}/documents`` does.
+    Raises ``ValueError`` for a bad collection name or file name, ``EmbedderUnavailable``."""
+    store.check_collection_name(collection)
+    names = [(upload_name(name), body) for name, body in files]
+    corpus_settings = settings.corpus
+    options = IndexOptions(collection, corpus_settings.max_file_bytes, corpus_settings.chunk_chars)
+    folder = collection_folder(corpus_settings.directory(settings.state), collection)
+    embedder = build_embedder(settings.embeddings)
+    corpus = open_store(settings)
+    try:
+        return await index_uploads(corpus, folder, names, options, embedder)
+    finally:
+        corpus.close()
+        if isinstance(embedder, OpenAIEmbedder):
+            await embedder.aclose()

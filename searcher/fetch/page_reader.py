@@ -157,6 +157,14 @@ class PageReader:
         owner: Hashable = client if client is not None else object()
         return _Read(limits, max_chars, cut_at, client, owner, deadline)
 
+    async def read_through(
+        self, url: str, limits: FetchLimits, max_chars: int, fetch: Fetch, client: str | None
+    ) -> PageOutcome:
+        """Read one page as ``read`` does, downloading through ``fetch`` (a crawl's wrapper
+        of ``fetcher.fetch``: its per-host pacing, and the body kept for its links)."""
+        read = self._read_context(limits, max_chars, client, None)
+        return await self._read(url, read, fetch)
+
     async def _read(self, url: str, read: _Read, fetch: Fetch) -> PageOutcome:
         limits, max_chars = read.limits, read.max_chars
         # The cache key is the URL as requested, byte for byte: two URLs that differ only

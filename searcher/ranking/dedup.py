@@ -14,13 +14,14 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from searcher.embedding.embedders import Embedder, normalise_rows
 from searcher.ranking.fusion import FusedHit, Source, representative
 from searcher.ranking.tokens import RequestTexts
-from searcher.text import document_text
+from searcher.text import document_text, words
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # A reprint repeats the words of what it copies: at least this share of the shorter text's
@@ -144,3 +145,30 @@ def _merged(group: list[FusedHit]) -> FusedHit:
     hit = representative([f.hit for f in group])  # the first's URL, the richest text
     sources = sorted({s for f in group for s in f.sources}, key=Source.sort_key)
     return dataclasses.replace(first, hit=hit, sources=tuple(sources))
+
+
+@dataclass(frozen=True)
+class TextSignature:
+    """What near-duplicate removal compares of a whole text (a crawled page's): the
+    numbers it states and its distinct words."""
+
+    numbers: frozenset[str]
+    words: frozenset[str]
+
+
+def text_signature(text: str) -> TextSignature:
+    """``text``'s signature (``TextSignature``)."""
+    return TextSignature(_numbers(text), frozenset(words(text.lower())))
+
+
+def same_text(a: TextSignature, b: TextSignature) -> bool:
+    """Whether two texts are one page as ``drop_near_duplicates`` judges a close pair: the
+    same numbers and at least ``MIN_SHARED_WORDS`` of the shorter one's words. Pages
+    compared whole have no embedder's word first: their sizes must also be within a
+    factor of two (a short page whose words a long one repeats is not its copy)."""
+    if a.numbers != b.numbers or not a.words or not b.words:
+        return a.words == b.words and a.numbers == b.numbers
+    small, large = sorted((len(a.words), len(b.words)))
+    if large > 2 * small:
+        return False
+    return len(a.words & b.words) >= MIN_SHARED_WORDS * small

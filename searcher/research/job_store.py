@@ -1,8 +1,8 @@
-"""Research jobs in the state store (the SQLite file, or Redis): each job's record and
-events written where every worker and replica reads them, the heartbeat that says this
-process is alive, and the reading side — another process's job looked up, streamed, and
-marked ``failed: interrupted`` once its owner stopped beating (``research/jobs.py`` runs
-the jobs and decides what is written when).
+"""Background jobs (research, crawl) in the state store (the SQLite file, or Redis): each
+job's record and events written where every worker and replica reads them, the heartbeat
+that says this process is alive, and the reading side — another process's job looked up,
+streamed, and marked ``failed: interrupted`` once its owner stopped beating
+(``research/job_runner.py`` runs the jobs and decides what is written when).
 
 A store that cannot be reached is no death: nothing is said of other processes' jobs then
 (the store raises), and nobody is marked interrupted until this process has seen the store
@@ -17,16 +17,16 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from searcher.config import ResearchSettings
-from searcher.contract import EventType, JobStatus, ResearchEvent, ResearchJob
+from searcher.contract import JobEvent, JobStatus, JobView
 from searcher.errors import JobNotFound, StateUnavailable
 from searcher.state.base import StateStore, get_json, set_json
 from searcher.state.failsoft import FailSoftStore
 
 FINISHED: frozenset[JobStatus] = frozenset({"done", "failed", "cancelled"})
-NAMESPACE = "research:"
+NAMESPACE = "research:"  # research jobs' keys; other kinds of job have their own
 INTERRUPTED = "interrupted: the server running the job stopped"
 EXPIRED = "expired: the job's record is gone from the state store"
 POLL_S = 0.25  # how often a stream of another process's job looks for new events
@@ -40,23 +40,50 @@ def now_utc() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+V = TypeVar("V", bound=JobView)
+E = TypeVar("E", bound=JobEvent)
+
+
 @dataclass(frozen=True)
-class Record:
+class Record(Generic[V]):
     """A job as the state store holds it: its view, the process running it, and the
     lifetime of its record and events while it runs."""
 
-    view: ResearchJob
+    view: V
     owner: str
     ttl_s: float
     key: str | None = None  # the API key that started it (its id); None: anonymous
 
 
-class JobStore:
-    """The research jobs' side of the state store, for the process ``owner``. ``store``
+@dataclass(frozen=True)
+class JobKind(Generic[V, E]):
+    """What tells one kind of job from another: its name (``research``, ``crawl``: its
+    keys' namespace in the store, and what errors call it) and the models of its view and
+    events."""
+
+    what: str
+    view_type: type[V]
+    event_type: type[E]
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of its keys in the store."""
+        return f"{self.what}:"
+
+
+class JobStore(Generic[V, E]):
+    """One kind of job's side of the state store, for the process ``owner``. ``store``
     None: jobs live in their process only, and every write here is a no-op."""
 
-    def __init__(self, store: FailSoftStore | None, settings: ResearchSettings, owner: str) -> None:
+    def __init__(
+        self,
+        store: FailSoftStore | None,
+        settings: ResearchSettings,
+        owner: str,
+        kind: JobKind[V, E],
+    ) -> None:
         self._settings = settings
+        self._kind = kind
         # Jobs must tell an absent record from a store that cannot be reached (a worker
         # that read "absent" during an outage marked other workers' jobs interrupted).
         self._watched = store
@@ -73,7 +100,7 @@ class JobStore:
 
     def key(self, kind: str, *parts: str | int) -> str:
         """The store key of one kind of a job's entries (``job``, ``event``, ...)."""
-        return NAMESPACE + ":".join([kind, *(str(p) for p in parts)])
+        return self._kind.namespace + ":".join([kind, *(str(p) for p in parts)])
 
     # --- the heartbeat ------------------------------------------------------------------
 
@@ -118,7 +145,7 @@ class JobStore:
 
     # --- writing ------------------------------------------------------------------------
 
-    async def save_record(self, record: Record) -> None:
+    async def save_record(self, record: Record[V]) -> None:
         """A job's record; once it is finished, for ``retention_s`` from now."""
         if self._store is None:
             return
@@ -128,7 +155,7 @@ class JobStore:
         ttl = self._settings.retention_s if finished else record.ttl_s
         await set_json(self._store, self.key("job", record.view.id), raw, ttl)
 
-    async def save_event(self, job_id: str, event: ResearchEvent, ttl_s: float) -> None:
+    async def save_event(self, job_id: str, event: E, ttl_s: float) -> None:
         """One event of a job, living ``ttl_s``."""
         if self._store is not None:
             key = self.key("event", job_id, event.id)
@@ -138,7 +165,7 @@ class JobStore:
         """How long a finished job's events live: its record's lifetime and a little."""
         return self._settings.retention_s + EVENTS_OUTLIVE_S
 
-    async def ask_cancel(self, record: Record) -> None:
+    async def ask_cancel(self, record: Record[V]) -> None:
         """Ask the process running a job to stop it (it looks at its next event)."""
         if record.view.status not in FINISHED and self._store is not None:
             await self._store.set(self.key("cancel", record.view.id), b"1", record.ttl_s)
@@ -154,26 +181,26 @@ class JobStore:
 
     # --- reading ------------------------------------------------------------------------
 
-    async def stored_event(self, job_id: str, n: int) -> ResearchEvent | None:
+    async def stored_event(self, job_id: str, n: int) -> E | None:
         """Event ``n`` of a job from the store (None if absent, expired or corrupt)."""
         raw = await get_json(self._store, self.key("event", job_id, n)) if self._store else None
         try:
-            return ResearchEvent.model_validate(raw) if raw is not None else None
+            return self._kind.event_type.model_validate(raw) if raw is not None else None
         except ValueError:
             return None
 
-    async def stored(self, job_id: str, key: str | None) -> Record:
+    async def stored(self, job_id: str, key: str | None) -> Record[V]:
         """A job of ``key`` from the store; one whose owner stopped beating is
         ``interrupted`` (``_may_interrupt``). Another key's job is not found, as an unknown
         one. ``StateUnavailable`` when the store cannot be reached: nothing can be said."""
         raw = await get_json(self._store, self.key("job", job_id)) if self._store else None
         if not isinstance(raw, dict) or raw.get("key") != key:
-            raise JobNotFound(job_id)
+            raise JobNotFound(job_id, self._kind.what)
         try:
-            view = ResearchJob.model_validate(raw["view"])
+            view = self._kind.view_type.model_validate(raw["view"])
             ttl_s = float(raw.get("ttl_s", self._settings.retention_s))
         except (KeyError, TypeError, ValueError) as exc:
-            raise JobNotFound(job_id) from exc
+            raise JobNotFound(job_id, self._kind.what) from exc
         record = Record(view, str(raw.get("owner")), ttl_s, key)
         if view.status in FINISHED or self._store is None:
             return record
@@ -199,7 +226,7 @@ class JobStore:
             last = event.id
         return max(last, count)
 
-    async def _interrupt(self, record: Record) -> Record:
+    async def _interrupt(self, record: Record[V]) -> Record[V]:
         """Mark a job whose process died as failed; the first reader to see it writes the
         last events (a counter decides who, so they are written once)."""
         assert self._store is not None
@@ -208,12 +235,12 @@ class JobStore:
                                          "updated_utc": now_utc()})  # fmt: skip
         if await self._store.incr(self.key("interrupt", view.id), 1, record.ttl_s) == 1:
             last_id = await self._keep_events(view.id, view.events)
-            last: list[tuple[EventType, dict[str, Any]]] = [
+            last: list[tuple[str, dict[str, Any]]] = [
                 ("error", {"status": "failed", "message": INTERRUPTED}),
                 ("done", {"status": "failed"}),
             ]
             for n, (kind, data) in enumerate(last, start=last_id + 1):
-                event = ResearchEvent(id=n, type=kind, ts=now_utc(), data=data)
+                event = self._kind.event_type(id=n, type=kind, ts=now_utc(), data=data)
                 await self.save_event(view.id, event, self.finished_event_ttl())
             failed = failed.model_copy(update={"events": last_id + 2})
             await self.save_record(Record(failed, record.owner, record.ttl_s, record.key))
@@ -226,9 +253,9 @@ class JobStore:
         job_id: str,
         after: int,
         heartbeat_s: float | None,
-        seen: ResearchJob | None,
+        seen: V | None,
         key: str | None,
-    ) -> AsyncIterator[ResearchEvent | None]:
+    ) -> AsyncIterator[E | None]:
         """Another process's job: its stored events, polled until its last one. The
         stream always ends cleanly: events no longer stored are skipped, and the job's
         ``error`` and ``done`` events rebuilt from its record if they are gone too."""
@@ -268,11 +295,11 @@ class JobStore:
             except JobNotFound:  # its process died and nobody read it for its lifetime
                 gone = view.model_copy(update={"status": "failed", "error": EXPIRED,
                                                "events": max(view.events, sent) + 2})  # fmt: skip
-                for event in last_events(gone, sent):
+                for event in last_events(gone, sent, self._kind.event_type):
                     yield event
                 return
 
-    async def _start_after(self, job_id: str, view: ResearchJob, after: int) -> int:
+    async def _start_after(self, job_id: str, view: V, after: int) -> int:
         """Where a stream of a stored job starts: ``after``, or for a running job, at
         most its last event so far (so that the stream still ends with its ``done``)."""
         sent = max(0, after)
@@ -284,9 +311,7 @@ class JobStore:
                 last += 1
         return last
 
-    async def _rest_of(
-        self, job_id: str, view: ResearchJob, sent: int
-    ) -> AsyncIterator[ResearchEvent]:
+    async def _rest_of(self, job_id: str, view: V, sent: int) -> AsyncIterator[E]:
         """A finished job's events after ``sent`` once one is missing from the store:
         those still stored, then its last events rebuilt if they are gone."""
         for n in range(sent + 1, view.events + 1):
@@ -297,21 +322,21 @@ class JobStore:
             if event is not None:
                 sent = n
                 yield event
-        for event in last_events(view, sent):
+        for event in last_events(view, sent, self._kind.event_type):
             yield event
 
 
-def last_events(view: ResearchJob, sent: int) -> list[ResearchEvent]:
+def last_events(view: JobView, sent: int, event_type: type[E]) -> list[E]:
     """A finished job's last events rebuilt from its record (for a stream whose stored
     events are gone): its ``error`` when it did not succeed, then its ``done``, with the
     ids they had, those after ``sent``."""
-    last: list[tuple[EventType, dict[str, Any]]] = [("done", {"status": view.status})]
+    last: list[tuple[str, dict[str, Any]]] = [("done", {"status": view.status})]
     if view.status != "done":
         message = view.error or view.status
         last.insert(0, ("error", {"status": view.status, "message": message}))
     first = view.events - len(last) + 1
     return [
-        ResearchEvent(id=n, type=kind, ts=view.updated_utc, data=data)
+        event_type(id=n, type=kind, ts=view.updated_utc, data=data)
         for n, (kind, data) in enumerate(last, start=first)
         if n > sent
     ]

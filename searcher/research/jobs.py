@@ -1,114 +1,53 @@
-"""Research jobs: each runs the loop in the background, its typed events numbered and kept,
-so that a client can follow them live, drop the connection, and resume after the last
-event it saw (``Last-Event-ID``); finished jobs stay readable for ``research.retention_s``.
-
-A job runs in the process that accepted it; its record and every event are also written
-to the state store (``research/job_store.py``), so that any worker or replica can show
-its status and stream its events, and a job whose process died (its owner stopped
-renewing its heartbeat) reads as ``failed: interrupted``, with its events so far. A job
-that ends while the store cannot be reached is written again until the store takes it.
-
-With API keys, a job is its key's: to any other key it does not exist.
-
-Lifetimes in the store: a running job's record and events live for its own deadline (the
-preset's, or the request's budget) plus ``GRACE_S`` plus ``retention_s``, renewed as it
-goes; when it ends, its record lives ``retention_s`` from then and its events a little
-longer, so a job that can be read can always be streamed whole. Finished jobs are read
-from the store; this process keeps only the last ``KEEP_FINISHED`` of them in memory.
+"""Research jobs: each runs the loop in the background (``research/job_runner.py`` keeps
+its events, status, stream, cancelling and state-store records, as for every kind of job).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import secrets
-import time
-import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from searcher.auth.access import EVERY, CollectionAccess
 from searcher.backends.policy import plan_backends, within_access
 from searcher.config import ResearchSettings
-from searcher.contract import (
-    EventType,
-    JobStatus,
-    ResearchEvent,
-    ResearchJob,
-    ResearchRequest,
-    ResearchResult,
-)
+from searcher.contract import ResearchEvent, ResearchJob, ResearchRequest, ResearchResult
 from searcher.errors import (
     InvalidRequest,
-    ResearchFailed,
     SearcherError,
-    StateUnavailable,
     TooManyJobs,
     TooManyJobsForKey,
 )
 from searcher.feedback.book import FeedbackBook, research_record
 from searcher.llm.output_schema import SchemaRefused, checked_schema
 from searcher.pipeline.parts import Parts
-from searcher.research.job_store import (
-    EVENTS_OUTLIVE_S,
-    FINISHED,
-    INTERRUPTED,
-    JobStore,
-    Record,
-    now_utc,
-    written,
+from searcher.research.job_runner import (
+    ENDING,
+    GRACE_S,
+    KEEP_FINISHED,
+    CancelledElsewhere,
+    Job,
+    JobRunner,
 )
+from searcher.research.job_store import NAMESPACE, JobKind
 from searcher.research.loop import Research
 from searcher.research.presets import Bounded, resolve_within, within_time
 from searcher.state.failsoft import FailSoftStore
 
+__all__ = ["ENDING", "GRACE_S", "KEEP_FINISHED", "CancelledElsewhere", "JobBook"]
+
 log = logging.getLogger("searcher.research")
-# Beyond its own deadline a job gets this long to write its report before it is stopped.
-GRACE_S = 5.0
-# Finished jobs kept in memory (the newest); older ones are read from the state store.
-KEEP_FINISHED = 8
-ENDING: frozenset[EventType] = frozenset({"error", "done"})
-# A finished job whose record the store did not take is written again, first this soon,
-# then twice as long each time up to REWRITE_MAX_S: a stream on another worker ends within
-# about that much of the store's return.
-REWRITE_FIRST_S = 0.1
-REWRITE_MAX_S = 2.0
+RESEARCH = JobKind(NAMESPACE.rstrip(":"), ResearchJob, ResearchEvent)
 
 
-class CancelledElsewhere(SearcherError):
-    """A DELETE reached another process: the job stops at its next event."""
+@dataclass(kw_only=True)
+class ResearchJobState(Job[ResearchEvent]):
+    """A research job: what it was asked, within which limits, and its result."""
 
-    def __init__(self, job_id: str) -> None:
-        super().__init__(f"research job {job_id!r} was cancelled")
-        self.job_id = job_id
-
-
-@dataclass
-class Job:
-    id: str
     request: ResearchRequest
     bounded: Bounded  # its limits, within the server's ceilings
-    status: JobStatus = "queued"
-    created_utc: str = field(default_factory=now_utc)
-    updated_utc: str = field(default_factory=now_utc)
-    events: list[ResearchEvent] = field(default_factory=list)
-    progress: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
     result: ResearchResult | None = None
-    finished_at: float | None = None  # monotonic
-    owner: str = ""  # the JobBook (process) running it
-    # Who started it: the pages it reads count against that caller's share of the
-    # extraction workers, as the pages of its searches do (``None``: a local caller).
-    client: str | None = None
-    # The id of the API key that started it: only that key sees, follows or cancels it.
-    # None (no keys, or MCP over stdio): anyone holding its id does.
-    key: str | None = None
-    access: CollectionAccess = EVERY  # the collections of own documents it may search
-    task: asyncio.Task[None] | None = None
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     def view(self) -> ResearchJob:
         """The job as ``GET /v1/research/{id}`` shows it."""
@@ -120,7 +59,7 @@ class Job:
         )  # fmt: skip
 
 
-def _progress(progress: dict[str, Any], kind: EventType, data: dict[str, Any]) -> None:
+def _progress(progress: dict[str, Any], kind: str, data: dict[str, Any]) -> None:
     """What ``GET /v1/research/{id}`` shows of a running job."""
     progress["last_event"] = kind
     if "round" in data:
@@ -135,7 +74,7 @@ def _progress(progress: dict[str, Any], kind: EventType, data: dict[str, Any]) -
         progress["passages"] = data["passages"]
 
 
-class JobBook:
+class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
     """The research jobs this process runs, and the door to those other processes run:
     submit, look up, follow, cancel. ``store`` (the state store) makes jobs outlive the
     process and visible to every worker and replica; without it they live here only."""
@@ -143,27 +82,9 @@ class JobBook:
     def __init__(
         self, parts: Parts, settings: ResearchSettings, store: FailSoftStore | None = None
     ) -> None:
+        super().__init__(settings, store, RESEARCH)
         self._parts = parts
-        self._settings = settings
-        self._jobs: dict[str, Job] = {}  # running (or about to)
-        self._finished: OrderedDict[str, Job] = OrderedDict()  # the newest, oldest first
-        self.owner = uuid.uuid4().hex
-        self._store = JobStore(store, settings, self.owner)
         self._feedback_store = store  # fail-soft: a lost store costs feedback, not the job
-        self._rewrites: dict[str, asyncio.Task[None]] = {}  # finished jobs not yet stored
-        self._closing = False
-
-    def running(self, key: str | None = None) -> int:
-        """Jobs running in this process; with ``key``, those that key started."""
-        return sum(
-            1
-            for job in self._jobs.values()
-            if job.status not in FINISHED and (key is None or job.key == key)
-        )
-
-    def held(self) -> int:
-        """Jobs this process holds in memory: those running and the newest finished."""
-        return len(self._jobs) + len(self._finished)
 
     async def submit(
         self,
@@ -172,14 +93,14 @@ class JobBook:
         client: str | None = None,
         key: str | None = None,
         access: CollectionAccess = EVERY,
-    ) -> Job:
+    ) -> ResearchJobState:
         """Start a job owned by ``key`` (an API key's id, None when anonymous);
         ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
         ``TooManyJobsForKey`` when ``key`` runs its share of them already, ``InvalidRequest``
         for a budget above the server's ceilings under ``limits.strict`` or an
-        ``output_schema`` that is no usable JSON Schema.
-        ``max_time_ms``: a deadline the caller itself cannot outlast (an MCP exchange's),
-        lowering the job's with a note, never refusing it. ``client``: who asks
+        ``output_schema`` that is no usable JSON Schema. ``max_time_ms``:
+        a deadline the caller itself cannot outlast (an MCP exchange's), lowering the
+        job's with a note, never refusing it. ``client``: who asks
         (``searcher.api.observe.client_identity``), whose share of the extraction
         workers the job's page reads count against; ``access``: the collections of own
         documents its searches may reach (``AccessDenied`` when the request names a
@@ -205,17 +126,11 @@ class JobBook:
         )
         within_access(planned, access, self._parts.settings)
         self._check_schema(request)
-        job = Job(
-            secrets.token_urlsafe(12), request, bounded, owner=self.owner, client=client, key=key,
-            access=access,
+        job = ResearchJobState(
+            id=secrets.token_urlsafe(12), request=request, bounded=bounded, client=client,
+            key=key, access=access,
         )  # fmt: skip
-        self._jobs[job.id] = job
-        await self._store.start_heart()
-        # Readable everywhere before its id is handed out (if the store is away, from the
-        # job's next event on: it runs here either way).
-        await written(self._save(job))
-        job.task = asyncio.create_task(self._run(job), name=f"research-{job.id}")
-        return job
+        return await self._start(job)
 
     def _check_schema(self, request: ResearchRequest) -> None:
         """``InvalidRequest`` naming ``output_schema`` for a schema searcher cannot use:
@@ -228,172 +143,33 @@ class JobBook:
         except SchemaRefused as exc:
             raise InvalidRequest("output_schema", str(exc)) from None
 
-    async def view(self, job_id: str, key: str | None = None) -> ResearchJob:
-        """The job's status (``JobNotFound`` if no process knows it, or another ``key``
-        started it: to that key it does not exist)."""
-        self._expire()
-        job = self._local(job_id, key)
-        if job is not None:
-            return job.view()
-        await self._store.start_heart()
-        return (await self._store.stored(job_id, key)).view
+    # --- what a research job is --------------------------------------------------------
 
-    async def cancel(self, job_id: str, key: str | None = None) -> ResearchJob:
-        """Stop a job of ``key`` (a finished one stays as it is). A job of another process
-        is asked to stop through the store; it ends ``cancelled`` at its next step."""
-        job = self._local(job_id, key)
-        if job is None:
-            await self._store.start_heart()
-            seen = await self._store.stored(job_id, key)
-            await self._store.ask_cancel(seen)
-            return seen.view
-        if job.task is not None and not job.task.done():
-            job.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await job.task
-        if job.status not in FINISHED:  # cancelled before its task began: it ends here
-            await self._finish(job, "cancelled", "cancelled")
+    def _view(self, job: ResearchJobState) -> ResearchJob:
         return job.view()
 
-    async def follow(
-        self,
-        job_id: str,
-        after: int = 0,
-        heartbeat_s: float | None = None,
-        seen: ResearchJob | None = None,
-        key: str | None = None,
-    ) -> AsyncIterator[ResearchEvent | None]:
-        """The job's events after event ``after``, as they come, until its last one;
-        ``None`` every ``heartbeat_s`` of silence (for a keep-alive). An ``after`` beyond
-        the events a running job has so far counts from its last one: the stream must
-        still end with the job's ``done``. ``seen``: the job as just read (``view``), so
-        that a job expiring right after it is still streamed whole. ``key``: as for
-        ``view``."""
-        job = self._local(job_id, key)
-        if job is None:
-            await self._store.start_heart()
-            async for event in self._store.follow(job_id, after, heartbeat_s, seen, key):
-                yield event
-            return
-        sent = min(max(0, after), len(job.events))
-        while True:
-            async with job.changed:
-                if sent >= len(job.events) and job.status not in FINISHED:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(job.changed.wait(), heartbeat_s)
-            fresh = job.events[sent:]
-            for event in fresh:
-                yield event
-            sent += len(fresh)
-            if job.status in FINISHED and sent >= len(job.events):
-                return
-            if not fresh:
-                yield None
+    def _deadline_s(self, job: ResearchJobState) -> float:
+        return job.bounded.limits.max_total_time_ms / 1000
 
-    async def end_running(self) -> None:
-        """Stop every running job: each ends ``failed: interrupted`` with its ``error`` and
-        ``done`` events, so that the streams following it end too (the server stops)."""
-        self._closing = self._store.closing = True
-        tasks = [j.task for j in self._jobs.values() if j.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for job in list(self._jobs.values()):
-            if job.status not in FINISHED:  # stopped before its task began
-                await self._finish(job, "failed", INTERRUPTED)
+    def _progress(self, progress: dict[str, Any], kind: str, data: dict[str, Any]) -> None:
+        _progress(progress, kind, data)
 
-    async def close(self) -> None:
-        """End the running jobs (``end_running``), then the writes still waiting for the
-        store, then this process's heartbeat."""
-        await self.end_running()
-        rewrites = list(self._rewrites.values())
-        for task in rewrites:
-            task.cancel()
-        await asyncio.gather(*rewrites, return_exceptions=True)
-        if rewrites:
-            log.warning(
-                "%d finished research job(s) never reached the state store: other workers "
-                "will show them as their owner last wrote them", len(rewrites),
-            )  # fmt: skip
-        await self._store.stop_heart()
+    def _done_data(self, job: ResearchJobState) -> dict[str, Any]:
+        if job.result is None:
+            return {}
+        return {
+            "confidence": job.result.confidence,
+            "verification_status": job.result.verification_status,
+            "stopped": job.result.stopped,
+        }
 
-    # --- the store ----------------------------------------------------------------------
-
-    def _local(self, job_id: str, key: str | None) -> Job | None:
-        job = self._jobs.get(job_id) or self._finished.get(job_id)
-        return job if job is not None and job.key == key else None
-
-    def _ttl(self, job: Job) -> float:
-        """How long a running job's record and events live: its own deadline (which the
-        request's budget may raise far beyond the preset's), then ``retention_s``."""
-        deadline_s = job.bounded.limits.max_total_time_ms / 1000
-        return deadline_s + GRACE_S + self._settings.retention_s
-
-    async def _save(self, job: Job) -> None:
-        """The job's record; once it is finished, for ``retention_s`` from now."""
-        await self._store.save_record(Record(job.view(), job.owner, self._ttl(job), job.key))
-
-    # --- running ----------------------------------------------------------------------
-
-    async def _emit(
-        self, job: Job, kind: EventType, data: dict[str, Any], final: JobStatus | None = None
-    ) -> None:
-        """Add an event; with ``final``, the job ends with it (the same step, so nobody
-        sees the last event without the final status, or the status without the event)."""
-        if kind not in ENDING and await self._store.cancel_asked(job.id):
-            raise CancelledElsewhere(job.id)  # before the event: nothing runs after it
-        async with job.changed:
-            if job.status in FINISHED:  # a step that outlived its job: nothing after done
-                return
-            event = ResearchEvent(id=len(job.events) + 1, type=kind, ts=now_utc(), data=data)
-            job.events.append(event)
-            job.updated_utc = now_utc()
-            _progress(job.progress, kind, data)
-            if final is not None:
-                job.status = final
-                job.finished_at = time.monotonic()
-            job.changed.notify_all()
-        # The job goes on without the store: what it missed, its next event's record and
-        # its final writes (``_keep_final``) put right.
-        ttl_s = self._ttl(job) + EVENTS_OUTLIVE_S
-        if await written(self._store.save_event(job.id, event, ttl_s)):
-            await written(self._save(job))
-
-    async def _set(self, job: Job, status: JobStatus, error: str | None = None) -> None:
-        async with job.changed:
-            job.status, job.error, job.updated_utc = status, error, now_utc()
-            if status in FINISHED:
-                job.finished_at = time.monotonic()
-            job.changed.notify_all()
-        await written(self._save(job))
-
-    async def _run(self, job: Job) -> None:
-        async def emit(kind: EventType, data: dict[str, Any]) -> None:
+    async def _work(self, job: ResearchJobState) -> None:
+        async def emit(kind: str, data: dict[str, Any]) -> None:
             await self._emit(job, kind, data)
 
-        limit_s = job.bounded.limits.max_total_time_ms / 1000
-        status: JobStatus = "done"
-        error = None
-        try:
-            await self._set(job, "running")
-            async with asyncio.timeout(limit_s + GRACE_S):
-                research = Research(
-                    job.request, self._parts, emit, job.bounded, job.client, job.access
-                )
-                job.result = await research.run()
-            await self._report_citations(job.id, job.result)
-        except asyncio.CancelledError:
-            status, error = ("failed", INTERRUPTED) if self._closing else ("cancelled", "cancelled")
-        except CancelledElsewhere:
-            status, error = "cancelled", "cancelled"
-        except ResearchFailed as exc:
-            status, error = "failed", str(exc)
-        except TimeoutError:
-            status, error = "failed", f"did not finish within {limit_s + GRACE_S:.0f} s"
-        except Exception as exc:  # a bug must end the job, not leave it running for ever
-            log.exception("research job %s crashed", job.id)
-            status, error = "failed", f"internal error: {type(exc).__name__}"
-        await self._finish(job, status, error)
+        research = Research(job.request, self._parts, emit, job.bounded, job.client, job.access)
+        job.result = await research.run()
+        await self._report_citations(job.id, job.result)
 
     async def _report_citations(self, job_id: str, result: ResearchResult) -> None:
         """With feedback on, the job reports the passages its report cited itself (kept
@@ -413,80 +189,3 @@ class JobBook:
                 await book.give(job_id, cited)
         except SearcherError as exc:  # the record lost to a store outage meanwhile
             log.warning("research job %s: its citations were not recorded: %s", job_id, exc)
-
-    async def _finish(self, job: Job, status: JobStatus, error: str | None) -> None:
-        """End the job (``_end``) and retire it. The ending runs to its end whatever
-        cancels the caller meanwhile: a DELETE landing during its writes left the job
-        ``running`` for ever, its stream open and its slot taken."""
-        ending = asyncio.ensure_future(self._end(job, status, error))
-        try:
-            while not ending.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(ending)
-        finally:
-            self._retire(job)
-        ending.result()  # its own failure (the store's), if any
-
-    async def _end(self, job: Job, status: JobStatus, error: str | None) -> None:
-        """The job's last events; then its events get its record's lifetime."""
-        if error is not None:
-            await self._emit(job, "error", {"status": status, "message": error})
-        done: dict[str, Any] = {"status": status}
-        if job.result is not None:
-            done |= {
-                "confidence": job.result.confidence,
-                "verification_status": job.result.verification_status,
-                "stopped": job.result.stopped,
-            }
-        job.error = error
-        await self._emit(job, "done", done, final=status)
-        await self._keep_final(job)
-
-    async def _keep_final(self, job: Job) -> None:
-        """Store the finished job, or keep trying (``_rewrite``) until the store takes it:
-        until then other workers show it running, and streams there cannot end."""
-        if not await self._store_final(job):
-            self._rewrites[job.id] = asyncio.create_task(
-                self._rewrite(job), name=f"research-rewrite-{job.id}"
-            )
-
-    async def _store_final(self, job: Job) -> bool:
-        """Every event with its record's lifetime (no longer the running job's), then the
-        record; False if the store did not take them all."""
-        try:
-            for event in job.events:
-                await self._store.save_event(job.id, event, self._store.finished_event_ttl())
-            await self._save(job)
-        except StateUnavailable:
-            return False
-        return True
-
-    async def _rewrite(self, job: Job) -> None:
-        """Write a finished job again, backing off up to ``REWRITE_MAX_S``, until the store
-        takes it (or its record would have expired by now anyway)."""
-        wait, give_up = REWRITE_FIRST_S, time.monotonic() + self._settings.retention_s
-        try:
-            while time.monotonic() < give_up:
-                await asyncio.sleep(wait)
-                if await self._store_final(job):
-                    log.info("research job %s: its final record is stored at last", job.id)
-                    return
-                wait = min(wait * 2, REWRITE_MAX_S)
-        finally:
-            self._rewrites.pop(job.id, None)
-
-    def _retire(self, job: Job) -> None:
-        """Move a finished job among the newest finished; the oldest beyond
-        ``KEEP_FINISHED`` are forgotten here (the store serves them)."""
-        self._jobs.pop(job.id, None)
-        self._finished[job.id] = job
-        while len(self._finished) > KEEP_FINISHED:
-            self._finished.popitem(last=False)
-
-    def _expire(self) -> None:
-        """Forget finished jobs older than ``retention_s`` (the store expires its own)."""
-        now = time.monotonic()
-        keep = self._settings.retention_s
-        for job_id, job in list(self._finished.items()):
-            if job.finished_at is not None and now - job.finished_at > keep:
-                del self._finished[job_id]

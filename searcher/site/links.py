@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import urljoin
 
 import lxml.html
@@ -9,10 +10,21 @@ from lxml import etree
 
 from searcher.site.scope import normalised_url
 
+MAX_ANCHOR_CHARS = 200  # of a link's text: what ranks it, not what it says at length
 
-def page_links(html: bytes, page_url: str) -> list[str]:
-    """Each distinct ``<a href>`` of the page, resolved against its ``<base>`` (if any) and
-    normalised; links to other schemes (``mailto:``, ``javascript:``) are left out."""
+
+@dataclass(frozen=True)
+class Link:
+    """A link: its URL (normalised) and the text of its anchors (every ``<a>`` to it)."""
+
+    url: str
+    text: str
+
+
+def page_anchors(html: bytes, page_url: str) -> list[Link]:
+    """Each distinct ``<a href>`` of the page with its anchor text, resolved against the
+    page's ``<base>`` (if any) and normalised; links to other schemes (``mailto:``,
+    ``javascript:``) are left out."""
     try:
         document = lxml.html.document_fromstring(html)
     except (etree.ParserError, ValueError):
@@ -20,9 +32,15 @@ def page_links(html: bytes, page_url: str) -> list[str]:
     base = page_url
     for href in document.xpath("//base/@href")[:1]:
         base = urljoin(page_url, str(href).strip())
-    seen: dict[str, None] = {}
-    for href in document.xpath("//a/@href"):
-        url = normalised_url(urljoin(base, str(href).strip()))
+    texts: dict[str, list[str]] = {}
+    for anchor in document.xpath("//a[@href]"):
+        url = normalised_url(urljoin(base, str(anchor.get("href")).strip()))
         if url is not None:
-            seen.setdefault(url, None)
-    return list(seen)
+            text = " ".join(anchor.text_content().split())[:MAX_ANCHOR_CHARS]
+            texts.setdefault(url, []).append(text)
+    return [Link(url, " ".join(t for t in found if t)) for url, found in texts.items()]
+
+
+def page_links(html: bytes, page_url: str) -> list[str]:
+    """Each distinct link of the page (``page_anchors``), its URL only."""
+    return [link.url for link in page_anchors(html, page_url)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -53,6 +54,7 @@ from searcher.contract import FetchPageRequest, FetchPageResponse, SearchRequest
 from searcher.errors import (
     AllBackendsFailed,
     InvalidRequest,
+    JobFailed,
     ResearchFailed,
     SearcherError,
     TooManyJobs,
@@ -64,6 +66,7 @@ from searcher.research.jobs import JobBook
 from searcher.research.sources import refit
 from searcher.runtime import open_service
 from searcher.service import SearchService
+from searcher.site.crawl_jobs import CrawlBook
 from searcher.tools.fetch_page import fetch_page
 from searcher.tools.specs import ToolSpec, mcp_tool_specs, search_argument, search_body
 
@@ -289,6 +292,57 @@ async def run_deep_research(
     )
 
 
+async def run_crawl_site(
+    service: SearchService,
+    crawls: CrawlBook,
+    arguments: dict[str, Any],
+    max_chars: int,
+    progress: Progress,
+    client: str | None = None,
+    key: str | None = None,
+) -> CallToolResult:
+    """A crawl job run inline (one of ``crawl.max_concurrent_jobs``, ``key``'s, shown at
+    ``/v1/crawl/{id}``): each page read is a progress notification; the pages' texts in
+    the order read, within ``max_chars``, and their URLs as structured content."""
+    from searcher.api.crawl_routes import crawl_plan
+    from searcher.contract import CrawlRequest
+
+    try:
+        request = CrawlRequest.model_validate(arguments)
+    except ValidationError as exc:
+        raise InvalidRequest.from_validation(exc.errors()) from exc
+    plan = crawl_plan(request, service.settings)
+    # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.
+    plan = dataclasses.replace(
+        plan, timeout_s=min(plan.timeout_s, service.settings.limits.max_total_time_ms / 1000)
+    )
+    job = await crawls.submit(plan, request.max_chars_per_page, client=client, key=key)
+    try:
+        async for event in crawls.follow(job.id, key=key):
+            if event is not None and event.type in ("page", "skip"):
+                await progress(event.id, f"{event.type}: {event.data['url']}")
+    finally:
+        if job.status not in FINISHED:  # the exchange ended first (client gone, time)
+            await asyncio.shield(crawls.cancel(job.id, key))
+    if job.status != "done":
+        raise JobFailed(job.error or job.status)
+    structured = capped_lists(
+        {
+            "pages": [{"url": p.url, "depth": p.depth, "chars": len(p.content)} for p in job.pages],
+            "skipped": [{"url": s.url, "reason": s.reason} for s in job.skipped],
+            "complete": job.complete,
+        },
+        ("pages", "skipped"),
+        max_chars // 4,
+    )
+    text = "\n\n".join(f"## {p.url}\n\n{p.content}" for p in job.pages) or "(no pages read)"
+    hint = f"GET /v1/crawl/{job.id} has every page whole"
+    text = cap_text(text, max(0, max_chars - _json_size(structured)), hint)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
 async def _no_progress(done: float, message: str) -> None:
     return None
 
@@ -303,6 +357,7 @@ async def call_tool(
     client: str | None = None,
     key: str | None = None,
     access: CollectionAccess = EVERY,
+    crawls: CrawlBook | None = None,
 ) -> CallToolResult:
     """Validate the arguments against the tool's schema and run it (for the API key
     ``key``, if any); errors become tool errors with a clear message. ``client``: who asks
@@ -316,6 +371,10 @@ async def call_tool(
         if spec.name == "deep_research":
             return await run_deep_research(
                 service, jobs, arguments, max_chars, progress, client, key, access
+            )
+        if spec.name == "crawl_site" and crawls is not None:
+            return await run_crawl_site(
+                service, crawls, arguments, max_chars, progress, client, key
             )
         return await run_fetch_page(service, arguments, max_chars, client)
     except InvalidRequest as exc:
@@ -334,7 +393,10 @@ async def call_tool(
 
 
 def build_server(
-    get_service: ServiceGetter, get_jobs: Callable[[], JobBook], settings: Settings
+    get_service: ServiceGetter,
+    get_jobs: Callable[[], JobBook],
+    settings: Settings,
+    get_crawls: Callable[[], CrawlBook] | None = None,
 ) -> Server[Any]:
     """The MCP server; ``get_service`` yields the running ``SearchService`` at call time."""
     max_chars = settings.mcp.max_output_chars
@@ -368,8 +430,9 @@ def build_server(
         key = key_of(scope) if isinstance(scope, dict) else None
         access = collection_access(scope) if isinstance(scope, dict) else EVERY
         arguments = params.arguments or {}
+        crawls = get_crawls() if get_crawls is not None else None
         return await call_tool(
-            spec, service, jobs, arguments, max_chars, progress, client, key, access
+            spec, service, jobs, arguments, max_chars, progress, client, key, access, crawls
         )
 
     return Server(
@@ -390,7 +453,8 @@ async def serve_stdio(settings: Settings) -> None:
     lines unanswered, and a client waiting for its id would wait for ever."""
     async with open_service(settings) as runtime:
         jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
-        server = build_server(lambda: runtime.service, lambda: jobs, settings)
+        crawls = CrawlBook(runtime.service.parts, runtime.state)
+        server = build_server(lambda: runtime.service, lambda: jobs, settings, lambda: crawls)
         try:
             async with stdio_server() as (read_stream, write_stream):
                 sent, received = anyio.create_memory_object_stream[Any](0)
@@ -400,6 +464,7 @@ async def serve_stdio(settings: Settings) -> None:
                     await server.run(received, write_stream, options)
         finally:
             await jobs.close()
+            await crawls.close()
 
 
 async def _answer_bad_lines(lines: Any, to_server: Any, to_client: Any) -> None:
@@ -440,7 +505,10 @@ def mount_mcp(app: FastAPI, settings: Settings) -> None:
     the service of ``app.state.runtime``. ``mcp_sessions(app)`` must run in the lifespan."""
     if not settings.mcp.http:
         return
-    server = build_server(lambda: app.state.runtime.service, lambda: app.state.jobs, settings)
+    server = build_server(
+        lambda: app.state.runtime.service, lambda: app.state.jobs, settings,
+        lambda: app.state.crawls,
+    )  # fmt: skip
     # Stateless: the tools need no session, and any worker process of `searcher serve
     # --workers N` can answer any request. Answers stream (SSE) to clients that accept it,
     # so that deep_research's progress notifications reach them (a JSON-only client gets

@@ -269,8 +269,43 @@ def deep_research_spec() -> ToolSpec:
     )
 
 
+MAX_CRAWL_TOOL_PAGES = 50
+
+
+def crawl_site_spec() -> ToolSpec:
+    """The ``crawl_site`` tool (MCP only: a crawl job run inline, each page a progress
+    notification); its arguments are a ``POST /v1/crawl`` body's."""
+    return ToolSpec(
+        name="crawl_site",
+        description=(
+            "Read a website's pages, breadth first from a URL on the same site (robots.txt "
+            "honoured, duplicates skipped), and get each page's main text. Give a query to "
+            "follow the links that match it first. Use fetch_page for one page."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "url": {"type": "string", "minLength": 1, "maxLength": 2048,
+                        "pattern": HTTP_URL, "description": "Where to start."},
+                "query": {"type": "string", "minLength": 1, "maxLength": 500,
+                          "description": "What to look for: matching links are followed first."},
+                "max_depth": {"type": "integer", "minimum": 0, "maximum": 5, "default": 1,
+                              "description": "Link hops from the start page."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_CRAWL_TOOL_PAGES,
+                          "default": 10, "description": "Pages read at most."},
+                "select_paths": {"type": "array", "maxItems": 20,
+                                 "items": {"type": "string", "minLength": 1, "maxLength": 200},
+                                 "description": "Regular expressions; a page's path must "
+                                 "match one."},
+            },
+            "required": ["url"],
+            "additionalProperties": False,
+        },
+    )  # fmt: skip
+
+
 def mcp_tool_specs(
     default_max_chars: int, max_results: int = MAX_TOOL_RESULTS
 ) -> tuple[ToolSpec, ...]:
-    """The tools the MCP server lists: every tool, and deep_research."""
-    return (*tool_specs(default_max_chars, max_results), deep_research_spec())
+    """The tools the MCP server lists: every tool, deep_research and crawl_site."""
+    return (*tool_specs(default_max_chars, max_results), deep_research_spec(), crawl_site_spec())

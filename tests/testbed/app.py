@@ -21,6 +21,7 @@ from . import (
     brave,
     browser_pages,
     chat,
+    crawl_site,
     hostile,
     misbehaviour,
     openai_compat,
@@ -55,7 +56,7 @@ class TestbedApp:
         self.router = Router()
         for module in (
             pages, misbehaviour, searxng, brave, openai_compat, chat, blocked, hostile, pdfs,
-            pdf_bombs, rerank, site, browser_pages,
+            pdf_bombs, rerank, site, browser_pages, crawl_site,
         ):  # fmt: skip
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)

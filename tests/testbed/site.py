@@ -31,7 +31,7 @@ def _urlset(base: str, paths: tuple[str, ...]) -> bytes:
 @router.route("/robots.txt")
 async def robots(req: Request) -> None:
     text = (
-        "User-agent: *\nDisallow: /site/private/\n\n"
+        "User-agent: *\nDisallow: /site/private/\nDisallow: /crawl/private/\n\n"
         f"Sitemap: {req.base_url}/site/sitemap_index.xml\n"
     )
     await req.respond(200, text.encode(), TEXT)

@@ -44,6 +44,7 @@ from searcher.contract import (
     MAX_QUERY_CHARS,
     NOT_BLANK,
     WHOLE,
+    CrawlRequest,
     Domain,
     ErrorResponse,
     Item,
@@ -544,6 +545,66 @@ async def tavily_map(body: TavilyMapBody, request: Request) -> Response:
             "results": mapped.results,
             "response_time": mapped.response_time,
             "request_id": str(uuid.uuid4()),
+        }
+    )
+
+
+# --- crawl (POST /tavily/crawl) ------------------------------------------------------------
+
+
+class TavilyCrawlBody(TavilyMapBody):
+    """Tavily's crawl request; ``instructions`` ranks the links followed first (BM25);
+    ``include_images``, ``extract_depth``, ``format`` and ``include_favicon`` are accepted
+    (the content is markdown, without images or favicons)."""
+
+    timeout: float | None = Field(default=None, gt=0, le=150)
+    include_images: StrictBool = False
+    include_favicon: StrictBool = False
+    extract_depth: Literal["basic", "advanced"] | None = None
+    format: Literal["markdown", "text"] | None = None
+
+
+@router.post(
+    "/crawl",
+    summary="Tavily-compatible crawl (synchronous)",
+    responses={**_TAVILY_ERRORS, 429: {"description": "Too many crawl jobs running."}},
+)
+async def tavily_crawl(body: TavilyCrawlBody, request: Request) -> Response:
+    from searcher.api.crawl_routes import crawl_book, crawl_plan
+
+    started = time.perf_counter()
+    runtime = runtime_of(request)
+    crawl = CrawlRequest(
+        url=body.url, max_depth=body.max_depth, max_breadth=body.max_breadth,
+        limit=min(body.limit, runtime.settings.crawl.max_pages),
+        instructions=body.instructions or None,  # Tavily's clients send "" for none
+        select_paths=body.select_paths or [], exclude_paths=body.exclude_paths or [],
+        select_domains=body.select_domains or [], exclude_domains=body.exclude_domains or [],
+        allow_external=body.allow_external,
+        timeout_s=min(body.timeout or 150, runtime.settings.crawl.max_time_s),
+    )  # fmt: skip
+    key = key_of(request.scope)
+    try:
+        job = await crawl_book(request).submit(
+            crawl_plan(crawl, runtime.settings), crawl.max_chars_per_page,
+            client=client_identity(request.scope), key=key,
+        )  # fmt: skip
+    except TooManyJobs as exc:
+        retry = {"Retry-After": str(exc.retry_after_s)}
+        raise TavilyHTTPError(429, str(exc), headers=retry) from exc
+    if job.task is not None:
+        await job.task  # a client gone cancels the request, and so the job
+    results: list[dict[str, Any]] = [
+        {"url": p.url, "raw_content": p.content, "images": []} for p in job.pages
+    ]
+    if body.include_favicon:
+        results = [r | {"favicon": None} for r in results]
+    return json_response(
+        {
+            "base_url": job.plan.root,
+            "results": results,
+            "response_time": round(time.perf_counter() - started, 3),
+            "request_id": job.id,
         }
     )
 
