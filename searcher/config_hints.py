@@ -23,7 +23,10 @@ OTHER_ENV_VARS = frozenset(
         "SEARCHER_API_KEY",
         "SEARCHER_SHARED_DIR",
         "SEARCHER_REQUIRE_SHARED",
+        "SEARCHER_REQUIRE_BROWSER",
         "SEARCHER_TEST_SEARXNG_DIR",
+        "SEARCHER_TEST_QDRANT_URL",
+        "SEARCHER_WHEEL_CACHE",
     }
 )
 # A variable with one of these prefixes that searcher does not read is most likely a typo

@@ -150,7 +150,7 @@ def test_the_demo_shows_simple_full_research_and_mcp_over_http(running_demo, tmp
     )  # fmt: skip
     assert mcp.returncode == 0, mcp.stderr[-2000:]
     lines = mcp.stdout.splitlines()
-    assert lines[0] == f"MCP tools at {api}/mcp: web_search, fetch_page, deep_research"
+    assert lines[0] == f"MCP tools at {api}/mcp: web_search, fetch_page, deep_research, crawl_site"
     assert lines[1] == "web_search('what is bm25') -> 3 results"
     assert f"{web}/pages/what-is-bm25" in mcp.stdout
 

@@ -124,6 +124,10 @@ class GuardedProxy:
     def __init__(self, guard: GuardedNetworkBackend, keep_decisions: int = 1000) -> None:
         self._guard = guard
         self._server: asyncio.Server | None = None
+        # Open connections, both sides: closing the listener does not end them, and a tunnel
+        # left open when the loop stops is a transport nobody closes.
+        self._open: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
         self.decisions: deque[ProxyDecision] = deque(maxlen=keep_decisions)
         self.refused = 0
         self.allowed = 0
@@ -145,6 +149,11 @@ class GuardedProxy:
         """Stop listening and end the connections in flight."""
         if self._server is not None:
             self._server.close()
+            for writer in list(self._open):
+                writer.close()
+            for task in list(self._handlers):
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
 
@@ -162,6 +171,10 @@ class GuardedProxy:
                      target.port, reason)  # fmt: skip
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        self._open.add(writer)
         try:
             await self._handle(reader, writer)
         except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
@@ -169,6 +182,9 @@ class GuardedProxy:
         except TimeoutError:
             await _answer(writer, "408 Request Timeout")
         finally:
+            self._open.discard(writer)
+            if task is not None:
+                self._handlers.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
@@ -186,6 +202,7 @@ class GuardedProxy:
         if upstream is None:
             return
         up_reader, up_writer = upstream
+        self._open.add(up_writer)
         try:
             if target.method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -193,6 +210,7 @@ class GuardedProxy:
                 up_writer.write(target.head)
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
         finally:
+            self._open.discard(up_writer)
             up_writer.close()
 
     async def _connect(
