@@ -70,14 +70,22 @@ PROMPTS: dict[LlmStep, Prompt] = {
             'Generate {n} distinct query perspectives.\n\nOriginal: "{query}"\n\n'
             "Use these perspective types, in this order:\n{types}\n\nReturn JSON only."
         ),
+        # Bounded strings and a bounded list: a grammar-constrained small model otherwise
+        # writes one query until max_tokens cuts it off.
         schema=_object(
             {
                 "perspectives": {
                     "type": "array",
                     "items": _object(
-                        {"type": _STRING, "query": _STRING, "confidence": {"type": "number"}},
+                        {
+                            "type": {"type": "string", "minLength": 1, "maxLength": 32},
+                            "query": {"type": "string", "minLength": 3, "maxLength": 120},
+                            "confidence": {"type": "number"},
+                        },
                         ["type", "query", "confidence"],
                     ),
+                    "minItems": 1,
+                    "maxItems": 5,
                 }
             },
             ["perspectives"],
