@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from searcher.cache.extraction import ExtractionCache
+from searcher.client import SearcherClient
 from searcher.config import BrowserSettings, FetchSettings
 from searcher.fetch.browser_process import find_browser
 from searcher.fetch.browser_proxy import GUARD_HEADER, GuardedProxy
@@ -296,3 +297,17 @@ def test_without_a_browser_the_tier_is_off_and_health_says_why(
     assert data["status"] == "failed" and data["fetch"]["rendered"] is False
     health = httpx.get(f"{base}/v1/health", timeout=30).json()["browser"]
     assert health["available"] is False and "not found" in health["problem"]
+
+
+def test_a_crawl_renders_the_pages_only_javascript_writes(make_settings, serve_searcher) -> None:
+    # Crawls read pages through the same reader as full mode: the tier applies to them too.
+    slow_machine = {"fetch_timeout_ms": 25_000, "max_total_time_ms": 30_000}
+    settings = make_settings(browser={"page_timeout_s": 25}, budget=slow_machine)
+    base = serve_searcher(settings)
+    testbed_url = settings.fetch.allowed_hosts[0]
+    with SearcherClient(base, timeout=60) as client:
+        job = client.crawl(f"http://{testbed_url}/js/written", limit=1, politeness_delay_s=0)
+    assert job.status == "done" and len(job.pages) == 1, job
+    (page,) = job.pages
+    assert page.fetch.rendered is True
+    assert pages.WRITTEN_TEXT[0] in page.content
