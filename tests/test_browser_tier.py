@@ -244,6 +244,19 @@ def test_a_browser_that_died_is_restarted_for_the_next_page(browser: Harness) ->
     assert browser.tier.browser_pid != pid
 
 
+def test_a_browser_past_its_memory_cap_is_restarted_between_pages(browser: Harness) -> None:
+    settings = browser.tier.settings
+    # Chromium with one tab is far above the smallest cap allowed: recycled after each page.
+    browser.tier.settings = settings.model_copy(update={"max_memory_mb": 64})
+    try:
+        restarts = browser.tier.restarts
+        assert browser.read("/js/written").rendered
+        assert browser.tier.restarts == restarts + 1
+        assert browser.read("/js/written").rendered  # the next page starts a new browser
+    finally:
+        browser.tier.settings = settings
+
+
 async def test_one_client_cannot_hold_every_page() -> None:
     gate = PageGate(size=2, client_share=0.5)
     held = asyncio.Event()
