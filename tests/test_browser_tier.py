@@ -324,3 +324,23 @@ def test_a_crawl_renders_the_pages_only_javascript_writes(make_settings, serve_s
     (page,) = job.pages
     assert page.fetch.rendered is True
     assert pages.WRITTEN_TEXT[0] in page.content
+
+
+def test_a_cached_rendered_text_is_kept_apart_from_static_reads(make_settings, serve_searcher):
+    slow_machine = {"fetch_timeout_ms": 25_000, "max_total_time_ms": 30_000}
+    settings = make_settings(browser={"page_timeout_s": 25}, budget=slow_machine)
+    base = serve_searcher(settings)
+    url = f"http://{settings.fetch.allowed_hosts[0]}/js/written"
+
+    def fetch(**body: Any) -> dict[str, Any]:
+        reply = httpx.post(f"{base}/v1/fetch", json={"url": url, **body}, timeout=60)
+        data: dict[str, Any] = reply.json()
+        return data
+
+    assert fetch()["fetch"]["rendered"] is True
+    again = fetch()  # from the cache: still said to be rendered, and not drawn again
+    assert again["fetch"]["rendered"] is True and pages.WRITTEN_TEXT[0] in again["content"]
+    assert httpx.get(f"{base}/v1/health", timeout=30).json()["browser"]["renders"] == 1
+    # render: never is the static read, never the browser's DOM kept in the cache.
+    never = fetch(render="never")
+    assert never["fetch"]["rendered"] is False and never["status"] != "fetched"

@@ -173,8 +173,13 @@ class PageReader:
         # A recorded or replayed read goes to the page (its tape), never the cache: the
         # recording must hold the page, and a replay must not be served what came since.
         taped = current_tape() is not None
-        entry = None if taped else await self._cache.get(self._extractor.name, url)
-        hit = None if entry is None else usable_entry(entry, max_chars)
+        hit, drawn = None, False
+        for name in () if taped else self._cache_names(limits):
+            entry = await self._cache.get(name, url)
+            hit = None if entry is None else usable_entry(entry, max_chars)
+            if hit is not None:
+                drawn = name != self._extractor.name
+                break
         if hit is not None:
             try:
                 for hop in hit.hops:
@@ -184,7 +189,7 @@ class PageReader:
             except FetchError:
                 pass  # the guard cannot tell (a name that does not resolve): fetch, as then
             else:
-                return self._cached(hit, limits, max_chars)
+                return replace(self._cached(hit, limits, max_chars), rendered=drawn)
         try:
             page = await fetch(url, limits)
         except FetchError as exc:
@@ -229,6 +234,20 @@ class PageReader:
             if drawn is not None:
                 return drawn
         return await self._finished(url, page, outcome, text, wall, read)
+
+    def _rendered_cache_name(self) -> str:
+        return f"{self._extractor.name}+browser"
+
+    def _cache_names(self, limits: FetchLimits) -> tuple[str, ...]:
+        """Where a cached text may come from: a rendered page's text is kept apart from a
+        static read's, so ``render: never`` is never served a browser's DOM, ``always``
+        never a static read, and ``auto`` either (the rendered one first)."""
+        static = self._extractor.name
+        if self._browser is None or not self._browser.available or limits.render == "never":
+            return (static,)
+        if limits.render == "always":
+            return (self._rendered_cache_name(),)
+        return (self._rendered_cache_name(), static)
 
     def _wants_browser(
         self, page: FetchedBody, text: str, wall: str | None, limits: FetchLimits
@@ -299,9 +318,10 @@ class PageReader:
             hops = page.hops or (url,)
             # Under the URL requested and, after redirects, the URL finally read: both
             # name exactly what was fetched. Each keeps the URLs its read went through.
+            name = self._rendered_cache_name() if outcome.rendered else self._extractor.name
             for key_url, key_hops in dict.fromkeys(((url, hops), (page.url, (page.url,)))):
                 entry = cache_entry(page.content_type, text, cut, key_hops)
-                await self._cache.put(self._extractor.name, key_url, entry)
+                await self._cache.put(name, key_url, entry)
         content = text[:max_chars]
         return replace(outcome, extracted_chars=len(content), content=content)
 
