@@ -26,7 +26,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urldefrag
 
@@ -122,14 +122,28 @@ class ExtractionCache:
 
     async def get(self, extractor: str, url: str) -> str | None:
         """The cached text, or ``None`` if absent, expired, unreadable or corrupt."""
-        if not self.enabled:
+        found = await self.get_first((extractor,), url)
+        return None if found is None else found[1]
+
+    async def get_first(self, extractors: Sequence[str], url: str) -> tuple[str, str] | None:
+        """The first of ``extractors`` with a cached text of ``url``, and that text; one
+        hit or one miss in the figures, however many were looked at."""
+        if not self.enabled or not extractors:
             return None
-        text = await asyncio.to_thread(self._read, self._path(self.key(extractor, url)))
-        if text is None:
+        paths = [(name, self._path(self.key(name, url))) for name in extractors]
+        found = await asyncio.to_thread(self._read_first, paths)
+        if found is None:
             self._misses += 1
         else:
             self._hits += 1
-        return text
+        return found
+
+    def _read_first(self, paths: list[tuple[str, Path]]) -> tuple[str, str] | None:
+        for name, path in paths:
+            text = self._read(path)
+            if text is not None:
+                return name, text
+        return None
 
     def _read(self, path: Path) -> str | None:
         try:

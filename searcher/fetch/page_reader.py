@@ -173,13 +173,9 @@ class PageReader:
         # A recorded or replayed read goes to the page (its tape), never the cache: the
         # recording must hold the page, and a replay must not be served what came since.
         taped = current_tape() is not None
-        hit, drawn = None, False
-        for name in () if taped else self._cache_names(limits):
-            entry = await self._cache.get(name, url)
-            hit = None if entry is None else usable_entry(entry, max_chars)
-            if hit is not None:
-                drawn = name != self._extractor.name
-                break
+        found = None if taped else await self._cache.get_first(self._cache_names(limits), url)
+        hit = None if found is None else usable_entry(found[1], max_chars)
+        drawn = found is not None and found[0] != self._extractor.name
         if hit is not None:
             try:
                 for hop in hit.hops:
