@@ -147,6 +147,12 @@ def test_text_written_by_javascript_is_read_from_the_rendered_page(browser: Harn
     assert page.fetch_info().rendered is True
 
 
+def test_a_page_cannot_register_a_service_worker(browser: Harness) -> None:
+    page = browser.read("/js/service-worker", render="always")
+    assert page.rendered and pages.WRITTEN_TEXT[0] in (page.content or "")
+    assert "service workers: absent" in (page.content or "")
+
+
 def test_a_single_page_app_shows_the_view_of_its_route(browser: Harness) -> None:
     page = browser.read("/js/spa/pricing")
     assert page.rendered and pages.SPA_VIEWS["pricing"][1] in (page.content or "")

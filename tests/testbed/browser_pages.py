@@ -1,6 +1,7 @@
 """Pages that need a browser, and pages that try to use one against us (issue 29):
 
 - ``/js/written``              an empty ``<div id="root">``: the article is written by script
+- ``/js/service-worker``       writes whether ``navigator.serviceWorker`` is there
 - ``/js/spa/{route}``          a single-page app: one shell, the view chosen by the path
                                (``history.pushState`` links between views)
 - ``/js/websocket?to=URL``     opens a WebSocket to ``URL`` (a private address), then writes
@@ -68,6 +69,18 @@ def _write_paragraphs(lines: tuple[str, ...] | list[str], heading: str) -> str:
 @router.route("/js/written")
 async def written(req: Request) -> None:
     script = _write_paragraphs(WRITTEN_TEXT * 3, "Lighthouse logbooks")
+    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+
+
+@router.route("/js/service-worker")
+async def service_worker(req: Request) -> None:
+    # Written at once, not after a promise: what the page could see when its script ran.
+    script = _write_paragraphs(WRITTEN_TEXT, "Lighthouse logbooks") + (
+        "const s = document.createElement('p');"
+        "s.textContent = 'serviceWorker' in navigator ? 'service workers: available'"
+        " : 'service workers: absent';"
+        "document.querySelector('article').appendChild(s);"
+    )
     await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
 
 
