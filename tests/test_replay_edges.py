@@ -174,3 +174,60 @@ def test_judge_grades_a_frozen_set_without_searching(
     both = CliRunner().invoke(main, ["judge", "--set", str(out), "--queries", "q.tsv",
                                      "--out", str(qrels), "--config", judging])  # fmt: skip
     assert both.exit_code == 2 and "exactly one of" in both.stderr
+
+
+NOTES = {
+    "espresso.md": "# Espresso\n\nEspresso is brewed by forcing hot water through finely "
+    "ground coffee under nine bars of pressure, which gives the crema its body.\n",
+    "kayak.md": "# Kayak\n\nRead the eddy line before crossing the current with the kayak.\n",
+    "grinder.md": "# Grinders\n\nA burr grinder gives espresso an even grind; blade "
+    "grinders chop the coffee unevenly.\n",
+}
+
+
+def test_a_local_collections_answer_is_recorded_and_replayed_without_it(
+    private_testbed, tmp_path, serve_searcher
+):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in NOTES.items():
+        (folder / name).write_text(text)
+    local = {"instances": {"mine": {"adapter": "local", "collection": "notes"}}}
+    config = _config(private_testbed, tmp_path, backends=local)
+    path = _write(tmp_path, "searcher.yaml", config)
+    added = _cli("index", "add", str(folder), "--collection", "notes", "--config", path)
+    assert added.exit_code == 0, added.output
+    base = serve_searcher(Settings.model_validate(config))
+    body = {
+        "query": "espresso coffee grind",
+        "constraints": {"backend": "mine", "search_mode": "full", "record": True},
+    }
+    answered = httpx.post(f"{base}/v1/search", json=body, headers={"X-Request-ID": "rec-l"},
+                          timeout=60)  # fmt: skip
+    assert answered.status_code == 200, answered.text
+    recorded = answered.json()
+    urls = [i["url"] for i in recorded["items"]]
+    assert urls and all(u.startswith("file://") for u in urls)
+    assert all(i["fetch"]["status"] == "fetched" for i in recorded["items"])
+    private_testbed.stop()
+
+    # The collection changes, then goes: the replay is answered as the search was.
+    (folder / "espresso.md").write_text("# Tea\n\nGreen tea steeps at eighty degrees.\n")
+    assert (
+        _cli("index", "add", str(folder), "--collection", "notes", "--config", path).exit_code == 0
+    )
+    removed = _cli("index", "remove", "--collection", "notes", "--config", path)
+    assert removed.exit_code == 0, removed.output
+    live = httpx.post(f"{base}/v1/search", json={**body, "constraints": {"backend": "mine"}},
+                      timeout=60)  # fmt: skip
+    assert live.status_code == 502  # the collection is gone for a live search
+    first = _cli("replay", "rec-l", "--config", path, "--json")
+    assert first.exit_code == 0, first.output
+    assert _cli("replay", "rec-l", "--config", path, "--json").stdout == first.stdout
+    replayed = json.loads(first.stdout)
+    assert [i["url"] for i in replayed["items"]] == urls
+    assert replayed["rendered_text"] == recorded["rendered_text"]
+    assert [i["snippet"] for i in replayed["items"]] == [i["snippet"] for i in recorded["items"]]
+    assert "nine bars of pressure" in replayed["rendered_text"]
+    said = _cli("replay", "rec-l", "--config", path)
+    assert said.stdout.splitlines()[1] == f"items: the same {len(urls)}, in the same order"
