@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from searcher.cli import main
 from searcher.config import Settings
+from searcher.fetch.browser_process import find_browser
 from tests.conftest import _merge
 from tests.ports import free_port
 from tests.testbed import TestbedServer
@@ -231,3 +232,39 @@ def test_a_local_collections_answer_is_recorded_and_replayed_without_it(
     assert "nine bars of pressure" in replayed["rendered_text"]
     said = _cli("replay", "rec-l", "--config", path)
     assert said.stdout.splitlines()[1] == f"items: the same {len(urls)}, in the same order"
+
+
+@pytest.mark.skipif(
+    find_browser(None) is None, reason="no chromium on PATH (apt-get install chromium)"
+)
+def test_rendered_pages_are_recorded_and_replayed_without_a_browser(
+    private_testbed, tmp_path, serve_searcher, matching_query
+):
+    # The first page also starts the browser: time enough for that on a loaded machine.
+    slow_machine = {"fetch_timeout_ms": 25_000, "max_total_time_ms": 30_000}
+    config = _config(private_testbed, tmp_path, browser={"page_timeout_s": 25},
+                     budget=slow_machine)  # fmt: skip
+    base = serve_searcher(Settings.model_validate(config))
+    body = {
+        "query": matching_query,
+        "constraints": {"search_mode": "full", "render": "always", "record": True},
+        "budget": {"max_results": 4, "max_fetch_pages": 2},
+    }
+    answered = httpx.post(f"{base}/v1/search", json=body, headers={"X-Request-ID": "rec-r"},
+                          timeout=90)  # fmt: skip
+    assert answered.status_code == 200, answered.text
+    recorded = answered.json()
+    drawn = [i for i in recorded["items"] if i["fetch"]["rendered"]]
+    assert drawn and all(i["fetch"]["render_ms"] is not None for i in drawn)
+    private_testbed.stop()
+
+    # No browser where the replay runs, and nothing to load the pages from.
+    no_browser = _merge(config, {"browser": {"executable": "/nonexistent/chromium"}})
+    path = _write(tmp_path, "searcher.yaml", no_browser)
+    first = _cli("replay", "rec-r", "--config", path, "--json")
+    assert first.exit_code == 0, first.output
+    assert _cli("replay", "rec-r", "--config", path, "--json").stdout == first.stdout
+    replayed = json.loads(first.stdout)
+    assert [i["fetch"] for i in replayed["items"]] == [i["fetch"] for i in recorded["items"]]
+    assert replayed["rendered_text"] == recorded["rendered_text"]
+    assert not [e for e in replayed["meta"]["errors"] if e["stage"] in ("fetch", "render")]
