@@ -210,6 +210,12 @@ def test_a_local_collections_answer_is_recorded_and_replayed_without_it(
     urls = [i["url"] for i in recorded["items"]]
     assert urls and all(u.startswith("file://") for u in urls)
     assert all(i["fetch"]["status"] == "fetched" for i in recorded["items"])
+    # A collection's answers count against recording.max_bytes as pages do.
+    bounded = _merge(config, {"recording": {"max_bytes": 1024}})
+    small = serve_searcher(Settings.model_validate(bounded))
+    unkept = httpx.post(f"{small}/v1/search", json=body, timeout=60).json()
+    assert unkept["meta"]["request_id"] is None
+    assert any(e["stage"] == "record" for e in unkept["meta"]["errors"])
     private_testbed.stop()
 
     # The collection changes, then goes: the replay is answered as the search was.

@@ -1,6 +1,9 @@
 """A request's tape: every answer it got from the outside world, kept at the edges where it
 arrived (a backend's HTTP answer, a page's bytes and headers, an LLM reply, the DuckDuckGo
-library's rows), so that the request can be run again on exactly that input.
+library's rows, a local collection's hits and texts, the browser's rendered DOM), so that
+the request can be run again on exactly that input. A request that got no answer (a
+timeout, a refused connection, a page the browser could not draw) is kept as that
+``failure`` and replayed as the same.
 
 The tape of the running request is a context variable: the edges ask ``current_tape()``
 and, when there is one, record into it (``record`` mode) or answer from it without any
