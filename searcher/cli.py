@@ -422,6 +422,26 @@ async def _open_recordings(runtime: Any, ids: tuple[str, ...]) -> list[Any]:
     return [await book.get(request_id) for request_id in ids]
 
 
+def _recordings_settings(config_path: tuple[str, ...]) -> Settings:
+    """The settings a replay or a freeze runs under: the ``--config`` files given, their
+    state store (where the recordings are) the one found without ``--config``
+    ($SEARCHER_CONFIG, ./searcher.yaml, the environment) unless they name one
+    themselves: a configuration that changes only ranking still finds the recording."""
+    from searcher.config import config_tree
+    from searcher.recording.rerun import names_state_store
+
+    settings = _settings(config_path)
+    if not config_path:
+        return settings
+    try:
+        given = config_tree(config_path, environ={})
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    if names_state_store(given):
+        return settings
+    return settings.model_copy(update={"state": _settings(()).state})
+
+
 @main.command("replay")
 @click.argument("request_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the replayed response (JSON).")
@@ -434,7 +454,7 @@ def replay_command(request_id: str, as_json: bool, config_path: tuple[str, ...])
     from searcher.recording.rerun import changes, replay, stable_view
     from searcher.runtime import open_service
 
-    settings = _settings(config_path)
+    settings = _recordings_settings(config_path)
 
     async def run() -> tuple[Any, dict[str, Any]]:
         async with open_service(
@@ -476,7 +496,7 @@ def freeze_command(
     from searcher.recording.frozen import freeze
     from searcher.runtime import open_service
 
-    settings = _settings(config_path)
+    settings = _recordings_settings(config_path)
 
     async def run() -> tuple[list[Any], dict[str, Any]]:
         async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
@@ -1240,6 +1260,13 @@ def _write_fragment(out_path: str, tree: dict[str, Any]) -> None:
     help="Qrels from POST /v1/feedback (cited 2, used 1, not_relevant 0), no LLM.",
 )
 @click.option(
+    "--set",
+    "set_path",
+    default=None,
+    help="A frozen set (searcher freeze): its queries, pooled from its recorded backend "
+    "answers without searching (only the LLM is asked); the qrels `tune --set` reads.",
+)
+@click.option(
     "--out", "out_path", required=True, help="Qrels file to write; the queries go beside it (.tsv)."
 )
 @click.option("--sample", type=click.IntRange(1), default=None, help="Queries judged at most.")
@@ -1251,6 +1278,7 @@ def judge_command(
     queries_path: str | None,
     log_path: str | None,
     from_feedback: bool,
+    set_path: str | None,
     out_path: str,
     sample: int | None,
     depth: int,
@@ -1258,11 +1286,12 @@ def judge_command(
     config_path: tuple[str, ...],
 ) -> None:
     """Write qrels for `searcher tune`: the configured LLM grades (0-2) the pooled top
-    results of every backend, or feedback reported by agents becomes judgements."""
+    results of every backend (searched, or recorded in a frozen set), or feedback
+    reported by agents becomes judgements."""
     from searcher.ranking import evaluation
 
-    if sum(bool(x) for x in (queries_path, log_path, from_feedback)) != 1:
-        _fail("give exactly one of --queries, --query-log, --from-feedback", 2)
+    if sum(bool(x) for x in (queries_path, log_path, from_feedback, set_path)) != 1:
+        _fail("give exactly one of --queries, --query-log, --from-feedback, --set", 2)
     settings = _settings(config_path)
     if from_feedback:
         queries, qrels = _state_call(settings, lambda store: _feedback_qrels(settings, store))
@@ -1271,11 +1300,15 @@ def judge_command(
     else:
         if not settings.llm.configured:
             _fail("no LLM configured: set llm.base_url and llm.model (or use --from-feedback)", 2)
+        frozen = _frozen_set(set_path)
         try:
-            queries = _judge_input(queries_path, log_path, sample, seed)
+            queries = (
+                frozen.queries if frozen else _judge_input(queries_path, log_path, sample, seed)
+            )
         except evaluation.EvalError as exc:
             _fail(str(exc), 2)
-        qrels = _run(lambda: _llm_qrels(settings, queries, depth))
+        recorded = frozen.recordings if frozen else None
+        qrels = _run(lambda: _llm_qrels(settings, queries, depth, recorded))
     _write_judgements(out_path, queries, qrels)
 
 
@@ -1306,14 +1339,17 @@ async def _feedback_qrels(settings: Settings, store: Any) -> tuple[dict[str, str
     return feedback_qrels(await FeedbackBook(store, settings.feedback).records())
 
 
-async def _llm_qrels(settings: Settings, queries: dict[str, str], depth: int) -> Any:
+async def _llm_qrels(
+    settings: Settings, queries: dict[str, str], depth: int, recorded: Any = None
+) -> Any:
     from searcher.llm.judge import JudgementCache
     from searcher.pipeline.judge import judge_queries
     from searcher.runtime import open_service
 
     cache = JudgementCache(settings.state.directory(), settings.llm.model or "")
     async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
-        judged = await judge_queries(runtime.service.parts, queries, cache, depth)
+        parts = runtime.service.parts
+        judged = await judge_queries(parts, queries, cache, depth, recorded)
     click.echo(
         f"{len(judged.qrels)} queries judged: {judged.asked} grades asked of the LLM, "
         f"{judged.cached} from the cache, {len(judged.failed)} replies refused"

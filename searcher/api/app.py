@@ -102,7 +102,8 @@ def _lifespan(
                 settings, ddgs_factory=ddgs_factory, metrics=metrics
             ) as runtime:
                 app.state.runtime = runtime
-                jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
+                service = runtime.service
+                jobs = JobBook(service.parts, settings.research, runtime.state, service.sessions)
                 app.state.jobs = jobs
                 crawls = CrawlBook(runtime.service.parts, runtime.state)
                 app.state.crawls = crawls

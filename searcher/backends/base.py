@@ -8,7 +8,6 @@ timeouts and error translation live once, in ``HttpBackend``. A backend that is 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -188,12 +187,12 @@ class HttpBackend:
         parts = self._build_request(query)
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(timeout_s):
-                # The tape of a recorded or replayed request is at this edge.
-                got = await taped_request(
-                    self._client, parts.method, parts.url, self._read,
-                    params=parts.params, headers=parts.headers,
-                )  # fmt: skip
+            # The tape of a recorded or replayed request is at this edge (its timeout
+            # too: a backend that timed out replays as one).
+            got = await taped_request(
+                self._client, parts.method, parts.url, self._read, timeout_s,
+                params=parts.params, headers=parts.headers,
+            )  # fmt: skip
         except TimeoutError as exc:
             raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
         except aiohttp.ClientError as exc:

@@ -32,7 +32,7 @@ from searcher.errors import (
     BackendRateLimited,
     BackendTimeout,
 )
-from searcher.recording.tape import NOT_RECORDED, Exchange, current_tape
+from searcher.recording.tape import NOT_RECORDED, Exchange, Failure, current_tape
 
 NAME = "duckduckgo"
 CAPABILITIES = Capabilities(result_count=True, time_range=True, safesearch=True, language=True)
@@ -148,6 +148,21 @@ class DuckDuckGoBackend:
         rows = self._factory(timeout_s).text(query.text, **search_kwargs(query))
         return rows
 
+    async def _rows(self, query: BackendQuery, timeout_s: float) -> list[dict[str, Any]]:
+        """The library's rows for ``query`` (none when it found nothing)."""
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(self._search_blocking, query, timeout_s), timeout_s
+            )
+        except TimeoutError as exc:
+            raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
+        except BackendError:
+            raise
+        except Exception as exc:
+            if _is_no_results(exc):
+                return []
+            raise _translate(exc, self.name) from exc
+
     async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
         started = time.perf_counter()
         tape = current_tape()
@@ -157,21 +172,18 @@ class DuckDuckGoBackend:
             found = tape.answer("ddgs", "TEXT", key)
             if found is None:
                 raise BackendConnectError(self.name, NOT_RECORDED)
+            if found.failure is not None:  # a timeout or a connection failure, as it was
+                failed = BackendTimeout if found.failure == "timeout" else BackendConnectError
+                raise failed(self.name, found.words)
             rows = json.loads(found.body)
             return BackendAnswer(self.name, parse_results(rows, self.name), elapsed_ms=0)
         try:
-            rows = await asyncio.wait_for(
-                asyncio.to_thread(self._search_blocking, query, timeout_s), timeout_s
-            )
-        except TimeoutError as exc:
-            raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
-        except BackendError:
+            rows = await self._rows(query, timeout_s)
+        except (BackendTimeout, BackendConnectError) as exc:
+            if tape is not None:
+                failure: Failure = "timeout" if isinstance(exc, BackendTimeout) else "connection"
+                tape.record(Exchange("ddgs", "TEXT", key, "", 0, (), exc.reason.encode(), failure))
             raise
-        except Exception as exc:
-            if _is_no_results(exc):
-                rows = []
-            else:
-                raise _translate(exc, self.name) from exc
         if tape is not None:
             body = json.dumps(rows, ensure_ascii=False, default=str).encode()
             tape.record(Exchange("ddgs", "TEXT", key, "", 200, (), body))

@@ -132,6 +132,9 @@ def connection_problem(exc: aiohttp.ClientError) -> str:
     refused"), not aiohttp's object dump with its connection key."""
     import aiohttp  # loaded already (``exc`` is one of its errors)
 
+    replayed = getattr(exc, "problem", None)
+    if isinstance(replayed, str):  # a recorded failure replayed: its words as they were
+        return replayed
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return f"cannot resolve {exc.host}: {_os_reason(exc.os_error)} (no network or DNS?)"
     if isinstance(exc, aiohttp.ClientConnectorError):

@@ -38,6 +38,8 @@ from searcher.errors import (
     EmbedderUnavailable,
     StateUnavailable,
 )
+from searcher.recording.local_tape import LocalAnswer, NotInRecording, taped_read, taped_search
+from searcher.recording.tape import NOT_RECORDED
 
 if TYPE_CHECKING:  # the embedder's module reads the config, which reads this registry
     from searcher.embedding.embedders import Embedder
@@ -120,9 +122,17 @@ class LocalBackend:
 
     async def search(self, query: BackendQuery, timeout_s: float) -> BackendAnswer:
         started = time.perf_counter()
-        try:
+
+        async def timed() -> LocalAnswer:
             async with asyncio.timeout(timeout_s):
-                hits, warnings = await self._search(query)
+                return await self._search(query)
+
+        try:
+            # The tape of a recorded or replayed request is at this edge: a replay is
+            # answered what the collection answered then, not what it holds now.
+            hits, warnings = await taped_search(self.name, query.text, query.max_results, timed)
+        except NotInRecording:
+            raise BackendNotAvailable(self.name, NOT_RECORDED) from None
         except TimeoutError as exc:
             raise BackendTimeout(self.name, f"timed out after {timeout_s:.1f}s") from exc
         except CollectionMissing as exc:
@@ -176,9 +186,17 @@ class LocalBackend:
         where = path_of(url)
         if where is None:
             return None
-        return await asyncio.to_thread(
-            self._corpus.content, self.collections, where[0], where[1], query, max_chars
-        )
+        path, page = where
+
+        async def from_index() -> str | None:
+            return await asyncio.to_thread(
+                self._corpus.content, self.collections, path, page, query, max_chars
+            )
+
+        try:
+            return await taped_read(self.name, url, query, max_chars, from_index)
+        except NotInRecording:
+            return None
 
 
 async def collection_generations(

@@ -32,6 +32,7 @@ from searcher.errors import (
     CircuitOpen,
 )
 from searcher.pipeline.resilience import CircuitBreaker, Clock, Deadline
+from searcher.recording.tape import replaying
 
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
     from searcher.api.metrics import Metrics
@@ -110,6 +111,7 @@ class BackendRunner:
         self.pacer = pacer  # each instance's allowance (backends.<instance>.rate)
         self.metrics = metrics  # backend calls by outcome, for /metrics
         self._settings = settings
+        self._clock = clock
         self.breakers = {
             name: CircuitBreaker(settings.backends.get(name).breaker, clock) for name in backends
         }
@@ -130,6 +132,8 @@ class BackendRunner:
         """One page from ``backend`` as every call to it goes: behind its breaker, after
         its pacing turn, its attempts judged by the breaker."""
         name = backend.name
+        if replaying():
+            return await self._replayed_page(backend, query, deadline, timeout_s, retries, watch)
         breaker = self.breakers[name]
         if self.shared is not None:
             await self.shared.sync(name, breaker)
@@ -157,6 +161,21 @@ class BackendRunner:
             await self.shared.succeeded(name)
         return answer
 
+    async def _replayed_page(
+        self, backend: Backend, query: BackendQuery, deadline: Deadline, timeout_s: float,
+        retries: int, watch: Watch,
+    ) -> BackendAnswer:  # fmt: skip
+        """A page of a replayed search: its answers and failures come from the recording,
+        so the live breaker, pacing and the other workers' breakers are neither asked
+        (an instance down now still replays) nor told (a recorded timeout must not open
+        a breaker of the live backend). A breaker of this call alone still stops its
+        retries as one would have."""
+        breaker = CircuitBreaker(self._settings.backends.get(backend.name).breaker, self._clock)
+        watch.in_flight = True
+        return await self._attempts(
+            backend, breaker, query, deadline, timeout_s, retries, watch, live=False
+        )
+
     async def _wait_turn(self, name: str, deadline: Deadline, watch: Watch) -> None:
         """Wait for the instance's pacing turn; one after the deadline is refused
         (``rate_limited``, never called: no verdict on the backend)."""
@@ -176,7 +195,7 @@ class BackendRunner:
 
     async def _attempts(
         self, backend: Backend, breaker: CircuitBreaker, query: BackendQuery, deadline: Deadline,
-        timeout_s: float, retries: int, watch: Watch,
+        timeout_s: float, retries: int, watch: Watch, live: bool = True,
     ) -> BackendAnswer:  # fmt: skip
         last_error: BackendError | None = None
         fair_s = self.fair_timeout(backend.name)
@@ -195,7 +214,8 @@ class BackendRunner:
                 # A timeout of an attempt the request gave less than a fair time (its
                 # deadline or its own short search timeout) says nothing about the backend.
                 cut_short = isinstance(exc, BackendTimeout) and attempt_timeout < fair_s
-                await self._judge(backend.name, breaker, exc, exc.verdict and not cut_short, watch)
+                verdict = exc.verdict and not cut_short
+                await self._judge(backend.name, breaker, exc, verdict, watch, live)
                 if (
                     not exc.retryable
                     or attempt == retries
@@ -228,16 +248,18 @@ class BackendRunner:
 
     async def _judge(
         self, name: str, breaker: CircuitBreaker, exc: BackendError, verdict: bool,
-        watch: Watch,
+        watch: Watch, live: bool = True,
     ) -> None:  # fmt: skip
         """Report a failed attempt and, when it says something about the backend
-        (``verdict``), count it on the breaker, here and for the other workers."""
-        self.count(name, exc.kind)
+        (``verdict``), count it on the breaker, here and (``live``: not a replay's) for
+        the other workers."""
+        if live:
+            self.count(name, exc.kind)
         watch.report(exc)
         if not verdict:
             return  # the call releases the breaker: no verdict
         breaker.record_failure(exc.kind, exc.reason, exc.retry_after_s)
-        if self.shared is not None:
+        if self.shared is not None and live:
             cfg = self._settings.backends.get(name).breaker
             await self.shared.failed(
                 name, breaker, exc.kind, cfg.failure_threshold, cfg.recovery_timeout

@@ -4,7 +4,6 @@ the instance reports unresponsive again and again are left out of the engines as
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -320,10 +319,9 @@ class SearxngBackend:
         import aiohttp  # loaded already (the client is one); kept off the config's imports
 
         try:
-            async with asyncio.timeout(timeout_s):
-                got = await taped_request(
-                    self._client, "GET", self.base_url + "/config", _read_config
-                )
+            got = await taped_request(
+                self._client, "GET", self.base_url + "/config", _read_config, timeout_s
+            )
             if got.status >= 300:
                 raise aiohttp.ClientError(f"/config: HTTP {got.status}")
             self._known = parse_config(got.body)

@@ -28,15 +28,19 @@ async def start_job(
     caller: Caller,
     key: str | None,
     schema: dict[str, Any] | None = None,
+    shown: frozenset[str] = frozenset(),
 ) -> Job:
     """Start the research job of the condensed question in ``preset``, its answer shaped
     by ``schema`` when given (``TooManyJobs`` when no slot is free, as for
-    ``POST /v1/research``)."""
+    ``POST /v1/research``); ``shown``: the page keys the conversation showed already,
+    which its searches demote unless still the best (session novelty)."""
     asked: dict[str, Any] = {"query": condensed.query, "preset": preset}
     if schema is not None:
         asked["output_schema"] = schema
     request = ResearchRequest.model_validate(asked)
-    return await jobs.submit(request, client=caller.client, key=key, access=caller.access)
+    return await jobs.submit(
+        request, client=caller.client, key=key, access=caller.access, shown=shown
+    )
 
 
 def progress_line(event: ResearchEvent) -> str | None:

@@ -21,6 +21,7 @@ from searcher.chat.research_model import finished_reply, follow_job, start_job
 from searcher.chat.search_model import Caller, search_and_answer, standalone_query
 from searcher.contract import Preset
 from searcher.llm.runner import StepRunner
+from searcher.ranking.novelty import shown_keys
 from searcher.research.jobs import Job, JobBook
 from searcher.service import SearchService
 
@@ -107,6 +108,7 @@ async def start_research_turn(
 ) -> ResearchTurn:
     """Condense the question and start its job (``TooManyJobs`` when no slot is free)."""
     condensed, runner = await standalone_query(service, conversation)
-    job = await start_job(jobs, condensed, preset, caller, key, schema)
+    shown = shown_keys(conversation.shown_urls)  # the sources earlier answers gave
+    job = await start_job(jobs, condensed, preset, caller, key, schema, shown)
     heartbeat_s = service.settings.research.heartbeat_s
     return ResearchTurn(jobs, job, key, condensed, runner, heartbeat_s)

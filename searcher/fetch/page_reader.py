@@ -27,6 +27,7 @@ from searcher.errors import (
     FetchBlocked,
     FetchError,
     FetchHTTPError,
+    RenderError,
     UnsupportedContentType,
 )
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
@@ -34,8 +35,9 @@ from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
 from searcher.fetch.js_shell import needs_javascript
 from searcher.fetch.pdf import PDF_MEDIA_TYPE
-from searcher.fetch.renderer import BrowserTier
+from searcher.fetch.renderer import BrowserTier, RenderedPage
 from searcher.pipeline.resilience import Deadline
+from searcher.recording.render_tape import recorded_render, taped_render
 from searcher.recording.tape import current_tape
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -245,12 +247,21 @@ class PageReader:
             return (self._rendered_cache_name(),)
         return (self._rendered_cache_name(), static)
 
+    def _can_render(self, url: str) -> bool:
+        """Whether a page can go to the browser: a replay's recording holds its render
+        (the recording stands in for the browser, there or not), else a browser is
+        configured and found."""
+        recorded = recorded_render(url)
+        if recorded is not None:
+            return recorded
+        return self._browser is not None and self._browser.available
+
     def _wants_browser(
         self, page: FetchedBody, text: str, wall: str | None, limits: FetchLimits
     ) -> bool:
         """Whether this page goes to the browser: an HTML page, a browser configured, and
         rendering asked for always, or by default when the static read found a shell."""
-        if self._browser is None or not self._browser.available:
+        if not self._can_render(page.url):
             return False
         if page.content_type not in _HTML_TYPES:
             return False
@@ -263,11 +274,18 @@ class PageReader:
     ) -> PageOutcome | None:
         """The outcome of the page read from the browser's DOM; None when the static read
         stands (the browser found no more text, or failed where the static text is usable)."""
-        assert self._browser is not None
-        try:
-            drawn = await self._browser.render(
+        browser = self._browser
+
+        async def draw() -> RenderedPage:
+            if browser is None:  # a replay's render is answered by its recording
+                raise RenderError(page.url, "no browser")
+            return await browser.render(
                 page.url, read.render_timeout(), read.limits.max_bytes, read.owner
             )
+
+        try:
+            # The tape of a recorded or replayed request is at this edge: the DOM read.
+            drawn = await taped_render(page.url, draw)
             text = await self._extractor.extract(
                 drawn.html, drawn.url, "text/html", "utf-8", client=read.client,
                 max_chars=read.cut_at,

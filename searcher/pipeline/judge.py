@@ -19,6 +19,7 @@ from searcher.llm.judge import JudgementCache, Pair, grade
 from searcher.pipeline.parts import Parts
 from searcher.pipeline.replay import capture, pooled
 from searcher.ranking.evaluation import EvalError, Qrels
+from searcher.recording.book import Recording
 
 POOL_DEPTH = 10  # results of each backend judged per query
 
@@ -55,12 +56,18 @@ class Judged:
 
 
 async def judge_queries(
-    parts: Parts, queries: Mapping[str, str], cache: JudgementCache, depth: int = POOL_DEPTH
+    parts: Parts,
+    queries: Mapping[str, str],
+    cache: JudgementCache,
+    depth: int = POOL_DEPTH,
+    recorded: Mapping[str, Recording] | None = None,
 ) -> Judged:
-    """Pool and grade the results of every query (the LLM is ``parts.llm``)."""
+    """Pool and grade the results of every query (the LLM is ``parts.llm``); a query
+    with a recording in ``recorded`` (a frozen set's) is pooled from the backend answers
+    recorded, not searched (only the LLM is asked anything)."""
     if parts.llm is None:
         raise LlmError("no LLM configured (set llm.base_url and llm.model)")
-    found = await capture(parts, queries)
+    found = await capture(parts, queries, recorded=recorded)
     judged = Judged(unanswered=dict(found.failed))
     for query in found.queries:
         text = queries[query.qid]

@@ -33,6 +33,17 @@ async def replay(parts: Parts, recording: Recording) -> SearchResponse:
         return await SearchService(parts).search_uncached(request)
 
 
+def names_state_store(tree: Mapping[str, Any]) -> bool:
+    """Whether a configuration tree (the ``--config`` files given to a replay, without
+    the environment) names a state store itself: ``state.dir`` or ``state.redis_url``.
+    One that does not is read from the store the recordings were kept in, the one of the
+    configuration and environment found without ``--config`` (docs/replay.md)."""
+    state = tree.get("state")
+    return isinstance(state, Mapping) and any(
+        state.get(key) is not None for key in ("dir", "redis_url")
+    )
+
+
 def stable_view(wire: Mapping[str, Any]) -> dict[str, Any]:
     """A response's wire JSON without what only measures its run (see the module)."""
     view = dict(wire)

@@ -1,6 +1,9 @@
 """A request's tape: every answer it got from the outside world, kept at the edges where it
 arrived (a backend's HTTP answer, a page's bytes and headers, an LLM reply, the DuckDuckGo
-library's rows), so that the request can be run again on exactly that input.
+library's rows, a local collection's hits and texts, the browser's rendered DOM), so that
+the request can be run again on exactly that input. A request that got no answer (a
+timeout, a refused connection, a page the browser could not draw) is kept as that
+``failure`` and replayed as the same.
 
 The tape of the running request is a context variable: the edges ask ``current_tape()``
 and, when there is one, record into it (``record`` mode) or answer from it without any
@@ -25,9 +28,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ExchangeKind = Literal["backend", "page", "llm", "ddgs"]
+ExchangeKind = Literal["backend", "page", "llm", "ddgs", "render", "local"]
 TapeMode = Literal["record", "replay"]
-KINDS: tuple[ExchangeKind, ...] = ("backend", "page", "llm", "ddgs")
+KINDS: tuple[ExchangeKind, ...] = ("backend", "page", "llm", "ddgs", "render", "local")
+# A request that got no answer, kept as what happened to it (its words in the body):
+# a backend that timed out or refused the connection replays as the same failure, and so
+# does a page the browser could not draw (its error's class, see ``render_tape``).
+Failure = Literal["timeout", "connection", "render", "browser_gone", "blocked", "too_complex"]
+FAILURES: tuple[Failure, ...] = (
+    "timeout",
+    "connection",
+    "render",
+    "browser_gone",
+    "blocked",
+    "too_complex",
+)
 NOT_RECORDED = "not in the recording (replay is offline)"
 
 
@@ -47,25 +62,37 @@ class Exchange:
     status: int
     headers: tuple[tuple[str, str], ...]
     body: bytes
+    # What went wrong instead of an answer (``body``: its words); None for an answer.
+    failure: Failure | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "kind": self.kind, "method": self.method, "url": self.url,
             "request_digest": self.request_digest, "status": self.status,
             "headers": [list(h) for h in self.headers],
             "body": base64.b64encode(self.body).decode("ascii"),
         }  # fmt: skip
+        if self.failure is not None:
+            data["failure"] = self.failure
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Exchange:
-        kind = data["kind"]
+        kind, failure = data["kind"], data.get("failure")
         if kind not in KINDS:
             raise ValueError(f"unknown exchange kind {kind!r}")
+        if failure is not None and failure not in FAILURES:
+            raise ValueError(f"unknown failure {failure!r}")
         return cls(
             kind, str(data["method"]), str(data["url"]), str(data["request_digest"]),
             int(data["status"]), tuple((str(k), str(v)) for k, v in data["headers"]),
-            base64.b64decode(data["body"]),
+            base64.b64decode(data["body"]), failure,
         )  # fmt: skip
+
+    @property
+    def words(self) -> str:
+        """A failure's words (its body as text)."""
+        return self.body.decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -111,6 +138,13 @@ class Tape:
             exact = self._next(lambda e: (e.kind, e.method, e.url) == (kind, method, url))
         return exact
 
+    def holds(self, kind: ExchangeKind, method: str, url: str) -> bool:
+        """Whether an answer to this request is still to be given (none is taken)."""
+        return any(
+            i not in self._used and (e.kind, e.method, e.url) == (kind, method, url)
+            for i, e in enumerate(self.exchanges)
+        )
+
     def _next(self, matches: Any) -> Exchange | None:
         for i, exchange in enumerate(self.exchanges):
             if i not in self._used and matches(exchange):
@@ -134,6 +168,12 @@ _CURRENT: ContextVar[Tape | None] = ContextVar("searcher_tape", default=None)
 def current_tape() -> Tape | None:
     """The running request's tape, if it is recorded or replayed."""
     return _CURRENT.get()
+
+
+def replaying() -> bool:
+    """Whether the running request is a replay (its outside world is the recording)."""
+    tape = _CURRENT.get()
+    return tape is not None and tape.replaying
 
 
 @contextlib.contextmanager

@@ -34,6 +34,7 @@ from searcher.research.job_store import NAMESPACE, JobKind
 from searcher.research.loop import Research
 from searcher.research.presets import Bounded, resolve_within, within_time
 from searcher.state.failsoft import FailSoftStore
+from searcher.state.sessions import SessionBook
 
 __all__ = ["ENDING", "GRACE_S", "KEEP_FINISHED", "CancelledElsewhere", "JobBook"]
 
@@ -48,6 +49,8 @@ class ResearchJobState(Job[ResearchEvent]):
     request: ResearchRequest
     bounded: Bounded  # its limits, within the server's ceilings
     result: ResearchResult | None = None
+    # Page keys shown before (its session's, a conversation's): demoted unless the best.
+    shown: frozenset[str] = frozenset()
 
     def view(self) -> ResearchJob:
         """The job as ``GET /v1/research/{id}`` shows it."""
@@ -80,11 +83,16 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
     process and visible to every worker and replica; without it they live here only."""
 
     def __init__(
-        self, parts: Parts, settings: ResearchSettings, store: FailSoftStore | None = None
+        self,
+        parts: Parts,
+        settings: ResearchSettings,
+        store: FailSoftStore | None = None,
+        sessions: SessionBook | None = None,
     ) -> None:
         super().__init__(settings, store, RESEARCH)
         self._parts = parts
         self._feedback_store = store  # fail-soft: a lost store costs feedback, not the job
+        self._sessions = sessions  # what each constraints.session_id was shown
 
     async def submit(
         self,
@@ -93,6 +101,7 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
         client: str | None = None,
         key: str | None = None,
         access: CollectionAccess = EVERY,
+        shown: frozenset[str] = frozenset(),
     ) -> ResearchJobState:
         """Start a job owned by ``key`` (an API key's id, None when anonymous);
         ``TooManyJobs`` when ``max_concurrent_jobs`` run in this process,
@@ -104,7 +113,9 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
         (``searcher.api.observe.client_identity``), whose share of the extraction
         workers the job's page reads count against; ``access``: the collections of own
         documents its searches may reach (``AccessDenied`` when the request names a
-        ``local`` instance beyond them)."""
+        ``local`` instance beyond them); ``shown``: page keys shown before (a
+        conversation's), demoted in its searches unless ranked first, as are those of
+        ``constraints.session_id``'s session, which its evidence's pages then join."""
         self._expire()
         bounded = resolve_within(
             request.preset,
@@ -126,9 +137,12 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
         )
         within_access(planned, access, self._parts.settings)
         self._check_schema(request)
+        session = request.constraints.session_id
+        if session is not None and self._sessions is not None:
+            shown = shown | await self._sessions.shown(client, session)
         job = ResearchJobState(
             id=secrets.token_urlsafe(12), request=request, bounded=bounded, client=client,
-            key=key, access=access,
+            key=key, access=access, shown=shown,
         )  # fmt: skip
         return await self._start(job)
 
@@ -167,9 +181,16 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
         async def emit(kind: str, data: dict[str, Any]) -> None:
             await self._emit(job, kind, data)
 
-        research = Research(job.request, self._parts, emit, job.bounded, job.client, job.access)
+        research = Research(
+            job.request, self._parts, emit, job.bounded, job.client, job.access, job.shown
+        )
         job.result = await research.run()
         await self._report_citations(job.id, job.result)
+        session = job.request.constraints.session_id
+        if session is not None and self._sessions is not None:
+            # What the session was shown: the pages of the job's evidence.
+            pages = [passage.url for passage in job.result.evidence or ()]
+            await self._sessions.add(job.client, session, pages)
 
     async def _report_citations(self, job_id: str, result: ResearchResult) -> None:
         """With feedback on, the job reports the passages its report cited itself (kept

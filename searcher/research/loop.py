@@ -56,6 +56,7 @@ from searcher.pipeline.rank import Ranked, pool_cut, rank_results
 from searcher.pipeline.read import read_urls
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.pipeline.retrieve import retrieve
+from searcher.ranking.novelty import demote_shown
 from searcher.research.answering import answer_support
 from searcher.research.bridge import lower_case_words
 from searcher.research.evidence import (
@@ -141,13 +142,18 @@ class Research:
         bounded: Bounded | None = None,
         client: str | None = None,
         access: CollectionAccess = EVERY,
+        shown: frozenset[str] = frozenset(),
     ) -> None:
         """``bounded``: the job's limits if already resolved (else resolved here, within
         the server's ``limits.*``); ``client``: who started the job, whose share of the
         extraction workers its page reads count against (``None``: a local caller);
-        ``access``: the collections of own documents its searches may reach."""
+        ``access``: the collections of own documents its searches may reach; ``shown``:
+        page keys shown before (its session's, its conversation's), moved below the
+        pages not shown in each search unless ranked first (session novelty), so they
+        are read last."""
         self.request = request
         self.client = client
+        self.shown = shown
         self.parts = parts
         if bounded is None:
             bounded = resolve_within(
@@ -351,7 +357,7 @@ class Research:
             return []
         if cut := pool_cut(ranking):
             ctx.error("rank", "fusion", cut)
-        ranked = ranking.results
+        ranked = demote_shown(ranking.results, lambda r: r.fused.hit.url, self.shown)
         done = TraceEntry(
             round=round_no, sub_question=sub.question, query=sub.question,
             results=len(ranked), new_urls=self.note_pages(ranked, (round_no, place)),

@@ -452,7 +452,8 @@ async def serve_stdio(settings: Settings) -> None:
     message is answered with a JSON-RPC error (null id), as over HTTP: the SDK drops such
     lines unanswered, and a client waiting for its id would wait for ever."""
     async with open_service(settings) as runtime:
-        jobs = JobBook(runtime.service.parts, settings.research, runtime.state)
+        service = runtime.service
+        jobs = JobBook(service.parts, settings.research, runtime.state, service.sessions)
         crawls = CrawlBook(runtime.service.parts, runtime.state)
         server = build_server(lambda: runtime.service, lambda: jobs, settings, lambda: crawls)
         try:
