@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from searcher.fetch.page_reader import PageOutcome
 
 T = TypeVar("T")
-GRACEFUL_SHUTDOWN_S = 10
 # Results of each backend pooled per query in a frozen set (as `searcher judge --depth`).
 POOL_DEPTH = 10
 STATE_STORE_PROBLEM = "cannot use the state store (state.redis_url / state.dir / qdrant_url)"
@@ -112,13 +111,13 @@ def serve(host: str | None, port: int | None, workers: int, config_path: tuple[s
         update={"host": host or settings.server.host, "port": bound_port}
     )
     settings = settings.model_copy(update={"server": server})
-    # SIGTERM / Ctrl-C: requests in flight get GRACEFUL_SHUTDOWN_S to finish, then the
+    # SIGTERM / Ctrl-C: requests in flight get server.shutdown_grace_s to finish, then the
     # server stops anyway (an open stream or a slow client cannot hold it up).
     options: dict[str, Any] = {
         "log_level": "info",
         "log_config": _log_config(settings.logging.access),
         "access_log": False,
-        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+        "timeout_graceful_shutdown": server.shutdown_grace_s,
     }
     _check_address(server.host, server.port)  # before start-up work, and in one line
     _print_startup_report(config_path, settings)

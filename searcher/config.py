@@ -315,6 +315,15 @@ class ServerSettings(ConfigSection):
     keep_alive_s: int = Field(
         default=5, ge=1, description="Idle keep-alive connections close after this"
     )
+    shutdown_grace_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description=(
+            "On SIGTERM or Ctrl-C, requests in flight get this long to finish; those still "
+            "running then get a JSON 503 `shutting_down`"
+        ),
+    )
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod

@@ -130,6 +130,17 @@ def _own_fields(model: type[BaseModel], base: type[BaseModel]) -> list[str]:
     ]
 
 
+def _field_rows(key: str, field: FieldInfo) -> Iterator[Row]:
+    """The rows of one instance setting: its own, or its nested model's leaves."""
+    nested = _nested(field)
+    if nested is not None:
+        yield from _leaf_rows(nested, None, f"{key}.")
+        return
+    yield Row(
+        (key,), _env_vars(key), (shown_default(_field_default(field)),), _described(key, field)
+    )
+
+
 def _instance_rows() -> Iterator[Row]:
     """``backends.<name>.*`` (every instance), then each built-in adapter's own keys under
     its instance of the same name (they hold for every instance of that adapter)."""
@@ -138,28 +149,11 @@ def _instance_rows() -> Iterator[Row]:
     for name, field in InstanceSettings.model_fields.items():
         if name == "adapter":
             continue
-        key = f"{GENERIC_INSTANCE}{name}"
-        nested = _nested(field)
-        if nested is not None:
-            yield from _leaf_rows(nested, None, f"{key}.")
-        else:
-            yield Row(
-                (key,), _env_vars(key), (shown_default(_field_default(field)),),
-                _described(key, field),
-            )  # fmt: skip
+        yield from _field_rows(f"{GENERIC_INSTANCE}{name}", field)
     for spec in BUILTIN_SPECS:
         model = spec.config_model
         for name in _own_fields(model, InstanceSettings):
-            field = model.model_fields[name]
-            key = f"backends.{spec.adapter}.{name}"
-            nested = _nested(field)
-            if nested is not None:
-                yield from _leaf_rows(nested, None, f"{key}.")
-            else:
-                yield Row(
-                    (key,), _env_vars(key), (shown_default(_field_default(field)),),
-                    _described(key, field),
-                )  # fmt: skip
+            yield from _field_rows(f"backends.{spec.adapter}.{name}", model.model_fields[name])
 
 
 def _step_rows() -> Iterator[Row]:

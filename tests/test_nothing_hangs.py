@@ -112,6 +112,7 @@ def _config(testbed, tmp_path: Path, load_timeout_s: float) -> str:
             "brave": {"enabled": False},
         },
         "service": {"cache": {"dir": str(tmp_path / "cache")}},
+        "state": {"dir": str(tmp_path / "state")},
         # The default: a model2vec model by hub name, which is not in the (empty) cache.
         "embeddings": {"model": "minishlab/potion-base-8M", "load_timeout_s": load_timeout_s},
     }

@@ -168,6 +168,7 @@ def test_a_plugin_built_on_the_plugin_api_alone_searches(tmp_path, testbed_clean
                     "duckduckgo": {"enabled": False},
                 },
                 "service": {"cache": {"dir": str(tmp_path / "cache")}},
+                "state": {"dir": str(tmp_path / "state")},
                 "embeddings": {"model": str(STATIC_MODEL)},
             }
         )

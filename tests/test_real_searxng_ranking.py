@@ -181,6 +181,7 @@ def test_searcher_alone_is_not_worse_than_searxngs_own_order(
                      "duckduckgo": {"enabled": False}, "brave": {"enabled": False}},
         "embeddings": {"provider": "none"},
         "service": {"cache": {"dir": str(tmp_path / "cache")}},
+        "state": {"dir": str(tmp_path / "state")},
     })  # fmt: skip
 
     async def search_all() -> dict[str, list[str]]:

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from searcher.research.jobs import KEEP_FINISHED, JobBook
 from searcher.research.report import uncited
 from searcher.runtime import open_service
 from searcher.state import open_store
+from tests.ports import free_port
 from tests.shared_data import AEB, require_shared
 from tests.testbed.chat import script
 from tests.testbed.corpus import corpus
@@ -395,9 +395,7 @@ def serving_process(config: dict[str, Any], tmp_path: Path) -> Iterator[tuple[st
     process (killed on the way out if it is still running)."""
     path = tmp_path / "searcher.yaml"
     path.write_text(yaml.safe_dump(config))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # below the ephemeral range: no client connection can take it
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     server = subprocess.Popen(
         [sys.executable, "-m", "searcher", "serve", "--port", str(port), "--config", str(path)],

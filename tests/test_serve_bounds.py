@@ -349,7 +349,8 @@ def test_a_413_closes_the_connection(tmp_path: Path, framing: str) -> None:
 def test_a_request_cut_off_by_shutdown_gets_a_json_503(tmp_path: Path, testbed: Any) -> None:
     searxng = {"base_url": testbed.searxng_url("slow/15000"), "timeout_s": 30}
     backends = {"order": ["searxng"], "searxng": searxng, "duckduckgo": {"enabled": False}}
-    with _serve(tmp_path, {}, backends=backends) as served:
+    # A short grace: the request is cut off when it ends, not 10 s (the default) later.
+    with _serve(tmp_path, {"shutdown_grace_s": 1}, backends=backends) as served:
         answers: list[httpx.Response] = []
         body = {"query": "cloud gaming", "budget": {"max_total_time_ms": 20_000}}
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response, StreamingResponse
 
 from searcher.api.auth import collection_access, key_of
 from searcher.api.errors import stream_error
+from searcher.api.json_body import json_response
 from searcher.api.observe import client_identity
 from searcher.chat.conversation import read_conversation
 from searcher.chat.render import DONE, Completion, error_event
@@ -47,13 +47,9 @@ def _model_entry(model: ChatModel) -> dict[str, Any]:
     return {"id": model.value, "object": "model", "created": 0, "owned_by": "searcher"}
 
 
-def _json(data: Any) -> Response:
-    return Response(orjson.dumps(data), media_type="application/json")
-
-
 @router.get("/v1/models", summary="The chat models (OpenAI's model list)")
 async def list_models() -> Response:
-    return _json({"object": "list", "data": [_model_entry(m) for m in ChatModel]})
+    return json_response({"object": "list", "data": [_model_entry(m) for m in ChatModel]})
 
 
 @router.get(
@@ -64,7 +60,7 @@ async def list_models() -> Response:
 async def get_model(model_id: str) -> Response:
     if model_id not in {m.value for m in ChatModel}:
         raise HTTPException(404, f"no model {model_id[:100]!r}; see GET /v1/models")
-    return _json(_model_entry(ChatModel(model_id)))
+    return json_response(_model_entry(ChatModel(model_id)))
 
 
 async def _sse(events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -102,11 +98,12 @@ async def chat_completions(body: ChatRequest, request: Request) -> Response:
                     service, conversation, caller, completion, body.include_usage, schema
                 )
             )
-        return _json(completion.body(await search_turn(service, conversation, caller, schema)))
+        answer = await search_turn(service, conversation, caller, schema)
+        return json_response(completion.body(answer))
     jobs = request.app.state.jobs
     turn = await start_research_turn(
         service, jobs, conversation, body.research_preset, caller, key_of(request.scope), schema
     )
     if body.stream:
         return _stream(turn.stream(completion, body.include_usage))
-    return _json(completion.body(await turn.reply()))
+    return json_response(completion.body(await turn.reply()))

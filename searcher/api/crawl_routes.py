@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from searcher.api.auth import key_of
+from searcher.api.json_body import json_response
 from searcher.api.observe import client_identity
 from searcher.api.research import SSE_RESPONSE, AfterEvent, LastEventId, event_stream
 from searcher.api.site_routes import root_and_scope
@@ -69,12 +69,6 @@ def crawl_book(request: Request) -> CrawlBook:
     return crawls
 
 
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        orjson.dumps(data), status_code=status, media_type="application/json", headers=headers
-    )
-
-
 @router.post(
     "/v1/crawl",
     status_code=202,
@@ -98,7 +92,7 @@ async def start_crawl(body: CrawlRequest, request: Request) -> Response:
         id=job.id, status=job.status, status_url=f"/v1/crawl/{job.id}",
         events_url=f"/v1/crawl/{job.id}/events",
     )  # fmt: skip
-    return _json(accepted.model_dump(), 202, {"Location": accepted.status_url})
+    return json_response(accepted.model_dump(), 202, {"Location": accepted.status_url})
 
 
 @router.get(
@@ -109,7 +103,7 @@ async def start_crawl(body: CrawlRequest, request: Request) -> Response:
 )
 async def crawl_status(job_id: str, request: Request) -> Response:
     job = await crawl_book(request).view(job_id, key_of(request.scope))
-    return _json(job.model_dump(mode="json"))
+    return json_response(job.model_dump(mode="json"))
 
 
 @router.get(
@@ -137,4 +131,4 @@ async def crawl_events(
 )
 async def cancel_crawl(job_id: str, request: Request) -> Response:
     job = await crawl_book(request).cancel(job_id, key_of(request.scope))
-    return _json(job.model_dump(mode="json"))
+    return json_response(job.model_dump(mode="json"))

@@ -18,6 +18,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BeforeValidator, Field
 
 from searcher.api.auth import collection_access, key_of
+from searcher.api.json_body import json_response
 from searcher.api.observe import client_identity
 from searcher.contract import ErrorResponse, JobView, ResearchAccepted, ResearchJob, ResearchRequest
 from searcher.research.job_runner import JobRunner
@@ -116,12 +117,6 @@ def _jobs(request: Request) -> JobBook:
     return jobs
 
 
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        orjson.dumps(data), status_code=status, media_type="application/json", headers=headers
-    )
-
-
 async def _event_stream(
     jobs: JobRunner[Any, Any, Any], job: JobView, after: int, heartbeat_s: float, key: str | None
 ) -> AsyncIterator[bytes]:
@@ -180,7 +175,7 @@ async def start_research(body: ResearchRequest, request: Request) -> Response:
         status_url=f"/v1/research/{job.id}",
         events_url=f"/v1/research/{job.id}/events",
     )
-    return _json(accepted.model_dump(), 202, {"Location": accepted.status_url})
+    return json_response(accepted.model_dump(), 202, {"Location": accepted.status_url})
 
 
 @router.get(
@@ -191,7 +186,7 @@ async def start_research(body: ResearchRequest, request: Request) -> Response:
 )
 async def research_status(job_id: str, request: Request) -> Response:
     job = await _jobs(request).view(job_id, key_of(request.scope))
-    return _json(job.model_dump(mode="json"))
+    return json_response(job.model_dump(mode="json"))
 
 
 @router.get(
@@ -219,4 +214,4 @@ async def research_events(
 )
 async def cancel_research(job_id: str, request: Request) -> Response:
     job = await _jobs(request).cancel(job_id, key_of(request.scope))
-    return _json(job.model_dump(mode="json"))
+    return json_response(job.model_dump(mode="json"))

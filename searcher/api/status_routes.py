@@ -6,15 +6,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from searcher import __version__
 from searcher.api.auth import quota_window, read_counter, usage_counter, usage_report
 from searcher.api.errors import error_response
+from searcher.api.json_body import json_response
 from searcher.api.metrics import CONTENT_TYPE, Metrics
 from searcher.auth.keys import ApiKey
 from searcher.backends.engine_health import ReportsEngineHealth
@@ -39,10 +38,6 @@ from searcher.state import StateHealth
 router = APIRouter()
 # GET /metrics: included only when metrics are on; it serves ``app.state.metrics``.
 metrics_router = APIRouter()
-
-
-def _json(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
 def _runtime(request: Request) -> Runtime:
@@ -131,14 +126,14 @@ async def health(request: Request) -> Response:
     )
     # A load balancer reads the status code, not the body: 503 when nothing can be
     # served, 200 (with "degraded" in the body) when requests still get answers.
-    return _json(health.model_dump(), 503 if health.status == "unavailable" else 200)
+    return json_response(health.model_dump(), 503 if health.status == "unavailable" else 200)
 
 
 @router.get("/v1/cache/stats", response_model=CacheStats, summary="Extraction cache statistics")
 async def cache_stats(request: Request) -> Response:
     runtime = _runtime(request)
     stats = await asyncio.to_thread(runtime.cache.stats)  # scans the cache directory
-    return _json(
+    return json_response(
         CacheStats(
             enabled=runtime.settings.service.cache.enabled,
             dir=str(runtime.settings.cache_dir()),
@@ -151,7 +146,7 @@ async def cache_stats(request: Request) -> Response:
 @router.post("/v1/cache/clear", response_model=CacheCleared, summary="Empty the extraction cache")
 async def cache_clear(request: Request) -> Response:
     removed = await _runtime(request).cache.clear()
-    return _json({"removed": removed})
+    return json_response({"removed": removed})
 
 
 @router.get(
@@ -178,7 +173,7 @@ async def usage(request: Request) -> Response:
     if key.quota is not None:
         window, _ = quota_window(key.quota, now)
         used = await read_counter(store, f"auth:quota:{key.id}:{window}")
-    return _json(usage_report(key, today, used, now))
+    return json_response(usage_report(key, today, used, now))
 
 
 @metrics_router.get(

@@ -1,6 +1,8 @@
 """Real pages: ``/pages/{id}`` serves an AEB page, ``/slow/{ms}/pages/{id}`` the same late,
 ``/together/{n}/{group}/pages/{id}`` the same once ``n`` requests of ``group`` wait at once
-(503 if they never do within ``TOGETHER_WAIT_S``: the client did not ask them together).
+(503 if they never do within ``TOGETHER_WAIT_S``: the client did not ask them together),
+``/held/{key}/pages/{id}`` the same once ``/held/{key}/release`` is asked (a test says when
+that download ends; ``/held/{key}/state`` tells whether one is waiting).
 Made pages with one trait each: ``/shaped/dated`` (a date in a ``<time>`` mid-sentence),
 ``/shaped/deep?n=N`` (the article's paragraphs under N nested ``<div>``)."""
 
@@ -109,3 +111,40 @@ async def together_page(req: Request) -> None:
     finally:
         waiting[0] -= 1
     await serve_page(req, req.params["id"])
+
+
+HELD_WAIT_S = 60.0
+# key -> (requests waiting, set once released): one entry per key, ever.
+_held: dict[str, tuple[list[int], asyncio.Event]] = {}
+
+
+@router.route("/held/{key}/pages/{id}")
+async def held_page(req: Request) -> None:
+    """The page, once ``/held/{key}/release`` is asked; 503 if it never is within
+    ``HELD_WAIT_S``. A test decides when this download ends, without a clock."""
+    waiting, released = _held.setdefault(req.params["key"], ([0], asyncio.Event()))
+    waiting[0] += 1
+    try:
+        await asyncio.wait_for(released.wait(), HELD_WAIT_S)
+    except TimeoutError:
+        await req.respond(503, b"never released", TEXT)
+        return
+    finally:
+        waiting[0] -= 1
+    await serve_page(req, req.params["id"])
+
+
+@router.route("/held/{key}/state")
+async def held_state(req: Request) -> None:
+    """``waiting`` while a request for a held page of ``key`` waits, ``released`` once
+    released, else ``idle``."""
+    waiting, released = _held.setdefault(req.params["key"], ([0], asyncio.Event()))
+    state = "released" if released.is_set() else "waiting" if waiting[0] else "idle"
+    await req.respond(200, state.encode(), TEXT)
+
+
+@router.route("/held/{key}/release")
+async def release_held(req: Request) -> None:
+    """Let the held pages of ``key`` answer (now and from now on)."""
+    _held.setdefault(req.params["key"], ([0], asyncio.Event()))[1].set()
+    await req.respond(200, b"released", TEXT)

@@ -28,6 +28,8 @@ A backend configured with base URL ``{server}/searxng[/<behaviour>]`` calls
 - ``/searxng/delayed/{lo}/{hi}`` ten results on pages delayed lo..hi ms
 - ``/searxng/together/{n}/{group}`` ``n`` results on pages that answer only when all ``n``
   are asked at once (``/together/...`` in pages.py)
+- ``/searxng/held/{key}``      ten results, the last on a page held until released
+  (``/held/{key}/...`` in pages.py)
 - ``/searxng/foreign-loopback``  results on localhost / 127.0.0.2 (loopback, not allow-listed)
 - ``/searxng/json-off``          403 for every search, as an instance without the JSON format
 - ``/searxng/captcha``           200 with a Cloudflare challenge page instead of JSON
@@ -336,6 +338,23 @@ async def delayed(req: Request) -> None:
         delay = low + (high - low) * i // max(1, len(ids) - 1)
         r = result(corpus(), req.base_url, pid, q, i + 1, 1.0 / (i + 1))
         r["url"] = f"{req.base_url}/slow/{delay}/pages/{pid}"
+        out.append(r)
+    await req.json(200, envelope(q, out, []))
+
+
+@router.route("/searxng/held/{key}/search")
+async def held(req: Request) -> None:
+    """Ten results; the tenth's page answers only once the test releases it
+    (``/held/{key}/pages/{id}``): what was read before that, was read meanwhile."""
+    checked = await _check(req)
+    if checked is None:
+        return
+    q, _ = checked
+    out = []
+    for i, pid in enumerate(sorted(corpus().load().pages)[:10]):
+        r = result(corpus(), req.base_url, pid, q, i + 1, 1.0 / (i + 1))
+        if i == 9:
+            r["url"] = f"{req.base_url}/held/{req.params['key']}/pages/{pid}"
         out.append(r)
     await req.json(200, envelope(q, out, []))
 

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
-import orjson
 from fastapi import HTTPException, Request
-from fastapi.responses import Response
 
 from searcher.runtime import Runtime
 
@@ -16,11 +13,6 @@ def runtime_of(request: Request) -> Runtime:
     """The app's ``Runtime`` (built in its lifespan)."""
     runtime: Runtime = request.app.state.runtime
     return runtime
-
-
-def json_response(data: Any, status: int = 200) -> Response:
-    """``data`` as a JSON response (orjson, like the v1 routes)."""
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
 def bearer_token(authorization: str | None) -> str | None:

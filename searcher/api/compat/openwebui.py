@@ -18,7 +18,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from searcher.api.auth import collection_access
-from searcher.api.compat.common import check_bearer, json_response, runtime_of
+from searcher.api.compat.common import check_bearer, runtime_of
+from searcher.api.json_body import json_response
 from searcher.api.observe import client_identity
 from searcher.contract import (
     MAX_INT,

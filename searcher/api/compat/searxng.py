@@ -17,8 +17,9 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
 from searcher.api.auth import collection_access
-from searcher.api.compat.common import json_response, runtime_of
+from searcher.api.compat.common import runtime_of
 from searcher.api.compat.searxng_format import searxng_envelope
+from searcher.api.json_body import json_response
 from searcher.api.observe import client_identity
 from searcher.contract import (
     MAX_QUERY_CHARS,

@@ -35,8 +35,9 @@ from pydantic import (
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from searcher.api.auth import collection_access, key_of
-from searcher.api.compat.common import bearer_token, json_response, runtime_of
+from searcher.api.compat.common import bearer_token, runtime_of
 from searcher.api.errors import body_parse_problem
+from searcher.api.json_body import json_response
 from searcher.api.observe import client_identity
 from searcher.api.site_routes import run_map
 from searcher.contract import (

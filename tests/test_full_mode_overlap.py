@@ -1,0 +1,61 @@
+"""Full mode reads each page as it arrives (issue 26): a page's text is extracted while
+slower pages are still downloading, not once they are all in.
+
+The testbed holds the tenth page's download until the test releases it, so the order of
+events is fixed without a clock: the request's progress reports (sent once a page is
+fetched *and* extracted) must show the other nine read while the tenth still waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import httpx
+
+from searcher.contract import SearchRequest
+from searcher.fetch.page_reader import PageOutcome
+from searcher.runtime import open_service
+
+# A guard against a hang only (the nine pages never reported): not a measured time.
+HANG_GUARD_S = 120
+
+
+async def test_pages_are_extracted_while_the_last_download_is_still_waiting(make_settings, testbed):
+    key = uuid.uuid4().hex
+    settings = make_settings(
+        backends={"searxng": {"base_url": testbed.searxng_url(f"held/{key}")}},
+        scoring={"min_keyword_overlap": 0},  # all ten results are read
+    )
+    request = SearchRequest.model_validate(
+        {
+            "query": "news",
+            "constraints": {"search_mode": "full"},
+            "budget": {"max_results": 10, "max_fetch_pages": 10, "max_total_time_ms": 120_000},
+        }
+    )
+    reported: list[tuple[str, PageOutcome]] = []
+    nine_read = asyncio.Event()
+
+    def progress(done: int, total: int, url: str, outcome: PageOutcome) -> None:
+        reported.append((url, outcome))
+        if done == total - 1:
+            nine_read.set()
+
+    async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
+        search = asyncio.create_task(runtime.service.search(request, progress=progress))
+        async with httpx.AsyncClient(timeout=30) as http:
+            await asyncio.wait_for(nine_read.wait(), HANG_GUARD_S)
+            # Nine pages fetched and their text extracted; the tenth is still downloading.
+            state = await http.get(testbed.url(f"/held/{key}/state"))
+            assert state.text == "waiting"
+            assert not any("/held/" in url for url, _ in reported), "read after the last"
+            assert len(reported) == 9
+            assert all(o.status == "fetched" and o.content for _, o in reported)
+            await http.get(testbed.url(f"/held/{key}/release"))
+        response = await search
+    assert [i.fetch.status for i in response.items] == ["fetched"] * 10
+    held = [i for i in response.items if "/held/" in i.url]
+    assert len(held) == 1 and held[0].content
+    # The passages were chosen over all ten pages once the last was in.
+    assert response.meta.passages is not None and len(response.meta.passages) == 10
