@@ -1,12 +1,19 @@
-"""What searcher adds in front of a backend that answers at once (issues 2 and 9).
+"""What searcher adds in front of a backend that answers at once (issues 2, 9 and 26).
+
+Issue 26's setting by default: the default config with two backends configured, SearXNG
+and Brave (key set), both answered by the testbed; ``auto: fallback`` asks SearXNG and
+hedges to Brave when SearXNG is slow (``--one-backend``: SearXNG alone, as before).
 
 1. Sequential: the same SearXNG-format request asked of the testbed directly and through
    ``searcher serve`` (simple mode, result cache off), interleaved; p50 of each and the
-   difference. With ``--baseline REV`` an older commit's server runs beside this one and
-   every round asks all three, in a shuffled order, so the figures are side by side in
-   one run.
-2. Load: wrk with 32 connections against ``POST /v1/search``: requests/s, p50, p99; with a
-   baseline the two servers take turns (new, old, new, old) and the medians are printed.
+   difference (the added p50, target <= 3 ms). With ``--baseline REV`` an older commit's
+   server runs beside this one and every round asks all three, in a shuffled order, so
+   the figures are side by side in one run.
+2. Load: wrk with 32 connections against ``POST /v1/search``, with 1 and then 2 searcher
+   workers (``--workers``): requests/s against the target (>= 400 and >= 700), p50, p99,
+   and the server's CPU time per request (user + system of the server and its workers,
+   over the run: less noisy than requests/s on a shared machine); with a baseline the
+   servers take turns (new, old, new, old) and the medians are printed.
 Every server runs as a separate process on 127.0.0.1; wrk (Debian package ``wrk``) too.
 
 By default every request asks the same query and gets the same canned answer, so what
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import statistics
 import time
@@ -33,29 +41,45 @@ from bench.processes import (
     checkout,
     has_result_cache,
     percentile,
-    searcher,
+    serving,
     testbed,
 )
 
 QUERY = "cloud gaming"
 # Issue 26's throughput targets (wrk, 32 connections), by searcher workers.
 LOAD_TARGETS = {1: 400, 2: 700}
+ADDED_TARGET_MS = 3.0
 
 
 def config(
-    testbed_base: str, repo: Path, dedup: bool = True, results: int = 20, answers: str = "fixed"
+    testbed_base: str,
+    repo: Path,
+    dedup: bool = True,
+    results: int = 20,
+    answers: str = "fixed",
+    two_backends: bool = True,
 ) -> dict:
     """``searcher serve``'s config against the testbed's SearXNG ``answers`` behaviour
-    (``fixed``: one canned answer; ``fresh``: the same with the query in every snippet)."""
+    (``fixed``: one canned answer; ``fresh``: the same with the query in every snippet).
+
+    ``two_backends`` (issue 26's setting): the default config with the two backends a user
+    typically configures, SearXNG and Brave (with its key), both on the testbed; the
+    default ``auto: fallback`` asks SearXNG and hedges to Brave when SearXNG is slow.
+    DuckDuckGo is off either way: it has no base URL to point at the testbed. Without
+    ``two_backends``: SearXNG alone (the figures before issue 26)."""
     embeddings = {"model": str(STATIC_MODEL)} if dedup else {"provider": "none"}
+    backends: dict = {
+        "searxng": {"base_url": f"{testbed_base}/searxng/{answers}/20"},
+        "duckduckgo": {"enabled": False},
+    }
+    if two_backends:
+        backends["brave"] = {"base_url": f"{testbed_base}/brave/fixed/20", "api_key": "test-key"}
+    else:
+        backends["order"] = ["searxng"]
     # Every request must reach the backend: the result cache (where the commit has one) is off.
     return {
         **({"cache": {"enabled": False}} if has_result_cache(repo) else {}),
-        "backends": {
-            "order": ["searxng"],
-            "searxng": {"base_url": f"{testbed_base}/searxng/{answers}/20"},
-            "duckduckgo": {"enabled": False},
-        },
+        "backends": backends,
         "service": {"cache": {"enabled": False}},
         # The backend always answers 20 results; ranking reads them all, and ``results``
         # of them become items in the response and the pack.
@@ -129,15 +153,23 @@ def load(
     }
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=1000, help="sequential rounds")
     parser.add_argument("--seconds", type=int, default=15, help="each wrk run")
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--workers", type=int, default=1, help="searcher serve --workers")
+    parser.add_argument(
+        "--workers", default="1,2",
+        help="searcher serve --workers for the load runs, comma-separated (default 1,2: "
+        "both of issue 26's targets); the sequential rounds always use the first",
+    )  # fmt: skip
     parser.add_argument(
         "--no-dedup", action="store_true", help="near-duplicate removal off (provider none)"
     )
+    parser.add_argument(
+        "--one-backend", action="store_true",
+        help="SearXNG alone (the figures before issue 26) instead of SearXNG + Brave",
+    )  # fmt: skip
     parser.add_argument(
         "--results", type=int, default=20,
         help="budget.max_results (items in each response; the request default is 5)",
@@ -148,49 +180,103 @@ def main() -> None:
         "what caches of texts and words (the embedder's) see in real traffic",
     )  # fmt: skip
     parser.add_argument("--baseline", metavar="REV", help="an older commit to run beside this one")
-    args = parser.parse_args()
-    extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
-    dedup = not args.no_dedup
+    parser.add_argument("--skip-sequential", action="store_true", help="only the wrk load runs")
+    return parser.parse_args()
+
+
+def servers_for(
+    stack: contextlib.ExitStack, tb: str, args: argparse.Namespace, workers: int
+) -> tuple[list[str], list[str], list[int]]:
+    """This tree's server and the baseline's (if any), with ``workers`` workers: names,
+    base URLs and pids."""
     answers = "fresh" if args.fresh else "fixed"
-    print(f"near-duplicate removal: {'on (static model)' if dedup else 'off'}; "
-          f"{args.workers} searcher worker(s); {answers} answers")  # fmt: skip
-    with contextlib.ExitStack() as stack:
-        tb = stack.enter_context(testbed())
-        names, servers = (
-            ["this tree"],
-            [stack.enter_context(searcher(config(tb, REPO, dedup, args.results, answers), extra))],
-        )
-        if args.baseline:
-            old = stack.enter_context(checkout(args.baseline))
-            names.append(args.baseline)
-            old_config = config(tb, old, dedup, args.results, answers)
-            servers.append(stack.enter_context(searcher(old_config, extra, repo=old)))
-        direct, *through = sequential(tb, servers, args.requests, answers)
-        d50 = statistics.median(direct)
-        print(f"sequential, {args.requests} interleaved rounds (simple mode, 20 results ranked, "
-              f"{args.results} in the response):")  # fmt: skip
-        print(
-            f"  {'testbed direct':<22} p50 {d50:7.2f} ms   p99 {percentile(direct, 0.99):7.2f} ms"
-        )
-        for name, times in zip(names, through, strict=True):
-            v50 = statistics.median(times)
-            print(f"  {'via ' + name:<22} p50 {v50:7.2f} ms   p99 {percentile(times, 0.99):7.2f} ms"
-                  f"   overhead {v50 - d50:6.2f} ms (target <= 3 ms)")  # fmt: skip
-        rounds = 2 if args.baseline else 1
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
-        for _ in range(rounds):
-            for name, base in zip(names, servers, strict=True):
-                run = len(runs[name])
-                runs[name].append(load(base, args.seconds, args.connections, answers, run))
-        target = LOAD_TARGETS.get(args.workers)
-        print(f"load: wrk, {args.connections} connections, {rounds} x {args.seconds} s each, "
-              "servers taking turns (medians)"
-              + (f"; target >= {target} requests/s with {args.workers} worker(s):" if target
-                 else ":"))  # fmt: skip
-        for name, results in runs.items():
-            med = {k: statistics.median(r[k] for r in results) for k in results[0]}
-            print(f"  {name:<22} {med['rps']:6.0f} requests/s   p50 {med['p50_ms']:6.2f} ms   "
-                  f"p99 {med['p99_ms']:7.2f} ms   non-2xx {med['non_2xx']:.0f}")  # fmt: skip
+    extra = ("--workers", str(workers)) if workers > 1 else ()
+    repos = [("this tree", REPO)]
+    if args.baseline:
+        repos.append((args.baseline, stack.enter_context(checkout(args.baseline))))
+    names, bases, pids = [], [], []
+    for name, repo in repos:
+        conf = config(tb, repo, not args.no_dedup, args.results, answers, not args.one_backend)
+        base, pid = stack.enter_context(serving(conf, extra, repo=repo))
+        names.append(name)
+        bases.append(base)
+        pids.append(pid)
+    return names, bases, pids
+
+
+def report_sequential(tb: str, names: list[str], bases: list[str], args) -> None:
+    answers = "fresh" if args.fresh else "fixed"
+    direct, *through = sequential(tb, bases, args.requests, answers)
+    d50 = statistics.median(direct)
+    print(f"sequential, {args.requests} interleaved rounds (simple mode, 20 results ranked, "
+          f"{args.results} in the response):")  # fmt: skip
+    print(f"  {'testbed direct':<22} p50 {d50:7.2f} ms   p99 {percentile(direct, 0.99):7.2f} ms")
+    for name, times in zip(names, through, strict=True):
+        v50 = statistics.median(times)
+        print(f"  {'via ' + name:<22} p50 {v50:7.2f} ms   p99 {percentile(times, 0.99):7.2f} ms"
+              f"   added p50 {v50 - d50:6.2f} ms (target <= {ADDED_TARGET_MS:g} ms)")  # fmt: skip
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its children that have exited or
+    still run (a multi-worker server's workers are its children)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [pid, *children(pid)]
+    for one in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            kids = (task / "children").read_text().split()
+            for kid in map(int, kids):
+                found += [kid, *children(kid)]
+    return found
+
+
+def report_load(names: list[str], bases: list[str], pids: list[int], workers: int, args) -> None:
+    answers = "fresh" if args.fresh else "fixed"
+    rounds = 2 if args.baseline else 1
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for name, base, pid in zip(names, bases, pids, strict=True):
+            run = len(runs[name])
+            before = cpu_seconds(pid)
+            figures = load(base, args.seconds, args.connections, answers, run + 10 * workers)
+            used = cpu_seconds(pid) - before
+            figures["cpu_ms"] = 1000 * used / max(1.0, figures["rps"] * args.seconds)
+            runs[name].append(figures)
+    target = LOAD_TARGETS.get(workers)
+    print(f"load: wrk, {args.connections} connections, {workers} worker(s), {rounds} x "
+          f"{args.seconds} s each, servers taking turns (medians)"
+          + (f"; target >= {target} requests/s:" if target else ":"))  # fmt: skip
+    for name, results in runs.items():
+        med = {k: statistics.median(r[k] for r in results) for k in results[0]}
+        print(f"  {name:<22} {med['rps']:6.0f} requests/s   p50 {med['p50_ms']:6.2f} ms   "
+              f"p99 {med['p99_ms']:7.2f} ms   non-2xx {med['non_2xx']:.0f}   "
+              f"CPU {med['cpu_ms']:.2f} ms/request")  # fmt: skip
+
+
+def main() -> None:
+    args = arguments()
+    worker_counts = [int(w) for w in args.workers.split(",")]
+    print(f"backends: {'SearXNG alone' if args.one_backend else 'SearXNG + Brave (fallback)'}; "
+          f"near-duplicate removal: {'off' if args.no_dedup else 'on (static model)'}; "
+          f"{'fresh' if args.fresh else 'fixed'} answers")  # fmt: skip
+    with contextlib.ExitStack() as outer:
+        tb = outer.enter_context(testbed())
+        for i, workers in enumerate(worker_counts):
+            with contextlib.ExitStack() as stack:
+                names, bases, pids = servers_for(stack, tb, args, workers)
+                if i == 0 and not args.skip_sequential:
+                    report_sequential(tb, names, bases, args)
+                report_load(names, bases, pids, workers, args)
 
 
 if __name__ == "__main__":

@@ -114,6 +114,9 @@ def normalise_url(url: str) -> str:
     )
 
 
+# Asked about three times per result per request (paging, fusion, novelty) and of the
+# same results across requests: remembered as normalise_url is (bounded).
+@functools.lru_cache(maxsize=8192)
 def page_key(url: str) -> str:
     """The key under which hits are one page when fused: ``normalise_url`` with http and
     https taken as one scheme. Engines list both spellings of one site, and SearXNG's own
@@ -122,6 +125,7 @@ def page_key(url: str) -> str:
     return "https" + key[4:] if key.startswith("http://") else key
 
 
+@functools.lru_cache(maxsize=8192)  # a digest per item per request, of recurring URLs
 def item_id(url: str) -> str:
     """The stable id of a web result: ``web:sha256:`` + hex digest of the normalised URL."""
     return "web:sha256:" + hashlib.sha256(normalise_url(url).encode("utf-8")).hexdigest()

@@ -248,7 +248,15 @@ def _floor(number: int, fields: Fields) -> tuple[str, str, int, int]:
     if len(url) > _MIN_URL_CHARS:
         url = cut_url(url, _MIN_URL_CHARS)
     base = 1 + _head_chars(number, "", url, "")
-    return url, snippet, base, _room(_shorten(title, _MIN_TITLE_CHARS))
+    return url, snippet, base, _floor_rooms(title, snippet)[0]
+
+
+# The rooms of an item's shortest title and snippet, remembered with its cleaned fields
+# (which they are computed from): every shortened pack asks them for every item.
+@functools.lru_cache(maxsize=_REMEMBERED_FIELDS)
+def _floor_rooms(title: str, snippet: str) -> tuple[int, int]:
+    """What the shortest title and snippet an item is given take on their lines."""
+    return _room(_shorten(title, _MIN_TITLE_CHARS)), _room(_shorten(snippet, _MIN_SNIPPET_CHARS))
 
 
 def _named_chars(number: int, fields: Fields) -> int:
@@ -271,7 +279,7 @@ def _shortened_heads(
     for index in range(len(cleaned)) if order is None else order:
         title = cleaned[index][0]
         url, snippet, base, floor_title = _floor(index + 1, cleaned[index])
-        floor_snippet = _room(_shorten(snippet, _MIN_SNIPPET_CHARS))
+        floor_snippet = _floor_rooms(title, snippet)[1]
         if base + floor_title > left:
             continue  # a later, smaller item may still fit
         last = base + floor_title + floor_snippet > left

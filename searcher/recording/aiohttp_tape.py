@@ -75,7 +75,9 @@ async def taped_request(
     from searcher.backends.failures import connection_problem
 
     tape = current_tape()
-    key = request_url(url, params or {})
+    # The key is built only for a tape: building a URL with yarl costs as much again as
+    # aiohttp's own, on every backend call.
+    key = "" if tape is None else request_url(url, params or {})
     if tape is not None and tape.replaying:
         found = tape.answer("backend", method, key)
         if found is None:
