@@ -231,7 +231,7 @@ def index(args: argparse.Namespace) -> None:
         command = [sys.executable, "-m", "searcher.cli", "index", "add", str(folder),
                    "--collection", "notes", "--config", str(config), "--progress"]  # fmt: skip
         started, cpu = time.perf_counter(), children_cpu()
-        steady = indexed_with_progress(command, args.files)
+        steady = indexed_with_progress(command, args.files, args.repo)
         elapsed, used = time.perf_counter() - started, children_cpu() - cpu
     wall_s, cpu_s = steady
     middle = args.files - 2 * (args.files // 10)
@@ -244,12 +244,12 @@ def index(args: argparse.Namespace) -> None:
     )
 
 
-def indexed_with_progress(command: list[str], files: int) -> tuple[float, float]:
+def indexed_with_progress(command: list[str], files: int, repo: Path) -> tuple[float, float]:
     """Run ``command`` (``index add --progress``: one line a file on stderr); the wall
     and CPU seconds it took from the 10th to the 90th percent of ``files``."""
     low, high = files // 10, files - files // 10
     marks: dict[int, tuple[float, float]] = {}
-    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert proc.stderr is not None
     done = 0
@@ -303,7 +303,8 @@ def http(args: argparse.Namespace) -> None:
     rng = random.Random(28)
     with contextlib.ExitStack() as stack:
         state = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        base, pid = stack.enter_context(serving(serve_config(Path(args.dir), state)))
+        config = serve_config(Path(args.dir), state)
+        base, pid = stack.enter_context(serving(config, repo=args.repo))
         client = stack.enter_context(httpx.Client(timeout=60))
         wait_for_embedder(client, base)
 
@@ -312,7 +313,7 @@ def http(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             answer = client.post(f"{base}/v1/search", json=body)
             answer.raise_for_status()
-            assert answer.json()["results"], text
+            assert answer.json()["items"], text
             return (time.perf_counter() - started) * 1000
 
         idle = process_memory(pid)
@@ -382,9 +383,11 @@ def main() -> None:
     over_http = steps.add_parser("http")
     over_http.add_argument("--dir", required=True)
     over_http.add_argument("--runs", type=int, default=200)
+    over_http.add_argument("--repo", type=Path, default=REPO, help="the tree served (before/after)")
     indexed = steps.add_parser("index")
     indexed.add_argument("--files", type=int, default=500)
     indexed.add_argument("--store", choices=["sqlite", "qdrant"], default="sqlite")
+    indexed.add_argument("--repo", type=Path, default=REPO, help="the tree run (before/after)")
     on_qdrant = steps.add_parser("qdrant")
     on_qdrant.add_argument("--chunks", type=int, default=3_000)
     on_qdrant.add_argument("--runs", type=int, default=20)
