@@ -146,20 +146,40 @@ class LocalBackend:
         return BackendAnswer(self.name, hits, elapsed_ms=elapsed_ms, warnings=warnings)
 
     async def _search(self, query: BackendQuery) -> tuple[list[Hit], list[str]]:
-        embedders = await asyncio.to_thread(self._corpus.embedders, self.collections)
-        vectors, warnings = await self._query_vectors(query.text, embedders)
-        matches = await asyncio.to_thread(
-            self._corpus.search, self.collections, query.text, vectors, query.max_results
+        # The query embedded first, on the loop (a static model computes in place), so
+        # that one hop to a worker thread reads the collections' embedders and searches:
+        # a second hop cost more than either on a busy machine (bench/corpus.py http).
+        embedder = self._embedder()
+        vector, failure = await self._query_vector(embedder, query.text)
+        matches, warnings = await asyncio.to_thread(
+            self._matches, query.text, query.max_results, embedder, vector, failure
         )
         return [hit_of(m, self.name) for m in matches], warnings
 
-    async def _query_vectors(
-        self, text: str, embedders: dict[str, str | None]
-    ) -> tuple[dict[str, np.ndarray], list[str]]:
-        """The query's vector for each collection indexed with the embedder now loaded;
-        a collection indexed with another (or while it loads) is searched by BM25 alone,
-        and the answer says so."""
-        embedder = self._embedder()
+    async def _query_vector(
+        self, embedder: Embedder | None, text: str
+    ) -> tuple[np.ndarray | None, str | None]:
+        """The query's vector by the embedder loaded (``None`` without one), or why it
+        failed."""
+        if embedder is None:
+            return None, None
+        try:
+            return (await embedder.embed([text]))[0], None
+        except EmbedderUnavailable as exc:
+            return None, f"{self.name}: keywords only, the embedder failed: {exc}"
+
+    def _matches(
+        self,
+        text: str,
+        max_results: int,
+        embedder: Embedder | None,
+        vector: np.ndarray | None,
+        failure: str | None,
+    ) -> tuple[list[DocumentMatch], list[str]]:
+        """The search, in a worker thread: each collection indexed with the embedder
+        loaded is searched with ``vector``; one indexed with another (or while it loads)
+        by BM25 alone, and the answer says so."""
+        embedders = self._corpus.embedders(self.collections)
         wanted = [c for c, e in embedders.items() if e is not None]
         usable = [c for c in wanted if embedder is not None and embedders[c] == embedder.name]
         warnings = [
@@ -167,13 +187,13 @@ class LocalBackend:
             f"{embedders[c]}, the embedder loaded is {embedder.name if embedder else 'none'})"
             for c in wanted if c not in usable
         ]  # fmt: skip
-        if not usable or embedder is None:
-            return {}, warnings
-        try:
-            vector = (await embedder.embed([text]))[0]
-        except EmbedderUnavailable as exc:
-            return {}, [*warnings, f"{self.name}: keywords only, the embedder failed: {exc}"]
-        return dict.fromkeys(usable, vector), warnings
+        vectors: dict[str, np.ndarray] = {}
+        if usable and failure is not None:
+            warnings.append(failure)
+        elif usable and vector is not None:
+            vectors = dict.fromkeys(usable, vector)
+        matches = self._corpus.search(self.collections, text, vectors, max_results)
+        return matches, warnings
 
     def generations(self) -> dict[str, int]:
         """Each collection's generation (``CorpusReader.generations``)."""

@@ -55,10 +55,15 @@ def _word_term(word: str) -> int | None:
 
 def term_counts(text: str) -> np.ndarray:
     """The term ids of ``text`` with their counts (an array of ``PAIR``)."""
-    counted = Counter(t for t in map(_word_term, words(text)) if t is not None)
+    # Counted with the words not kept (``None``) and that key dropped after: a filter per
+    # word cost a third of the indexer's time here.
+    counted = Counter(map(_word_term, words(text)))
+    counted.pop(None, None)
+    ids = np.fromiter(counted.keys(), dtype=np.uint32, count=len(counted))
+    order = np.argsort(ids)
     pairs = np.empty(len(counted), dtype=PAIR)
-    pairs["id"] = sorted(counted)
-    pairs["count"] = [counted[int(i)] for i in pairs["id"]]
+    pairs["id"] = ids[order]
+    pairs["count"] = np.fromiter(counted.values(), dtype=np.float32, count=len(counted))[order]
     return pairs
 
 
