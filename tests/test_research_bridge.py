@@ -12,6 +12,7 @@ import httpx
 from searcher.research.answering import answer_kind, answer_support
 from searcher.research.bridge import bridge_query, rank_bridges
 from searcher.research.evidence import Passage
+from searcher.research.links import linked, page_subject
 from tests.shared_data import AEB, require_shared
 from tests.test_research import follow, start
 from tests.testbed.hops import FIRST_HOP, SECOND_HOP, TWO_HOP_ANSWER, TWO_HOP_QUESTION
@@ -169,3 +170,14 @@ def test_the_evidence_follows_the_first_hop_to_the_page_it_names(
     assert all(p["kind"] == "page" for p in first_two)
     urls = [(p["url"], p["kind"]) for p in result["evidence"]]
     assert not [u for u, kind in urls if kind == "snippet" and (u, "page") in urls]
+
+
+def test_a_page_links_to_another_by_naming_its_subject_as_a_name():
+    assert page_subject("Kiss and Tell (1945 film)") == "Kiss and Tell"
+    assert page_subject("Shirley Temple - Wikipedia") == "Shirley Temple"
+    film = "Kiss and Tell is a 1945 film starring Shirley Temple as Corliss Archer."
+    assert linked("Kiss and Tell (1945 film)", film, "Shirley Temple", "An actress.")
+    # Named the other way round: the star's page names the film.
+    assert linked("Shirley Temple", "She starred in Kiss and Tell.", "Kiss and Tell", "A film.")
+    # A phrase in lower case is no name: "paper lanterns" does not name "Paper Lanterns".
+    assert not linked("Paper Lanterns", "A film.", "Festival", "A night of paper lanterns.")
