@@ -17,6 +17,11 @@ Then latency and cost per preset with the testbed's backends, with no LLM (the s
 measured above) and with a scripted model that answers in 200 ms: time to the first
 event, total time, tool calls, pages read.
 
+Harder conditions expose weaknesses the dev half no longer shows at the defaults:
+``--budget`` (a smaller evidence cut), ``--results`` (fewer results per search of the
+local web) and ``--halves dev`` with ``--misses`` (each dev question research missed, with
+its follow-up queries). Misses are never printed for the held-out half.
+
 Run: ``.venv/bin/python -m bench.research_recall [--presets minimal,balanced] [--limit N]``.
 """
 
@@ -31,7 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.answer_recall import Corpus, Question, _holds, build_app, hotpotqa, settings_for
+from bench import answer_recall
+from bench.answer_recall import Question, _holds, build_app, hotpotqa, settings_for
 from searcher.config import Settings
 from searcher.contract import ResearchRequest, SearchRequest
 from searcher.research.loop import Research
@@ -48,6 +54,8 @@ RESULTS = 5
 class Row:
     both_pages: bool
     answer: bool
+    queries: tuple[str, ...] = ()  # research's follow-up queries (for --misses, dev only)
+    failures: tuple[str, ...] = ()  # searches or reads that failed (a loaded machine's timeouts)
 
     @property
     def hit(self) -> bool:
@@ -62,19 +70,19 @@ def judge(evidence: str, question: Question, prefix: str) -> Row:
     return Row(both, _holds(evidence, question.answers))
 
 
-def research_evidence(result: Any) -> str:
+def research_evidence(result: Any, budget: int = BUDGET) -> str:
     blocks = [f"[{p.n}] {p.title} ({p.url})\n{p.text}" for p in result.evidence or []]
-    return "\n\n".join(blocks)[:BUDGET]
+    return "\n\n".join(blocks)[:budget]
 
 
-async def one_search(service: Any, question: Question) -> str:
+async def one_search(service: Any, question: Question, budget: int = BUDGET) -> str:
     response = await service.search(
         SearchRequest.model_validate(
             {
                 "query": question.text,
                 "constraints": {"search_mode": "full"},
                 "budget": {"max_results": RESULTS, "max_fetch_pages": RESULTS,
-                           "max_context_chars": BUDGET},
+                           "max_context_chars": budget},
             }
         )
     )  # fmt: skip
@@ -85,9 +93,13 @@ async def no_events(kind: str, data: dict[str, Any]) -> None:
     return None
 
 
+def follow_ups(result: Any) -> tuple[str, ...]:
+    return tuple(t.query for t in result.search_trace or [] if t.round > 1)
+
+
 async def run_questions(
-    settings: Settings, corpus: Corpus, questions: Sequence[Question], prefix: str,
-    presets: Sequence[str], concurrency: int,
+    settings: Settings, questions: Sequence[Question], prefix: str,
+    presets: Sequence[str], concurrency: int, budget: int = BUDGET,
 ) -> dict[str, list[Row]]:  # fmt: skip
     rows: dict[str, list[Row]] = {"one search": [], **{f"research {p}": [] for p in presets}}
     gate = asyncio.Semaphore(concurrency)
@@ -96,13 +108,17 @@ async def run_questions(
 
         async def ask(question: Question) -> dict[str, Row]:
             async with gate:
-                found = {"one search": judge(await one_search(service, question), question, prefix)}
+                pack = await one_search(service, question, budget)
+                found = {"one search": judge(pack, question, prefix)}
                 for preset in presets:
                     request = ResearchRequest.model_validate(
                         {"query": question.text, "preset": preset}
                     )
                     result = await Research(request, service.parts, no_events).run()
-                    found[f"research {preset}"] = judge(research_evidence(result), question, prefix)
+                    row = judge(research_evidence(result, budget), question, prefix)
+                    row.queries = follow_ups(result)
+                    row.failures = tuple(f"{e.stage}: {e.kind or e.reason}" for e in result.errors)
+                    found[f"research {preset}"] = row
                 return found
 
         for found in await asyncio.gather(*(ask(q) for q in questions)):
@@ -172,41 +188,64 @@ async def latency(presets: Sequence[str], runs: int, with_model: bool) -> list[s
     return lines
 
 
+def print_misses(questions: Sequence[Question], rows: dict[str, list[Row]]) -> None:
+    """Each dev question a research preset missed: which criterion, and its follow-ups."""
+    for name, got in rows.items():
+        if not name.startswith("research"):
+            continue
+        for question, row in zip(questions, got, strict=True):
+            if not row.hit:
+                print(
+                    f"  miss {name}: pages {row.both_pages} answer {row.answer} | "
+                    f"{question.text} -> {question.answers[0]} | follow-ups {list(row.queries)}"
+                    + (f" | failures {list(row.failures)}" if row.failures else "")
+                )
+
+
 async def main_async(args: argparse.Namespace) -> None:
     started = time.perf_counter()
+    answer_recall.RESULTS = args.results  # the local web's results per search
     corpus, yes_no = hotpotqa()
     questions = corpus.questions[: args.limit] if args.limit else corpus.questions
     presets = args.presets.split(",")
     server = ThreadedServer(build_app({"hotpotqa": corpus})).start()
     host = f"127.0.0.1:{server.port}"
     prefix = f"{server.base_url}/hotpotqa/page/"
+    half = len(questions) // 2
+    halves = {"dev": questions[:half], "test": questions[half:]}
+    halves = {name: qs for name, qs in halves.items() if name in args.halves.split(",")}
     try:
         settings = settings_for(f"{server.base_url}/hotpotqa", host)
-        half = len(questions) // 2
-        halves = {"dev": questions[:half], "test": questions[half:]}
         results = {
-            name: await run_questions(settings, corpus, qs, prefix, presets, args.concurrency)
+            name: await run_questions(settings, qs, prefix, presets, args.concurrency, args.budget)
             for name, qs in halves.items()
         }
     finally:
         server.stop()
     print(
         f"HotpotQA dev: {len(questions)} questions with a span answer ({yes_no} yes/no left "
-        f"out), {len(corpus.titles)} pages; evidence cut to {BUDGET} characters"
+        f"out), {len(corpus.titles)} pages; evidence cut to {args.budget} characters, "
+        f"{args.results} results per search"
     )
     print("share of questions: both supporting pages reach the evidence | answer in it | both")
-    for half, rows in results.items():
-        print(f"-- {half} ({len(next(iter(rows.values())))} questions)")
-        for name, got in rows.items():
+    for name, rows in results.items():
+        print(f"-- {name} ({len(next(iter(rows.values())))} questions)")
+        for what, got in rows.items():
             print(
-                f"{name:<20} pages {share(got, 'both_pages')} | answer {share(got, 'answer')} "
+                f"{what:<20} pages {share(got, 'both_pages')} | answer {share(got, 'answer')} "
                 f"| both {share(got, 'hit')}"
             )
+        failed = {w: sum(bool(r.failures) for r in got) for w, got in rows.items()}
+        if any(failed.values()):
+            print(f"   jobs with a failed search or read (timeouts?): {failed}")
+        if args.misses and name == "dev":  # never the held-out half's questions
+            print_misses(halves[name], rows)
     print()
-    for with_model, what in ((False, "no LLM"), (True, "scripted 200 ms model")):
-        print(f"latency and cost (testbed backends, {what}), medians:")
-        for line in await latency(presets, args.runs, with_model):
-            print(line)
+    if args.runs:
+        for with_model, what in ((False, "no LLM"), (True, "scripted 200 ms model")):
+            print(f"latency and cost (testbed backends, {what}), medians:")
+            for line in await latency(presets, args.runs, with_model):
+                print(line)
     print(f"wall time {time.perf_counter() - started:.0f} s")
 
 
@@ -215,7 +254,11 @@ def main() -> None:
     parser.add_argument("--presets", default="minimal,balanced,enhanced")
     parser.add_argument("--limit", type=int, default=0, help="questions (0: all)")
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--runs", type=int, default=5, help="latency runs per preset")
+    parser.add_argument("--runs", type=int, default=5, help="latency runs per preset (0: none)")
+    parser.add_argument("--halves", default="dev,test", help="dev, test or dev,test")
+    parser.add_argument("--budget", type=int, default=BUDGET, help="evidence cut (characters)")
+    parser.add_argument("--results", type=int, default=RESULTS, help="results per search")
+    parser.add_argument("--misses", action="store_true", help="list the dev half's misses")
     asyncio.run(main_async(parser.parse_args()))
 
 

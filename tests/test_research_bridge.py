@@ -12,8 +12,10 @@ import httpx
 from searcher.research.answering import answer_kind, answer_support
 from searcher.research.bridge import bridge_query, rank_bridges
 from searcher.research.evidence import Passage
+from searcher.research.links import linked, page_subject
 from tests.shared_data import AEB, require_shared
 from tests.test_research import follow, start
+from tests.testbed.hops import FIRST_HOP, SECOND_HOP, TWO_HOP_ANSWER, TWO_HOP_QUESTION
 
 SLS = "Which rocket engines were installed in the SLS core stage?"
 UNANSWERED = "Who won the chess olympiad held in Elista in 1998?"
@@ -143,3 +145,39 @@ def test_a_name_beside_the_questions_relation_outranks_one_listed_beside_its_nam
     names = [b.name for b in rank_bridges(question, passages, [question], 4)]
     assert names[0] == "Alex Ferguson"
     assert "Scottish" not in names  # what a name is, not one
+
+
+# --- the second hop in the evidence ---------------------------------------------------------
+
+
+def test_the_evidence_follows_the_first_hop_to_the_page_it_names(
+    testbed, make_settings, serve_searcher
+):
+    """Two hops on the testbed's small encyclopedia (/hops): the film's page names its
+    star, whose page holds the answer and none of the question's words. The evidence puts
+    the star's page right after the film's, ahead of pages that hold "government position
+    held" and nothing else of the question (evidence chosen by words alone puts them
+    there), so the answer is in the first two passages, and a read page's snippet does
+    not repeat it."""
+    settings = make_settings(
+        backends={"order": ["searxng"], "searxng": {"base_url": f"{testbed.base_url}/hops"}}
+    )
+    _, result = _finished_with_events(serve_searcher(settings), TWO_HOP_QUESTION)
+
+    first_two = result["evidence"][:2]
+    assert [p["title"] for p in first_two] == [FIRST_HOP, SECOND_HOP]
+    assert any(TWO_HOP_ANSWER in p["text"] for p in first_two)
+    assert all(p["kind"] == "page" for p in first_two)
+    urls = [(p["url"], p["kind"]) for p in result["evidence"]]
+    assert not [u for u, kind in urls if kind == "snippet" and (u, "page") in urls]
+
+
+def test_a_page_links_to_another_by_naming_its_subject_as_a_name():
+    assert page_subject("Kiss and Tell (1945 film)") == "Kiss and Tell"
+    assert page_subject("Shirley Temple - Wikipedia") == "Shirley Temple"
+    film = "Kiss and Tell is a 1945 film starring Shirley Temple as Corliss Archer."
+    assert linked("Kiss and Tell (1945 film)", film, "Shirley Temple", "An actress.")
+    # Named the other way round: the star's page names the film.
+    assert linked("Shirley Temple", "She starred in Kiss and Tell.", "Kiss and Tell", "A film.")
+    # A phrase in lower case is no name: "paper lanterns" does not name "Paper Lanterns".
+    assert not linked("Paper Lanterns", "A film.", "Festival", "A night of paper lanterns.")

@@ -5,14 +5,15 @@ each sub-question, and the numbers and dates that sources state differently."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
 from searcher.pack.passages import passage_bm25, passage_spans
 from searcher.ranking.relevance import keyword_overlap
-from searcher.text import query_keywords
+from searcher.research.links import linked
+from searcher.text import query_keywords, query_terms
 
 PASSAGE_CHARS = 600
 # A sub-question counts as covered when one passage holds this share of its keywords:
@@ -96,33 +97,89 @@ class EvidencePool:
 
 # How deep each question's ranking is looked at when the evidence is filled up.
 FILL_DEPTH = 40
+# Pages the question's best passage leads to (it names them, or they name it) whose
+# passages come right after it: the second hop of a two-hop question.
+LINKED_PAGES = 2
+
+
+class _Filling:
+    """The evidence as it is filled: chosen passages and the characters they use."""
+
+    def __init__(self, pool: EvidencePool, max_chars: int) -> None:
+        self.pool = pool
+        self.max_chars = max_chars
+        self.chosen: list[int] = []
+        self.used = 0
+
+    def take(self, index: int) -> None:
+        """Add the passage unless it is in already or does not fit."""
+        passage = self.pool.passages[index]
+        cost = len(passage.title) + len(passage.url) + len(passage.text) + 8
+        if index in self.chosen or self.used + cost > self.max_chars:
+            return
+        self.chosen.append(index)
+        self.used += cost
+
+
+def _superseded(pool: EvidencePool) -> set[int]:
+    """The snippets of pages that were read: the page says what its snippet says, and more."""
+    read = {p.url for p in pool.passages if p.kind == "page"}
+    return {i for i, p in enumerate(pool.passages) if p.kind == "snippet" and p.url in read}
+
+
+def _words_lacking(question: str, text: str) -> str:
+    """The question's words whose terms ``text`` does not hold: what is left to find."""
+    have = set(query_terms(text))
+    return " ".join(w for w in question.split() if set(query_terms(w)) - have)
+
+
+def linked_passages(
+    pool: EvidencePool, first: int, question: str, n: int, left_out: Collection[int] = ()
+) -> list[int]:
+    """The passages of (at most ``n``) other pages linked to passage ``first`` (one names
+    the other's subject), one per page: the one holding most of what ``question`` asks
+    that ``first`` lacks (BM25), else the page's first. Pages best for that come first,
+    then in the order seen (the earlier a bridge's search, the better it ranked).
+    ``left_out``: passages not to choose."""
+    head = pool.passages[first]
+    rest = _words_lacking(question, head.scored_text())
+    score = {s.index: s.score for s in pool.best(rest, len(pool.passages))} if rest else {}
+    best: dict[str, int] = {}
+    for index, p in enumerate(pool.passages):
+        if index in left_out or p.url == head.url:
+            continue
+        if not linked(head.title, head.text, p.title, p.text):
+            continue
+        known = best.get(p.url)
+        if known is None or score.get(index, 0.0) > score.get(known, 0.0):
+            best[p.url] = index
+    ranked = sorted(best.values(), key=lambda i: (-score.get(i, 0.0), i))
+    return ranked[:n]
 
 
 def choose_evidence(pool: EvidencePool, questions: Sequence[str], max_chars: int) -> list[int]:
     """The passages (indices into ``pool``) that make the evidence, in the order they are
-    numbered: every question's best passage, then every question's second best, and so
-    on, until ``max_chars``. A result snippet is left out once a passage of its page is in
-    (the page says it better); a passage that does not fit is passed over."""
-    rankings = [pool.best(q, FILL_DEPTH) for q in questions]
-    chosen: list[int] = []
-    pages_in: set[str] = set()
-    used = 0
+    numbered, until ``max_chars``: the best passage for the question (``questions[0]``)
+    and the passages of the pages it links to (the next hop), then every question's best
+    passage, every question's second best, and so on. A result snippet is left out when
+    its page was read (the page says it better); a passage that does not fit is passed
+    over."""
+    left_out = _superseded(pool)
+    rankings = [
+        [s.index for s in pool.best(q, FILL_DEPTH + len(left_out)) if s.index not in left_out]
+        for q in questions
+    ]
+    filling = _Filling(pool, max_chars)
+    if rankings and rankings[0]:
+        first = rankings[0][0]
+        filling.take(first)
+        for index in linked_passages(pool, first, questions[0], LINKED_PAGES, left_out):
+            filling.take(index)
     for depth in range(FILL_DEPTH):
         for ranking in rankings:
-            if depth >= len(ranking):
-                continue
-            index = ranking[depth].index
-            passage = pool.passages[index]
-            if index in chosen or (passage.kind == "snippet" and passage.url in pages_in):
-                continue
-            cost = len(passage.title) + len(passage.url) + len(passage.text) + 8
-            if used + cost > max_chars:
-                continue
-            chosen.append(index)
-            used += cost
-            if passage.kind == "page":
-                pages_in.add(passage.url)
-    return chosen
+            if depth < len(ranking):
+                filling.take(ranking[depth])
+    return filling.chosen
 
 
 def covered(best: Sequence[ScoredPassage]) -> bool:

@@ -22,6 +22,7 @@ from . import (
     browser_pages,
     chat,
     crawl_site,
+    hops,
     hostile,
     misbehaviour,
     openai_compat,
@@ -56,7 +57,7 @@ class TestbedApp:
         self.router = Router()
         for module in (
             pages, misbehaviour, searxng, brave, openai_compat, chat, blocked, hostile, pdfs,
-            pdf_bombs, rerank, site, browser_pages, crawl_site,
+            pdf_bombs, rerank, site, browser_pages, crawl_site, hops,
         ):  # fmt: skip
             self.router.include(module.router)
         self.router.add("/_log", self._log_route)
