@@ -14,8 +14,10 @@ by llama-cpp-python on 127.0.0.1 (``tests/llama_server.py``; ``make test-llm`` i
 
 Bounded: every call has ``--call-timeout``, every search ``--search-budget`` (its
 deadline) and every job a 60 s budget, each also cut off from outside a little later; past
-``--max-minutes`` nothing new starts and the output says what was left out. The default
-sample takes about 11 minutes on 2 idle cores (docs/llm.md).
+``--max-minutes`` (13) nothing new starts and the output says what was left out, so a
+run ends within about 15 minutes. The default sample should need about 11 minutes on 2
+idle cores (~50 tokens/s: 70 searches of a few seconds, 8 jobs of 35-41 s); it has only
+been run on a loaded machine so far (docs/llm.md).
 
 Run: ``.venv/bin/python -m bench.llm_real [--questions 8] [--queries 5]``.
 """
@@ -356,7 +358,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=len(QUERIES), help="queries per step")
     parser.add_argument("--call-timeout", type=float, default=30.0, help="one LLM call, s")
     parser.add_argument("--search-budget", type=float, default=60.0, help="one search, s")
-    parser.add_argument("--max-minutes", type=float, default=15.0, help="start nothing after")
+    parser.add_argument("--max-minutes", type=float, default=13.0, help="start nothing after")
     parser.add_argument(
         "--steps", type=lambda text: text.split(","), default=[*SEARCH_STEPS, "research_plan"],
         help="comma-separated steps of part 1 (default: all)",
