@@ -46,9 +46,9 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 test: lint  ## Lint, then the whole test suite against the local testbed.
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# llama-cpp-python has no wheel on PyPI: built once from source (about 14 min on 2 cores)
-# into the user cache directory, installed from there in seconds afterwards.
-test-llm: install  ## Every LLM step and a research job against a real small model (SmolLM2-135M).
+# llama-cpp-python has no wheel on PyPI: built once from source (about 14 min on 2 idle
+# cores) into the user cache directory, installed from there in seconds afterwards.
+test-llm: install  ## Every LLM step and a research job against SmolLM2-135M (first run: a 14-min build).
 	tests/llama_wheel.sh install
 	$(BIN)/pytest -m real_llm tests/test_real_llm.py
 

@@ -916,7 +916,7 @@ LlmStep = Literal[
     "answer_check",
     "research_plan",
     "research_report",
-    "structured_output",
+    "output_schema",
     "condense",
 ]
 
@@ -949,14 +949,16 @@ class RankStepSettings(LlmStepSettings):
     )
 
 
-class StructuredStepSettings(LlmStepSettings):
+class OutputSchemaStepSettings(LlmStepSettings):
     repairs: int = Field(
         default=2,
         ge=0,
         le=5,
         description=(
-            "Structured output (`output_schema`): times a reply that does not validate is "
-            "sent back with its validation errors before the job fails with them"
+            "A caller's `output_schema` (research) or `response_format` (chat): times a "
+            "reply that does not validate is sent back with its validation errors before "
+            "the job fails with them. Formerly `llm.steps.structured_output` (still read, "
+            "with a warning at start-up)"
         ),
     )
 
@@ -982,6 +984,28 @@ class MultiQueryStepSettings(LlmStepSettings):
     )
 
 
+# Steps' old names in ``llm.steps`` -> their names now.
+RENAMED_STEPS = {"structured_output": "output_schema"}
+
+
+def with_renamed_steps(data: Any) -> tuple[Any, tuple[tuple[str, str], ...]]:
+    """``data`` (``llm.steps``) with old step names moved to the new ones (the new name's
+    keys win over the old's), and which were moved as ``(old key, new key)``."""
+    if not isinstance(data, dict) or not any(old in data for old in RENAMED_STEPS):
+        return data, ()
+    moved, renamed = dict(data), []
+    for old, new in RENAMED_STEPS.items():
+        if old not in moved:
+            continue
+        value, given = moved.pop(old), moved.get(new)
+        if isinstance(value, Mapping) and isinstance(given, Mapping):
+            moved[new] = deep_merge(value, given)
+        elif given is None:
+            moved[new] = value
+        renamed.append((f"llm.steps.{old}", f"llm.steps.{new}"))
+    return moved, tuple(renamed)
+
+
 def _step(max_tokens: int, temperature: float) -> Any:
     return lambda: LlmStepSettings(max_tokens=max_tokens, temperature=temperature)
 
@@ -1000,10 +1024,22 @@ class LlmStepsSettings(ConfigSection):
     answer_check: LlmStepSettings = Field(default_factory=_step(96, 0.0))
     research_plan: LlmStepSettings = Field(default_factory=_step(300, 0.2))
     research_report: LlmStepSettings = Field(default_factory=_step(1200, 0.2))
-    structured_output: StructuredStepSettings = Field(
-        default_factory=lambda: StructuredStepSettings(max_tokens=1200, temperature=0.0)
+    output_schema: OutputSchemaStepSettings = Field(
+        default_factory=lambda: OutputSchemaStepSettings(max_tokens=1200, temperature=0.0)
     )
     condense: LlmStepSettings = Field(default_factory=_step(64, 0.0))
+    # Old names given in the config, as (old key, new key); `deprecations` reports them.
+    _renamed: tuple[tuple[str, str], ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _old_step_names(cls, data: Any, handler: Any) -> Any:
+        # `structured_output` was the output-schema step's first name; it sat beside
+        # `llm.structured_output` (how a schema is sent), which it has nothing to do with.
+        moved, renamed = with_renamed_steps(data)
+        steps = handler(moved)
+        steps._renamed = renamed
+        return steps
 
     def get(self, step: LlmStep) -> LlmStepSettings:
         settings: LlmStepSettings = getattr(self, step)
@@ -1834,6 +1870,14 @@ def settings_from_tree(
             for p in field_problems(exc.errors())
         )  # fmt: skip
         raise ConfigError(f"invalid configuration{source}: {problems}") from exc
+
+
+def deprecations(settings: Settings) -> list[str]:
+    """A warning for each old key name the configuration used (still read)."""
+    return [
+        f"{old} is deprecated: it is now {new} (read as that for now)"
+        for old, new in settings.llm.steps._renamed
+    ]
 
 
 def masked(settings: Settings) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """What ``searcher serve`` and ``searcher search`` print before they start: the config file
 read (or none), each backend instance and whether its address answered a cheap probe,
-the embedder, the LLM endpoint, and environment variables that look like ours but are
-ignored. A short block on stderr, so that a first run that cannot reach anything says so
-at once instead of in a vague failure later."""
+the embedder, the LLM endpoint, environment variables that look like ours but are
+ignored, and old key names the config still uses. A short block on stderr, so that a first
+run that cannot reach anything says so at once instead of in a vague failure later."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from searcher import __version__
 from searcher.backends.instances import backend_status
-from searcher.config import ENV_VARS, Settings
+from searcher.config import ENV_VARS, Settings, deprecations
 from searcher.config_hints import ConfigFile, lookalike_env_vars
 from searcher.embedding.loading import needs_network
 from searcher.fetch.urls import without_password
@@ -132,4 +132,5 @@ def report_lines(
         _llm_line(settings),
     ]
     lines += [f"  warning: {w}" for w in lookalike_env_vars(environ, ENV_VARS)]
+    lines += [f"  warning: {w}" for w in deprecations(settings)]
     return lines

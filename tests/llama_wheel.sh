@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama-cpp-python for `make test-llm`: PyPI has only its source, and building it takes
-# about 14 minutes on 2 cores, so the wheel is built once into the user cache directory and
+# about 14 minutes on 2 idle cores, so the wheel is built once into the user cache directory and
 # installed from there in seconds afterwards.
 #   tests/llama_wheel.sh build     build the wheel unless the cache has it
 #   tests/llama_wheel.sh install   build if needed, then install it with the server's
@@ -12,8 +12,11 @@ WHEELS="${SEARCHER_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/searcher/wheels}
 PIP="${PIP:-.venv/bin/pip}"
 PYTHON="${PYTHON:-python3}"
 # A portable CPU build (AVX2, not this machine's every extension) without the multimodal
-# library (mtmd), which the server does not load for a text model (docs/llm.md: build times).
-CMAKE_FLAGS="${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
+# library (mtmd), which the server does not load for a text model, nor llama.cpp's tools
+# (its own C++ server among them): llama_cpp.server is Python over libllama. 0.3.36's
+# vendored llama.cpp leaves the tools out already (not its top-level project); said here
+# so that a version whose default differs does not build them (docs/llm.md: build times).
+CMAKE_FLAGS="${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF}"
 
 wheel() { ls "$WHEELS"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n 1; }
 
@@ -22,8 +25,8 @@ build() {
     exec 9>"$WHEELS/.build.lock"
     flock 9
     if [ -n "$(wheel)" ]; then return; fi
-    echo "Building llama-cpp-python $VERSION from source: about 14 minutes on 2 cores," \
-        "once (the wheel is kept in $WHEELS)." >&2
+    echo "Building llama-cpp-python $VERSION from source, once (the wheel is kept in" \
+        "$WHEELS): about 14 minutes on 2 idle cores, far longer on busy ones." >&2
     local started=$SECONDS tmp
     # A pip of its own: the build may start before .venv exists (.ci/run starts it first).
     tmp=$(mktemp -d)

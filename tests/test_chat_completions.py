@@ -283,7 +283,7 @@ def test_json_schema_gets_a_json_answer_with_each_fields_sources(
 ):
     reply = json.dumps({"data": {"found": True}, "citations": {"/found": [2]}})
     shaper = script(reply=reply)
-    base = start(make_settings, serve_searcher, testbed_clean, structured_output=shaper)
+    base = start(make_settings, serve_searcher, testbed_clean, output_schema=shaper)
     completion = client(base).chat.completions.create(
         model="searcher-search",
         messages=ask(matching_query),
@@ -295,7 +295,7 @@ def test_json_schema_gets_a_json_answer_with_each_fields_sources(
     assert completion.usage is not None and completion.usage.completion_tokens == len(reply.split())
     assert matching_query in prompt_of(testbed_clean, shaper)
     # A model that never answers in the schema: 502 naming the validation errors.
-    base = start(make_settings, serve_searcher, testbed_clean, structured_output=script(reply="{}"))
+    base = start(make_settings, serve_searcher, testbed_clean, output_schema=script(reply="{}"))
     body = {
         "model": "searcher-search",
         "messages": ask(matching_query),

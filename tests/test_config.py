@@ -5,7 +5,7 @@ import re
 import pytest
 import yaml
 
-from searcher.config import ENV_VARS, load_settings, masked
+from searcher.config import ENV_VARS, deprecations, load_settings, masked
 from searcher.config_hints import ConfigFile, find_config_file, lookalike_env_vars
 from searcher.errors import ConfigError
 
@@ -262,3 +262,25 @@ def test_variables_that_look_like_ours_but_are_not_read_are_named():
         "$SEARXNG_URL is not a setting searcher reads; it is ignored (did you mean "
         "SEARXNG_BASE_URL?)",
     ]
+
+
+def test_the_output_schema_steps_old_name_is_read_with_a_warning(tmp_path):
+    # llm.steps.structured_output (the step's first name) sat beside llm.structured_output,
+    # which is about something else; it is read as llm.steps.output_schema, key by key
+    # under the new name's own keys.
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "llm:\n  steps:\n"
+        "    structured_output: {repairs: 4, model: old-model}\n"
+        "    output_schema: {repairs: 1}\n"
+    )
+    settings = load_settings(path, environ={})
+    step = settings.llm.steps.output_schema
+    assert (step.repairs, step.model) == (1, "old-model")
+    assert deprecations(settings) == [
+        "llm.steps.structured_output is deprecated: it is now llm.steps.output_schema "
+        "(read as that for now)"
+    ]
+    path.write_text("llm:\n  steps:\n    output_schema: {repairs: 3}\n")
+    assert deprecations(load_settings(path, environ={})) == []
+    assert load_settings(path, environ={}).llm.steps.output_schema.repairs == 3

@@ -1,6 +1,7 @@
 """The start-up block of ``searcher serve``: the config file read (here ./searcher.yaml,
 found in the current directory), each backend and whether its address answered, the
-embedder, the LLM endpoint, and a variable that looks like ours but is ignored."""
+embedder, the LLM endpoint, a variable that looks like ours but is ignored and a key's old
+name still read."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def test_serve_says_what_it_read_and_what_it_can_reach(tmp_path):
         "embeddings": {"provider": "none"},
         "service": {"cache": {"dir": str(tmp_path / "cache")}},
         "state": {"dir": str(tmp_path / "state")},
+        "llm": {"steps": {"structured_output": {"repairs": 1}}},  # the step's old name
     }
     (tmp_path / "searcher.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "PYTHONPATH": str(REPO), "SEARXNG_URL": "http://typo"}
@@ -80,4 +82,6 @@ def test_serve_says_what_it_read_and_what_it_can_reach(tmp_path):
         "  llm: none (llm.base_url and llm.model unset: LLM steps use their fallbacks)",
         "  warning: $SEARXNG_URL is not a setting searcher reads; it is ignored "
         "(did you mean SEARXNG_BASE_URL?)",
+        "  warning: llm.steps.structured_output is deprecated: it is now "
+        "llm.steps.output_schema (read as that for now)",
     ]

@@ -32,12 +32,12 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def _llm(testbed: Any, structured: str, **extra: Any) -> dict[str, Any]:
+def _llm(testbed: Any, structured: str, key: str = "output_schema", **extra: Any) -> dict[str, Any]:
     return {
         "base_url": testbed.llm_url(),
         "model": script(status=503),  # every other step falls back
         "response_format": "json_schema",
-        "steps": {"structured_output": {"model": structured, **extra}},
+        "steps": {key: {"model": structured, **extra}},
     }
 
 
@@ -115,12 +115,14 @@ def test_a_reply_that_does_not_validate_is_sent_back_with_its_errors(
     assert "/closed: 'soon' is not of type 'integer'" in third[-1]["content"]
 
 
+# The step's settings were first `llm.steps.structured_output`: still read as the same.
+@pytest.mark.parametrize("key", ["output_schema", "structured_output"])
 def test_a_model_that_never_validates_fails_the_job_with_the_errors(
-    make_settings, serve_searcher, testbed_clean
+    make_settings, serve_searcher, testbed_clean, key
 ):
     wrong = json.dumps({"data": {"service": 5}, "citations": {}})
-    model = script(reply=wrong, tag="never")
-    llm = _llm(testbed_clean, model, repairs=1)
+    model = script(reply=wrong, tag=f"never-{key}")
+    llm = _llm(testbed_clean, model, key, repairs=1)
     base = serve_searcher(make_settings(llm=llm))
     job = _finished(base, {"query": QUESTION, "preset": "minimal", "output_schema": SCHEMA})
     assert job["status"] == "failed"

@@ -38,7 +38,7 @@ def turn_runner(service: SearchService) -> StepRunner:
     (with its repairs). Its own deadline: the search between them has its budget too."""
     settings = service.settings
     deadline = Deadline(settings.budget.max_total_time_ms / 1000)
-    calls = CallBudget(2 + settings.llm.steps.structured_output.repairs)
+    calls = CallBudget(2 + settings.llm.steps.output_schema.repairs)
     return StepRunner(service.parts.llm, settings.llm, deadline, calls, date.today())
 
 
@@ -70,7 +70,7 @@ async def shaped_reply(
     (``StructuredOutputFailed`` when no reply validates within the repairs)."""
     items = response.items or []
     sources = [ItemSource(i.url, i.title, i.content or i.snippet) for i in items]
-    repairs = service.settings.llm.steps.structured_output.repairs
+    repairs = service.settings.llm.steps.output_schema.repairs
     shaped = await structured_output(runner, condensed.query, sources, schema, repairs=repairs)
     text = json.dumps(shaped.data, ensure_ascii=False)
     cached = response.meta.cache is not None and response.meta.cache.hit

@@ -198,7 +198,7 @@ PROMPTS: dict[LlmStep, Prompt] = {
         trim="evidence",
     ),
     # The reply's schema is the caller's (output_schema), wrapped: see llm/structured.py.
-    "structured_output": Prompt(
+    "output_schema": Prompt(
         system=(
             "You fill in a JSON value that follows a given JSON Schema, from numbered "
             "evidence passages only.\n"

@@ -45,7 +45,7 @@ TIME_SHARE: dict[LlmStep, float] = {
     "research_plan": 0.25,
     "research_report": 0.9,
     # A caller's output_schema: the last step of its request, repairs included.
-    "structured_output": 0.9,
+    "output_schema": 0.9,
     # A chat's follow-up turned into a standalone query: before its search, like rewrite.
     "condense": 0.25,
 }

@@ -180,14 +180,14 @@ async def structured_output(
     evidence, shown = numbered_sources(sources, max_source_chars)
     schema_text = json.dumps(schema, ensure_ascii=False, sort_keys=True)
     chat: list[Message] = messages(
-        "structured_output", runner.today, schema=schema_text, evidence=evidence,
+        "output_schema", runner.today, schema=schema_text, evidence=evidence,
         question=question,
     )  # fmt: skip
     checker = validator(schema)
     wrapped = reply_schema(schema)
     found: list[str] = []
     for attempt in range(repairs + 1):
-        outcome = await runner.run("structured_output", chat, _read, reserve, wrapped)
+        outcome = await runner.run("output_schema", chat, _read, reserve, wrapped)
         if outcome.value is None:
             raise StructuredOutputFailed(outcome.reason or "the model gave no reply", found)
         reply = outcome.value

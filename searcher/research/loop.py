@@ -182,7 +182,7 @@ class Research:
         # with an output_schema those of the structured answer, its repairs included (a
         # repair the budget cannot pay for would fail a job that had calls to spare).
         self.shaped = request.output_schema is not None and parts.llm is not None
-        repairs = parts.settings.llm.steps.structured_output.repairs
+        repairs = parts.settings.llm.steps.output_schema.repairs
         self.shape_calls = 1 + repairs if self.shaped else 0
         self.reserve = 1 + self.shape_calls if parts.llm is not None else 0
 
@@ -486,13 +486,13 @@ class Research:
         the validation errors when the model cannot give one within its repairs."""
         schema = self.request.output_schema or {}  # set: ``shaped`` says so
         try:
-            if not self.llm_allowed("structured_output"):
+            if not self.llm_allowed("output_schema"):
                 raise StructuredOutputFailed(
                     f"budget: max_llm_tokens={self.limits.max_llm_tokens} spent before it"
                 )
             shaped = await structured_output(
                 self.llm, question, chosen.passages, schema,
-                repairs=self.parts.settings.llm.steps.structured_output.repairs,
+                repairs=self.parts.settings.llm.steps.output_schema.repairs,
                 max_source_chars=max(2000, self.limits.max_evidence_chars),
             )  # fmt: skip
         except StructuredOutputFailed as exc:
