@@ -39,7 +39,7 @@ from bench import ranking_collections as rc
 from bench.ranking_parts import engines as eng
 from bench.ranking_parts import service as svc
 from bench.ranking_parts import wire
-from bench.ranking_searxng import RESULTS, docids, library_ranking, scores, shipped_knobs
+from bench.ranking_searxng import docids, library_ranking, scores, shipped_knobs
 from searcher.backends.base import BackendAnswer
 from searcher.ranking.fusion import ranked_lists, searxng_style
 from tests.testbed.server import ThreadedServer
@@ -97,9 +97,7 @@ def build_engines(c: rc.Collection, with_minilm: bool) -> dict[str, eng.Engine]:
         eng.BM25Engine("bm25-title", c.docs, lambda d: d.title, stem=False),
     ]
     if with_minilm:
-        encode, key = eng.minilm_encoder()
-        vectors = eng.cached_vectors(RESULTS, key, texts, encode)
-        engines.append(eng.DenseEngine("minilm", ids, vectors, encode))
+        engines.append(eng.minilm_engine("minilm", c.docs))
     return {e.name: e for e in engines}
 
 

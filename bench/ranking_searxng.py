@@ -3,9 +3,10 @@
 For each collection (``bench/ranking_collections.py``: SciFact and Cranfield, each with a
 dev and a held-out split of its queries), three engines — BM25 on title+text, stemmed
 BM25 and static-embedding cosine (model2vec) — are served over HTTP as ``json_engine``s of
-a real SearXNG built from ``../shared/searxng/`` (``build.sh``; default
-``/work/searxng-build``); a second backend, Brave's wire format, serves all-MiniLM-L6-v2
-cosine (or BM25 on titles with ``--no-minilm``). Each engine returns its top 20.
+a real SearXNG built from ``../shared/searxng/`` (``build.sh``; by default into the
+tests' build directory, ``real_searxng.DEFAULT_CACHE``); a second backend, Brave's wire
+format, serves all-MiniLM-L6-v2 cosine (or BM25 on titles with ``--no-minilm``). Each
+engine returns its top 20.
 
 Rows, on the held-out queries (nDCG@10, MRR; runs cut at 10):
 
@@ -54,7 +55,6 @@ from tests.testbed import real_searxng
 from tests.testbed.json_engines import JsonEnginesApp
 from tests.testbed.server import ThreadedServer
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SEARXNG_ENGINES = ("bm25", "bm25-stem", "static")
 DEPTH = 20
 CUT = 10
@@ -149,9 +149,7 @@ def build_engines(c: rc.Collection, with_minilm: bool) -> tuple[list[eng.Engine]
         eng.DenseEngine("static", ids, static(texts), static),
     ]
     if with_minilm:
-        encode, key = eng.minilm_encoder()
-        vectors = eng.cached_vectors(RESULTS, key, texts, encode)
-        second: eng.Engine = eng.DenseEngine("minilm", ids, vectors, encode)
+        second: eng.Engine = eng.minilm_engine("minilm", c.docs)
     else:
         second = eng.BM25Engine("bm25-title", c.docs, lambda d: d.title, stem=False)
     return searx, second
@@ -267,7 +265,7 @@ def report(name: str, test: Qrels, dev_size: int, rows: list[tuple[str, Rankings
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-minilm", action="store_true")
-    parser.add_argument("--searxng", type=Path, default=Path("/work/searxng-build"))
+    parser.add_argument("--searxng", type=Path, default=real_searxng.DEFAULT_CACHE)
     parser.add_argument("--no-tuning", action="store_true", help="Skip the dev search.")
     parser.add_argument(
         "--knobs", type=json.loads, default=None, help="Also report these knobs (JSON)."

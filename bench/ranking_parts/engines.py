@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -20,6 +21,11 @@ from tests.shared_data import shared_path
 
 Encode = Callable[[Sequence[str]], np.ndarray]
 STATIC_MODEL = shared_path("models/minilm-static-256")
+# Where slow vectors are kept between runs (every bench reads the same files):
+# $SEARCHER_BENCH_CACHE, else bench/results/ (git-ignored).
+CACHE_DIR = Path(
+    os.environ.get("SEARCHER_BENCH_CACHE") or Path(__file__).resolve().parents[1] / "results"
+)
 MINILM_MAX_TOKENS = 256
 
 
@@ -161,5 +167,18 @@ def cached_vectors(cache_dir: Path, key: str, texts: Sequence[str], encode: Enco
         return np.load(path)
     vectors = encode(texts)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
+    # Written whole then renamed: an interrupted run must not leave a truncated cache.
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    with open(partial, "wb") as out:
+        np.save(out, vectors)
+    partial.replace(path)
     return vectors
+
+
+def minilm_engine(name: str, docs: Sequence[Doc], cache_dir: Path = CACHE_DIR) -> DenseEngine:
+    """all-MiniLM-L6-v2 cosine over title + text, the document vectors computed once and
+    kept in ``cache_dir`` (keyed by the model file and the texts)."""
+    encode, key = minilm_encoder()
+    texts = [full_text(d) for d in docs]
+    vectors = cached_vectors(cache_dir, key, texts, encode)
+    return DenseEngine(name, [d.id for d in docs], vectors, encode)
