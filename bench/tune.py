@@ -23,6 +23,7 @@ backend; tuned >= defaults with the weak one. nDCG@10.
 
     .venv/bin/python -m bench.tune    # TUNE_DEV_CAP, TUNE_TEST_CAP: queries per half;
                                       # TUNE_COLLECTIONS=cranfield: that collection only
+                                      # TUNE_SECONDS=weak: that second backend only
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ SEARXNG_ENGINES = ("bm25", "bm25-stem")
 SECOND = {"strong": "minilm", "weak": "bm25-title"}
 FOLDS = 3
 DEV_CAP = int(os.environ.get("TUNE_DEV_CAP", "100"))
-TEST_CAP = int(os.environ.get("TUNE_TEST_CAP", "150"))
+TEST_CAP = int(os.environ.get("TUNE_TEST_CAP", "300"))
 ONLY = os.environ.get("TUNE_COLLECTIONS", "")  # e.g. "cranfield": one collection per process
+SECONDS_ONLY = os.environ.get("TUNE_SECONDS", "")  # e.g. "weak": that second backend only
 
 
 def url_qrels(qrels: Qrels, qids: Sequence[str]) -> Qrels:
@@ -138,6 +140,19 @@ def print_rows(name: str, strength: str, r: dict[str, Any], sizes: tuple[int, in
           f"changed {r['changed']}")  # fmt: skip
 
 
+def second_backends(c: rc.Collection, engines: list[eng.Engine]) -> dict[str, str]:
+    """The second backends to run ("strong"/"weak" -> engine), the MiniLM engine added to
+    ``engines`` when it is one of them and can be built."""
+    wanted = SECONDS_ONLY.split(",") if SECONDS_ONLY else list(SECOND)
+    seconds = {k: v for k, v in SECOND.items() if k in wanted}
+    if "strong" in seconds and eng.minilm_missing():
+        print(f"  {c.name}: no strong second backend ({eng.MINILM_INSTALL})")
+        del seconds["strong"]
+    elif "strong" in seconds:
+        engines.append(eng.minilm_engine(SECOND["strong"], c.docs))
+    return seconds
+
+
 def main() -> None:
     started = time.perf_counter()
     print(f"searcher tune on the development half ({FOLDS}-fold cross-validation; the dev "
@@ -147,12 +162,7 @@ def main() -> None:
         if ONLY and c.name not in ONLY.split(","):
             continue
         engines = build_engines(c)
-        seconds = dict(SECOND)
-        if eng.minilm_missing():
-            print(f"  {c.name}: no strong second backend ({eng.MINILM_INSTALL})")
-            del seconds["strong"]
-        else:
-            engines.append(eng.minilm_engine(SECOND["strong"], c.docs))
+        seconds = second_backends(c, engines)
         queries = {**c.texts(c.dev), **c.texts(c.test)}
         texts = sorted(set(queries.values()))
         truth = {e.name: dict(zip(texts, e.rank(texts, DEPTH), strict=True)) for e in engines}
