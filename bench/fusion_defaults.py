@@ -22,6 +22,7 @@ worst margin is chosen on dev and confirmed on the held-out halves; the shipped 
 (config.py) are then run through ``service.search`` itself (dedup included).
 
     .venv/bin/python -m bench.fusion_defaults [--limit N] [--no-service] [--no-minilm]
+                                              [--collections cranfield]
 """
 
 from __future__ import annotations
@@ -248,6 +249,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="Queries per half (first N).")
     parser.add_argument("--no-service", action="store_true", help="Skip service.search rows.")
     parser.add_argument("--no-minilm", action="store_true", help="No strong second backend.")
+    parser.add_argument(
+        "--collections", default="scifact,cranfield", help="Comma-separated (default: both)."
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     with_minilm = not args.no_minilm and not eng.minilm_missing()
@@ -255,6 +259,8 @@ def main() -> None:
     caps = []
     with contextlib.ExitStack() as stack:
         for c in rc.load_all():
+            if c.name not in args.collections.split(","):
+                continue
             qrels = {
                 **dict(list(c.dev.items())[: args.limit]),
                 **dict(list(c.test.items())[: args.limit]),
