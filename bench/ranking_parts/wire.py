@@ -205,10 +205,11 @@ def servers(
 
 
 async def fetch_answers(
-    urls: Mapping[str, str], queries: Mapping[str, str], depth: int
+    urls: Mapping[str, str], queries: Mapping[str, str], depth: int, concurrency: int = 8
 ) -> dict[str, list[BackendAnswer]]:
     """Every query's answers from the servers, through searcher's own backend code (the
-    request builders, HTTP runner and parsers the service uses)."""
+    request builders, HTTP runner and parsers the service uses), ``concurrency`` queries
+    at a time."""
     async with aiohttp.ClientSession() as client:
         backends = [
             HttpBackend(
@@ -222,7 +223,7 @@ async def fetch_answers(
             backends.append(
                 HttpBackend("brave", brave.CAPABILITIES, request, brave.parse_response, client)
             )
-        gate = asyncio.Semaphore(8)
+        gate = asyncio.Semaphore(concurrency)
 
         async def one(qid: str, text: str) -> tuple[str, list[BackendAnswer]]:
             query = BackendQuery(text=text, max_results=depth)
