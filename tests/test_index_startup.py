@@ -44,3 +44,20 @@ def test_markdown_index_add_loads_no_html_or_hub_libraries(tmp_path: Path) -> No
     loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
     assert "model2vec" in loaded  # the files were embedded
     assert loaded.isdisjoint(_HEAVY), sorted(loaded & set(_HEAVY))
+
+
+def test_local_model_equals_model2vecs_own_loading(tmp_path: Path) -> None:
+    from model2vec import StaticModel
+
+    from searcher.embedding.local_static_model import load_local_static_model
+
+    folder = require_shared(REAL_MODEL)
+    ours, theirs = load_local_static_model(folder), StaticModel.from_pretrained(folder)
+    assert ours is not None
+    texts = ["routing tables", "Servo-Alarm äöü", "word " * 2000]
+    assert (ours.encode(texts) == theirs.encode(texts)).all()
+    assert (ours.config, ours.max_length, ours.normalize, ours.tokenizer.to_str()) == (
+        theirs.config, theirs.max_length, theirs.normalize, theirs.tokenizer.to_str(),
+    )  # fmt: skip
+    # Another layout (sentence-transformers' config name) is left to model2vec.
+    assert load_local_static_model(tmp_path) is None
