@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from searcher.fetch.extract import normalise_plain_text
 from searcher.fetch.pdf import PdfUnreadable, pdf_text
+from searcher.fetch.whitespace import normalise_plain_text
 
 Kind = Literal["markdown", "text", "rst", "html", "pdf", "docx"]
 # Why a file was not indexed: listed by ``searcher index status``.

@@ -23,6 +23,7 @@ import httpx
 import numpy as np
 
 from searcher.config import EmbeddingSettings
+from searcher.embedding.local_static_model import load_local_static_model
 from searcher.errors import EmbedderUnavailable
 
 
@@ -129,10 +130,12 @@ class StaticEmbedder:
                 f"model2vec model {model!r} (embeddings.model): no such directory"
             )
         try:
-            # force_download=False: a model already in the hub cache loads offline.
-            loaded = StaticModel.from_pretrained(
-                str(Path(model).expanduser()) if _looks_like_path(model) else model,
-                force_download=False,
+            # A local directory is read without huggingface_hub when it can be
+            # (local_static_model.py); force_download=False: a model already in the hub
+            # cache loads offline.
+            local = Path(model).expanduser() if _looks_like_path(model) else None
+            loaded = (load_local_static_model(local) if local else None) or (
+                StaticModel.from_pretrained(str(local or model), force_download=False)
             )
         except Exception as exc:  # hub, network and file errors of many kinds
             raise EmbedderUnavailable(load_problem(model, exc, os.environ)) from exc

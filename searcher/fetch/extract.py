@@ -16,6 +16,8 @@ from lxml.etree import LxmlError, strip_tags
 from lxml.html import HtmlElement, HTMLParser, fromstring
 from trafilatura.utils import decode_file, is_dubious_html, load_html, repair_faulty_html
 
+from searcher.fetch.whitespace import normalise_plain_text
+
 EXTRACTOR_NAME = "trafilatura"
 _VERSION = ".".join(trafilatura.__version__.split(".")[:2])
 # Keys cached text: a new trafilatura minor version or output format means new entries.
@@ -26,8 +28,6 @@ _VERSION = ".".join(trafilatura.__version__.split(".")[:2])
 EXTRACTOR_TAG = f"{EXTRACTOR_NAME}-{_VERSION}-r4-md"
 
 _PLAIN_TYPES = frozenset({"text/plain"})
-_SPACES = re.compile(r"[^\S\n]+")
-_BLANK_LINES = re.compile(r"\n{3,}")
 # Backslash escapes trafilatura's markdown puts before punctuation (``snake\_case``,
 # ``\[1\]``). Readers of this text are LLMs and keyword scorers, not markdown renderers:
 # the escapes split words (AEB F1 0.958 with them, 0.960 without).
@@ -130,13 +130,6 @@ def _split_bom(body: bytes) -> tuple[str | None, bytes]:
         if body.startswith(mark):
             return codec, body[len(mark) :]
     return None, body
-
-
-def normalise_plain_text(text: str) -> str:
-    """Runs of spaces and tabs become one space, lines are trimmed, at most one blank line."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
-    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
 
 
 def extract_main_text(body: bytes, url: str, content_type: str, charset: str | None) -> str:

@@ -22,7 +22,6 @@ from searcher.errors import (
     ExtractionTooLarge,
     PageTooComplex,
 )
-from searcher.fetch.extract import EXTRACTOR_TAG, extract_main_text, warm_up
 from searcher.fetch.memory_bound import MB, machine_memory_bytes, worker_memory_mb
 from searcher.fetch.pdf import PDF_MEDIA_TYPE, PdfUnreadable, pdf_text
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
@@ -39,7 +38,10 @@ log = logging.getLogger(__name__)
 
 _MARKUP_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 # Imported once by the fork server, so that a worker replacing a killed one starts at once.
-_PRELOAD = ("searcher.fetch.extractor", "pypdfium2")
+# ``searcher.fetch.extract`` (trafilatura, lxml) is imported by name, here and in the
+# functions below, rather than at the top: ``searcher index add`` builds an extractor for
+# every run, and a run without HTML files should not pay ~0.5 s of CPU to import them.
+_PRELOAD = ("searcher.fetch.extractor", "searcher.fetch.extract", "pypdfium2")
 # The server's default ceiling on a page's extracted text (limits.max_extract_chars_per_page).
 DEFAULT_MAX_CHARS: int = LimitsSettings.model_fields["max_extract_chars_per_page"].default
 
@@ -76,6 +78,8 @@ def extract_document(
         problem = complexity_problem(body, limits.complexity)
         if problem is not None:
             raise _TooComplex(problem)
+    from searcher.fetch.extract import extract_main_text  # see _PRELOAD
+
     return extract_main_text(body, url, content_type, charset)[: limits.max_chars]
 
 
@@ -118,12 +122,16 @@ class Extractor:
     @property
     def name(self) -> str:
         """The extractor's tag, for cache keys: name, version and output format."""
+        from searcher.fetch.extract import EXTRACTOR_TAG  # see _PRELOAD
+
         return EXTRACTOR_TAG
 
     @property
     def pool(self) -> WorkerPool:
         """The worker pool, started on first use."""
         if self._pool is None:
+            from searcher.fetch.extract import warm_up  # see _PRELOAD
+
             # warm_up: each new worker loads trafilatura's lazy data before its first page.
             memory_mb = self.limits.max_memory_mb
             self._pool = WorkerPool(

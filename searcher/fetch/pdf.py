@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from searcher.fetch.extract import normalise_plain_text
+from searcher.fetch.whitespace import normalise_plain_text
 
 if TYPE_CHECKING:
     import pypdfium2
