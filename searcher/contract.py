@@ -1112,7 +1112,9 @@ class ResearchRequest(_Strict, WireSafe):
     budget: ResearchBudget = Field(default_factory=ResearchBudget)
     constraints: Constraints = Field(
         default_factory=Constraints,
-        description="Passed to every search (backend, lang, engines, domains, time_range…).",
+        description="Passed to every search (backend, lang, engines, domains, time_range…); "
+        "with `session_id`, pages that session was shown rank below the others in each "
+        "search unless ranked first, and the job's evidence joins the session.",
     )
     want: ResearchWant = Field(default_factory=ResearchWant)
     stream: bool = Field(default=False, description="Stream the job's events in the response.")

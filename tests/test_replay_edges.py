@@ -274,3 +274,42 @@ def test_rendered_pages_are_recorded_and_replayed_without_a_browser(
     assert [i["fetch"] for i in replayed["items"]] == [i["fetch"] for i in recorded["items"]]
     assert replayed["rendered_text"] == recorded["rendered_text"]
     assert not [e for e in replayed["meta"]["errors"] if e["stage"] in ("fetch", "render")]
+
+
+def test_a_search_recorded_behind_an_open_breaker_replays_as_the_same_refusal(
+    private_testbed, tmp_path, serve_searcher, matching_query
+):
+    refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    breaker = {"failure_threshold": 1, "recovery_timeout": 600}
+    backends = {
+        "order": ["sx-refused", "searxng"],
+        "instances": {
+            "sx-refused": {"adapter": "searxng", "base_url": refused, "breaker": breaker}
+        },
+    }
+    config = _config(private_testbed, tmp_path, backends=backends)
+    base = serve_searcher(Settings.model_validate(config))
+    body: dict[str, Any] = {"query": matching_query, "budget": {"max_results": 5}}
+    opened = httpx.post(f"{base}/v1/search", json=body, timeout=60)  # opens sx-refused's
+    assert ("sx-refused", "connect") in {(e["source"], e["kind"]) for e in _search_errors(
+        opened.json())}  # fmt: skip
+    body["constraints"] = {"record": True}
+    answered = httpx.post(f"{base}/v1/search", json=body, headers={"X-Request-ID": "rec-c"},
+                          timeout=60)  # fmt: skip
+    assert answered.status_code == 200, answered.text
+    recorded = answered.json()
+    kinds = {(e["source"], e["kind"]) for e in _search_errors(recorded)}
+    assert kinds == {("sx-refused", "circuit_open")}
+    assert recorded["meta"]["backend_used"] == "searxng"
+    private_testbed.stop()
+    path = _write(tmp_path, "searcher.yaml", config)
+
+    first = _cli("replay", "rec-c", "--config", path, "--json")
+    assert first.exit_code == 0, first.output
+    assert _cli("replay", "rec-c", "--config", path, "--json").stdout == first.stdout
+    replayed = json.loads(first.stdout)
+    # The breaker's refusal in its recorded words, not "not in the recording".
+    assert _search_errors(replayed) == _search_errors(recorded)
+    for key in ("backend_used", "fallback_used", "backends_tried"):
+        assert replayed["meta"][key] == recorded["meta"][key], key
+    assert [i["url"] for i in replayed["items"]] == [i["url"] for i in recorded["items"]]

@@ -32,6 +32,7 @@ from searcher.errors import (
     CircuitOpen,
 )
 from searcher.pipeline.resilience import CircuitBreaker, Clock, Deadline
+from searcher.recording.breaker_tape import record_refusal, replayed_refusal
 from searcher.recording.tape import replaying
 
 if TYPE_CHECKING:  # prometheus_client is imported only by the apps that count
@@ -133,6 +134,11 @@ class BackendRunner:
         its pacing turn, its attempts judged by the breaker."""
         name = backend.name
         if replaying():
+            refused = replayed_refusal(name)
+            if refused is not None:
+                exc = CircuitOpen(name, refused)
+                watch.report(exc)
+                raise exc
             return await self._replayed_page(backend, query, deadline, timeout_s, retries, watch)
         breaker = self.breakers[name]
         if self.shared is not None:
@@ -142,6 +148,7 @@ class BackendRunner:
             wait = f"; next trial in {snap.retry_in_s:.0f} s" if snap.retry_in_s else ""
             after = _failures(snap.consecutive_failures)
             exc = CircuitOpen(name, f"circuit open after {after} ({snap.last_error}){wait}")
+            record_refusal(name, exc.reason)
             watch.report(exc)
             self.count(name, exc.kind)
             raise exc

@@ -34,7 +34,11 @@ KINDS: tuple[ExchangeKind, ...] = ("backend", "page", "llm", "ddgs", "render", "
 # A request that got no answer, kept as what happened to it (its words in the body):
 # a backend that timed out or refused the connection replays as the same failure, and so
 # does a page the browser could not draw (its error's class, see ``render_tape``).
-Failure = Literal["timeout", "connection", "render", "browser_gone", "blocked", "too_complex"]
+# A backend whose circuit breaker refused the call is kept as ``circuit_open``
+# (see ``breaker_tape``).
+Failure = Literal[
+    "timeout", "connection", "render", "browser_gone", "blocked", "too_complex", "circuit_open"
+]
 FAILURES: tuple[Failure, ...] = (
     "timeout",
     "connection",
@@ -42,6 +46,7 @@ FAILURES: tuple[Failure, ...] = (
     "browser_gone",
     "blocked",
     "too_complex",
+    "circuit_open",
 )
 NOT_RECORDED = "not in the recording (replay is offline)"
 
