@@ -32,6 +32,8 @@ from searcher.pipeline.read import read
 from searcher.pipeline.resilience import Deadline
 from searcher.pipeline.retrieve import retrieve
 from searcher.pipeline.select import select
+from searcher.recording.session_tape import record_shown, replayed_shown
+from searcher.recording.tape import replaying
 from searcher.state.sessions import SessionBook
 
 BEYOND_PAGE_LIMIT = PageOutcome("skipped", "budget", "beyond limits.max_fetch_pages")
@@ -77,7 +79,7 @@ class SearchService:
         limited = limited_budget(request.budget, self.settings)
         session = request.constraints.session_id
         if session is not None and self.sessions is not None:
-            shown = shown | await self.sessions.shown(client, session)
+            shown = shown | await _session_shown(self.sessions, client, session)
         response = await serve_cached(
             await self._results_for(request, shown),
             request,
@@ -90,7 +92,7 @@ class SearchService:
         metrics, cache = self.parts.metrics, response.meta.cache
         if metrics and self.results and cache and cache_policy(request) == "use":
             metrics.cache_lookup("results", cache.kind or "exact", cache.hit)
-        if session is not None and self.sessions is not None:
+        if session is not None and self.sessions is not None and not replaying():
             await self.sessions.add(client, session, [item.url for item in response.items or ()])
         return response
 
@@ -176,3 +178,14 @@ class SearchService:
         limits = replace(budget.fetch_limits(), render=render)
         outcomes = await self.parts.reader.read_all(read, limits, chars, deadline, progress, client)
         return outcomes + [BEYOND_PAGE_LIMIT] * len(beyond)
+
+
+async def _session_shown(sessions: SessionBook, client: str | None, session: str) -> frozenset[str]:
+    """The pages ``session`` was shown: from the recording when this is a replay of a
+    search that read them, else from the session book (kept when recording)."""
+    recorded = replayed_shown(session)
+    if recorded is not None:
+        return recorded
+    seen = await sessions.shown(client, session)
+    record_shown(session, seen)
+    return seen

@@ -313,3 +313,39 @@ def test_a_search_recorded_behind_an_open_breaker_replays_as_the_same_refusal(
     for key in ("backend_used", "fallback_used", "backends_tried"):
         assert replayed["meta"][key] == recorded["meta"][key], key
     assert [i["url"] for i in replayed["items"]] == [i["url"] for i in recorded["items"]]
+
+
+def test_a_session_search_replays_with_what_the_session_had_been_shown(
+    private_testbed, tmp_path, serve_searcher, matching_query
+):
+    config = _config(private_testbed, tmp_path)
+    base = serve_searcher(Settings.model_validate(config))
+    plain: dict[str, Any] = {"query": matching_query, "budget": {"max_results": 5}}
+    first = httpx.post(f"{base}/v1/search", json=plain, timeout=60).json()
+    order = [i["url"] for i in first["items"]]
+    assert len(order) >= 3
+    # The session was shown the first two results; recorded, the second moves below
+    # the ones it was not shown (the best stays first).
+    session = {"session_id": "s-1", "cache": "off"}
+    shown_body = {"query": matching_query, "budget": {"max_results": 2}, "constraints": session}
+    httpx.post(f"{base}/v1/search", json=shown_body, timeout=60).raise_for_status()
+    body = {**plain, "constraints": {**session, "record": True}}
+    answered = httpx.post(
+        f"{base}/v1/search", json=body, headers={"X-Request-ID": "rec-s"}, timeout=60
+    )
+    assert answered.status_code == 200, answered.text
+    recorded = answered.json()
+    demoted = [i["url"] for i in recorded["items"]]
+    assert demoted[0] == order[0] and order[1] not in demoted[:2], (order, demoted)
+    other = {**plain, "query": f"{matching_query} history", "constraints": session}
+    httpx.post(f"{base}/v1/search", json=other, timeout=60).raise_for_status()
+    private_testbed.stop()
+    path = _write(tmp_path, "searcher.yaml", config)
+
+    # The CLI is another caller (its session record is not the HTTP peer's): without the
+    # recorded shown pages the replay would see a new session.
+    first_replay = _cli("replay", "rec-s", "--config", path, "--json")
+    assert first_replay.exit_code == 0, first_replay.output
+    assert _cli("replay", "rec-s", "--config", path, "--json").stdout == first_replay.stdout
+    replayed = json.loads(first_replay.stdout)
+    assert [i["url"] for i in replayed["items"]] == [i["url"] for i in recorded["items"]]

@@ -16,6 +16,7 @@ from typing import Any
 from searcher.contract import SearchResponse
 from searcher.pipeline.parts import Parts
 from searcher.recording.book import Recording, recorded_request
+from searcher.recording.session_tape import replayed_shown
 from searcher.recording.tape import replay_tape, taping
 from searcher.service import SearchService
 
@@ -29,8 +30,11 @@ async def replay(parts: Parts, recording: Recording) -> SearchResponse:
     request = recorded_request(recording)
     recorded_at = recording.response.get("created_utc")
     clock = recorded_at if isinstance(recorded_at, str) else None
+    session = request.constraints.session_id
     with taping(replay_tape(recording.exchanges, clock)):
-        return await SearchService(parts).search_uncached(request)
+        # What the session had been shown when it was recorded (never the live session).
+        shown = (replayed_shown(session) if session else None) or frozenset()
+        return await SearchService(parts).search_uncached(request, shown=shown)
 
 
 def names_state_store(tree: Mapping[str, Any]) -> bool:

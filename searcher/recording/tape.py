@@ -28,9 +28,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ExchangeKind = Literal["backend", "page", "llm", "ddgs", "render", "local"]
+ExchangeKind = Literal["backend", "page", "llm", "ddgs", "render", "local", "session"]
 TapeMode = Literal["record", "replay"]
-KINDS: tuple[ExchangeKind, ...] = ("backend", "page", "llm", "ddgs", "render", "local")
+KINDS: tuple[ExchangeKind, ...] = (
+    "backend", "page", "llm", "ddgs", "render", "local", "session"
+)  # fmt: skip
 # A request that got no answer, kept as what happened to it (its words in the body):
 # a backend that timed out or refused the connection replays as the same failure, and so
 # does a page the browser could not draw (its error's class, see ``render_tape``).
