@@ -94,7 +94,11 @@ class FetchSettings(ConfigSection):
         default=0.5,
         gt=0,
         le=1,
-        description="Share of the extraction workers one client may occupy at once (at least one)",
+        description=(
+            "Share of the extraction workers guaranteed to one client (at least one); a client "
+            "may borrow idle workers beyond it while nobody else waits, and a borrowed task is "
+            "preempted (re-run later) when another client within its share needs the worker"
+        ),
     )
     max_page_elements: int = Field(
         default=50_000,

@@ -136,6 +136,48 @@ async def test_a_worker_dying_during_a_task_is_reported(pool: WorkerPool) -> Non
     assert await pool.run(square, (6,), timeout_s=30) == 36
 
 
+async def test_a_lone_client_gets_every_worker(pool: WorkerPool, tmp_path: Path) -> None:
+    hogs = [
+        asyncio.create_task(
+            pool.run(
+                announce_and_wait, (str(tmp_path / f"hog{i}"), 600), timeout_s=600, client="hog"
+            )
+        )
+        for i in range(2)
+    ]
+    # Share 1 of 2, but nobody else waits: the second task borrows the idle worker.
+    await _started_pid(tmp_path / "hog0")
+    await _started_pid(tmp_path / "hog1")
+    stats = pool.stats()
+    assert stats.by_client == {"hog": 2} and stats.borrowing == 1 and stats.borrowed == 1
+    for hog in hogs:
+        hog.cancel()
+    await asyncio.gather(*hogs, return_exceptions=True)
+
+
+async def test_a_client_within_its_share_preempts_a_borrowed_task(
+    pool: WorkerPool, tmp_path: Path
+) -> None:
+    marker = tmp_path / "hog1"
+    hog0 = asyncio.create_task(
+        pool.run(announce_and_wait, (str(tmp_path / "hog0"), 600), timeout_s=600, client="hog")
+    )
+    await _started_pid(tmp_path / "hog0")
+    hog1 = asyncio.create_task(
+        pool.run(announce_and_wait, (str(marker), 600), timeout_s=600, client="hog")
+    )
+    first_pid = await _started_pid(marker)
+    marker.unlink()
+    # The borrowed worker is taken back at once: the other client does not wait for it.
+    assert await pool.run(square, (7,), timeout_s=30, client="other") == 49
+    assert pool.stats().preempted == 1 and pool.stats().killed == 0
+    # Re-queued, the preempted task runs again from scratch in a fresh worker.
+    assert await _started_pid(marker) != first_pid and not hog1.done()
+    for hog in (hog0, hog1):
+        hog.cancel()
+    await asyncio.gather(hog0, hog1, return_exceptions=True)
+
+
 async def test_one_client_holds_at_most_its_share(pool: WorkerPool, tmp_path: Path) -> None:
     hogs = [
         asyncio.create_task(
@@ -146,15 +188,24 @@ async def test_one_client_holds_at_most_its_share(pool: WorkerPool, tmp_path: Pa
         for i in range(3)
     ]
     await _started_pid(tmp_path / "hog0")
-    # The hog has one worker; the other is free for everyone else, at once and repeatedly.
+    await _wait_for(lambda: pool.stats().borrowing == 1)
+    # The hog borrows the second worker while it is idle, but gives it back whenever
+    # anyone else needs it: the other client runs at once, repeatedly, and holds it.
     for n in range(3):
-        assert await pool.run(square, (n,), timeout_s=30, client="other") == n * n
+        other = asyncio.create_task(pool.run(square, (n,), timeout_s=30, client="other"))
+        assert await other == n * n
     stats = pool.stats()
-    assert stats.by_client == {"hog": 1} and stats.waiting == 2
-    assert not (tmp_path / "hog1").exists() and not (tmp_path / "hog2").exists()
-    for hog in hogs:
-        hog.cancel()
-    await asyncio.gather(*hogs, return_exceptions=True)
+    assert stats.preempted >= 3 and stats.killed == 0
+    blocker = asyncio.create_task(
+        pool.run(announce_and_wait, (str(tmp_path / "o"), 600), timeout_s=600, client="other")
+    )
+    await _started_pid(tmp_path / "o")
+    stats = pool.stats()
+    assert stats.by_client == {"hog": 1, "other": 1} and stats.waiting == 2
+    assert stats.borrowing == 0
+    for task in [*hogs, blocker]:
+        task.cancel()
+    await asyncio.gather(*hogs, blocker, return_exceptions=True)
     assert pool.stats().running == 0 and pool.stats().waiting == 0
 
 

@@ -8,10 +8,15 @@ given up. Libraries that can kill a task (pebble) run their own manager threads 
 nothing of our callers; here every worker is one process and one pipe, driven from the
 event loop, and the same scheduler that hands out workers enforces each client's share.
 
-Scheduling: at most ``workers`` tasks run at once, and one client at most ``client_share``
-of them, so a caller sending hostile pages can hold only its share while everyone else's
-pages still get workers. Waiting tasks are served by fewest running tasks per client, then
-in arrival order. ``client=None`` is the anonymous caller: it has no share limit.
+Scheduling: at most ``workers`` tasks run at once. Each client is guaranteed
+``client_share`` of them, and may borrow more while no other client waits (a lone request
+on an idle pool gets every worker). When a task within its client's share must wait
+because workers run borrowed tasks, the most recently started borrowed task is preempted:
+its worker is killed and the task queued again, to run later from scratch (after
+``MAX_PREEMPTIONS`` it waits for a worker within its share instead of borrowing). So a
+caller sending hostile pages holds only its share while anyone else waits. Waiting tasks
+are served by fewest running tasks per client, then in arrival order. ``client=None`` is
+the anonymous caller: its share is every worker.
 
 Memory: with ``memory_limit_bytes`` each worker bounds its own address space before it
 runs anything (``searcher.fetch.memory_bound``); a task that runs into the bound (a
@@ -44,6 +49,8 @@ Job = tuple[Callable[..., Any], tuple[Any, ...]]
 _OUT_OF_MEMORY = "out_of_memory"
 # How long a dead worker's exit code may take to arrive (the fork server reports it).
 _EXIT_CODE_WAIT_S = 5.0
+# How often one task may be preempted before it stops borrowing (so it is not starved).
+MAX_PREEMPTIONS = 3
 
 
 class TaskKilled(Exception):
@@ -70,6 +77,10 @@ def _why_no_start(exc: Exception) -> str:
             '`if __name__ == "__main__":` (each worker process imports it again)'
         )
     return f"extraction workers cannot start ({type(exc).__name__})"
+
+
+class _Preempted(Exception):
+    """The task ran on a borrowed worker that a client within its share needed."""
 
 
 class TaskFailed(Exception):
@@ -160,11 +171,17 @@ class _Worker:
             self.process.join(timeout=5)
 
 
-@dataclass
-class _Waiter:
+@dataclass(eq=False)
+class _Slot:
+    """One task's claim on a worker: waiting until ``granted``, then running; a borrowed
+    slot (beyond its client's share) can be told to give its worker back (``preempt``)."""
+
     client: str | None
     granted: asyncio.Future[None]
+    preempt: asyncio.Future[None]
     order: int
+    may_borrow: bool
+    borrowed: bool = False
 
 
 @dataclass
@@ -179,6 +196,9 @@ class PoolStats:
     killed: int = 0
     died: int = 0
     out_of_memory: int = 0  # of those that died, ran into their memory bound
+    borrowing: int = 0  # running tasks beyond their client's share now
+    borrowed: int = 0  # tasks ever started beyond their client's share
+    preempted: int = 0  # borrowed tasks stopped for a client within its share, re-queued
     by_client: dict[str, int] = field(default_factory=dict)
 
 
@@ -213,7 +233,8 @@ class WorkerPool:
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
         self._running: Counter[str | None] = Counter()
-        self._waiters: list[_Waiter] = []
+        self._waiters: list[_Slot] = []
+        self._held: list[_Slot] = []  # granted slots, in the order they started
         self._arrivals = 0
         self._stats = PoolStats(workers=workers, running=0, waiting=0)
         self._closed = False
@@ -223,41 +244,74 @@ class WorkerPool:
     def _cap(self, client: str | None) -> int:
         return self.workers if client is None else self.client_share
 
-    def _may_start(self, client: str | None) -> bool:
-        return self._running.total() < self.workers and self._running[client] < self._cap(client)
+    def _within_share(self, client: str | None) -> bool:
+        return self._running[client] < self._cap(client)
 
-    async def _acquire(self, client: str | None) -> None:
+    async def _acquire(self, client: str | None, may_borrow: bool) -> _Slot:
         loop = asyncio.get_running_loop()
         self._arrivals += 1
-        waiter = _Waiter(client, loop.create_future(), self._arrivals)
-        self._waiters.append(waiter)
+        slot = _Slot(client, loop.create_future(), loop.create_future(), self._arrivals, may_borrow)
+        self._waiters.append(slot)
         self._grant_waiting()
         try:
-            await waiter.granted
+            await slot.granted
         except BaseException:
-            if waiter.granted.done() and not waiter.granted.cancelled():
-                self._release(client)  # granted just as the caller gave up: pass it on
-            elif waiter in self._waiters:
-                self._waiters.remove(waiter)
+            if slot.granted.done() and not slot.granted.cancelled():
+                self._release(slot)  # granted just as the caller gave up: pass it on
+            elif slot in self._waiters:
+                self._waiters.remove(slot)
             raise
+        return slot
 
-    def _release(self, client: str | None) -> None:
-        self._running[client] -= 1
-        if self._running[client] <= 0:
-            del self._running[client]
+    def _release(self, slot: _Slot) -> None:
+        self._held.remove(slot)
+        self._running[slot.client] -= 1
+        if self._running[slot.client] <= 0:
+            del self._running[slot.client]
+        if not slot.borrowed:
+            # The client is below its share again: its oldest borrowed task now counts
+            # within it, and is no longer one to preempt.
+            own = [s for s in self._held if s.client == slot.client and s.borrowed]
+            if own:
+                own[0].borrowed = False
         self._grant_waiting()
+
+    def _grant(self, slot: _Slot, borrowed: bool) -> None:
+        self._waiters.remove(slot)
+        slot.borrowed = borrowed
+        if borrowed:
+            self._stats.borrowed += 1
+        self._running[slot.client] += 1
+        self._held.append(slot)
+        slot.granted.set_result(None)
 
     def _grant_waiting(self) -> None:
         # A waiter whose caller was cancelled has a cancelled future: it gets nothing.
         self._waiters = [w for w in self._waiters if not w.granted.done()]
         while self._running.total() < self.workers:
-            eligible = [w for w in self._waiters if self._may_start(w.client)]
-            if not eligible:
+            within = [w for w in self._waiters if self._within_share(w.client)]
+            # Borrowing only once nobody within their share waits (none do, here).
+            chosen_from = within or [w for w in self._waiters if w.may_borrow]
+            if not chosen_from:
+                break
+            chosen = min(chosen_from, key=lambda w: (self._running[w.client], w.order))
+            self._grant(chosen, borrowed=not within)
+        self._preempt_for_waiting()
+
+    def _preempt_for_waiting(self) -> None:
+        """Ask as many borrowed tasks to give their workers back (most recently started
+        first) as there are waiting tasks within their clients' share."""
+        owed: Counter[str | None] = Counter()
+        for w in self._waiters:
+            room = max(0, self._cap(w.client) - self._running[w.client])
+            owed[w.client] = min(owed[w.client] + 1, room)
+        needed = owed.total() - sum(1 for s in self._held if s.preempt.done())
+        for slot in reversed(self._held):
+            if needed <= 0:
                 return
-            chosen = min(eligible, key=lambda w: (self._running[w.client], w.order))
-            self._waiters.remove(chosen)
-            self._running[chosen.client] += 1
-            chosen.granted.set_result(None)
+            if slot.borrowed and not slot.preempt.done():
+                slot.preempt.set_result(None)
+                needed -= 1
 
     # --- workers -------------------------------------------------------------------------
 
@@ -312,21 +366,25 @@ class WorkerPool:
         the caller is cancelled, the worker running its task is killed too."""
         if self._closed:
             raise RuntimeError("the worker pool is closed")
-        await self._acquire(client)
-        try:
-            return await self._run_acquired(fn, args, timeout_s, client)
-        finally:
-            self._release(client)
+        preemptions = 0
+        while True:
+            slot = await self._acquire(client, may_borrow=preemptions < MAX_PREEMPTIONS)
+            try:
+                return await self._run_acquired(fn, args, timeout_s, slot)
+            except _Preempted:
+                preemptions += 1  # not a failure: it queues again and runs from scratch
+            finally:
+                self._release(slot)
 
     async def _run_acquired(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float, client: str | None
+        self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float, slot: _Slot
     ) -> Any:
         try:
-            return await self._run_on(await self._worker(), fn, args, timeout_s, client)
+            return await self._run_on(await self._worker(), fn, args, timeout_s, slot)
         except _NotDelivered:
             pass  # it died while idle; the job never ran: a fresh worker takes it
         try:
-            return await self._run_on(await self._worker(), fn, args, timeout_s, client)
+            return await self._run_on(await self._worker(), fn, args, timeout_s, slot)
         except _NotDelivered as exc:
             raise WorkerDied("no worker process could take the task") from exc
 
@@ -336,13 +394,13 @@ class WorkerPool:
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         timeout_s: float,
-        client: str | None,
+        slot: _Slot,
     ) -> Any:
         # Time spent starting a worker does not count against the task.
         deadline = asyncio.get_running_loop().time() + max(0.0, timeout_s)
         self._busy.add(worker)
         try:
-            return await self._call(worker, fn, args, deadline, timeout_s, client)
+            return await self._call(worker, fn, args, deadline, timeout_s, slot)
         finally:
             self._busy.discard(worker)
 
@@ -353,20 +411,29 @@ class WorkerPool:
         args: tuple[Any, ...],
         deadline: float,
         timeout_s: float,
-        client: str | None,
+        slot: _Slot,
     ) -> Any:
         loop = asyncio.get_running_loop()
+        client = slot.client
         pending = loop.run_in_executor(
             self._threads, _round_trip, worker.conn, worker.process.sentinel, (fn, args)
         )
         try:
             async with asyncio.timeout_at(deadline):
-                status, value = await asyncio.shield(pending)
+                # asyncio.wait leaves ``pending`` running when it times out or is cancelled.
+                either: list[asyncio.Future[Any]] = [pending, slot.preempt]
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not pending.done():
+                self._stop(worker, pending, "preempted", client)
+                raise _Preempted
+            status, value = pending.result()
         except TimeoutError as exc:
             self._stop(worker, pending, "killed", client)
             raise TaskKilled(f"still running after {timeout_s:g} s; its worker was killed") from exc
         except asyncio.CancelledError:
             self._stop(worker, pending, "killed", client)
+            raise
+        except _Preempted:
             raise
         except _NotDelivered:
             self._stop(worker, pending, "died", client)
@@ -404,6 +471,8 @@ class WorkerPool:
             log.warning(
                 "worker pool: a reply to client %r could not be read; killed its worker", client
             )
+        elif why == "preempted":
+            self._stats.preempted += 1
         else:
             self._stats.died += 1
         if why == "out_of_memory":
@@ -448,6 +517,9 @@ class WorkerPool:
             killed=self._stats.killed,
             died=self._stats.died,
             out_of_memory=self._stats.out_of_memory,
+            borrowing=sum(1 for s in self._held if s.borrowed),
+            borrowed=self._stats.borrowed,
+            preempted=self._stats.preempted,
             by_client={str(k): v for k, v in self._running.items()},
         )
         return stats
