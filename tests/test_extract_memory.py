@@ -224,8 +224,9 @@ async def test_a_research_job_of_hostile_pages_leaves_other_clients_their_worker
         holders = await _attacker_holds_its_share(
             app.state.runtime.service.parts.reader.extractor.pool, attacker
         )
-        # The job's pages count against the client that started it, not against nobody.
-        assert holders == {"addr:127.0.0.1": 1}, holders
+        # The job's pages count against the client that started it, not against nobody
+        # (alone, it may borrow the idle worker beyond its share of one).
+        assert set(holders) == {"addr:127.0.0.1"} and 1 <= holders["addr:127.0.0.1"] <= 2
         victim = httpx.AsyncClient(
             transport=httpx.AsyncHTTPTransport(local_address=ANOTHER_CLIENT), timeout=60
         )
@@ -233,7 +234,8 @@ async def test_a_research_job_of_hostile_pages_leaves_other_clients_their_worker
             "query": "plain pdf text",
             "constraints": {"search_mode": "full"},
             # Well within the time the attacker's pages hold a worker (their jobs' 45 s
-            # or more): before, this search got no worker before its deadline.
+            # or more): before, this search got no worker before its deadline; now a
+            # borrowed worker is taken back from the attacker for it.
             "budget": {"max_results": 2, "max_fetch_pages": 2, "max_total_time_ms": 15_000},
         }
         async with victim:
