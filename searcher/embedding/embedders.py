@@ -394,6 +394,11 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
         inner = OpenAIEmbedder(
             settings.base_url, settings.model, settings.api_key, settings.timeout_s
         )
+    elif settings.provider == "onnx":
+        # Imported here: its module is small, but onnxruntime (an extra) is only its own.
+        from searcher.embedding.onnx_embedder import OnnxEmbedder
+
+        inner = OnnxEmbedder.load(settings.model)
     else:
         inner = StaticEmbedder.load(settings.model)
     return CachedEmbedder(inner, settings.cache_size) if settings.cache_size else inner

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from searcher.embedding.embedders import CachedEmbedder, Embedder, StaticEmbedder
+from searcher.embedding.onnx_embedder import OnnxEmbedder
 from searcher.errors import EmbedderUnavailable
 
 
@@ -46,9 +47,12 @@ class IndexingEmbedder:
 
 def indexing_embedder(embedder: Embedder | None) -> Embedder | None:
     """The embedder indexing in the server should use for ``embedder`` (the server's):
-    an in-process static model in its own worker thread; any other (an HTTP endpoint,
+    an in-process static model in its own worker thread; an ONNX model (always off the
+    loop) in a worker thread apart from the searches'; any other (an HTTP endpoint,
     whose waiting is not the loop's work) as it is, without the request cache."""
     inner = embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
     if isinstance(inner, StaticEmbedder):
         return IndexingEmbedder(inner)
+    if isinstance(inner, OnnxEmbedder):
+        return inner.for_indexing()
     return inner
