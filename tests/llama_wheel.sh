@@ -30,7 +30,8 @@ build() {
     local started=$SECONDS tmp
     # A pip of its own: the build may start before .venv exists (.ci/run starts it first).
     tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
+    # Expanded now: at exit the function's local is gone (set -u made that a failure).
+    trap "rm -rf -- '$tmp'" EXIT
     "$PYTHON" -m venv "$tmp/venv"
     CMAKE_ARGS="$CMAKE_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
         "$tmp/venv/bin/pip" wheel --quiet --no-deps --no-binary llama-cpp-python \
