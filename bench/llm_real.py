@@ -15,9 +15,8 @@ by llama-cpp-python on 127.0.0.1 (``tests/llama_server.py``; ``make test-llm`` i
 Bounded: every call has ``--call-timeout``, every search ``--search-budget`` (its
 deadline) and every job a 60 s budget, each also cut off from outside a little later; past
 ``--max-minutes`` (13) nothing new starts and the output says what was left out, so a
-run ends within about 15 minutes. The default sample should need about 11 minutes on 2
-idle cores (~50 tokens/s: 70 searches of a few seconds, 8 jobs of 35-41 s); it has only
-been run on a loaded machine so far (docs/llm.md).
+run ends within about 15 minutes. The default sample took 10 minutes on 2 idle cores
+(~50 tokens/s; figures in docs/llm.md).
 
 Run: ``.venv/bin/python -m bench.llm_real [--questions 8] [--queries 5]``.
 """
@@ -189,6 +188,13 @@ def step_settings(
     })  # fmt: skip
 
 
+def not_asked(response: Any, step: str) -> Outcome:
+    """A search that never called the step (the answer check when there is no answer to
+    check): why, from its error entry."""
+    reason = next((e.reason for e in response.meta.errors if e.stage == step), "")
+    return Outcome(Kind.NO_REPLY, 0, f"not asked{': ' + reason if reason else ''}")
+
+
 def search_outcome(response: Any, step: str) -> Outcome | None:
     """The step's call in one search response (None if it made none)."""
     calls = [c for c in response.meta.llm or [] if c.step == step]
@@ -219,8 +225,12 @@ async def search_rows(
                     response = await bounded(
                         runtime.service.search(request), args.search_budget + GRACE_S
                     )
-                    outcome = None if response is None else search_outcome(response, step)
-                    found[step].append(outcome or Outcome(Kind.NO_REPLY, 0, "cut off here"))
+                    outcome = (
+                        Outcome(Kind.NO_REPLY, 0, "cut off here")
+                        if response is None
+                        else search_outcome(response, step) or not_asked(response, step)
+                    )
+                    found[step].append(outcome)
                     if outcome is None or outcome.kind is Kind.NO_REPLY:
                         await drain(server, DRAIN_S)
     return found
