@@ -689,7 +689,7 @@ def _crawl_here(settings: Settings, request: Any, collection: str | None) -> Any
 def _crawled_into(settings: Settings, collection: str, pages: list[Any]) -> None:
     """Index crawled pages into ``collection``; say what became of them on stderr."""
     from searcher.corpus import operations
-    from searcher.errors import EmbedderUnavailable
+    from searcher.errors import EmbedderMisconfigured, EmbedderUnavailable
     from searcher.site.crawl_local import page_file
 
     try:
@@ -698,6 +698,8 @@ def _crawled_into(settings: Settings, collection: str, pages: list[Any]) -> None
         )
     except ValueError as exc:
         _fail(str(exc), 2)
+    except EmbedderMisconfigured as exc:
+        _fail(f"cannot load the embedder ({exc})", 2)
     except EmbedderUnavailable as exc:
         _fail(f"cannot load the embedder ({exc})", 1)
     counts = {status: sum(r.status == status for r in results)
@@ -746,7 +748,7 @@ def index_add(
     unchanged files are skipped, changed ones re-indexed, deleted ones removed."""
     from searcher.corpus import operations
     from searcher.corpus.roots import PathRefused
-    from searcher.errors import EmbedderUnavailable
+    from searcher.errors import EmbedderMisconfigured, EmbedderUnavailable
 
     settings = _settings(config_path)
     show = sys.stderr.isatty() if progress is None else progress
@@ -755,8 +757,11 @@ def index_add(
     except (PathRefused, ValueError) as exc:
         _fail(str(exc), 2)
     except EmbedderUnavailable as exc:
+        # A model that is not where the config says is bad input (2); an embedding
+        # endpoint that fails is a failure (1).
+        code = 2 if isinstance(exc, EmbedderMisconfigured) else 1
         _fail(f"cannot load the embedder ({exc}); embeddings.provider: none indexes for "
-              "keyword search only", 1)  # fmt: skip
+              "keyword search only", code)  # fmt: skip
     if show and sys.stderr.isatty():
         click.echo("", err=True)  # end the progress line
     click.echo(

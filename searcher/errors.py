@@ -413,6 +413,12 @@ class EmbedderUnavailable(SearcherError):
     answer. Near-duplicate removal degrades to URL dedup when this happens."""
 
 
+class EmbedderMisconfigured(EmbedderUnavailable):
+    """The configured embedder cannot be loaded as configured: its model is not where
+    ``embeddings.model`` says, a setting it needs is missing, or its package is not
+    installed. Bad input (a command exits 2); an endpoint that fails is not this."""
+
+
 # --- LLM steps -------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from searcher.cli import main
 from tests.conftest import STATIC_MODEL
+from tests.ports import free_port
 from tests.testbed.pdfs import make_pdf
 
 # Vectors when the offline model is here (../shared/models); BM25 alone otherwise.
@@ -297,6 +298,21 @@ def test_bad_input_exits_2_naming_it(tmp_path, corpus_config):
     refused = cli("index", "status", "--config", no_collection)
     assert refused.exit_code == 2 and "backends.instances.x: needs a collection" in refused.stderr
     assert "Traceback" not in bad_name.output + missing.output + refused.output
+
+
+def test_a_missing_embedder_model_exits_2_and_a_failing_endpoint_1(tmp_path, corpus_config):
+    (tmp_path / "a.md").write_text("# A\n\ntext\n")
+    args = ("index", "add", str(tmp_path / "a.md"), "--collection", "c", "--config")
+    nowhere = str(tmp_path / "no-model")
+    missing = cli(*args, corpus_config(embeddings={"model": nowhere}))
+    assert missing.exit_code == 2, missing.output
+    assert "embeddings.model" in missing.stderr and nowhere in missing.stderr
+    # An embedding endpoint that refuses the connection (nothing listens on the port)
+    # is a failure of the moment, not bad input.
+    closed = f"http://127.0.0.1:{free_port()}/v1"
+    refused = cli(*args, corpus_config(embeddings={"provider": "openai", "base_url": closed}))
+    assert refused.exit_code == 1, refused.output
+    assert "cannot load the embedder" in refused.stderr and "Traceback" not in refused.output
 
 
 def test_remove_a_path_then_the_collection(indexed, make_settings, serve_searcher):

@@ -144,7 +144,7 @@ def test_without_the_extra_index_add_says_what_to_install(tmp_path):
     config = write_config(tmp_path, ONNX)
     done = run_cli("index", "add", str(folder), "--collection", "notes", "--config", config,
                    blocked="onnxruntime")  # fmt: skip
-    assert done.returncode == 1, done
+    assert done.returncode == 2, done
     assert "pip install 'searcher[onnx]'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
@@ -154,6 +154,6 @@ def test_a_model_that_is_not_there_is_named(tmp_path):
     folder = write_notes(tmp_path)
     config = write_config(tmp_path, {"provider": "onnx", "model": str(tmp_path / "nowhere")})
     done = run_cli("index", "add", str(folder), "--collection", "notes", "--config", config)
-    assert done.returncode == 1, done
+    assert done.returncode == 2, done
     assert "embeddings.model" in done.stderr and "nowhere" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

@@ -24,7 +24,7 @@ import numpy as np
 
 from searcher.config import EmbeddingSettings
 from searcher.embedding.local_static_model import load_local_static_model
-from searcher.errors import EmbedderUnavailable
+from searcher.errors import EmbedderMisconfigured, EmbedderUnavailable
 
 
 class Embedder(Protocol):
@@ -124,9 +124,9 @@ class StaticEmbedder:
             # Imported here: it takes a moment, and only this provider needs it.
             from model2vec import StaticModel
         except ImportError as exc:
-            raise EmbedderUnavailable(f"model2vec is not installed ({exc})") from exc
+            raise EmbedderMisconfigured(f"model2vec is not installed ({exc})") from exc
         if _looks_like_path(model) and not Path(model).expanduser().is_dir():
-            raise EmbedderUnavailable(
+            raise EmbedderMisconfigured(
                 f"model2vec model {model!r} (embeddings.model): no such directory"
             )
         try:
@@ -138,7 +138,7 @@ class StaticEmbedder:
                 StaticModel.from_pretrained(str(local or model), force_download=False)
             )
         except Exception as exc:  # hub, network and file errors of many kinds
-            raise EmbedderUnavailable(load_problem(model, exc, os.environ)) from exc
+            raise EmbedderMisconfigured(load_problem(model, exc, os.environ)) from exc
         return cls(loaded, name=f"model2vec:{model}")
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -388,7 +388,7 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
     inner: Embedder
     if settings.provider == "openai":
         if not settings.base_url:
-            raise EmbedderUnavailable(
+            raise EmbedderMisconfigured(
                 "embeddings.base_url is required for embeddings.provider openai"
             )
         inner = OpenAIEmbedder(

