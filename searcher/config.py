@@ -1066,8 +1066,10 @@ class LlmSettings(ConfigSection):
         default=None,
         description=(
             "OpenAI-compatible endpoint (`http://localhost:11434/v1` Ollama, "
-            "`http://localhost:8080/v1` llama.cpp, vLLM, SGLang, text-generation-webui, "
-            "OpenAI); unset = no LLM, every LLM step takes its fallback"
+            "`http://localhost:8081/v1` llama.cpp's `llama-server --port 8081` (its default "
+            "8080 is searcher's own), `http://localhost:8000/v1` vLLM or llama-cpp-python, "
+            "SGLang, text-generation-webui, OpenAI); unset = no LLM, every LLM step takes "
+            "its fallback"
         ),
     )
     api_key: str | None = Field(default=None, description="Bearer key, if the endpoint needs one")
