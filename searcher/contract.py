@@ -53,6 +53,9 @@ HTTP_URL_RULE = (
 # OpenAPI pattern says so too). The class is spelled out because Python's re and ECMA-262,
 # the pattern's dialect, disagree on what a bare \s covers (\x1c-\x1f, \x85, \ufeff).
 NOT_BLANK = r"[^\s\x00-\x1f\x7f-\x9f\ufeff]"
+# A session's name (constraints.session_id, MCP web_search's session_id).
+SESSION_ID = r"^[A-Za-z0-9._:-]+$"
+MAX_SESSION_ID_CHARS = 128
 _NOT_BLANK = re.compile(NOT_BLANK)
 
 SearchMode = Literal["simple", "full"]
@@ -340,8 +343,8 @@ class Constraints(_Strict):
     session_id: str | None = Field(
         default=None,
         min_length=1,
-        max_length=128,
-        pattern=r"^[A-Za-z0-9._:-]+$",
+        max_length=MAX_SESSION_ID_CHARS,
+        pattern=SESSION_ID,
         description="Session novelty (POST /v1/search): results shown by this session's "
         "earlier searches (of the same API key) move below results not shown yet, unless "
         "ranked first; remembered for sessions.ttl_s.",

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,23 @@ async def test_web_search_returns_the_pack_and_the_items(
         assert item["url"].startswith(f"{testbed.base_url}/pages/")
         assert item["url"] in pack and item["score"]["rank"] == rank
         assert "content" not in item
+
+
+async def test_web_search_in_a_session_shows_new_results_before_repeats(mcp_server, matching_query):
+    async def urls(client, **arguments):
+        result = await client.call_tool(
+            "web_search", {"query": matching_query, "max_results": 4, **arguments}
+        )
+        assert result.is_error is False, text_of(result)
+        return [item["url"] for item in result.structured_content["items"]]
+
+    async with connect(mcp_server()) as client:
+        plain = await urls(client)
+        session = f"mcp-{uuid.uuid4().hex}"  # the stdio server is shared by the module
+        assert await urls(client, session_id=session) == plain  # nothing shown yet
+        again = await urls(client, session_id=session)
+    assert again[0] == plain[0]  # still the best
+    assert not set(again[1:]) & set(plain)  # the rest is new to the session
 
 
 async def test_fetch_page_reads_a_page_in_slices(mcp_server, testbed, aeb_ids, aeb_ground_truth):

@@ -55,7 +55,7 @@ def test_definitions_are_openai_function_tools_with_valid_schemas(served):
     assert search["required"] == ["query"]
     assert set(search["properties"]) == {
         "query", "mode", "max_results", "backend", "time_range", "include_domains",
-        "exclude_domains",
+        "exclude_domains", "session_id",
     }  # fmt: skip
     page = tools["fetch_page"]["function"]["parameters"]
     assert page["required"] == ["url"] and set(page["properties"]) == {
@@ -75,6 +75,7 @@ def web_search_arguments(query):
         {"query": query, "time_range": "month", "exclude_domains": ["example.com"]},
         {"query": query, "time_range": "year", "include_domains": [], "exclude_domains": []},
         {"query": "  x  ", "max_results": 1},
+        {"query": query, "session_id": "agent-7:task.2"},
     ]
 
 
@@ -123,6 +124,8 @@ def test_valid_fetch_page_arguments_make_successful_fetches(served, testbed, aeb
         ("web_search", {"query": "x", "time_range": "decade"}, "time_range"),
         ("web_search", {"query": "x", "include_domains": "a.com"}, "include_domains"),
         ("web_search", {"query": "x", "lang": "de"}, "arguments"),
+        ("web_search", {"query": "x", "session_id": "no spaces"}, "session_id"),
+        ("web_search", {"query": "x", "session_id": "s" * 129}, "session_id"),
         ("fetch_page", {"url": "ftp://a.example/"}, "url"),
         # What POST /v1/fetch refuses, the schema refuses: the tool takes that body.
         ("fetch_page", {"url": "http://a.example/?q=café"}, "url"),

@@ -20,7 +20,9 @@ from searcher.contract import (
     HTTP_URL_RULE,
     MAX_INT,
     MAX_QUERY_CHARS,
+    MAX_SESSION_ID_CHARS,
     NOT_BLANK,
+    SESSION_ID,
     Preset,
     SearchMode,
     TimeRange,
@@ -124,6 +126,15 @@ def web_search_spec(max_results: int = MAX_TOOL_RESULTS) -> ToolSpec:
                     "Keep only results on these domains (and their subdomains)."
                 ),
                 "exclude_domains": _domains("Drop results on these domains (and subdomains)."),
+                "session_id": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_SESSION_ID_CHARS,
+                    "pattern": SESSION_ID,
+                    "description": "Any name for this conversation or task: later searches "
+                    "with the same session_id put results already shown to it below new "
+                    "ones (the best result stays first).",
+                },
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -204,6 +215,7 @@ _BODY_FIELD = {
     "include_domains": "constraints.include_domains",
     "exclude_domains": "constraints.exclude_domains",
     "max_results": "budget.max_results",
+    "session_id": "constraints.session_id",
 }
 
 
