@@ -22,6 +22,7 @@ from searcher.llm.multi_query import Perspective, checked_perspectives, generate
 from searcher.llm.query_checks import rewrite_problem
 from searcher.llm.rewrite import rewrite_query
 from searcher.llm.runner import StepRunner, without_last_sentence
+from searcher.llm.snippet_rank import Candidate, pick_schema, rank_candidates
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.research.planning import checked_sub_questions
 from tests.testbed import TestbedServer
@@ -137,6 +138,25 @@ async def test_the_schema_changes_what_a_small_model_replies(make_runner: MakeRu
     for runner, used in ((with_schema, True), (without, False)):
         outcome = await runner.run("rank", [{"role": "user", "content": "rank"}], str)
         assert (outcome.value == RANK_JSON) is used
+
+
+async def test_the_rank_schema_bounds_the_picks_to_this_call(
+    make_runner: MakeRunner, testbed_clean: TestbedServer
+) -> None:
+    # A grammar built from an unbounded list let SmolLM2 count 1, 2, 3, ... until
+    # max_tokens (llama.cpp's server); the schema sent says how many, and which indices.
+    candidates = [
+        Candidate(i, f"Result {i}", "about stadia", f"http://r{i}.example/") for i in range(5)
+    ]
+    ranked = await rank_candidates(make_runner(script(reply=RANK_JSON)), "stadia", candidates, 2)
+    assert ranked.picks == [1, 0] and ranked.fallback_used is False
+    (body,) = testbed_clean.chat_bodies()
+    sent = body["response_format"]["json_schema"]
+    pick = sent["schema"]["properties"]["pick"]
+    assert (pick["minItems"], pick["maxItems"]) == (1, 2)
+    assert (pick["items"]["minimum"], pick["items"]["maximum"]) == (0, 4)
+    assert sent["strict"] is True  # the step's own schema, narrowed, not a caller's
+    assert pick_schema(1, 3)["properties"]["pick"]["maxItems"] == 1  # never more than there are
 
 
 # --- the context window -----------------------------------------------------------------

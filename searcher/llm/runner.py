@@ -141,12 +141,14 @@ class StepRunner:
         parse: Callable[[str], T],
         reserve: int = 0,
         schema: dict[str, Any] | None = None,
+        step_schema: dict[str, Any] | None = None,
     ) -> StepOutcome[T]:
         """Call the model for ``step`` and ``parse`` its reply (``parse`` raises
         ``LlmError`` or ``ValueError`` to refuse it). ``reserve``: tool calls that must stay
         available for later stages. The call may take its step's ``TIME_SHARE`` of the time
         left, so that the stages after it still have theirs. ``schema``: the reply's JSON
-        Schema when the request chose it (sent without strict mode), not the step's."""
+        Schema when the request chose it (sent without strict mode), not the step's;
+        ``step_schema``: the step's own schema narrowed to this call (sent as the step's)."""
         if self.client is None:
             return self._refuse(step, NOT_CONFIGURED)
         allowed_s = self.deadline.remaining() * TIME_SHARE[step]
@@ -165,7 +167,7 @@ class StepRunner:
             options.max_tokens,
             options.temperature,
             min(options.timeout_s, allowed_s),
-            options.schema if schema is None else schema,
+            schema if schema is not None else step_schema or options.schema,
             options.schema_name,
             strict=schema is None,
         )

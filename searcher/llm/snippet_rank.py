@@ -10,6 +10,7 @@ against any OpenAI-compatible endpoint.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -19,7 +20,7 @@ from searcher.config import LlmSettings, LlmStepsSettings, RankStepSettings
 from searcher.errors import LlmBadReply, LlmError
 from searcher.llm.client import LlmClient, Message
 from searcher.llm.json_reply import json_object
-from searcher.llm.prompts import messages
+from searcher.llm.prompts import PROMPTS, messages
 from searcher.llm.runner import TIME_SHARE, StepRunner
 from searcher.pipeline.resilience import CallBudget, Deadline
 
@@ -92,6 +93,18 @@ def validate_pick(reply: str, n_candidates: int, want_n: int) -> list[int]:
     return kept
 
 
+def pick_schema(n_candidates: int, want_n: int) -> dict[str, Any]:
+    """The rank step's reply schema for this call: at most ``want_n`` picks, each an index
+    of a candidate. A server that turns the schema into a grammar (llama.cpp's) stops the
+    list there; without the bound SmolLM2-135M counted 1, 2, 3, ... until max_tokens in 2
+    of 5 queries."""
+    schema = copy.deepcopy(PROMPTS["rank"].schema or {})
+    pick = schema["properties"]["pick"]
+    pick["maxItems"] = max(1, min(want_n, n_candidates))
+    pick["items"]["maximum"] = max(0, n_candidates - 1)
+    return schema
+
+
 def fallback_pick(n_candidates: int, want_n: int) -> list[int]:
     """The first ``want_n`` candidates."""
     return list(range(min(n_candidates, want_n)))
@@ -110,6 +123,7 @@ async def rank_candidates(
         rank_messages(query, candidates, want_n, runner.today, await runner.room_chars("rank")),
         lambda text: validate_pick(text, n, want_n),
         reserve,
+        step_schema=pick_schema(n, want_n),
     )
     if outcome.value is None:
         return RankResult(fallback_pick(n, want_n), True, outcome.reason)
