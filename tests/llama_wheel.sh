@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# llama-cpp-python for `make test-llm`: PyPI has only its source, and building it takes
-# about 14 minutes on 2 idle cores, so the wheel is built once into the user cache directory and
+# llama-cpp-python's server, the second server the real-model tests know
+# (SEARCHER_TEST_LLAMA=llama-cpp-python make test-llm; make test-llm itself uses llama.cpp's
+# server from xllamacpp's wheel). PyPI has only its source, and building it takes about 14
+# minutes on 2 idle cores, so the wheel is built once into the user cache directory and
 # installed from there in seconds afterwards.
 #   tests/llama_wheel.sh build     build the wheel unless the cache has it
 #   tests/llama_wheel.sh install   build if needed, then install it with the server's

@@ -1,5 +1,5 @@
 """Every LLM step and a research job against a real model over real HTTP: SmolLM2-135M-
-Instruct served by llama-cpp-python (``tests/llama_server.py``), searcher's backends on the
+Instruct served by llama.cpp (``tests/llama_server.py``), searcher's backends on the
 testbed. Marked ``real_llm``: left out of ``make test``, run by ``make test-llm`` (which
 installs the server and the model first). The scripted stand-in (``tests/testbed/chat.py``)
 keeps the cases a real model cannot be made to produce: timeouts, 500s, garbage.
@@ -24,7 +24,14 @@ from searcher.llm.prompts import messages
 from searcher.llm.query_checks import rewrite_problem
 from searcher.llm.runner import TEMPLATE_TOKENS, StepRunner
 from searcher.pipeline.resilience import CallBudget, Deadline
-from tests.llama_server import LlamaServer, llama_server, missing
+from tests.llama_server import (
+    LLAMA_CPP_PYTHON,
+    XLLAMACPP,
+    LlamaServer,
+    llama_server,
+    missing,
+    token_count,
+)
 
 pytestmark = pytest.mark.real_llm
 
@@ -80,13 +87,17 @@ def step_calls(data: dict[str, Any], step: str) -> list[dict[str, Any]]:
     return [c for c in data["meta"]["llm"] if c["step"] == step]
 
 
-def test_json_steps_ask_in_the_form_llama_cpp_python_accepts(searcher_on_smollm):
+# The form each server takes: llama.cpp's own server takes OpenAI's json_schema, the first
+# tried; llama-cpp-python's refuses it (422) and takes its own json_object with a schema.
+ACCEPTED_FORM = {XLLAMACPP: "json_schema", LLAMA_CPP_PYTHON: "json_object"}
+
+
+def test_json_steps_ask_in_the_form_the_server_accepts(searcher_on_smollm, smollm):
     before = httpx.get(f"{searcher_on_smollm}/v1/health").json()["llm"]
     assert before["structured_output"] is None  # auto, not probed yet
     search(searcher_on_smollm, QUERIES[2], constraints={"rank": "llm"})
     after = httpx.get(f"{searcher_on_smollm}/v1/health").json()["llm"]
-    # OpenAI's json_schema form is refused (422); llama-cpp-python's json_object takes it.
-    assert after["structured_output"] == "json_object"
+    assert after["structured_output"] == ACCEPTED_FORM[smollm.kind]
     assert after["context_tokens"] == 4096
 
 
@@ -170,11 +181,7 @@ async def test_evidence_is_trimmed_to_the_context_the_server_runs(smollm):
         await client.aclose()
     # Counted by the model's own tokenizer (the server's), the prompt leaves max_tokens.
     text = "\n".join(m["content"] for m in sent)
-    count = httpx.post(
-        smollm.base_url.removesuffix("/v1") + "/extras/tokenize/count",
-        json={"input": text, "model": smollm.model},
-        timeout=TIMEOUT_S,
-    ).json()["count"]
+    count = token_count(smollm, text, TIMEOUT_S)
     assert count + settings.steps.answer.max_tokens + TEMPLATE_TOKENS <= smollm.context_tokens
     assert count > smollm.context_tokens / 2  # trimmed, not emptied
 
