@@ -119,6 +119,20 @@ def test_rewrite_searches_the_rewritten_query_and_keeps_operators(
     assert call["completion_tokens"] == 6  # the testbed counts the words of its reply
 
 
+def test_a_rewrite_is_searched_without_a_final_full_stop(
+    make_settings, serve_searcher, testbed_clean
+):
+    # SmolLM2 gave "Google Stadia games." for "Google Stadia games": short, so not an
+    # answer, but a search query has no use for the stop. An abbreviation keeps its dots.
+    for reply, expected in (("Google Stadia games.", "Google Stadia games"),
+                            ("Stadia games U.S.", "Stadia games U.S.")):  # fmt: skip
+        before = len(searched(testbed_clean))
+        base = start(make_settings, serve_searcher, testbed_clean, rewrite=script(reply=reply))
+        data = post(base, {"query": "Google Stadia games", "constraints": {"rewrite": True}})
+        assert data["meta"]["rewritten_query"] == expected
+        assert searched(testbed_clean)[before:] == [expected]
+
+
 def test_a_failed_rewrite_searches_the_original_query(make_settings, serve_searcher, testbed_clean):
     base = start(make_settings, serve_searcher, testbed_clean, rewrite=script(reply="   "))
     data = post(base, {"query": QUERY, "constraints": {"rewrite": True}})

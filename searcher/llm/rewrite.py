@@ -112,7 +112,16 @@ def checked_rewrite(reply: str, original: str, today: date) -> str:
     problem = rewrite_problem(text, original, today)
     if problem is not None:
         raise LlmBadReply(f"the rewrite is not searched, {problem}")
-    return text
+    return without_final_stop(text)
+
+
+def without_final_stop(query: str) -> str:
+    """``query`` without a full stop at its end ("Google Stadia games." from a small
+    model): a search query has no use for one. An abbreviation's dots stay ("U.S.")."""
+    last = query.split()[-1] if query.split() else ""
+    if last.endswith(".") and last.count(".") == 1 and len(last) > 1:
+        return query.rstrip()[:-1].rstrip()
+    return query
 
 
 async def rewrite_query(runner: StepRunner, query: str, reserve: int) -> StepOutcome[str]:
