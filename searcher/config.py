@@ -1014,28 +1014,56 @@ def with_renamed_steps(data: Any) -> tuple[Any, tuple[tuple[str, str], ...]]:
     return moved, tuple(renamed)
 
 
-def _step(max_tokens: int, temperature: float) -> Any:
-    return lambda: LlmStepSettings(max_tokens=max_tokens, temperature=temperature)
+# Each step's own generation defaults: (max_tokens, temperature). A step given in the
+# config keeps those it does not set (`rank: {top_k: 5}` still asks for 96 tokens at 0).
+STEP_DEFAULTS: dict[str, tuple[int, float]] = {
+    "rewrite": (64, 0.1),
+    "route": (8, 0.0),
+    "multi_query": (300, 0.3),
+    "rank": (96, 0.0),
+    "crag": (128, 0.0),
+    "answer": (600, 0.2),
+    "answer_check": (96, 0.0),
+    "research_plan": (300, 0.2),
+    "research_report": (1200, 0.2),
+    "output_schema": (1200, 0.0),
+    "condense": (64, 0.0),
+}
+
+
+def _step(name: str, kind: type[LlmStepSettings] = LlmStepSettings) -> Any:
+    max_tokens, temperature = STEP_DEFAULTS[name]
+    return lambda: kind(max_tokens=max_tokens, temperature=temperature)
+
+
+def with_step_defaults(data: Any) -> Any:
+    """``data`` (``llm.steps``) with each step's own defaults under the keys given."""
+    if not isinstance(data, Mapping):
+        return data
+    merged = dict(data)
+    for name, (max_tokens, temperature) in STEP_DEFAULTS.items():
+        given = merged.get(name)
+        if isinstance(given, Mapping):
+            merged[name] = {"max_tokens": max_tokens, "temperature": temperature, **given}
+    return merged
 
 
 class LlmStepsSettings(ConfigSection):
-    rewrite: LlmStepSettings = Field(default_factory=_step(64, 0.1))
-    route: LlmStepSettings = Field(default_factory=_step(8, 0.0))
+    rewrite: LlmStepSettings = Field(default_factory=_step("rewrite"))
+    route: LlmStepSettings = Field(default_factory=_step("route"))
     multi_query: MultiQueryStepSettings = Field(
-        default_factory=lambda: MultiQueryStepSettings(max_tokens=300, temperature=0.3)
+        default_factory=_step("multi_query", MultiQueryStepSettings)
     )
-    rank: RankStepSettings = Field(
-        default_factory=lambda: RankStepSettings(max_tokens=96, temperature=0.0)
-    )
-    crag: LlmStepSettings = Field(default_factory=_step(128, 0.0))
-    answer: LlmStepSettings = Field(default_factory=_step(600, 0.2))
-    answer_check: LlmStepSettings = Field(default_factory=_step(96, 0.0))
-    research_plan: LlmStepSettings = Field(default_factory=_step(300, 0.2))
-    research_report: LlmStepSettings = Field(default_factory=_step(1200, 0.2))
+    rank: RankStepSettings = Field(default_factory=_step("rank", RankStepSettings))
+    crag: LlmStepSettings = Field(default_factory=_step("crag"))
+    answer: LlmStepSettings = Field(default_factory=_step("answer"))
+    answer_check: LlmStepSettings = Field(default_factory=_step("answer_check"))
+    research_plan: LlmStepSettings = Field(default_factory=_step("research_plan"))
+    research_report: LlmStepSettings = Field(default_factory=_step("research_report"))
     output_schema: OutputSchemaStepSettings = Field(
-        default_factory=lambda: OutputSchemaStepSettings(max_tokens=1200, temperature=0.0)
+        default_factory=_step("output_schema", OutputSchemaStepSettings)
     )
-    condense: LlmStepSettings = Field(default_factory=_step(64, 0.0))
+    condense: LlmStepSettings = Field(default_factory=_step("condense"))
     # Old names given in the config, as (old key, new key); `deprecations` reports them.
     _renamed: tuple[tuple[str, str], ...] = PrivateAttr(default=())
 
@@ -1045,7 +1073,7 @@ class LlmStepsSettings(ConfigSection):
         # `structured_output` was the output-schema step's first name; it sat beside
         # `llm.structured_output` (how a schema is sent), which it has nothing to do with.
         moved, renamed = with_renamed_steps(data)
-        steps = handler(moved)
+        steps = handler(with_step_defaults(moved))
         steps._renamed = renamed
         return steps
 

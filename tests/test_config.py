@@ -284,3 +284,18 @@ def test_the_output_schema_steps_old_name_is_read_with_a_warning(tmp_path):
     path.write_text("llm:\n  steps:\n    output_schema: {repairs: 3}\n")
     assert deprecations(load_settings(path, environ={})) == []
     assert load_settings(path, environ={}).llm.steps.output_schema.repairs == 3
+
+
+def test_a_step_given_in_the_config_keeps_the_defaults_it_does_not_set(tmp_path):
+    # `rank: {top_k: 5}` alone once dropped the step's own 96 tokens at temperature 0 for
+    # llm.max_tokens and llm.temperature; an explicit null still means "llm's own".
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "llm:\n  temperature: 0.7\n  steps:\n"
+        "    rank: {top_k: 5}\n    answer: {max_tokens: null}\n    crag: {temperature: 0.5}\n"
+    )
+    steps = load_settings(path, environ={}).llm.steps
+    assert (steps.rank.top_k, steps.rank.max_tokens, steps.rank.temperature) == (5, 96, 0.0)
+    assert (steps.answer.max_tokens, steps.answer.temperature) == (None, 0.2)
+    assert (steps.crag.max_tokens, steps.crag.temperature) == (128, 0.5)
+    assert steps.output_schema.repairs == 2 and steps.output_schema.max_tokens == 1200
