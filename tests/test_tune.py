@@ -7,6 +7,7 @@ reward, and the tuner must find it."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -38,16 +39,17 @@ def _answers(testbed) -> dict[str, list[dict]]:
     return out
 
 
-def _write(tmp_path: Path, answers: dict[str, list[dict]], favoured: dict[str, str]) -> list[str]:
-    """queries.tsv and judgements.qrels: for each query, the pages its ``favoured`` engine
-    returned (and no more than one other engine) are relevant, the rest are not."""
+def _write(
+    tmp_path: Path, answers: dict[str, list[dict]], relevant: Callable[[str, dict], bool]
+) -> list[str]:
+    """queries.tsv and judgements.qrels: a result is relevant to its query when
+    ``relevant(qid, result)``, the rest are not."""
     queries = tmp_path / "queries.tsv"
     queries.write_text("".join(f"{q}\t{QUERIES[int(q) - 1]}\n" for q in answers))
     lines = []
     for qid, results in answers.items():
         for r in results:
-            grade = 2 if favoured[qid] in r["engines"] and len(r["engines"]) <= 2 else 0
-            lines.append(f"{qid} 0 {r['url']} {grade}\n")
+            lines.append(f"{qid} 0 {r['url']} {2 if relevant(qid, r) else 0}\n")
     qrels = tmp_path / "judged.qrels"
     qrels.write_text("".join(lines))
     return ["--queries", str(queries), "--qrels", str(qrels)]
@@ -74,7 +76,10 @@ def test_tune_fits_engine_weights_and_writes_a_fragment_that_merges_over_the_con
     config = config_file(order=["searxng"], brave={"enabled": False})
     answers = _answers(testbed)
     assert len(answers) >= 8
-    files = _write(tmp_path, answers, {q: "startpage" for q in answers})
+    # The pages startpage returned (with at most one other engine) are the relevant ones.
+    files = _write(
+        tmp_path, answers, lambda _, r: "startpage" in r["engines"] and len(r["engines"]) <= 2
+    )
     out = tmp_path / "tuned.yaml"
     result = _tune(config, files, out, "--folds", "3")
     assert result.exit_code == 0, result.output
@@ -99,11 +104,15 @@ def test_tune_refuses_to_write_settings_worse_than_the_defaults_on_held_out_fold
     require_shared(AEB)  # its pages and counts are the AEB set's, not the shipped pages'
     config = config_file(order=["searxng"], brave={"enabled": False})
     answers = _answers(testbed)
-    # Two folds that want opposite things: what one fold learns hurts the other.
-    first, second = split_folds(sorted(answers), 2, 0)
-    favoured = {**{q: "startpage" for q in first}, **{q: "bing" for q in second}}
+    # Two folds that want opposite things: in the first, startpage's pages are relevant,
+    # in the second every other page is, so what one fold learns hurts the other.
+    first, _ = split_folds(sorted(answers), 2, 0)
+
+    def relevant(qid: str, result: dict) -> bool:
+        return ("startpage" in result["engines"]) == (qid in first)
+
     out = tmp_path / "tuned.yaml"
-    result = _tune(config, _write(tmp_path, answers, favoured), out, "--folds", "2")
+    result = _tune(config, _write(tmp_path, answers, relevant), out, "--folds", "2")
     assert result.exit_code == 1
     default, tuned = _held_out(result.stdout)
     assert tuned < default

@@ -1,0 +1,77 @@
+"""What ``searcher tune`` can reach: the knobs' grids and the starting points of its
+coordinate ascent (``searcher.ranking.tuning``), on objectives whose optimum is known.
+
+The objective mimics what the benchmark found with a strong second backend: the shipped
+method (``engine_rrf`` at k 1) is a local optimum; ``answer_order`` wins only at k 5 with a
+keyword weight 10 x the configured one, and loses at k 1, so one move from the configured
+values never takes it."""
+
+from __future__ import annotations
+
+from searcher.ranking.tuning import (
+    Knob,
+    Values,
+    coordinate_ascent,
+    cross_validate,
+    knobs_for,
+    starting_points,
+)
+
+CONFIGURED = {
+    "fusion.rrf_k": 1, "fusion.method": "engine_rrf", "scoring.hybrid_share": 0.5,
+    "scoring.keyword_weight": 0.02, "scoring.multi_engine_bonus": 0.05,
+    "scoring.category_boost": 0.1,
+}  # fmt: skip
+QIDS = [str(n) for n in range(12)]
+
+
+def _knobs() -> list[Knob]:
+    return knobs_for(CONFIGURED, ["searxng", "brave"], ["bm25"], {})
+
+
+def _score(values: Values) -> float:
+    method, k = values["fusion.method"], values["fusion.rrf_k"]
+    keyword = float(values["scoring.keyword_weight"])
+    if method == "answer_order":
+        return (0.70 if k == 5 else 0.55 if k in (3, 10) else 0.40) + (keyword == 0.2) * 0.02
+    return 0.60 - 0.01 * abs(int(k) - 1)
+
+
+async def _per_query(values: Values) -> dict[str, float]:
+    return {q: _score(values) for q in QIDS}
+
+
+def test_the_grids_reach_what_a_strong_second_backend_needs():
+    grids = {k.name: k.grid for k in _knobs()}
+    assert 5 in grids["fusion.rrf_k"]
+    assert set(grids["fusion.method"]) == {"answer_order", "engine_rrf", "searxng"}
+    assert 0.2 in grids["scoring.keyword_weight"]  # 10 x the configured 0.02
+    assert 0.0 in grids["scoring.multi_engine_bonus"]
+
+
+def test_every_fusion_method_is_a_starting_point_the_configured_values_first():
+    starts = starting_points(_knobs())
+    assert starts[0]["fusion.method"] == "engine_rrf"
+    assert [s["fusion.method"] for s in starts[1:]] == ["answer_order", "searxng"]
+    assert all(s["fusion.rrf_k"] == 1 for s in starts)
+
+
+async def test_cross_validation_finds_a_method_one_move_from_the_configured_values_misses():
+    from searcher.ranking.tuning import ScoreTable
+
+    # From the configured values alone the ascent stays on engine_rrf (a local optimum).
+    alone, _ = await coordinate_ascent(ScoreTable(_per_query, _knobs()), _knobs(), QIDS)
+    assert alone["fusion.method"] == "engine_rrf"
+    result = await cross_validate(_per_query, _knobs(), QIDS, k=3)
+    assert result.values["fusion.method"] == "answer_order"
+    assert result.values["fusion.rrf_k"] == 5
+    assert result.values["scoring.keyword_weight"] == 0.2
+    assert result.held_tuned > result.held_default
+
+
+async def test_a_start_that_only_ties_keeps_the_configured_values():
+    async def flat(values: Values) -> dict[str, float]:
+        return dict.fromkeys(QIDS, 0.5)
+
+    result = await cross_validate(flat, _knobs(), QIDS, k=3)
+    assert result.values == {k.name: k.start for k in _knobs()}
