@@ -20,6 +20,7 @@ import yaml
 from mcp import Client, StdioServerParameters
 
 from searcher.config import Settings
+from searcher.fetch.urls import page_key
 from searcher.tools.mcp_server import cap_text, capped_items, capped_lists
 from searcher.tools.specs import openai_tools
 from tests.conftest import settings_on_testbed
@@ -375,6 +376,34 @@ async def test_deep_research_reports_with_sources_and_progress(mcp_server, testb
     assert progress[0][1].startswith("plan:") and progress[-1][1].startswith("done:")
     assert any(message.startswith("draft:") for _, message in progress)
     assert bad.is_error and "preset" in text_of(bad)
+
+
+async def test_deep_research_in_a_session_adds_its_sources_to_it(mcp_server):
+    question = "Google Stadia Microsoft xCloud cloud gaming"
+
+    async def urls(client, **arguments):
+        result = await client.call_tool(
+            "web_search", {"query": question, "max_results": 10, **arguments}
+        )
+        assert result.is_error is False, text_of(result)
+        return [page_key(item["url"]) for item in result.structured_content["items"]]
+
+    session = f"mcp-{uuid.uuid4().hex}"  # the stdio server is shared by the module
+    async with connect(mcp_server()) as client:
+        before = await urls(client)
+        research = await client.call_tool(
+            "deep_research", {"query": question, "preset": "minimal", "session_id": session}
+        )
+        after = await urls(client, session_id=session)
+        bad = await client.call_tool("deep_research", {"query": "x", "session_id": "a b"})
+    assert research.is_error is False, text_of(research)
+    sources = {page_key(s["url"]) for s in research.structured_content["sources"]}
+    # The report's sources count as shown: the session's next search puts them last,
+    # all but the best result.
+    assert after[0] == before[0] and after != before
+    repeats = [key in sources for key in after[1:]]
+    assert repeats == sorted(repeats) and any(repeats)
+    assert bad.is_error and "session_id" in text_of(bad)
 
 
 @pytest.mark.parametrize("cap", [1000, 2500])

@@ -247,7 +247,10 @@ async def run_deep_research(
 
     preset = arguments.get("preset", "balanced")
     try:
-        request = ResearchRequest.model_validate({"query": arguments["query"], "preset": preset})
+        body = {"query": arguments["query"], "preset": preset}
+        if arguments.get("session_id") is not None:
+            body["constraints"] = {"session_id": arguments["session_id"]}
+        request = ResearchRequest.model_validate(body)
     except ValidationError as exc:
         raise InvalidRequest.from_validation(exc.errors()) from exc
     # The job runs inside one MCP exchange, which limits.max_total_time_ms bounds.

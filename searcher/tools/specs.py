@@ -126,15 +126,11 @@ def web_search_spec(max_results: int = MAX_TOOL_RESULTS) -> ToolSpec:
                     "Keep only results on these domains (and their subdomains)."
                 ),
                 "exclude_domains": _domains("Drop results on these domains (and subdomains)."),
-                "session_id": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": MAX_SESSION_ID_CHARS,
-                    "pattern": SESSION_ID,
-                    "description": "Any name for this conversation or task: later searches "
-                    "with the same session_id put results already shown to it below new "
-                    "ones (the best result stays first).",
-                },
+                "session_id": _session_id(
+                    "Any name for this conversation or task: later searches with the same "
+                    "session_id put results already shown to it below new ones (the best "
+                    "result stays first)."
+                ),
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -246,6 +242,17 @@ def search_argument(field: str) -> str:
     return field
 
 
+def _session_id(description: str) -> dict[str, Any]:
+    """A ``session_id`` argument (``constraints.session_id`` of the request it makes)."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_SESSION_ID_CHARS,
+        "pattern": SESSION_ID,
+        "description": description,
+    }
+
+
 def deep_research_spec() -> ToolSpec:
     """The ``deep_research`` tool (MCP only: it runs for tens of seconds, reporting progress
     through MCP progress notifications)."""
@@ -274,6 +281,11 @@ def deep_research_spec() -> ToolSpec:
                     "description": "How far to go: minimal (1 round, 5 pages) to full "
                     "(5 rounds, 15 pages).",
                 },
+                "session_id": _session_id(
+                    "The conversation or task this research belongs to (web_search's "
+                    "session_id): pages already shown to it are read after new ones, and "
+                    "the report's sources count as shown."
+                ),
             },
             "required": ["query"],
             "additionalProperties": False,
