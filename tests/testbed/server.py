@@ -19,6 +19,8 @@ from .corpus import corpus
 HOST = "127.0.0.1"
 # The longest an app's own shutdown (its lifespan) may take when its server stops.
 LIFESPAN_SHUTDOWN_S = 5.0
+# The longest the requests cancelled at a stop may take to unwind.
+CANCELLED_REQUESTS_WAIT_S = 1.0
 
 
 class _Server(uvicorn.Server):
@@ -66,8 +68,14 @@ class _Server(uvicorn.Server):
             async with asyncio.timeout(self.config.timeout_graceful_shutdown):
                 await self._connections_and_tasks_done()
         except TimeoutError:
-            for task in self.server_state.tasks:
+            tasks = list(self.server_state.tasks)
+            for task in tasks:
                 task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+            # Unlike uvicorn, the cancelled requests are let finish unwinding (briefly)
+            # before the app's shutdown closes the clients they are using: a request still
+            # connecting when its client's pool closes can leave that connection open.
+            if tasks:
+                await asyncio.wait(tasks, timeout=CANCELLED_REQUESTS_WAIT_S)
         # Unlike uvicorn, the app's own shutdown runs even when forced: ``force_exit``
         # here only cuts the wait for open connections (a test's hanging handler), and
         # an app stopped without its lifespan leaves its clients' pooled connections
