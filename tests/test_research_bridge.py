@@ -11,7 +11,7 @@ import httpx
 
 from searcher.research.answering import answer_kind, answer_support
 from searcher.research.bridge import bridge_query, rank_bridges
-from searcher.research.evidence import Passage
+from searcher.research.evidence import EvidencePool, Passage, linked_passages
 from searcher.research.links import linked, page_subject
 from tests.shared_data import AEB, require_shared
 from tests.test_research import follow, start
@@ -181,3 +181,49 @@ def test_a_page_links_to_another_by_naming_its_subject_as_a_name():
     assert linked("Shirley Temple", "She starred in Kiss and Tell.", "Kiss and Tell", "A film.")
     # A phrase in lower case is no name: "paper lanterns" does not name "Paper Lanterns".
     assert not linked("Paper Lanterns", "A film.", "Festival", "A night of paper lanterns.")
+
+
+def test_the_next_hop_is_the_page_named_where_the_first_says_what_the_question_asks():
+    # Three pages are linked to the remote's page; the program it was designed for is
+    # named in the sentence that says what the question says, the successor and the
+    # page whose name merely starts like it in passing. Both passing pages hold more of
+    # the words the first page lacks ("other", "device"), which alone ranked them first.
+    question = "What other device can control the program the Widget Remote was designed for?"
+    pool = EvidencePool()
+    pool.add(
+        Passage(
+            "http://t/remote",
+            "Widget Remote",
+            (
+                "The Widget Remote is a remote control. It was designed to control the Lantern "
+                "Row media program. It was replaced by the Glow Remote."
+            ),
+            "page",
+        )
+    )
+    pool.add(
+        Passage(
+            "http://t/glow",
+            "Glow Remote",
+            "The Glow Remote is another device, the Widget Remote's successor.",
+            "page",
+        )
+    )
+    pool.add(
+        Passage(
+            "http://t/desk",
+            "Widget Remote Desktop",
+            "Widget Remote Desktop lets other device owners control computers.",
+            "page",
+        )
+    )
+    pool.add(
+        Passage(
+            "http://t/row",
+            "Lantern Row (software)",
+            "Lantern Row is media software, run by the keyboard's keys.",
+            "page",
+        )
+    )
+    chosen = [pool.passages[i].title for i in linked_passages(pool, 0, question, 2)]
+    assert chosen == ["Lantern Row (software)", "Glow Remote"]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from searcher.research.evidence import Passage
+from searcher.research.links import TITLE_PARTS, sentences
 from searcher.text import STOP_WORDS, query_terms, stem, words
 
 # A run of capitalised words (with small joiners inside): a name, a title, a place; or a
@@ -27,9 +28,6 @@ NAME = re.compile(r"\b(?:[A-Z][\w'’.-]*)(?:\s+(?:of|the|de|von|van|for|and|&)?
 # A name with the number that belongs to it: "Indianapolis 500", "Apollo 11", "Boeing 747".
 _NUMBERED_NAME = re.compile(rf"(?:{NAME.pattern})(?:\s+\d+\b(?![.,:/-]\d))?")
 _LOWER_WORD = re.compile(r"\b[a-z][a-z'’-]*\b")
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?](?=\s|$))?")
-# The parts of a page title: "The Space Review: Seeking a bigger role", "Title – Site".
-_TITLE_PARTS = re.compile(r"\s+[|–—-]\s+|:\s+|\s+::\s+")
 _JOINERS = frozenset({"of", "the", "de", "von", "van", "for", "and", "&"})
 # A name this long (letters) is a site's when the site's name holds it.
 SITE_PART_MIN = 5
@@ -90,7 +88,7 @@ def site_names(passage: Passage) -> frozenset[str]:
     """What names the site rather than the subject, letters only: the page title's parts
     but its longest ("The Space Review" of "The Space Review: Seeking a bigger role…"),
     and the host's name."""
-    parts = [p.strip() for p in _TITLE_PARTS.split(passage.title) if p.strip()]
+    parts = [p.strip() for p in TITLE_PARTS.split(passage.title) if p.strip()]
     names = {_letters(p) for p in sorted(parts, key=len)[:-1]}
     host = (urlsplit(passage.url).hostname or "").removeprefix("www.")
     label = host.rsplit(".", 1)[0] if "." in host else host
@@ -216,7 +214,7 @@ def _in_sentences(
     # name listed beside "Beckham" is a teammate, not the manager who recruited him.
     relation = asked - set(query_terms(" ".join(named)))
     best: dict[str, tuple[float, str]] = {}
-    for sentence in _SENTENCE.findall(passage.text):
+    for sentence in sentences(passage.text):
         held = (_stems(sentence) | title_stems) & asked
         share = len(held) / len(asked) if asked else 0.0
         opening = len(sentence) - len(sentence.lstrip(" \"'“‘("))

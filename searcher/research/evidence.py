@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from searcher.pack.passages import passage_bm25, passage_spans
 from searcher.ranking.relevance import keyword_overlap
-from searcher.research.links import linked
+from searcher.research.links import linked, naming_sentences, page_subject
 from searcher.text import query_keywords, query_terms
 
 PASSAGE_CHARS = 600
@@ -133,14 +133,26 @@ def _words_lacking(question: str, text: str) -> str:
     return " ".join(w for w in question.split() if set(query_terms(w)) - have)
 
 
+def bridge_terms(question: str, head: Passage, title: str) -> int:
+    """How many of ``question``'s terms the sentence of ``head`` that names the page
+    titled ``title`` holds (the best such sentence; the page's own name not counted); 0
+    when ``head`` does not name it. The entity a two-hop question asks through is named
+    where the first page says what the question says ("designed to interact with the
+    Front Row media program"), not in a passing mention."""
+    asked = set(query_terms(question)) - set(query_terms(page_subject(title)))
+    return max((len(asked & set(query_terms(s))) for s in naming_sentences(head.text, title)),
+               default=0)  # fmt: skip
+
+
 def linked_passages(
     pool: EvidencePool, first: int, question: str, n: int, left_out: Collection[int] = ()
 ) -> list[int]:
     """The passages of (at most ``n``) other pages linked to passage ``first`` (one names
     the other's subject), one per page: the one holding most of what ``question`` asks
-    that ``first`` lacks (BM25), else the page's first. Pages best for that come first,
-    then in the order seen (the earlier a bridge's search, the better it ranked).
-    ``left_out``: passages not to choose."""
+    that ``first`` lacks (BM25), else the page's first. Pages named where ``first`` says
+    most of what the question says come first (``bridge_terms``), then those best for
+    what it lacks, then in the order seen (the earlier a bridge's search, the better it
+    ranked). ``left_out``: passages not to choose."""
     head = pool.passages[first]
     rest = _words_lacking(question, head.scored_text())
     score = {s.index: s.score for s in pool.best(rest, len(pool.passages))} if rest else {}
@@ -153,7 +165,8 @@ def linked_passages(
         known = best.get(p.url)
         if known is None or score.get(index, 0.0) > score.get(known, 0.0):
             best[p.url] = index
-    ranked = sorted(best.values(), key=lambda i: (-score.get(i, 0.0), i))
+    bridge = {i: bridge_terms(question, head, pool.passages[i].title) for i in best.values()}
+    ranked = sorted(best.values(), key=lambda i: (-bridge[i], -score.get(i, 0.0), i))
     return ranked[:n]
 
 

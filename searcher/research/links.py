@@ -9,11 +9,13 @@ import functools
 import re
 
 # The parts of a page title: "Shirley Temple - Wikipedia", "The Space Review: Seeking…".
-_TITLE_PARTS = re.compile(r"\s+[|–—-]\s+|:\s+|\s+::\s+")
+TITLE_PARTS = re.compile(r"\s+[|–—-]\s+|:\s+|\s+::\s+")
 # What a title adds to tell pages of one name apart: "Kiss and Tell (1945 film)".
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 # A subject shorter than this (letters) names too much by chance ("UK", "Art").
 MIN_SUBJECT_LETTERS = 4
+# A sentence: up to a full stop, question or exclamation mark before a space, or a line's end.
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?](?=\s|$))?")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -21,7 +23,7 @@ def page_subject(title: str) -> str:
     """What a page is about, from its title: its longest part without a trailing
     qualifier ("Kiss and Tell (1945 film)" -> "Kiss and Tell", "Shirley Temple -
     Wikipedia" -> "Shirley Temple"); "" when that is too short to name anything."""
-    parts = [p.strip() for p in _TITLE_PARTS.split(title) if p.strip()]
+    parts = [p.strip() for p in TITLE_PARTS.split(title) if p.strip()]
     subject = _QUALIFIER.sub("", max(parts, key=len, default="")).strip()
     if sum(ch.isalpha() for ch in subject) < MIN_SUBJECT_LETTERS:
         return ""
@@ -49,3 +51,18 @@ def linked(title: str, text: str, other_title: str, other_text: str) -> bool:
     if page_subject(title).lower() == page_subject(other_title).lower():
         return False
     return names(text, other_title) or names(other_text, title)
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``, as written (a line break ends one too)."""
+    return _SENTENCE.findall(text)
+
+
+def naming_sentences(text: str, title: str) -> list[str]:
+    """The sentences of ``text`` that name the subject of the page titled ``title`` (as
+    ``names`` reads a name), in order; none when it is not named."""
+    subject = page_subject(title)
+    if not subject:
+        return []
+    pattern = _subject_pattern(subject)
+    return [s for s in sentences(text) if pattern.search(s)]
