@@ -140,8 +140,8 @@ def bridge_terms(question: str, head: Passage, title: str) -> int:
     where the first page says what the question says ("designed to interact with the
     Front Row media program"), not in a passing mention."""
     asked = set(query_terms(question)) - set(query_terms(page_subject(title)))
-    return max((len(asked & set(query_terms(s))) for s in naming_sentences(head.text, title)),
-               default=0)  # fmt: skip
+    held = [len(asked & set(query_terms(s))) for s in naming_sentences(head.text, title)]
+    return max(held, default=0)
 
 
 def linked_passages(
