@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from searcher.research.evidence import EvidencePool, Passage, best_in_evidence, choose_evidence
 from searcher.research.sources import SOURCES_HEADING, refit
 from tests.test_research import QUESTION, _llm, follow, start
 from tests.testbed.chat import script
@@ -103,3 +104,31 @@ def test_a_report_refitted_smaller_keeps_the_sources_of_what_is_left():
     smaller = refit(report, 62)
     assert smaller == "Alpha beta [1].\n\n…\n\n## Sources\n\n[1, 3] A — https://a.example/x"
     assert refit(report, 10) == ""  # not even one cited sentence fits with its source
+
+
+def test_a_section_cites_the_best_passages_the_evidence_holds():
+    # The question's second-best passage is a result snippet whose page was read: the
+    # evidence leaves it out (the page says it), and the section cited one source only
+    # where the page's passage, next best, was right there.
+    question = "cloud gaming Stadia xCloud"
+    pool = EvidencePool()
+    pool.add(
+        Passage(
+            "file:///notes/gaming.md",
+            "Cloud gaming",
+            "Cloud gaming: Stadia and xCloud stream games.",
+            "page",
+        )
+    )
+    pool.add(Passage("http://t/stadia", "Stadia", "Stadia xCloud cloud gaming news", "snippet"))
+    pool.add(
+        Passage("http://t/stadia", "Stadia", "Stadia was Google's cloud gaming service.", "page")
+    )
+    order = choose_evidence(pool, [question], 10_000)
+    assert 1 not in order  # the snippet of a page that was read
+    numbers = {index: n for n, index in enumerate(order, start=1)}
+    cited = best_in_evidence(pool, question, numbers, 2)
+    assert [pool.passages[order[n - 1]].url for n in cited] == [
+        "file:///notes/gaming.md",
+        "http://t/stadia",
+    ]

@@ -195,6 +195,18 @@ def choose_evidence(pool: EvidencePool, questions: Sequence[str], max_chars: int
     return filling.chosen
 
 
+def best_in_evidence(
+    pool: EvidencePool, question: str, numbers: dict[int, int], k: int
+) -> list[int]:
+    """The numbers (``numbers``: pool index -> evidence number) of the ``k`` passages
+    best for ``question`` among those in the evidence: one left out (a snippet whose page
+    was read, a passage past the budget) gives its place to the next best, so a section
+    still cites ``k`` sources when there are."""
+    depth = k + len(pool.passages) - len(numbers)  # the k-th kept is no deeper
+    kept = [numbers[s.index] for s in pool.best(question, depth) if s.index in numbers]
+    return kept[:k]
+
+
 def covered(best: Sequence[ScoredPassage]) -> bool:
     """Whether a sub-question is answered: one of its passages holds most of its terms."""
     return any(s.coverage >= COVERED_AT for s in best)

@@ -63,6 +63,7 @@ from searcher.research.evidence import (
     EvidencePool,
     Passage,
     ScoredPassage,
+    best_in_evidence,
     choose_evidence,
     covered,
     disagreements,
@@ -516,10 +517,9 @@ class Research:
             pool, [question, *(q.question for q, _ in coverage)], self.limits.max_evidence_chars
         )
         numbers = {index: n for n, index in enumerate(order, start=1)}
+        k = self.limits.passages_per_question
         sections = [
-            Section(
-                q.question, covered(best), [numbers[s.index] for s in best if s.index in numbers]
-            )
+            Section(q.question, covered(best), best_in_evidence(pool, q.question, numbers, k))
             for q, best in coverage
         ]
         scores = {s.index: s.score for _, best in coverage for s in best}
