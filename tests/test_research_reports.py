@@ -127,7 +127,7 @@ def test_a_section_cites_the_best_passages_the_evidence_holds():
     order = choose_evidence(pool, [question], 10_000)
     assert 1 not in order  # the snippet of a page that was read
     numbers = {index: n for n, index in enumerate(order, start=1)}
-    cited = best_in_evidence(pool, question, numbers, 2)
+    cited = best_in_evidence(pool, question, pool.best(question, 2), numbers, 2)
     assert [pool.passages[order[n - 1]].url for n in cited] == [
         "file:///notes/gaming.md",
         "http://t/stadia",

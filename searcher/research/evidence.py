@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from searcher.pack.passages import passage_bm25, passage_spans
 from searcher.ranking.relevance import keyword_overlap
-from searcher.research.links import linked, naming_sentences, page_subject
+from searcher.research.links import linked, names, page_subject, sentences
 from searcher.text import query_keywords, query_terms
 
 PASSAGE_CHARS = 600
@@ -133,14 +133,14 @@ def _words_lacking(question: str, text: str) -> str:
     return " ".join(w for w in question.split() if set(query_terms(w)) - have)
 
 
-def bridge_terms(question: str, head: Passage, title: str) -> int:
-    """How many of ``question``'s terms the sentence of ``head`` that names the page
-    titled ``title`` holds (the best such sentence; the page's own name not counted); 0
-    when ``head`` does not name it. The entity a two-hop question asks through is named
-    where the first page says what the question says ("designed to interact with the
-    Front Row media program"), not in a passing mention."""
-    asked = set(query_terms(question)) - set(query_terms(page_subject(title)))
-    held = [len(asked & set(query_terms(s))) for s in naming_sentences(head.text, title)]
+def bridge_terms(asked: set[str], said: Sequence[str], title: str) -> int:
+    """How many of the question's terms (``asked``) the sentence of the best passage
+    (``said``: its sentences) that names the page titled ``title`` holds (the best such
+    sentence; the page's own name not counted); 0 when none names it. The entity a
+    two-hop question asks through is named where the first page says what the question
+    says ("designed to interact with the Front Row media program"), not in passing."""
+    wanted = asked - set(query_terms(page_subject(title)))
+    held = [len(wanted & set(query_terms(s))) for s in said if names(s, title)]
     return max(held, default=0)
 
 
@@ -165,7 +165,8 @@ def linked_passages(
         known = best.get(p.url)
         if known is None or score.get(index, 0.0) > score.get(known, 0.0):
             best[p.url] = index
-    bridge = {i: bridge_terms(question, head, pool.passages[i].title) for i in best.values()}
+    asked, said = set(query_terms(question)), sentences(head.text)
+    bridge = {i: bridge_terms(asked, said, pool.passages[i].title) for i in best.values()}
     ranked = sorted(best.values(), key=lambda i: (-bridge[i], -score.get(i, 0.0), i))
     return ranked[:n]
 
@@ -196,15 +197,20 @@ def choose_evidence(pool: EvidencePool, questions: Sequence[str], max_chars: int
 
 
 def best_in_evidence(
-    pool: EvidencePool, question: str, numbers: dict[int, int], k: int
+    pool: EvidencePool,
+    question: str,
+    best: Sequence[ScoredPassage],
+    numbers: dict[int, int],
+    k: int,
 ) -> list[int]:
     """The numbers (``numbers``: pool index -> evidence number) of the ``k`` passages
-    best for ``question`` among those in the evidence: one left out (a snippet whose page
-    was read, a passage past the budget) gives its place to the next best, so a section
-    still cites ``k`` sources when there are."""
-    depth = k + len(pool.passages) - len(numbers)  # the k-th kept is no deeper
-    kept = [numbers[s.index] for s in pool.best(question, depth) if s.index in numbers]
-    return kept[:k]
+    best for ``question`` among those in the evidence, ``best`` being its ``k`` best of
+    the pool: one left out (a snippet whose page was read, a passage past the budget)
+    gives its place to the next best, so a section still cites ``k`` sources when there
+    are. The pool is ranked again only then."""
+    if any(s.index not in numbers for s in best):
+        best = pool.best(question, k + len(pool.passages) - len(numbers))  # k-th kept: no deeper
+    return [numbers[s.index] for s in best if s.index in numbers][:k]
 
 
 def covered(best: Sequence[ScoredPassage]) -> bool:

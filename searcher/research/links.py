@@ -56,13 +56,3 @@ def linked(title: str, text: str, other_title: str, other_text: str) -> bool:
 def sentences(text: str) -> list[str]:
     """The sentences of ``text``, as written (a line break ends one too)."""
     return _SENTENCE.findall(text)
-
-
-def naming_sentences(text: str, title: str) -> list[str]:
-    """The sentences of ``text`` that name the subject of the page titled ``title`` (as
-    ``names`` reads a name), in order; none when it is not named."""
-    subject = page_subject(title)
-    if not subject:
-        return []
-    pattern = _subject_pattern(subject)
-    return [s for s in sentences(text) if pattern.search(s)]

@@ -519,7 +519,7 @@ class Research:
         numbers = {index: n for n, index in enumerate(order, start=1)}
         k = self.limits.passages_per_question
         sections = [
-            Section(q.question, covered(best), best_in_evidence(pool, q.question, numbers, k))
+            Section(q.question, covered(best), best_in_evidence(pool, q.question, best, numbers, k))
             for q, best in coverage
         ]
         scores = {s.index: s.score for _, best in coverage for s in best}
