@@ -233,6 +233,10 @@ def test_uploads_are_indexed_listed_and_deleted(two_collections, tmp_path):
         "collections"]}  # fmt: skip
     assert names == {"notes", "papers"}
 
+    for folder in ("sub", "sub/deeper", "sub/deeper/"):  # a folder of uploads is no document
+        kept_folder = httpx.delete(f"{base}/v1/collections/notes/documents/{folder}",
+                                   headers=bearer(writer), timeout=30)  # fmt: skip
+        assert kept_folder.status_code == 404, kept_folder.text
     gone = httpx.delete(f"{base}/v1/collections/notes/documents/sub/deeper/hives.txt",
                         headers=bearer(writer), timeout=30)  # fmt: skip
     assert gone.status_code == 200 and gone.json()["removed"] is True

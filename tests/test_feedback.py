@@ -90,6 +90,27 @@ def test_feedback_wants_an_api_key_when_keys_are_on(make_settings, serve_searche
     assert feedback(base, body, key).status_code == 200
 
 
+def test_a_key_neither_gives_feedback_on_nor_counts_another_keys_searches(
+    make_settings, serve_searcher, config_file
+):
+    from tests.test_auth import bearer, create_key
+
+    config = config_file()
+    base = serve_searcher(make_settings(auth={"enabled": True}, feedback=FEEDBACK))
+    alice, bob = bearer(create_key(config, "alice")), bearer(create_key(config, "bob"))
+    data = search(base, {"query": QUERY, "budget": {"max_results": 2}}, alice).json()
+    rid, first = data["meta"]["request_id"], data["items"][0]["id"]
+    # To Bob, Alice's search does not exist: not writable, and its item ids not listed.
+    for items in ({first: "not_relevant"}, {"zzz": "used"}):
+        refused = feedback(base, {"request_id": rid, "items": items}, bob)
+        assert refused.status_code == 404, refused.text
+        assert first not in refused.text
+    assert httpx.get(f"{base}/v1/stats/routes", headers=bob).json()["routes"] == []
+    assert feedback(base, {"request_id": rid, "items": {first: "used"}}, alice).status_code == 200
+    (row,) = httpx.get(f"{base}/v1/stats/routes", headers=alice).json()["routes"]
+    assert (row["searches"], row["with_feedback"], row["used"]) == (1, 1, 1)
+
+
 def test_the_cited_answer_reports_its_citations_and_judge_turns_feedback_into_qrels(
     make_settings, serve_searcher, testbed_clean, tmp_path
 ):

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from searcher.api.auth import key_of
 from searcher.contract import (
     ErrorResponse,
     FeedbackOutcome,
@@ -44,22 +45,26 @@ def feedback_book(runtime: Runtime, strict: bool = False) -> FeedbackBook | None
 
 
 async def record_search(
-    runtime: Runtime, request_id: str, body: SearchRequest, response: SearchResponse
+    runtime: Runtime,
+    request_id: str,
+    body: SearchRequest,
+    response: SearchResponse,
+    key: str | None = None,
 ) -> None:
-    """Keep the search's record (feedback on) and the items its cited answer cited: the
-    answer step reports them on its own."""
+    """Keep the search's record (feedback on), as ``key``'s, and the items its cited
+    answer cited: the answer step reports them on its own."""
     book = feedback_book(runtime)
     if book is None:
         return
     route = (response.meta.route or {}).get("group") or "general"
     items = {item.id: item.url for item in response.items or ()}
     await book.record_search(
-        SearchRecord(request_id, body.query_text, route, response.meta.mode_used, items)
+        SearchRecord(request_id, body.query_text, route, response.meta.mode_used, items, key)
     )
     response.meta.request_id = request_id
     cited = {c.id: FeedbackOutcome.cited for c in response.answer_citations or () if c.id in items}
     if cited:
-        await book.give(request_id, cited)
+        await book.give(request_id, cited, key)
 
 
 @router.post(
@@ -72,7 +77,7 @@ async def give_feedback(body: FeedbackRequest, request: Request) -> FeedbackReco
     book = feedback_book(request.app.state.runtime, strict=True)
     if book is None:
         raise UnknownRequest(body.request_id)
-    given = await book.give(body.request_id, body.items)
+    given = await book.give(body.request_id, body.items, key_of(request.scope))
     return FeedbackRecorded(request_id=body.request_id, items=given)
 
 
@@ -88,7 +93,7 @@ async def route_stats(request: Request) -> RouteStatsResponse:
         return RouteStatsResponse(routes=[], recommended={})
     routes = sorted({*runtime.settings.routing.groups, "general", RESEARCH_ROUTE})
     presets = ["simple", "full", *_research_presets()]
-    rows = await book.route_stats(routes, presets)
+    rows = await book.route_stats(routes, presets, key_of(request.scope))
     return RouteStatsResponse(routes=[_route_use(r) for r in rows], recommended=recommended(rows))
 
 

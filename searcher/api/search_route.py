@@ -13,7 +13,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.types import Message, Receive, Scope, Send
 
-from searcher.api.auth import collection_access
+from searcher.api.auth import collection_access, key_of
 from searcher.api.feedback import record_search
 from searcher.api.observe import client_identity
 from searcher.api.replayed_body import read_body, replaying
@@ -51,7 +51,7 @@ async def search(body: SearchRequest, request: Request) -> Response:
         response = await recorded_search(book, state["request_id"], body, run)
     else:
         response = await run()
-    await record_search(runtime, state["request_id"], body, response)
+    await record_search(runtime, state["request_id"], body, response, key_of(request.scope))
     state["log"] = {
         "query": body.query_text,
         "mode": response.meta.mode_used,

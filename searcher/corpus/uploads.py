@@ -145,6 +145,8 @@ def remove_upload(corpus: CorpusStore, folder: Path, collection: str, name: str)
     """Drop the uploaded file ``name`` (from ``upload_name``) from the index and the
     disk; whether there was one."""
     path = kept_path(folder, name)
+    if path.is_dir():  # the folder of uploads named "a/b.md": no document of its own
+        return False
     removed = corpus.remove_documents(collection, [str(path)]) > 0
     existed = path.is_file()
     path.unlink(missing_ok=True)

@@ -40,16 +40,23 @@ class SearchRecord:
     route: str  # the engine group the search was routed to
     preset: str  # the search mode (``simple``, ``full``) or the research preset
     items: dict[str, str]  # item id -> URL
+    # The id of the API key that made the search: only that key gives feedback on it and
+    # counts it in its route stats. None: keys off (or MCP over stdio).
+    key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "request_id": self.request_id, "query": self.query, "route": self.route,
-            "preset": self.preset, "items": self.items,
+            "preset": self.preset, "items": self.items, "key": self.key,
         }  # fmt: skip
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SearchRecord:
-        return cls(data["request_id"], data["query"], data["route"], data["preset"], data["items"])
+        key = data.get("key")
+        return cls(
+            data["request_id"], data["query"], data["route"], data["preset"], data["items"],
+            key if isinstance(key, str) else None,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -89,24 +96,30 @@ class FeedbackBook:
         kept = list(record.items.items())[: self.settings.max_items]
         record = SearchRecord(
             record.request_id, record.query[:MAX_QUERY_CHARS], record.route, record.preset,
-            {item_id: url[:MAX_URL_CHARS] for item_id, url in kept},
+            {item_id: url[:MAX_URL_CHARS] for item_id, url in kept}, record.key,
         )  # fmt: skip
         await set_json(self.store, f"{PREFIX}search:{record.request_id}", record.to_json(), ttl)
         await self.store.set(f"{PREFIX}slot:{slot}", record.request_id.encode(), ttl)
         await self._count(record, "searches")
 
-    async def search(self, request_id: str) -> SearchRecord:
-        """The record of a search; ``UnknownRequest`` when none is kept."""
+    async def search(self, request_id: str, key: str | None = None) -> SearchRecord:
+        """The record of a search made with ``key``; ``UnknownRequest`` when none is kept
+        (to another key a search does not exist)."""
         data = await get_json(self.store, f"{PREFIX}search:{request_id}")
         if not isinstance(data, dict):
             raise UnknownRequest(request_id, self.settings.ttl_s)
-        return SearchRecord.from_json(data)
+        record = SearchRecord.from_json(data)
+        if record.key != key:
+            raise UnknownRequest(request_id, self.settings.ttl_s)
+        return record
 
-    async def give(self, request_id: str, outcomes: Mapping[str, Outcome]) -> dict[str, Outcome]:
-        """Record ``outcomes`` for results of a search (a later outcome for an item
-        replaces an earlier one); every outcome given so far. ``InvalidRequest`` naming
-        ``items.<id>`` for an id the search did not return."""
-        record = await self.search(request_id)
+    async def give(
+        self, request_id: str, outcomes: Mapping[str, Outcome], key: str | None = None
+    ) -> dict[str, Outcome]:
+        """Record ``outcomes`` for results of a search made with ``key`` (a later outcome
+        for an item replaces an earlier one); every outcome given so far. ``InvalidRequest``
+        naming ``items.<id>`` for an id the search did not return."""
+        record = await self.search(request_id, key)
         for item_id in outcomes:
             if item_id not in record.items:
                 raise InvalidRequest(
@@ -136,7 +149,7 @@ class FeedbackBook:
                 await self._count(record, outcome.value)
 
     async def _count(self, record: SearchRecord, what: str, amount: int = 1) -> None:
-        await self.store.incr(_stat_key(record.route, record.preset, what), amount)
+        await self.store.incr(_stat_key(record.key, record.route, record.preset, what), amount)
 
     async def records(self) -> list[tuple[SearchRecord, dict[str, Outcome]]]:
         """Every kept search that has feedback, with its outcomes (oldest slot first)."""
@@ -153,19 +166,21 @@ class FeedbackBook:
                 )
         return out
 
-    async def route_stats(self, routes: Sequence[str], presets: Sequence[str]) -> list[RouteStats]:
-        """Counts per route and preset, for the pairs that saw a search (the counters
-        are few, one per route, preset and outcome, and are kept)."""
+    async def route_stats(
+        self, routes: Sequence[str], presets: Sequence[str], key: str | None = None
+    ) -> list[RouteStats]:
+        """Counts of the searches made with ``key`` per route and preset, for the pairs
+        that saw one (the counters are few, one per key, route, preset and outcome, and
+        are kept)."""
         rows = []
         for route in routes:
             for preset in presets:
-                if not await self.store.incr(_stat_key(route, preset, "searches"), 0):
+                if not await self.store.incr(_stat_key(key, route, preset, "searches"), 0):
                     continue
                 n = {
-                    what: await self.store.incr(_stat_key(route, preset, what), 0)
-                    for what in ("with_feedback", "used_searches", *GRADE_NAMES)
+                    what: await self.store.incr(_stat_key(key, route, preset, what), 0)
+                    for what in ("searches", "with_feedback", "used_searches", *GRADE_NAMES)
                 }
-                n["searches"] = await self.store.incr(_stat_key(route, preset, "searches"), 0)
                 rows.append(RouteStats(
                     route, preset, n["searches"], n["with_feedback"],
                     n["used"] + n["cited"], n["cited"], n["not_relevant"], n["used_searches"],
@@ -176,8 +191,10 @@ class FeedbackBook:
 GRADE_NAMES = tuple(o.value for o in Outcome)
 
 
-def _stat_key(route: str, preset: str, what: str) -> str:
-    return f"{PREFIX}stats:{route}\x1f{preset}\x1f{what}"
+def _stat_key(key: str | None, route: str, preset: str, what: str) -> str:
+    # Keys off: the counters as they always were named.
+    owner = "" if key is None else f"key:{key}\x1f"
+    return f"{PREFIX}stats:{owner}{route}\x1f{preset}\x1f{what}"
 
 
 def _used(outcomes: Mapping[str, Outcome]) -> bool:
@@ -188,7 +205,7 @@ RESEARCH_ROUTE = "research"
 
 
 def research_record(
-    job_id: str, result: ResearchResult
+    job_id: str, result: ResearchResult, key: str | None = None
 ) -> tuple[SearchRecord, dict[str, Outcome]] | None:
     """A finished research job as a search record (its evidence passages are its items,
     ids ``"1"``, ``"2"``... as the report cites them) and the passages its report cited;
@@ -200,7 +217,7 @@ def research_record(
         n.strip() for m in re.finditer(CITED, result.report or "") for n in m.group(1).split(",")
     }
     record = SearchRecord(
-        job_id, result.question, RESEARCH_ROUTE, f"research:{result.preset}", items
+        job_id, result.question, RESEARCH_ROUTE, f"research:{result.preset}", items, key
     )
     return record, {n: Outcome.cited for n in sorted(cited) if n in items}
 

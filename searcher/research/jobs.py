@@ -185,17 +185,19 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
             job.request, self._parts, emit, job.bounded, job.client, job.access, job.shown
         )
         job.result = await research.run()
-        await self._report_citations(job.id, job.result)
+        await self._report_citations(job.id, job.result, job.key)
         session = job.request.constraints.session_id
         if session is not None and self._sessions is not None:
             # What the session was shown: the pages of the job's evidence.
             pages = [passage.url for passage in job.result.evidence or ()]
             await self._sessions.add(job.client, session, pages)
 
-    async def _report_citations(self, job_id: str, result: ResearchResult) -> None:
-        """With feedback on, the job reports the passages its report cited itself (kept
-        fail-soft: a lost store costs the record, not the job)."""
-        found = research_record(job_id, result)
+    async def _report_citations(
+        self, job_id: str, result: ResearchResult, key: str | None
+    ) -> None:
+        """With feedback on, the job reports the passages its report cited itself, as
+        ``key``'s (kept fail-soft: a lost store costs the record, not the job)."""
+        found = research_record(job_id, result, key)
         if (
             self._feedback_store is None
             or not self._parts.settings.feedback.enabled
@@ -207,6 +209,6 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
         try:
             await book.record_search(record)
             if cited:
-                await book.give(job_id, cited)
+                await book.give(job_id, cited, key)
         except SearcherError as exc:  # the record lost to a store outage meanwhile
             log.warning("research job %s: its citations were not recorded: %s", job_id, exc)
