@@ -444,6 +444,7 @@ def test_research_model_streams_its_steps_as_reasoning_then_the_report(
     citations = (with_choices[-1].model_extra or {})["citations"]
     cited = sources_block(content)
     assert content.startswith("Cloud gaming is growing [") and cited
+    assert content.count("Sources") == 1
     assert all(url == citations[n - 1] for n, url in cited)
     assert chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == len(report.split())
@@ -466,4 +467,35 @@ def test_research_model_answers_whole_without_stream(
     assert (
         content.startswith("Found it [1].") and sources_block(content)[0][1] == body["citations"][0]
     )
+    assert content.count("Sources") == 1  # the message's list, not the report's as well
     assert body["usage"]["completion_tokens"] == 3
+
+
+def test_a_client_that_hangs_up_on_a_whole_answer_ends_its_research_job(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    from tests.test_research import wait_for
+
+    llm = {
+        "base_url": testbed_clean.llm_url(),
+        "model": script(status=503),
+        "steps": {
+            "research_plan": {"model": script(status=500)},
+            "research_report": {"model": script(reply="Late [1].", delay_ms=30_000)},
+        },
+    }
+    settings = make_settings(llm=llm, backends={"hedge": False}, research={"max_concurrent_jobs": 1})
+    base = str(serve_searcher(settings))
+    body = {"model": "searcher-research", "messages": ask(matching_query)}
+    with pytest.raises(httpx.ReadTimeout):  # hangs up while the report is being written
+        httpx.post(f"{base}/v1/chat/completions", json=body, timeout=3)
+    # Its job is cancelled when the client leaves, so the one slot is free again at once
+    # (not at the job's deadline, 45 s away).
+    probe = {"query": matching_query, "preset": "minimal"}
+
+    def slot_free() -> bool:
+        started = httpx.post(f"{base}/v1/research", json=probe, timeout=10)
+        assert started.status_code in (202, 429), started.text
+        return started.status_code == 202
+
+    wait_for(slot_free, 10, "the research slot to be freed")

@@ -7,11 +7,14 @@ API keys and rate limits apply as on every route; errors come in OpenAI's shape
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.types import Receive
 
 from searcher.api.auth import collection_access, key_of
 from searcher.api.errors import stream_error
@@ -28,6 +31,10 @@ from searcher.runtime import Runtime
 router = APIRouter(tags=["chat"])
 SSE = "text/event-stream"
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# The status logged for a request whose client left before its answer (nginx's "client
+# closed request"); nobody receives it.
+CLIENT_GONE = 499
+_T = TypeVar("_T")
 _ERRORS: dict[int | str, dict[str, Any]] = {
     200: {"content": {SSE: {}}, "description": "A chat.completion, or its chunks (stream)."},
     422: {
@@ -106,4 +113,29 @@ async def chat_completions(body: ChatRequest, request: Request) -> Response:
     )
     if body.stream:
         return _stream(turn.stream(completion, body.include_usage))
-    return json_response(completion.body(await turn.reply()))
+    reply = await unless_hung_up(request, turn.reply())
+    if reply is None:  # nobody to answer (the access log shows the client left)
+        return Response(status_code=CLIENT_GONE)
+    return json_response(completion.body(reply))
+
+
+async def unless_hung_up(request: Request, work: Coroutine[Any, Any, _T]) -> _T | None:
+    """What ``work`` returns, or None when the client hangs up first: ``work`` is then
+    cancelled (a server does not cancel a handler whose client left)."""
+    answer = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_hung_up(request.receive))
+    try:
+        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not answer.done():
+            answer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await answer
+    return None if answer.cancelled() else answer.result()
+
+
+async def _hung_up(receive: Receive) -> None:
+    """Returns once the client's connection has closed (its body was read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -19,6 +19,7 @@ from searcher.contract import Preset, ResearchEvent, ResearchRequest, ResearchRe
 from searcher.errors import AnswerUnavailable
 from searcher.llm.runner import StepRunner
 from searcher.research.jobs import Job, JobBook
+from searcher.research.sources import report_body
 
 
 async def start_job(
@@ -97,7 +98,9 @@ def reply_from_result(result: ResearchResult, query: str, tokens: Tokens) -> Cha
         text = json.dumps(result.structured.data, ensure_ascii=False)
         used = sorted({n for ns in cited.values() for n in ns})
         return ChatReply(text, sources, used, tokens, query, field_citations=cited)
-    text = renumbered(result.report or "", numbers).strip()
+    # Cited by page in the message's own Sources list (``render.message_content``), not
+    # by passage in the report's.
+    text = renumbered(report_body(result.report or ""), numbers).strip()
     if not text:
         return ChatReply(f"No sources were found for “{query}”.", [], [], tokens, query)
     return ChatReply(text, sources, cited_numbers(text), tokens, query)

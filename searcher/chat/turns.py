@@ -73,10 +73,16 @@ class ResearchTurn:
     heartbeat_s: float
 
     async def reply(self) -> ChatReply:
-        """The answer, once the job has ended."""
-        async for _ in follow_job(self.jobs, self.job.id, self.key, self.heartbeat_s):
-            pass
-        return await finished_reply(self.jobs, self.job.id, self.key, self.condensed, self.runner)
+        """The answer, once the job has ended. Cancelled (its client gone), it ends the
+        job: nobody is left to read its report."""
+        try:
+            async for _ in follow_job(self.jobs, self.job.id, self.key, self.heartbeat_s):
+                pass
+            return await finished_reply(
+                self.jobs, self.job.id, self.key, self.condensed, self.runner
+            )
+        finally:
+            await self._end_unfinished()
 
     async def stream(self, completion: Completion, include_usage: bool) -> AsyncIterator[bytes]:
         """The job's progress as reasoning, then the answer. A reader who leaves ends the
@@ -92,9 +98,13 @@ class ResearchTurn:
             for event in completion.answer(reply, include_usage):
                 yield event
         finally:
-            if self.job.task is not None and not self.job.task.done():
-                with contextlib.suppress(Exception):
-                    await self.jobs.cancel(self.job.id, self.key)
+            await self._end_unfinished()
+
+    async def _end_unfinished(self) -> None:
+        """Cancel the job unless it has ended."""
+        if self.job.task is not None and not self.job.task.done():
+            with contextlib.suppress(Exception):
+                await self.jobs.cancel(self.job.id, self.key)
 
 
 async def start_research_turn(

@@ -97,6 +97,12 @@ def refit(report: str, max_chars: int) -> str:
     return _fitted(body, lines, max_chars)
 
 
+def report_body(report: str) -> str:
+    """A report made by ``with_sources`` without its Sources list (for a reader that lists
+    the sources its own way)."""
+    return report.partition(_SEPARATOR)[0]
+
+
 def _fitted(body: str, lines: SourceLines, max_chars: int) -> str:
     """The longest head of ``body`` (whole pieces) that fits with its sources."""
     whole = _assemble(body, lines, shortened=False)
