@@ -484,7 +484,9 @@ def test_a_client_that_hangs_up_on_a_whole_answer_ends_its_research_job(
             "research_report": {"model": script(reply="Late [1].", delay_ms=30_000)},
         },
     }
-    settings = make_settings(llm=llm, backends={"hedge": False}, research={"max_concurrent_jobs": 1})
+    settings = make_settings(
+        llm=llm, backends={"hedge": False}, research={"max_concurrent_jobs": 1}
+    )
     base = str(serve_searcher(settings))
     body = {"model": "searcher-research", "messages": ask(matching_query)}
     with pytest.raises(httpx.ReadTimeout):  # hangs up while the report is being written

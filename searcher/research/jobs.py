@@ -192,9 +192,7 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
             pages = [passage.url for passage in job.result.evidence or ()]
             await self._sessions.add(job.client, session, pages)
 
-    async def _report_citations(
-        self, job_id: str, result: ResearchResult, key: str | None
-    ) -> None:
+    async def _report_citations(self, job_id: str, result: ResearchResult, key: str | None) -> None:
         """With feedback on, the job reports the passages its report cited itself, as
         ``key``'s (kept fail-soft: a lost store costs the record, not the job)."""
         found = research_record(job_id, result, key)
