@@ -40,6 +40,7 @@ T = TypeVar("T")
 # Results of each backend pooled per query in a frozen set (as `searcher judge --depth`).
 POOL_DEPTH = 10
 STATE_STORE_PROBLEM = "cannot use the state store (state.redis_url / state.dir / qdrant_url)"
+CORPUS_PROBLEM = "cannot open the collections (corpus.dir / corpus.qdrant_url)"
 config_option = click.option(
     "--config",
     "config_path",
@@ -753,7 +754,10 @@ def index_add(
     settings = _settings(config_path)
     show = sys.stderr.isatty() if progress is None else progress
     try:
-        report = _run(lambda: operations.add(settings, paths, collection, _index_progress(show)))
+        report = _run(
+            lambda: operations.add(settings, paths, collection, _index_progress(show)),
+            CORPUS_PROBLEM,
+        )
     except (PathRefused, ValueError) as exc:
         _fail(str(exc), 2)
     except EmbedderUnavailable as exc:
@@ -1299,6 +1303,7 @@ def judge_command(
 
     if sum(bool(x) for x in (queries_path, log_path, from_feedback, set_path)) != 1:
         _fail("give exactly one of --queries, --query-log, --from-feedback, --set", 2)
+    _check_judgement_paths(out_path, queries_path)
     settings = _settings(config_path)
     if from_feedback:
         queries, qrels = _state_call(settings, lambda store: _feedback_qrels(settings, store))
@@ -1368,6 +1373,21 @@ async def _llm_qrels(
     if not judged.qrels:
         _fail("no judgement was made (see above)", 1)
     return judged.qrels
+
+
+def _check_judgement_paths(out_path: str, queries_path: str | None) -> None:
+    """Refuse (exit 2) an ``--out`` whose queries file (beside it, ``.tsv``) would
+    overwrite the qrels or the queries given: judge writes only what it judged."""
+    from pathlib import Path
+
+    out = Path(out_path)
+    beside = out.with_suffix(".tsv")
+    if beside == out:
+        _fail(f"--out {out_path}: the queries are written beside it as {beside}; "
+              "give the qrels another suffix (e.g. .qrels)", 2)  # fmt: skip
+    if queries_path is not None and beside.resolve() == Path(queries_path).resolve():
+        _fail(f"--out {out_path} would write its queries over --queries {queries_path} "
+              f"({beside}); choose another --out", 2)  # fmt: skip
 
 
 def _write_judgements(out_path: str, queries: dict[str, str], qrels: Any) -> None:

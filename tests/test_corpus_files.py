@@ -108,3 +108,21 @@ def test_bad_fusion_settings_exit_2_naming_them(corpus_config):
     for field in ("corpus.fusion", "corpus.vector_weight", "corpus.chunks_summed"):
         assert field in refused.stderr
     assert "Traceback" not in refused.output
+
+
+def test_a_corpus_folder_or_file_it_cannot_use_exits_2_saying_so(corpus_config, tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# Bees\n\nHives.\n")
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "corpus.sqlite3").write_bytes(bytes(range(256)) * 32)  # not an SQLite file
+    for folder in (tmp_path / "a-file" / "corpus", garbage):
+        config = corpus_config(corpus={"dir": str(folder), "roots": [str(tmp_path)]})
+        for args in (
+            ("index", "status"),
+            ("index", "add", str(tmp_path / "docs"), "--collection", "n"),
+        ):
+            refused = cli(*args, "--config", config)
+            assert refused.exit_code == 2, refused.output
+            assert f"cannot use the corpus index {folder / 'corpus.sqlite3'}" in refused.stderr

@@ -94,6 +94,19 @@ def test_without_an_llm_judge_exits_2_saying_what_to_set(testbed, tmp_path):
     assert "no LLM configured" in result.stderr and "llm.base_url" in result.stderr
 
 
+def test_judge_never_writes_over_its_queries_or_its_qrels(testbed_clean, tmp_path):
+    config = _config(tmp_path, testbed_clean, '{"grade": 2}')
+    (tmp_path / "mine.tsv").write_text(QUERIES)
+    for out, says in (("mine.qrels", "would write its queries over --queries"),
+                      ("judged.tsv", "give the qrels another suffix")):  # fmt: skip
+        result = judge(config, "--queries", str(tmp_path / "mine.tsv"), "--sample", "1",
+                       "--out", str(tmp_path / out))  # fmt: skip
+        assert result.exit_code == 2 and says in result.stderr, result.output
+    assert (tmp_path / "mine.tsv").read_text() == QUERIES
+    assert not (tmp_path / "mine.qrels").exists() and not (tmp_path / "judged.tsv").exists()
+    assert testbed_clean.chat_bodies() == []  # refused before any work
+
+
 def test_judge_samples_recent_queries_from_the_query_log(testbed_clean, tmp_path):
     config = _config(tmp_path, testbed_clean, '{"grade": 1}')
     lines = [json.dumps({"route": "/v1/search", "query": f"old query {n}"}) for n in range(30)]

@@ -126,6 +126,7 @@ def test_tune_refuses_to_write_settings_worse_than_the_defaults_on_held_out_fold
         ("1 no tab here\n", "1 0 http://a.example/ 1\n", "queries.tsv:1: expected 'qid<TAB>"),
         ("1\tq\n", "1 0 http://a.example/\n", "judged.qrels:1: expected 4 fields"),
         ("7\tq\n", "1 0 http://a.example/ 1\n", "no judged query is in the queries file"),
+        ("1\tq\n2\tr\n", "1 0 http://a.example/ 1\n", "cross-validation needs at least 2"),
     ],
 )
 def test_tune_bad_input_exits_2_naming_the_file_and_line(
@@ -138,6 +139,20 @@ def test_tune_bad_input_exits_2_naming_the_file_and_line(
     assert result.exit_code == 2
     assert message in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_a_query_a_search_refuses_is_reported_not_a_traceback(config_file, testbed, tmp_path):
+    answers = _answers(testbed)
+    files = _write(tmp_path, answers, lambda _, r: "startpage" in r["engines"])
+    long_query = "x " * 1500  # over a search's 2,000 characters
+    with open(files[1], "a") as queries:
+        queries.write(f"99\t{long_query}\n")
+    with open(files[3], "a") as qrels:
+        qrels.write("99 0 http://a.example/ 1\n")
+    result = _tune(config_file(order=["searxng"], brave={"enabled": False}), files,
+                   tmp_path / "out.yaml", "--folds", "2")  # fmt: skip
+    assert result.exit_code in (0, 1), result.output  # fitted, or refused as no better
+    assert "1 without an answer" in result.stdout
 
 
 def test_config_files_merge_key_by_key_later_files_winning(tmp_path, monkeypatch):

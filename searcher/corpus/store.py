@@ -43,6 +43,7 @@ from searcher.corpus.base import (
 from searcher.corpus.live_index import Changes, LiveIndex
 from searcher.corpus.readers import SkipReason
 from searcher.corpus.snapshot import Snapshot
+from searcher.errors import StateUnavailable
 
 __all__ = [
     "ChunkRow", "DocumentMatch", "DocumentRow", "NewDocument", "SkippedRow", "StoredFile",
@@ -110,15 +111,24 @@ CREATE TABLE IF NOT EXISTS skipped (
 
 def connect(path: Path, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
     """A connection to the index at ``path`` (created with its schema if new), in WAL
-    mode; ``isolation_level=None``: transactions are explicit (``transaction``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.executescript(_SCHEMA)
-    _upgrade(conn)
+    mode; ``isolation_level=None``: transactions are explicit (``transaction``).
+    ``StateUnavailable`` when its folder or file cannot be used (a file where the folder
+    should be, no permission, not an SQLite file)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise StateUnavailable(f"cannot use the corpus index {path}: {exc}") from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.executescript(_SCHEMA)
+        _upgrade(conn)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StateUnavailable(f"cannot use the corpus index {path}: {exc}") from exc
     return conn
 
 

@@ -9,10 +9,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from searcher.backends.base import Hit
 from searcher.config import Settings
 from searcher.contract import SearchRequest
-from searcher.errors import SearcherError
+from searcher.errors import InvalidRequest, SearcherError
 from searcher.fetch.urls import page_key
 from searcher.pipeline.context import RequestContext
 from searcher.pipeline.parts import Parts
@@ -61,9 +63,16 @@ async def capture(
         if recording is not None:
             request = recorded_request(recording)
         else:
-            request = SearchRequest.model_validate(
-                {"query": text, "budget": {"max_results": depth}, "want": {"rendered_text": False}}
-            )
+            body = {
+                "query": text,
+                "budget": {"max_results": depth},
+                "want": {"rendered_text": False},
+            }
+            try:
+                request = SearchRequest.model_validate(body)
+            except ValidationError as exc:  # a query a search refuses (too long): that one only
+                failed[qid] = str(InvalidRequest.from_validation(exc.errors()))
+                continue
         ctx = RequestContext.start(request, parts)
         tape = None if recording is None else replay_tape(recording.exchanges)
         try:

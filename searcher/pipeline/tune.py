@@ -29,6 +29,8 @@ from searcher.ranking.tuning import (
 from searcher.recording.book import Recording
 
 METRIC = "nDCG@10"
+# Judged queries cross-validation needs: two folds of one query each, at the least.
+MIN_JUDGED = 2
 
 
 @dataclass(frozen=True)
@@ -126,10 +128,16 @@ async def tune(
     """Search the judged queries once, then fit by cross-validation (see the module).
     ``tree`` is the configuration ``parts.settings`` was validated from; ``recorded``: a
     frozen set's recordings, whose queries are searched offline from them. Raises
-    ``EvalError`` when no judged query has a text or no query was answered."""
+    ``EvalError`` when fewer than ``MIN_JUDGED`` judged queries have a text or no query
+    was answered."""
     judged = by_page({q: d for q, d in qrels.items() if q in queries})
     if not judged:
         raise EvalError("no judged query is in the queries file (query ids must match)")
+    if len(judged) < MIN_JUDGED:  # a fold would hold nothing: no held-out check of the fit
+        raise EvalError(
+            f"{len(judged)} judged query in the queries file: cross-validation needs at "
+            f"least {MIN_JUDGED} (judge more queries)"
+        )
     found: Capture = await capture(parts, {q: queries[q] for q in judged}, recorded=recorded)
     if not found.queries:
         reasons = "; ".join(sorted(set(found.failed.values())))[:300]
