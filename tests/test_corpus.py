@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -183,6 +184,41 @@ def test_a_rerun_is_incremental(indexed):
     assert "blank.txt" not in {Path(s["path"]).name for s in after["skipped"]}
     times = {d["path"]: d["indexed_at"] for d in after["documents"]}
     assert times[str(touched)] == before[str(touched)]  # same content: not re-indexed
+
+
+def test_a_deleted_path_named_again_drops_what_was_indexed_under_it(indexed):
+    notes, config = indexed
+    (notes / "gone").mkdir()
+    (notes / "gone" / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
+    (notes / "gone" / "blank.md").write_text("")
+    added = cli("index", "add", str(notes / "gone"), "--collection", "notes", "--config", config)
+    assert "1 indexed" in added.stdout and "1 skipped" in added.stdout
+    shutil.rmtree(notes / "gone")
+    again = cli("index", "add", str(notes / "gone"), "--collection", "notes", "--config", config)
+    assert again.exit_code == 0, again.output
+    assert "1 removed" in again.stdout
+    after = status(config)["notes"]
+    assert not [d for d in after["documents"] if "/gone/" in d["path"]]
+    assert not [s for s in after["skipped"] if "/gone/" in s["path"]]
+    # A path that never held anything indexed is a mistake, not a deletion.
+    typo = cli("index", "add", str(notes / "gnoe"), "--collection", "notes", "--config", config)
+    assert typo.exit_code == 2 and "no such file or folder" in typo.stderr
+
+
+def test_overlapping_paths_index_each_file_once_and_a_pipe_is_skipped(tmp_path, corpus_config):
+    folder = tmp_path / "overlap"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "roses.md").write_text("# Roses\n\nRoses are red.\n")
+    (folder / "tulips.md").write_text("# Tulips\n\nTulips are bulbs.\n")
+    os.mkfifo(folder / "pipe.md")  # reading it would wait for a writer forever
+    config = corpus_config()
+    named = [str(folder), str(folder / "sub"), str(folder / "sub" / "roses.md")]
+    added = cli("index", "add", *named, "--collection", "o", "--config", config)
+    assert "o: 2 indexed" in added.stdout, added.output
+    alone = cli("index", "add", str(folder / "pipe.md"), "--collection", "o", "--config", config)
+    assert alone.exit_code == 0, alone.output
+    (skipped,) = status(config)["o"]["skipped"]
+    assert skipped["path"].endswith("pipe.md") and skipped["reason"] == "unreadable"
 
 
 def test_search_the_collection_alone_over_http(

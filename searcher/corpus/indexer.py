@@ -85,13 +85,22 @@ class Candidate:
     skip: tuple[SkipReason, str] | None = None
 
 
+# Reading a named pipe waits for a writer: never opened.
+NOT_A_FILE: tuple[SkipReason, str] = ("unreadable", "not a regular file (a pipe, socket or device)")
+
+
 def walk(start: Path, roots: Sequence[Path]) -> Iterator[Candidate]:
     """The files under ``start`` (itself if a file), in sorted order. Hidden files and
     folders (a leading dot: ``.git``, ``.venv``) are left out unless named. A symlink is
     followed when it stays inside ``roots``; one that leads back into a folder being
-    walked is a ``symlink_loop``."""
+    walked is a ``symlink_loop``; what is neither file nor folder (a pipe, a socket, a
+    device) is ``unreadable``. Nothing when ``start`` is gone (deleted since it was
+    indexed: its files are removed)."""
     if not start.is_dir():
-        yield Candidate(start)
+        if start.is_file():
+            yield Candidate(start)
+        elif start.exists():
+            yield Candidate(start, NOT_A_FILE)
         return
     yield from _walk_dir(start, roots, (start.resolve(),))
 
@@ -133,9 +142,12 @@ def _walk_dir(
             yield from _walk_dir(path, roots, (*ancestors, real))
         elif entry.is_file():
             yield Candidate(path)
+        else:
+            yield Candidate(path, NOT_A_FILE)
 
 
-def _under(path: str, starts: Sequence[Path]) -> bool:
+def is_under(path: str, starts: Sequence[Path]) -> bool:
+    """Whether ``path`` is one of ``starts`` or inside one."""
     return any(path == str(s) or path.startswith(str(s).rstrip("/") + "/") for s in starts)
 
 
@@ -178,13 +190,15 @@ async def _index_all(
     collection = options.collection
     store.ensure_collection(collection, embedder.name if embedder else None)
     known = store.stored_files(collection)
-    candidates = [c for start in starts for c in walk(start, options.roots)]
+    # Each file once, also when the paths named overlap (a folder and a file in it).
+    found = {c.path: c for start in starts for c in walk(start, options.roots)}
+    candidates = list(found.values())
     report = IndexReport()
-    seen = {str(c.path) for c in candidates}
-    gone = [p for p in known if _under(p, starts) and p not in seen]
+    seen = {str(path) for path in found}
+    gone = [p for p in known if is_under(p, starts) and p not in seen]
     stale_skips = [
         row.path for row in store.skipped(collection)
-        if _under(row.path, starts) and row.path not in seen
+        if is_under(row.path, starts) and row.path not in seen
     ]  # fmt: skip
     total = len(candidates) + len(gone)
     done = 0

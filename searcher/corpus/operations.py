@@ -10,8 +10,8 @@ from pathlib import Path
 from searcher.config import Settings
 from searcher.corpus import store
 from searcher.corpus.base import CorpusStore, DocumentRow, SkippedRow
-from searcher.corpus.indexer import IndexOptions, IndexReport, Progress, index_paths
-from searcher.corpus.roots import allowed_path, resolved_roots
+from searcher.corpus.indexer import IndexOptions, IndexReport, Progress, index_paths, is_under
+from searcher.corpus.roots import PathMissing, allowed_path, resolved_roots
 from searcher.corpus.uploads import UploadResult, collection_folder, index_uploads, upload_name
 from searcher.embedding.embedders import OpenAIEmbedder, build_embedder
 from searcher.fetch.extractor import build_extractor
@@ -53,7 +53,15 @@ async def add(
     """Index ``named`` into ``collection`` (see ``indexer.index_paths``). Raises
     ``PathRefused``, ``ValueError`` (a bad collection name) or ``EmbedderUnavailable``."""
     store.check_collection_name(collection)
-    starts = checked_paths(settings, named)
+    starts, missing = [], []
+    roots = resolved_roots(settings.corpus.roots)
+    for name in named:
+        try:
+            starts.append(allowed_path(name, roots))
+        except PathMissing as exc:
+            missing.append(exc)
+    if missing:
+        starts += _deleted_starts(settings, collection, missing)
     embedder = build_embedder(settings.embeddings)
     options = IndexOptions(
         collection, settings.corpus.max_file_bytes, settings.corpus.chunk_chars,
@@ -74,6 +82,23 @@ async def add(
         extractor.close()
         if isinstance(embedder, OpenAIEmbedder):
             await embedder.aclose()
+
+
+def _deleted_starts(
+    settings: Settings, collection: str, missing: Sequence[PathMissing]
+) -> list[Path]:
+    """The paths named that no longer exist but under which ``collection`` indexed (or
+    skipped) files: indexing them again removes those (``index_paths``). Raises the
+    first ``PathMissing`` of a path it held nothing under: a typo, not a deletion."""
+    corpus = open_store(settings)
+    try:
+        known = [*corpus.stored_files(collection), *(r.path for r in corpus.skipped(collection))]
+    finally:
+        corpus.close()
+    for exc in missing:
+        if not any(is_under(path, [exc.path]) for path in known):
+            raise exc
+    return [exc.path for exc in missing]
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,15 @@ class PathRefused(SearcherError):
     """A path that may not be indexed, or does not exist; the message names it."""
 
 
+class PathMissing(PathRefused):
+    """A path that does not exist (``path``: where it would be, inside the roots): what a
+    collection indexed under it was deleted, if it indexed any."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 def resolved_roots(roots: Sequence[str]) -> tuple[Path, ...]:
     """The configured roots, with ``~`` expanded and symlinks resolved."""
     return tuple(Path(root).expanduser().resolve() for root in roots)
@@ -28,7 +37,11 @@ def allowed_path(named: str, roots: Sequence[Path]) -> Path:
     try:
         real = path.resolve(strict=True)
     except FileNotFoundError:
-        raise PathRefused(f"{named}: no such file or folder") from None
+        where = path.resolve()
+        if roots and not within(where, roots):
+            listed = ", ".join(str(r) for r in roots)
+            raise PathRefused(f"{named}: outside corpus.roots ({listed})") from None
+        raise PathMissing(f"{named}: no such file or folder", where) from None
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
         raise PathRefused(f"{named}: cannot be resolved ({exc})") from None
     if roots and not within(real, roots):
