@@ -1802,7 +1802,40 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    problem = _unbounded(data)
+    if problem:
+        raise ConfigError(f"config file {path} {problem}")
     return data
+
+
+# A config is a few hundred values. YAML aliases can make a few bytes stand for a tree
+# that refers to itself or that is billions of values when walked ("billion laughs").
+MAX_CONFIG_VALUES = 100_000
+MAX_CONFIG_DEPTH = 50
+
+
+def _unbounded(tree: dict[str, Any]) -> str | None:
+    """What makes ``tree`` unusable as a config, in words: an alias that refers to the
+    value holding it, more than ``MAX_CONFIG_VALUES`` values once the aliases are expanded,
+    or nesting deeper than ``MAX_CONFIG_DEPTH``; None when it is none of these."""
+    stack: list[tuple[Any, tuple[int, ...]]] = [(tree, ())]
+    seen = 0
+    while stack:
+        node, holders = stack.pop()
+        seen += 1
+        if seen > MAX_CONFIG_VALUES:
+            return f"holds over {MAX_CONFIG_VALUES:,} values once its aliases are expanded"
+        if not isinstance(node, dict | list):
+            continue
+        if id(node) in holders:
+            return "holds a value that contains itself (a YAML alias of its own anchor)"
+        if len(holders) >= MAX_CONFIG_DEPTH:
+            return f"nests values deeper than {MAX_CONFIG_DEPTH} levels"
+        inner = (*holders, id(node))
+        stack.extend(
+            (child, inner) for child in (node.values() if isinstance(node, dict) else node)
+        )
+    return None
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

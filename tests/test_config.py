@@ -79,6 +79,25 @@ def test_bad_config_is_a_clear_error(tmp_path, text, message):
         load_settings(path, environ={})
 
 
+def test_yaml_aliases_that_refer_to_themselves_or_explode_are_refused(tmp_path):
+    laughs = ['l0: &l0 ["ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha"]']
+    laughs += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    for text, message in (
+        ("a: &a [*a]\n", "contains itself"),
+        ("fetch: {allowed_hosts: &h [*h]}\n", "contains itself"),
+        ("\n".join(laughs) + "\n", "values once its aliases are expanded"),  # ~400 bytes
+    ):
+        path = tmp_path / "aliases.yaml"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_settings(path, environ={})
+    # An alias used as configs use them, to say a value once, is fine.
+    path.write_text(
+        "backends: {brave: {api_key: &k secret}, instances: {b2: {adapter: brave, api_key: *k}}}\n"
+    )
+    assert load_settings(path, environ={}).backends.get("b2").api_key is not None
+
+
 def test_a_rule_over_two_keys_is_said_without_a_field_label(tmp_path):
     path = tmp_path / "limits.yaml"
     path.write_text("limits: {max_results: 1}\n")
