@@ -659,6 +659,11 @@ def crawl(
         click.echo(f"{page.url}\t{len(page.content)} chars")
     cut = "" if found.complete else ", cut by a budget or the deadline"
     click.echo(f"({len(found.pages)} pages, {len(found.skipped)} skipped{cut})", err=True)
+    if not found.pages:  # not even the start page: say why, and fail
+        why = "; ".join(f"{s.url}: {s.error or s.reason}" for s in found.skipped[:3])
+        guard = any("address" in (s.error or "") for s in found.skipped)
+        hint = " (fetch.allowed_hosts lists hosts the address guard lets through)" if guard else ""
+        _fail(f"no page was read: {why or 'nothing to read'}{hint}", 1)
 
 
 def _crawl_here(settings: Settings, request: Any, collection: str | None) -> Any:
@@ -681,8 +686,9 @@ def _crawl_here(settings: Settings, request: Any, collection: str | None) -> Any
 
     def progress(item: Any) -> None:
         if tty:  # for a person, not a script
-            reason = getattr(item, "reason", None)
-            click.echo(f"{'skip ' + reason if reason else 'page'}\t{item.url}", err=True)
+            reason, error = getattr(item, "reason", None), getattr(item, "error", None)
+            said = f"{'skip ' + reason if reason else 'page'}\t{item.url}"
+            click.echo(f"{said}\t{error}" if error else said, err=True)
 
     return _run(lambda: crawl_here(settings, plan, request.max_chars_per_page, progress))
 

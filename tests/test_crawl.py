@@ -266,6 +266,12 @@ def test_cli_crawls_into_a_collection_that_search_then_finds(
     assert "limit" in cli(f"{origin}/crawl/", "--limit", "0").stderr
     missing = cli(f"{origin}/crawl/", "--collection", "nowhere")
     assert missing.exit_code == 2 and "no collection 'nowhere'" in missing.stderr
+    # Not even the start page read: exit 1 saying why (the guard refuses a loopback port
+    # not in fetch.allowed_hosts, before connecting).
+    unread = cli("http://127.0.0.1:9/")
+    assert unread.exit_code == 1, unread.output
+    assert "no page was read: http://127.0.0.1:9/" in unread.stderr
+    assert "fetch.allowed_hosts" in unread.stderr
     # The collection is searched like any backend: the garden page's words find it.
     base = serve_searcher(settings)
     words = " ".join(crawl_site.page_text("garden")[1].split()[4:12])
