@@ -465,6 +465,21 @@ UNREADABLE_BODIES = [
 ]
 
 
+def test_searchers_own_keys_refuse_in_tavilys_shape(make_settings, serve_searcher, config_file):
+    from tests.test_auth import bearer, create_key
+
+    config = config_file()
+    base = serve_searcher(make_settings(auth={"enabled": True}))
+    for headers in ({}, bearer("sk-searcher-wrong")):
+        refused = httpx.post(f"{base}/tavily/search", json={"query": "bm25"}, headers=headers)
+        assert refused.status_code == 401
+        assert set(refused.json()) == {"detail"} and refused.json()["detail"]["error"]
+        assert refused.headers["www-authenticate"].startswith("Bearer")
+    key = bearer(create_key(config, "agent"))
+    let_in = httpx.post(f"{base}/tavily/search", json={"query": "Google Stadia games"}, headers=key)
+    assert let_in.status_code == 200, let_in.text
+
+
 def test_api_key_is_checked_when_configured(
     make_settings, serve_searcher, testbed, aeb_ids, client
 ):

@@ -26,7 +26,13 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from searcher.api.errors import error_response, in_openai_shape, speaks_openai
+from searcher.api.errors import (
+    error_response,
+    in_openai_shape,
+    in_tavily_shape,
+    speaks_openai,
+    speaks_tavily,
+)
 from searcher.auth.access import EVERY, CollectionAccess, access_of
 from searcher.auth.keys import ApiKey, KeyBook, hash_secret
 from searcher.auth.rates import Rate
@@ -184,6 +190,8 @@ class AuthMiddleware:
             response.headers[name.decode()] = value.decode()
         if speaks_openai(scope):
             response = in_openai_shape(response)
+        elif speaks_tavily(scope):
+            response = in_tavily_shape(response)
         await response(scope, receive, send)
 
 

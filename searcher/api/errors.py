@@ -66,6 +66,25 @@ def in_openai_shape(response: JSONResponse) -> JSONResponse:
     return shaped
 
 
+TAVILY_PREFIX = "/tavily/"
+
+
+def speaks_tavily(scope: Scope) -> bool:
+    """Whether the request is for a route Tavily's clients call (``/tavily/*``)."""
+    return str(scope.get("path", "")).startswith(TAVILY_PREFIX)
+
+
+def in_tavily_shape(response: JSONResponse) -> JSONResponse:
+    """The same error response, its body in Tavily's shape (``{"detail": {"error":
+    message}}``), its headers kept: what a Tavily client reads on every error."""
+    error = orjson.loads(bytes(response.body))["error"]
+    shaped = JSONResponse({"detail": {"error": error["message"]}}, status_code=response.status_code)
+    for name, value in response.headers.items():
+        if name not in ("content-length", "content-type"):
+            shaped.headers[name] = value
+    return shaped
+
+
 def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONResponse:
     body: dict[str, Any] = {"type": type_, "message": message}
     body.update({k: v for k, v in extra.items() if v is not None})
