@@ -52,6 +52,13 @@ class FieldProblem:
 
 
 UNKNOWN_FIELD = "unknown field"  # what field_problems says of a key no model has
+# What pydantic puts in an error's location to say which member of a union failed
+# ("messages.0.content.list[ContentPart].0.text"): a type, never one of our fields.
+_TYPE_NAMES = frozenset({"str", "int", "float", "bool", "bytes", "list", "dict", "none"})
+
+
+def _union_member(part: object) -> bool:
+    return isinstance(part, str) and ("[" in part or part in _TYPE_NAMES)
 
 
 def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
@@ -60,7 +67,7 @@ def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldProblem]:
     configuration)."""
     problems = []
     for err in errors:
-        parts = [str(p) for p in err.get("loc", ())]
+        parts = [str(p) for p in err.get("loc", ()) if not _union_member(p)]
         if parts and parts[0] == "body":
             parts = parts[1:]
         field = ".".join(parts) or "body"

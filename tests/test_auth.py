@@ -60,6 +60,10 @@ def test_every_route_wants_a_key_but_health(keyed):
     compat = httpx.get(f"{base}/search", params={"q": "cloud gaming", "format": "json"},
                        headers=bearer(secret), timeout=20)  # fmt: skip
     assert compat.status_code == 200
+    # Two Authorization headers: which one counts would be a guess; neither does.
+    twice = [("Authorization", f"Bearer {secret}"), ("Authorization", "Bearer sk-searcher-x")]
+    doubled = httpx.post(f"{base}/v1/search", json=QUERY, headers=twice, timeout=20)
+    assert doubled.status_code == 401 and "one Authorization" in doubled.text
 
 
 def test_a_revoked_key_is_refused(keyed):

@@ -221,7 +221,7 @@ def test_keys_and_rate_limits_apply_in_openais_shape(
     missing = httpx.get(f"{base}/v1/models")
     assert missing.status_code == 401
     assert missing.json()["error"] == {
-        "message": "an API key is required: Authorization: Bearer <key>",
+        "message": "an API key is required: one Authorization: Bearer <key>",
         "type": "unauthorized",
         "param": None,
         "code": "unauthorized",
@@ -248,6 +248,11 @@ def test_keys_and_rate_limits_apply_in_openais_shape(
         ({"messages": [{"role": "robot", "content": "hi"}]}, "messages.0.role"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
         ({"messages": [{"role": "user", "content": "x\ud800"}]}, "messages.0.content"),
+        # Not "messages.0.content.str": pydantic's name of a union's member is no field.
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+            "messages.0.content",
+        ),
         ({"stream": "yes"}, "stream"),
         ({"n": 2}, "n"),
         ({"reasoning_effort": "extreme"}, "reasoning_effort"),

@@ -46,11 +46,14 @@ Clock = Callable[[], float]
 
 
 def bearer(scope: Scope) -> str | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-    return None
+    """The bearer token of the request's one ``Authorization`` header; None when there is
+    none, it is not a bearer token, or there are several (which one counts would be a
+    proxy's guess: none does)."""
+    values = [value for name, value in scope.get("headers", ()) if name == b"authorization"]
+    if len(values) != 1:
+        return None
+    scheme, _, token = values[0].decode("latin-1").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 def key_of(scope: Scope) -> str | None:
@@ -105,8 +108,8 @@ class AuthMiddleware:
             return
         secret = bearer(scope)
         if secret is None:
-            await self._refuse(scope, receive, send, 401, "unauthorized",
-                               "an API key is required: Authorization: Bearer <key>")  # fmt: skip
+            message = "an API key is required: one Authorization: Bearer <key>"
+            await self._refuse(scope, receive, send, 401, "unauthorized", message)
             return
         key, known = await self._lookup(store, secret)
         if not known:
