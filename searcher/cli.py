@@ -81,6 +81,19 @@ def main() -> None:
     """Self-hosted Search API for LLMs and agents."""
 
 
+# The request fields ``searcher search`` sets from its options: a bad value is named by
+# the option the user typed.
+_SEARCH_FLAGS = {
+    "query": "query",
+    "query.text": "query",
+    "constraints.backend": "--backend",
+    "constraints.multi_query": "--multi-query",
+    "constraints.want_n": "--llm-rank",
+    "budget.max_results": "--max-results",
+    "budget.max_context_chars": "--max-chars",
+}
+
+
 @main.command()
 @click.option("--host", default=None, help="Interface to bind (default from config: 127.0.0.1).")
 @click.option(
@@ -370,7 +383,9 @@ def search(
     try:
         request = SearchRequest.model_validate(body)
     except ValidationError as exc:
-        _fail(f"invalid {InvalidRequest.from_validation(exc.errors())}", 2)
+        problem = InvalidRequest.from_validation(exc.errors())
+        flag = _SEARCH_FLAGS.get(problem.field)
+        _fail(f"invalid {flag}: {problem.message}" if flag else f"invalid {problem}", 2)
     if remote:
         run = functools.partial(_search_remote, remote, api_key, request)
     else:
@@ -1370,7 +1385,8 @@ async def _llm_qrels(
         judged = await judge_queries(parts, queries, cache, depth, recorded)
     click.echo(
         f"{len(judged.qrels)} queries judged: {judged.asked} grades asked of the LLM, "
-        f"{judged.cached} from the cache, {len(judged.failed)} replies refused"
+        f"{judged.cached} from the cache, {len(judged.failed)} unjudged (no reply, or one "
+        "outside the contract)"
         + (f", {len(judged.unanswered)} queries without results" if judged.unanswered else ""),
         err=True,
     )

@@ -261,7 +261,9 @@ def test_search_with_llm_steps_prints_the_answer(testbed, tmp_path, matching_que
     assert "Check (heuristic):" in result.stdout  # the answer_check model answers 500
     assert "note: multi_query llm: fallback: HTTP 500" in result.stderr
     bad = run("search", matching_query, "--config", str(path), "--multi-query", "9")
-    assert bad.exit_code == 2 and "constraints.multi_query" in bad.stderr
+    assert bad.exit_code == 2 and "invalid --multi-query: " in bad.stderr  # the option typed
+    bad = run("search", matching_query, "--config", str(path), "--llm-rank", "0")
+    assert bad.exit_code == 2 and "invalid --llm-rank: " in bad.stderr
 
 
 def test_ctrl_c_in_full_mode_reports_pages_as_cancelled(config_file, testbed_clean):

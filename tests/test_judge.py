@@ -81,6 +81,10 @@ def test_a_reply_outside_the_json_contract_is_refused_not_guessed(testbed_clean,
     result = judge(config, "--queries", str(tmp_path / "q.tsv"), "--out", str(tmp_path / "j.qrels"))
     assert result.exit_code == 1
     assert "no judgement was made" in result.stderr and "grade" in result.stderr
+    asked = len(testbed_clean.chat_bodies())  # each asked, each reply refused
+    assert asked and f"{asked} grades asked of the LLM, 0 from the cache, {asked} unjudged" in (
+        result.stderr
+    )
     assert not (tmp_path / "j.qrels").exists()
 
 

@@ -185,6 +185,11 @@ def test_search_record_then_freeze_then_tune_and_eval_offline(
     assert {e["kind"] for e in recording["exchanges"]} == {"backend"}
     run = (out / "run.trec").read_text().splitlines()
     assert run and run[0].startswith(f"{ids[0]} Q0 http://127.0.0.1:{private_testbed.port}/")
+    # Frozen again into the same folder with one query: the other's recording goes too.
+    alone = tmp_path / "alone"
+    assert _cli("freeze", *ids, "--out", str(alone), "--config", path).exit_code == 0
+    assert _cli("freeze", ids[1], "--out", str(alone), "--config", path).exit_code == 0
+    assert sorted(p.name for p in (alone / "recordings").iterdir()) == [f"{ids[1]}.json.gz"]
 
     # Judgements: the first half of each query's pooled results relevant.
     qrels = tmp_path / "judged.qrels"

@@ -49,9 +49,11 @@ def queries_from_log(lines: Iterable[str], source: str, sample: int, seed: int) 
 @dataclass
 class Judged:
     qrels: Qrels = field(default_factory=dict)
-    asked: int = 0  # LLM calls made
+    asked: int = 0  # grades asked of the LLM (answered or not)
     cached: int = 0  # grades read from the cache
-    failed: list[str] = field(default_factory=list)  # why pairs went unjudged
+    failed: list[str] = field(
+        default_factory=list
+    )  # why pairs went unjudged (no reply, or a bad one)
     unanswered: dict[str, str] = field(default_factory=dict)  # queries no backend answered
 
 
@@ -75,13 +77,13 @@ async def judge_queries(
             pair = Pair(text, hit.url, hit.title, hit.snippet)
             value = cache.get(pair)
             if value is None:
+                judged.asked += 1
                 try:
                     value = await grade(parts.llm, parts.settings.llm, pair)
                 except LlmError as exc:
                     judged.failed.append(f"{query.qid} {hit.url}: {exc}")
                     continue
                 cache.put(pair, value)
-                judged.asked += 1
             else:
                 judged.cached += 1
             if " " not in hit.url:  # a qrels line is split on whitespace

@@ -75,6 +75,9 @@ def freeze(
         ]
         path = out / "recordings" / f"{qid}.json.gz"
         path.write_bytes(gzip.compress(orjson.dumps(recording.to_json()), mtime=0))
+    for kept in (out / "recordings").glob("*.json.gz"):  # an earlier set's, frozen here
+        if kept.name.removesuffix(".json.gz") not in queries:
+            kept.unlink()
     manifest = {"format": FORMAT, "queries": sorted(queries)}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
     (out / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()), "utf-8")
