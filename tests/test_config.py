@@ -98,6 +98,22 @@ def test_yaml_aliases_that_refer_to_themselves_or_explode_are_refused(tmp_path):
     assert load_settings(path, environ={}).backends.get("b2").api_key is not None
 
 
+@pytest.mark.parametrize(
+    ("instances", "message"),
+    [
+        ({"n2": {"adapter": "local", "collection": "bad name!"}}, "is not a collection name"),
+        ({"n2": {"adapter": "local", "collections": ["ok", "no/slash"]}}, "not a collection"),
+        ({"a,b": {"adapter": "local", "collection": "c"}}, "without a comma"),
+        ({"x" * 65: {"adapter": "local", "collection": "c"}}, "1-64 characters"),
+    ],
+)
+def test_names_a_request_or_the_cli_could_not_use_are_refused(tmp_path, instances, message):
+    path = tmp_path / "names.yaml"
+    path.write_text(yaml.safe_dump({"backends": {"instances": instances}}))
+    with pytest.raises(ConfigError, match=message):
+        load_settings(path, environ={})
+
+
 def test_a_rule_over_two_keys_is_said_without_a_field_label(tmp_path):
     path = tmp_path / "limits.yaml"
     path.write_text("limits: {max_results: 1}\n")

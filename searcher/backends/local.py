@@ -32,6 +32,7 @@ from searcher.backends.base import (
 from searcher.config_sections import InstanceSettings
 from searcher.corpus.retrieval import DocumentMatch
 from searcher.corpus.serving import CollectionMissing, CorpusReader
+from searcher.corpus.store import check_collection_name
 from searcher.errors import (
     BackendNotAvailable,
     BackendTimeout,
@@ -64,6 +65,8 @@ class LocalSettings(InstanceSettings):
     def _some_collection(self) -> LocalSettings:
         if not self.collection and not self.collections:
             raise ValueError("needs a collection (collection: NAME, or collections: [...])")
+        for name in self.names():  # as `searcher index add --collection` takes it
+            check_collection_name(name)
         return self
 
     def names(self) -> list[str]:

@@ -120,6 +120,10 @@ def _problem(model: type[BaseModel], err: Mapping[str, Any]) -> str:
     return str(err["msg"]).removeprefix("Value error, ")
 
 
+# As a request's ``constraints.backend`` allows.
+MAX_INSTANCE_NAME = 64
+
+
 def resolve_instances(
     legacy: Mapping[str, Mapping[str, Any]],
     declared: Mapping[str, Mapping[str, Any]],
@@ -131,6 +135,12 @@ def resolve_instances(
     registry = registry or default_registry()
     resolved = {name: _validated(f"backends.{name}", raw, registry) for name, raw in legacy.items()}
     for name, raw in declared.items():
+        if not 1 <= len(name) <= MAX_INSTANCE_NAME or "," in name or name != name.strip():
+            raise ValueError(
+                f"backends.instances.{name[:80]!r}: an instance name is 1-{MAX_INSTANCE_NAME} "
+                "characters, without a comma or spaces at its ends (a request names it, "
+                "and --backend takes a comma-separated list)"
+            )
         if not isinstance(raw, Mapping):
             raise ValueError(f"backends.instances.{name}: expected a mapping")
         resolved[name] = _validated(f"backends.instances.{name}", raw, registry)
