@@ -441,23 +441,23 @@ async def _open_recordings(runtime: Any, ids: tuple[str, ...]) -> list[Any]:
 
 
 def _recordings_settings(config_path: tuple[str, ...]) -> Settings:
-    """The settings a replay or a freeze runs under: the ``--config`` files given, their
-    state store (where the recordings are) the one found without ``--config``
-    ($SEARCHER_CONFIG, ./searcher.yaml, the environment) unless they name one
-    themselves: a configuration that changes only ranking still finds the recording."""
-    from searcher.config import config_tree
+    """The settings a replay or a freeze runs under: the ``--config`` files given; unless
+    they name a state store themselves, laid over the configuration found without
+    ``--config`` ($SEARCHER_CONFIG, ./searcher.yaml, the environment), whose state store
+    holds the recordings: a fragment that changes only ranking (``fusion: {rrf_k: 10}``)
+    replays the search as it was made, with that change."""
+    from searcher.config import config_tree, home_config_files
     from searcher.recording.rerun import names_state_store
 
-    settings = _settings(config_path)
     if not config_path:
-        return settings
+        return _settings(config_path)
     try:
         given = config_tree(config_path, environ={})
     except ConfigError as exc:
         _fail(str(exc), 2)
     if names_state_store(given):
-        return settings
-    return settings.model_copy(update={"state": _settings(()).state})
+        return _settings(config_path)
+    return _settings((*home_config_files(), *config_path))
 
 
 @main.command("replay")

@@ -419,13 +419,19 @@ def _check_event_stream(response: httpx.Response, url: str) -> None:
 
 
 def research_body(question: str | ResearchRequest, preset: Preset | None) -> dict[str, Any]:
-    """The ``POST /v1/research`` body for a question (or a whole request)."""
-    if isinstance(question, ResearchRequest):
+    """The ``POST /v1/research`` body for a question (or a whole request, ``preset`` laid
+    over its own, as ``search`` lays its options over a request)."""
+    if isinstance(question, ResearchRequest) and preset is None:
         request = question
     else:
+        given = (
+            question.model_dump(mode="json", exclude_unset=True)
+            if isinstance(question, ResearchRequest)
+            else {"query": question}
+        )
         try:
             request = ResearchRequest.model_validate(
-                {"query": question, **({"preset": preset} if preset else {})}
+                {**given, **({"preset": preset} if preset else {})}
             )
         except ValidationError as exc:
             raise _invalid(exc) from exc
@@ -637,7 +643,8 @@ class SearcherClient:
             pass
         status = self.research_status(job.id)
         if status.result is None:
-            raise RemoteError(self.base_url, f"research {status.status}: {status.error}")
+            where = f"{self.base_url}{job_path(job.id)}"
+            raise RemoteError(where, f"research {status.status}: {status.error}")
         return status.result
 
 
@@ -830,5 +837,6 @@ class AsyncSearcherClient:
             pass
         status = await self.research_status(job.id)
         if status.result is None:
-            raise RemoteError(self.base_url, f"research {status.status}: {status.error}")
+            where = f"{self.base_url}{job_path(job.id)}"
+            raise RemoteError(where, f"research {status.status}: {status.error}")
         return status.result

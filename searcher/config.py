@@ -1854,6 +1854,12 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
 ConfigPaths = str | Path | Sequence[str | Path] | None
 
 
+def home_config_files(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The config files read when no ``--config`` is given: ``$SEARCHER_CONFIG``, else
+    ``./searcher.yaml`` when there is one."""
+    return _config_files(None, os.environ if environ is None else environ)
+
+
 def _config_files(path: ConfigPaths, env: Mapping[str, str]) -> list[str]:
     """The config files to read, in order: every ``--config`` given (later ones win),
     else ``$SEARCHER_CONFIG`` (several joined by the path separator), else

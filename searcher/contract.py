@@ -1041,6 +1041,9 @@ class SiteFilters(_Strict, WireSafe):
     )
 
 
+MAX_MAP_TIMEOUT_S = 120
+
+
 class MapRequest(SiteFilters):
     """``POST /v1/map`` body: a site's URLs from its sitemaps and links, without reading
     page content beyond links."""
@@ -1051,7 +1054,7 @@ class MapRequest(SiteFilters):
     sitemaps: bool = Field(
         default=True, description="Read the sitemaps robots.txt names (or /sitemap.xml)."
     )
-    timeout_s: Annotated[float, Field(gt=0, le=120)] = Field(
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_MAP_TIMEOUT_S)] = Field(
         default=30, description="Deadline of the whole map; what was found by then is returned."
     )
 

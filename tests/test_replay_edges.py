@@ -132,6 +132,12 @@ def test_replay_with_a_ranking_config_finds_the_recording_where_it_was_kept(
     assert said.stdout.startswith(f"replayed {request_id} (recorded ")
     assert "items: " in said.stdout and " -> 2" in said.stdout
 
+    # A fragment of ranking settings alone is laid over the home configuration.
+    fragment = _write(tmp_path, "fragment.yaml", {"fusion": {"rrf_k": 5}})
+    tweaked = _cli("replay", request_id, "--config", fragment, "--json", env=env)
+    assert tweaked.exit_code == 0, tweaked.output
+    assert json.loads(tweaked.stdout)["items"]
+
     # One that names another state store explicitly is read from that one.
     elsewhere = _write(tmp_path, "elsewhere.yaml",
                        {**ranking, "state": {"dir": str(tmp_path / "other-state")}})  # fmt: skip

@@ -24,6 +24,7 @@ import yaml
 
 from searcher.config import Settings
 from searcher.contract import ResearchRequest
+from searcher.errors import InvalidRequest
 from searcher.research.job_store import NAMESPACE
 from searcher.research.jobs import KEEP_FINISHED, JobBook
 from searcher.research.report import uncited
@@ -340,6 +341,13 @@ def test_the_python_clients_run_research(make_settings, serve_searcher):
         later = list(client.stream_research(job.id, after=2))
         assert [e.id for e in later] == [e.id for e in events[2:]]
         assert client.research_status(job.id).status == "done"
+        # A whole request with a preset given beside it: the preset given wins, as
+        # search's options win over a request's.
+        whole = ResearchRequest.model_validate({"query": QUESTION, "preset": "balanced"})
+        started = client.start_research(whole, preset="minimal")
+        assert client.research_status(started.id).preset == "minimal"
+        with pytest.raises(InvalidRequest):
+            client.start_research(whole, preset="huge")  # type: ignore[arg-type]
 
     async def run() -> str:
         async with AsyncSearcherClient(base) as client:

@@ -87,6 +87,11 @@ def test_tavily_map_answers_in_tavilys_shape(make_settings, serve_searcher, test
     assert f"{origin}/site/links-only" in data["results"]
     bad = post(base, "/tavily/map", {"url": f"{origin}/site/", "select_paths": ["("]})
     assert bad.status_code == 400 and "select_paths" in bad.text
+    # Tavily's own client, with its defaults (it sends timeout 150, Tavily's maximum).
+    from tavily import TavilyClient
+
+    tavily = TavilyClient(api_key="tvly-x", api_base_url=f"{base}/tavily")
+    assert f"{origin}/site/links-only" in tavily.map(f"{origin}/site/", max_depth=2)["results"]
 
 
 @pytest.mark.parametrize(

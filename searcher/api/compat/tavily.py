@@ -42,6 +42,7 @@ from searcher.api.observe import client_identity
 from searcher.api.site_routes import run_map
 from searcher.contract import (
     HTTP_URL,
+    MAX_MAP_TIMEOUT_S,
     MAX_QUERY_CHARS,
     NOT_BLANK,
     WHOLE,
@@ -525,7 +526,8 @@ class TavilyMapBody(_Body):
     exclude_domains: list[MapPattern] | None = Field(default=None, max_length=20)
     allow_external: StrictBool = False
     categories: list[str] | None = None
-    timeout: float | None = Field(default=None, gt=0, le=120)
+    # Tavily's range (tavily-python sends 150 unless told otherwise); held to our map's.
+    timeout: float | None = Field(default=None, gt=0, le=150)
 
 
 @router.post("/map", summary="Tavily-compatible site map", responses=_TAVILY_ERRORS)
@@ -537,7 +539,7 @@ async def tavily_map(body: TavilyMapBody, request: Request) -> Response:
             limit=body.limit, select_paths=body.select_paths or [],
             exclude_paths=body.exclude_paths or [], select_domains=body.select_domains or [],
             exclude_domains=body.exclude_domains or [], allow_external=body.allow_external,
-            timeout_s=body.timeout or 30,
+            timeout_s=min(body.timeout or 30, MAX_MAP_TIMEOUT_S),
         ),
     )  # fmt: skip
     return json_response(
