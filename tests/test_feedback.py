@@ -156,3 +156,23 @@ def test_a_research_job_reports_the_passages_its_report_cited(make_settings, ser
     stats = httpx.get(f"{base}/v1/stats/routes").json()["routes"]
     (row,) = [r for r in stats if r["route"] == "research"]
     assert row["preset"] == "research:minimal" and row["cited"] == len(cited - {int(extra)})
+
+
+def test_a_request_id_used_again_keeps_its_newest_record_until_its_own_slot_comes_round(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings(feedback={"enabled": True, "max_searches": 3}))
+
+    def search_as(request_id: str, query: str) -> Any:
+        return search(base, {"query": query, "budget": {"max_results": 2}},
+                      {"X-Request-ID": request_id}).json()  # fmt: skip
+
+    search_as("A", QUERY)
+    again = search_as("A", "cloud gaming services")  # A moves to the second slot
+    search_as("B", QUERY)
+    search_as("C", QUERY)  # takes the first slot, which named A before it moved
+    item = again["items"][0]["id"]
+    kept = feedback(base, {"request_id": "A", "items": {item: "used"}})
+    assert kept.status_code == 200, kept.text
+    search_as("D", QUERY)  # A's own slot: now it goes
+    assert feedback(base, {"request_id": "A", "items": {item: "used"}}).status_code == 404

@@ -355,3 +355,35 @@ def test_a_session_search_replays_with_what_the_session_had_been_shown(
     assert _cli("replay", "rec-s", "--config", path, "--json").stdout == first_replay.stdout
     replayed = json.loads(first_replay.stdout)
     assert [i["url"] for i in replayed["items"]] == [i["url"] for i in recorded["items"]]
+
+
+def test_a_request_id_recorded_again_keeps_its_newest_recording(make_settings, serve_searcher):
+    import asyncio
+
+    from searcher.errors import UnknownRecording
+    from searcher.recording.book import RecordingBook
+    from searcher.state import open_store
+
+    settings = make_settings(recording={"max_recordings": 3})
+    base = serve_searcher(settings)
+    for request_id, query in (("A", "alpha one"), ("A", "alpha two"), ("B", "bravo"),
+                              ("C", "charlie")):  # fmt: skip
+        body = {"query": query, "constraints": {"record": True}}
+        answer = httpx.post(f"{base}/v1/search", json=body, headers={"X-Request-ID": request_id},
+                            timeout=30)  # fmt: skip
+        assert answer.status_code == 200, answer.text
+
+    async def recorded(request_id: str) -> str | None:
+        store = await open_store(settings.state)
+        try:
+            found = await RecordingBook(store, settings.recording).get(request_id)
+        except UnknownRecording:
+            return None
+        finally:
+            await store.aclose()
+        query = found.request["query"]
+        return str(query["text"] if isinstance(query, dict) else query)
+
+    # A's second recording is among the three newest: C's slot was A's first, not its own.
+    assert asyncio.run(recorded("A")) == "alpha two"
+    assert asyncio.run(recorded("B")) == "bravo" and asyncio.run(recorded("C")) == "charlie"

@@ -21,6 +21,7 @@ from searcher.contract import ResearchResult
 from searcher.errors import InvalidRequest, UnknownRequest
 from searcher.llm.answer import CITED
 from searcher.state.base import StateStore, get_json, set_json
+from searcher.state.ring import Ring
 
 PREFIX = "feedback:"
 MAX_QUERY_CHARS = 2_000
@@ -88,19 +89,20 @@ class FeedbackBook:
     async def record_search(self, record: SearchRecord) -> None:
         """Keep ``record`` in the next slot of the ring, dropping the record it held."""
         ttl = self.settings.ttl_s
-        slot = (await self.store.incr(f"{PREFIX}seq") - 1) % self.settings.max_searches
-        old = await self.store.get(f"{PREFIX}slot:{slot}")
-        if old is not None and old.decode() != record.request_id:
-            await self.store.delete(f"{PREFIX}search:{old.decode()}")
-            await self.store.delete(f"{PREFIX}given:{old.decode()}")
+        evicted = await self._ring().put(record.request_id)
+        if evicted is not None:
+            await self.store.delete(f"{PREFIX}search:{evicted}")
+            await self.store.delete(f"{PREFIX}given:{evicted}")
         kept = list(record.items.items())[: self.settings.max_items]
         record = SearchRecord(
             record.request_id, record.query[:MAX_QUERY_CHARS], record.route, record.preset,
             {item_id: url[:MAX_URL_CHARS] for item_id, url in kept}, record.key,
         )  # fmt: skip
         await set_json(self.store, f"{PREFIX}search:{record.request_id}", record.to_json(), ttl)
-        await self.store.set(f"{PREFIX}slot:{slot}", record.request_id.encode(), ttl)
         await self._count(record, "searches")
+
+    def _ring(self) -> Ring:
+        return Ring(self.store, PREFIX, self.settings.max_searches, self.settings.ttl_s)
 
     async def search(self, request_id: str, key: str | None = None) -> SearchRecord:
         """The record of a search made with ``key``; ``UnknownRequest`` when none is kept
@@ -154,12 +156,9 @@ class FeedbackBook:
     async def records(self) -> list[tuple[SearchRecord, dict[str, Outcome]]]:
         """Every kept search that has feedback, with its outcomes (oldest slot first)."""
         out = []
-        for slot in range(self.settings.max_searches):
-            rid = await self.store.get(f"{PREFIX}slot:{slot}")
-            if rid is None:
-                continue
-            given = await get_json(self.store, f"{PREFIX}given:{rid.decode()}")
-            data = await get_json(self.store, f"{PREFIX}search:{rid.decode()}")
+        for rid in await self._ring().ids():
+            given = await get_json(self.store, f"{PREFIX}given:{rid}")
+            data = await get_json(self.store, f"{PREFIX}search:{rid}")
             if isinstance(given, dict) and given and isinstance(data, dict):
                 out.append(
                     (SearchRecord.from_json(data), {i: Outcome(o) for i, o in given.items()})

@@ -15,6 +15,7 @@ from searcher.contract import SearchRequest
 from searcher.errors import UnknownRecording
 from searcher.recording.tape import Exchange
 from searcher.state.base import StateStore
+from searcher.state.ring import Ring
 
 PREFIX = "recording:"
 FORMAT = 1
@@ -74,13 +75,11 @@ class RecordingBook:
     async def keep(self, recording: Recording) -> None:
         """Store ``recording`` in the next slot of the ring, dropping the one it held."""
         ttl = self.settings.ttl_s
-        seq = await self.store.incr(f"{PREFIX}seq")
-        slot = (seq - 1) % self.settings.max_recordings
-        old = await self.store.get(f"{PREFIX}slot:{slot}")
-        if old is not None and old.decode() != recording.request_id:
-            await self.store.delete(f"{PREFIX}id:{old.decode()}")
+        ring = Ring(self.store, PREFIX, self.settings.max_recordings, ttl)
+        evicted = await ring.put(recording.request_id)
+        if evicted is not None:
+            await self.store.delete(f"{PREFIX}id:{evicted}")
         await self.store.set(f"{PREFIX}id:{recording.request_id}", recording.encode(), ttl)
-        await self.store.set(f"{PREFIX}slot:{slot}", recording.request_id.encode(), ttl)
 
     async def get(self, request_id: str) -> Recording:
         """The recording of ``request_id``; ``UnknownRecording`` when none is kept."""
