@@ -920,10 +920,13 @@ class Health(BaseModel):
 class CacheStats(BaseModel):
     enabled: bool
     dir: str
-    entries: int
+    entries: int = Field(description="Pages in the cache directory now (shared by workers).")
     bytes: int
-    hits: int
-    misses: int
+    hits: int = Field(
+        description="Reads served from the cache by the worker that answers, since it "
+        "started (each worker counts its own; /metrics sums them)."
+    )
+    misses: int = Field(description="Reads the same worker had to fetch, since it started.")
     evicted: int = Field(default=0, description="Entries evicted to stay within max_bytes.")
     max_bytes: int | None = Field(default=None, description="The size cap; null: no cap.")
 

@@ -132,6 +132,7 @@ def test_usage_reports_the_callers_key(keyed):
         httpx.get(f"{base}/v1/tools/openai", headers=bearer(secret))
     report = httpx.get(f"{base}/v1/usage", headers=bearer(secret)).json()
     assert report["key"]["name"] == "counted" and "sk-" not in json.dumps(report)
+    assert report["key"]["rate"] == "60/min"  # made without --rate: auth.default_rate applies
     assert report["requests_today"] == 4  # three calls and this one
     assert report["quota"]["limit"] == 100 and report["quota"]["used"] == 3  # not this one
     rows = json.loads(cli("usage", "--json", "--config", config).stdout)

@@ -223,9 +223,15 @@ async def read_counter(store: StateStore, name: str) -> int:
     return await store.incr(name, 0, USAGE_KEEP_S)
 
 
-def usage_report(key: ApiKey, requests_today: int, quota_used: int, now: float) -> dict[str, Any]:
-    """``GET /v1/usage`` for the caller's key."""
-    report: dict[str, Any] = {"key": key.public(), "requests_today": requests_today}
+def usage_report(
+    key: ApiKey, requests_today: int, quota_used: int, now: float, default_rate: Rate | None
+) -> dict[str, Any]:
+    """``GET /v1/usage`` for the caller's key; its ``rate`` the one applied (a key made
+    without one is held to ``auth.default_rate``; null: no limit)."""
+    public = key.public()
+    if key.rate is None and default_rate is not None:
+        public["rate"] = str(default_rate)
+    report: dict[str, Any] = {"key": public, "requests_today": requests_today}
     if key.quota is not None:
         _, left_s = quota_window(key.quota, now)
         report["quota"] = {"limit": key.quota.count, "used": quota_used,

@@ -16,6 +16,7 @@ from searcher.api.errors import error_response
 from searcher.api.json_body import json_response
 from searcher.api.metrics import CONTENT_TYPE, Metrics
 from searcher.auth.keys import ApiKey
+from searcher.auth.rates import Rate
 from searcher.backends.engine_health import ReportsEngineHealth
 from searcher.backends.instances import backend_status
 from searcher.backends.registry import default_registry
@@ -173,7 +174,9 @@ async def usage(request: Request) -> Response:
     if key.quota is not None:
         window, _ = quota_window(key.quota, now)
         used = await read_counter(store, f"auth:quota:{key.id}:{window}")
-    return json_response(usage_report(key, today, used, now))
+    auth = _runtime(request).settings.auth
+    default = Rate.parse(auth.default_rate) if auth.default_rate else None
+    return json_response(usage_report(key, today, used, now, default))
 
 
 @metrics_router.get(
