@@ -35,27 +35,33 @@ async def test_pages_are_extracted_while_the_last_download_is_still_waiting(make
         }
     )
     reported: list[tuple[str, PageOutcome]] = []
-    nine_read = asyncio.Event()
+    totals: list[int] = []
+    all_but_last_read = asyncio.Event()
 
     def progress(done: int, total: int, url: str, outcome: PageOutcome) -> None:
         reported.append((url, outcome))
+        totals.append(total)
         if done == total - 1:
-            nine_read.set()
+            all_but_last_read.set()
 
     async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
         search = asyncio.create_task(runtime.service.search(request, progress=progress))
         async with httpx.AsyncClient(timeout=30) as http:
-            await asyncio.wait_for(nine_read.wait(), HANG_GUARD_S)
-            # Nine pages fetched and their text extracted; the tenth is still downloading.
+            await asyncio.wait_for(all_but_last_read.wait(), HANG_GUARD_S)
+            # The other pages fetched and their text extracted; the held one still downloading.
+            # (Ten results; nine or ten read: near-duplicate removal may merge two of the
+            # pages a fresh clone's testbed serves, the digest page holding them all.)
+            total = totals[0]
+            assert total in (9, 10)
             state = await http.get(testbed.url(f"/held/{key}/state"))
             assert state.text == "waiting"
             assert not any("/held/" in url for url, _ in reported), "read after the last"
-            assert len(reported) == 9
+            assert len(reported) == total - 1
             assert all(o.status == "fetched" and o.content for _, o in reported)
             await http.get(testbed.url(f"/held/{key}/release"))
         response = await search
-    assert [i.fetch.status for i in response.items] == ["fetched"] * 10
+    assert [i.fetch.status for i in response.items] == ["fetched"] * total
     held = [i for i in response.items if "/held/" in i.url]
     assert len(held) == 1 and held[0].content
-    # The passages were chosen over all ten pages once the last was in.
-    assert response.meta.passages is not None and len(response.meta.passages) == 10
+    # The passages were chosen over all the pages once the last was in.
+    assert response.meta.passages is not None and len(response.meta.passages) == total
