@@ -59,7 +59,12 @@ def openai_error(body: dict[str, Any]) -> dict[str, Any]:
 def in_openai_shape(response: JSONResponse) -> JSONResponse:
     """The same error response, its body in OpenAI's shape, its headers kept."""
     body = orjson.loads(bytes(response.body))
-    shaped = JSONResponse({"error": openai_error(body["error"])}, status_code=response.status_code)
+    return _reshaped(response, {"error": openai_error(body["error"])})
+
+
+def _reshaped(response: JSONResponse, body: dict[str, Any]) -> JSONResponse:
+    """``response`` with ``body`` instead of its own, its status and headers kept."""
+    shaped = JSONResponse(body, status_code=response.status_code)
     for name, value in response.headers.items():
         if name not in ("content-length", "content-type"):
             shaped.headers[name] = value
@@ -78,11 +83,7 @@ def in_tavily_shape(response: JSONResponse) -> JSONResponse:
     """The same error response, its body in Tavily's shape (``{"detail": {"error":
     message}}``), its headers kept: what a Tavily client reads on every error."""
     error = orjson.loads(bytes(response.body))["error"]
-    shaped = JSONResponse({"detail": {"error": error["message"]}}, status_code=response.status_code)
-    for name, value in response.headers.items():
-        if name not in ("content-length", "content-type"):
-            shaped.headers[name] = value
-    return shaped
+    return _reshaped(response, {"detail": {"error": error["message"]}})
 
 
 def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONResponse:
