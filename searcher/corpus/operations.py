@@ -40,13 +40,6 @@ def where(settings: Settings) -> str:
     return f"Qdrant at {location}" if location is not None else str(index_file(settings))
 
 
-def checked_paths(settings: Settings, named: Sequence[str]) -> list[Path]:
-    """The real paths of ``named``, each allowed by ``corpus.roots``; raises
-    ``PathRefused`` naming the first that is not."""
-    roots = resolved_roots(settings.corpus.roots)
-    return [allowed_path(name, roots) for name in named]
-
-
 async def add(
     settings: Settings, named: Sequence[str], collection: str, progress: Progress | None = None
 ) -> IndexReport:
