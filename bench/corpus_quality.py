@@ -303,14 +303,14 @@ def readers(settings: Settings) -> dict[str, Callable[[], CorpusReader]]:
     """The three retrievals compared, each a ``CorpusReader`` as ``serve`` builds it from
     ``corpus.*``: hybrid (the defaults), keyword-only, vector-only."""
     path = operations.index_file(settings)
-    corpus = settings.corpus
+    corpus, provider = settings.corpus, settings.embeddings.provider
     return {
-        "hybrid": lambda: CorpusReader.from_settings(path, corpus),
+        "hybrid": lambda: CorpusReader.from_settings(path, corpus, provider),
         "keyword-only": lambda: CorpusReader.from_settings(
-            path, corpus.model_copy(update={"vector_weight": 0.0})
+            path, corpus.model_copy(update={"vector_weight": 0.0}), provider
         ),
         "vector-only": lambda: CorpusReader.from_settings(
-            path, corpus.model_copy(update={"keyword_weight": 0.0})
+            path, corpus.model_copy(update={"keyword_weight": 0.0}), provider
         ),
     }
 
@@ -365,7 +365,7 @@ def main() -> None:
         default=None,
         metavar="KEYWORD,VECTOR",
         help="corpus.keyword_weight and corpus.vector_weight for the hybrid row instead of "
-        "the defaults (e.g. 0.5,0.5: what the dev grid chose with --embedder onnx)",
+        "the embedder's defaults (0.9,0.1 static; 0.5,0.5 onnx)",
     )
     args = parser.parse_args()
     weights = _weights(args.weights) if args.weights else {}
@@ -380,7 +380,8 @@ def main() -> None:
     print(
         f"{METRIC}; embedder {embedder.name}; split seed {SPLIT_SEED}; "
         f"{'hybrid with --weights' if weights else 'defaults'}: fusion {chosen.fusion}, candidates "
-        f"{chosen.candidates}, weights {chosen.keyword_weight}/{chosen.vector_weight}, "
+        f"{chosen.candidates}, weights "
+        f"{'/'.join(map(str, chosen.fusion_weights(EMBEDDERS[args.embedder]['provider'])))}, "
         f"rrf_k {chosen.rrf_k}, chunks_summed {chosen.chunks_summed}"
     )
     grids: dict[str, dict[Variant, float]] = {}

@@ -1551,6 +1551,13 @@ class UploadSettings(ConfigSection):
     )
 
 
+# The chunk fusion's (keyword, vector) weights when unset, by kind of embedder, each chosen
+# on the dev halves of SciFact and Cranfield (bench/corpus_quality.py --tune): a static
+# model's vectors reach 60 % of BM25 and only nudge it; a transformer's reach 90 %
+# (all-MiniLM-L6-v2), and an equal share gained 0.008-0.032 held out (docs/corpus.md).
+CORPUS_WEIGHTS: dict[str, tuple[float, float]] = {"static": (0.9, 0.1), "transformer": (0.5, 0.5)}
+
+
 class CorpusSettings(ConfigSection):
     """Own documents indexed with ``searcher index add`` and searched by ``adapter: local``
     instances (see [docs/corpus.md](corpus.md))."""
@@ -1595,20 +1602,21 @@ class CorpusSettings(ConfigSection):
     rrf_k: int = Field(
         default=60, ge=1, description="RRF constant fusing the BM25 and vector chunk lists"
     )
-    keyword_weight: float = Field(
-        default=0.9,
+    keyword_weight: float | None = Field(
+        default=None,
         ge=0,
         le=10,
         description="Weight of the BM25 list in the fusion; 0 = vectors only (keywords "
-        "still when a collection has no vectors). Chosen for a static embedder; with a "
-        "transformer one (`onnx`, `openai`) 0.5 and `vector_weight` 0.5 measured better "
-        "(docs/corpus.md)",
+        "still when a collection has no vectors). Unset: 0.9 with a static embedder "
+        "(`model2vec`), 0.5 with a transformer one (`onnx`, `openai`), each chosen on "
+        "development queries (docs/corpus.md)",
     )
-    vector_weight: float = Field(
-        default=0.1,
+    vector_weight: float | None = Field(
+        default=None,
         ge=0,
         le=10,
-        description="Weight of the vector (cosine) list in the fusion; 0 = keywords only",
+        description="Weight of the vector (cosine) list in the fusion; 0 = keywords only. "
+        "Unset: 0.1 with a static embedder (`model2vec`), 0.5 with a transformer one",
     )
     chunks_summed: int = Field(
         default=1,
@@ -1647,6 +1655,16 @@ class CorpusSettings(ConfigSection):
     def directory(self, state: StateSettings) -> Path:
         """Where the corpus index lives."""
         return Path(self.dir).expanduser() if self.dir else state.directory()
+
+    def fusion_weights(self, provider: str) -> tuple[float, float]:
+        """(keyword, vector) weights of the chunk fusion for an embedder of ``provider``:
+        what is set, else that kind of embedder's pair (``CORPUS_WEIGHTS``)."""
+        kind = "transformer" if provider in ("onnx", "openai") else "static"
+        keyword, vector = CORPUS_WEIGHTS[kind]
+        return (
+            keyword if self.keyword_weight is None else self.keyword_weight,
+            vector if self.vector_weight is None else self.vector_weight,
+        )
 
     def qdrant_location(self, state: StateSettings) -> str | None:
         """Where the collections live in Qdrant, or ``None`` for the embedded store.

@@ -148,7 +148,9 @@ async def open_service(
         reader, cache = _page_reader(opened, settings, extract_in_process)
         # Breakers agree through the state store: one opened by a worker is open for all.
         keys = upstream_keys(settings)  # what workers share per upstream: breakers and pace
-        corpus = CorpusReader.from_settings(open_corpus_store(settings), settings.corpus)
+        corpus = CorpusReader.from_settings(
+            open_corpus_store(settings), settings.corpus, settings.embeddings.provider
+        )
         opened.callback(corpus.close)
         parts: Parts | None = None  # local collections embed queries with its embedder
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import docx
 
+from searcher.config import CorpusSettings
 from tests.test_corpus import EMBEDDINGS, cli, corpus_config, search, status
 
 __all__ = ["corpus_config"]  # the fixture, imported for these tests
@@ -108,6 +109,15 @@ def test_bad_fusion_settings_exit_2_naming_them(corpus_config):
     for field in ("corpus.fusion", "corpus.vector_weight", "corpus.chunks_summed"):
         assert field in refused.stderr
     assert "Traceback" not in refused.output
+
+
+def test_unset_fusion_weights_follow_the_kind_of_embedder():
+    unset = CorpusSettings()
+    assert unset.fusion_weights("model2vec") == (0.9, 0.1)  # a static model's weak vectors
+    assert unset.fusion_weights("onnx") == unset.fusion_weights("openai") == (0.5, 0.5)
+    # What is set wins, each weight on its own; 0 still leaves a list out.
+    assert CorpusSettings(keyword_weight=0.7).fusion_weights("onnx") == (0.7, 0.5)
+    assert CorpusSettings(vector_weight=0).fusion_weights("model2vec") == (0.9, 0.0)
 
 
 def test_a_corpus_folder_or_file_it_cannot_use_exits_2_saying_so(corpus_config, tmp_path):

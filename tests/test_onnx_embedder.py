@@ -110,6 +110,49 @@ def test_a_folder_indexed_with_onnx_is_searched_by_meaning_over_http(
     assert items[0]["url"] == (folder / "bread.md").as_uri(), items
 
 
+# A price list that says "garden plants" three times, and the note that answers the
+# question in other words: BM25 prefers the list, the vectors the note.
+SHOP_NOTES = {
+    "garden.md": NOTES["garden.md"],
+    "bread.md": NOTES["bread.md"],
+    "prices.md": "# Price list\n\nPrice list of garden plants: potted plants, hedge plants "
+    "and plants for the garden shop.\n",
+    "market.md": "# Markets\n\nThe stock market in the garden city fell today.\n",
+}
+
+
+@needs_onnx
+def test_a_transformer_embedder_gets_an_equal_share_unless_weights_are_set(
+    tmp_path, make_settings, serve_slow_start
+):
+    # corpus.keyword_weight / vector_weight unset: 0.5 / 0.5 with a transformer embedder
+    # (0.9 / 0.1 is for a static model's weak vectors), so the note that answers wins.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in SHOP_NOTES.items():
+        (folder / name).write_text(text)
+    config = write_config(tmp_path, ONNX)
+    added = CliRunner().invoke(main, ["index", "add", str(folder), "--collection", "notes",
+                                      "--config", config], catch_exceptions=False)  # fmt: skip
+    assert added.exit_code == 0, added.output
+    body = {"query": "bugs eating my garden plants",
+            "constraints": {"backend": "notes", "cache": "off"}}  # fmt: skip
+    first = {}
+    for label, corpus in (("unset", {}), ("static's", {"keyword_weight": 0.9,
+                                                        "vector_weight": 0.1})):  # fmt: skip
+        settings = make_settings(
+            backends={"instances": {"notes": {"adapter": "local", "collection": "notes"}}},
+            embeddings=ONNX,
+            state={"dir": str(tmp_path / "state")},
+            corpus=corpus,
+            scoring={"hybrid_share": 0.0, "min_keyword_overlap": 0},
+        )
+        answer = httpx.post(f"{serve_slow_start(settings)}/v1/search", json=body, timeout=120)
+        assert answer.status_code == 200, answer.text
+        first[label] = answer.json()["items"][0]["url"].rsplit("/", 1)[-1]
+    assert first == {"unset": "garden.md", "static's": "prices.md"}
+
+
 @needs_onnx
 def test_vectors_do_not_depend_on_the_batch_and_tell_meaning_apart():
     from searcher.embedding.onnx_embedder import BATCH, OnnxEmbedder

@@ -39,11 +39,15 @@ class CorpusReader:
         self.fusion: Fusion = fusion
 
     @classmethod
-    def from_settings(cls, source: Path | CorpusStore, corpus: CorpusSettings) -> CorpusReader:
-        """A reader of ``source`` fusing as ``corpus.*`` says."""
+    def from_settings(
+        cls, source: Path | CorpusStore, corpus: CorpusSettings, provider: str
+    ) -> CorpusReader:
+        """A reader of ``source`` fusing as ``corpus.*`` says, for queries embedded by an
+        embedder of ``provider`` (``embeddings.provider``: it picks the unset weights)."""
+        keyword, vector = corpus.fusion_weights(provider)
         return cls(
-            source, corpus.candidates, corpus.rrf_k, corpus.keyword_weight,
-            corpus.vector_weight, corpus.chunks_summed, corpus.fusion,
+            source, corpus.candidates, corpus.rrf_k, keyword, vector, corpus.chunks_summed,
+            corpus.fusion,
         )  # fmt: skip
 
     def embedders(self, collections: Sequence[str]) -> dict[str, str | None]:
