@@ -126,6 +126,28 @@ def test_a_job_runs_to_an_evidence_report_and_streams_every_event(make_settings,
     assert any(p["kind"] == "page" for p in evidence)
 
 
+def test_the_domains_asked_for_hold_for_every_page_read_and_cited(make_settings, serve_searcher):
+    # Every testbed page is on 127.0.0.1: included, the job reads and cites them; excluded
+    # (or another site included), it reads and cites none, as a search would show none.
+    base = serve_searcher(make_settings())
+    results = {}
+    for name, constraints in (
+        ("included", {"include_domains": ["127.0.0.1"]}),
+        ("excluded", {"exclude_domains": ["127.0.0.1"]}),
+        ("elsewhere", {"include_domains": ["example.com"]}),
+    ):
+        body = {"query": QUESTION, "preset": "minimal", "constraints": constraints}
+        job_id = start(base, body)
+        follow(base, job_id)
+        results[name] = httpx.get(f"{base}/v1/research/{job_id}").json()["result"]
+    assert results["included"]["usage"]["pages_read"] > 0
+    assert any(p["kind"] == "page" for p in results["included"]["evidence"])
+    for name in ("excluded", "elsewhere"):
+        assert results[name]["usage"]["pages_read"] == 0, name
+        assert results[name]["evidence"] == [], name
+        assert all(t["results"] == 0 for t in results[name]["search_trace"]), name
+
+
 def test_bracketed_numbers_in_the_question_cite_nothing_in_the_report(
     make_settings, serve_searcher
 ):

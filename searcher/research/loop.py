@@ -57,6 +57,7 @@ from searcher.pipeline.read import read_urls
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.pipeline.retrieve import retrieve
 from searcher.ranking.novelty import demote_shown
+from searcher.ranking.selection import filter_domains
 from searcher.research.answering import answer_support
 from searcher.research.bridge import lower_case_words
 from searcher.research.evidence import (
@@ -358,7 +359,13 @@ class Research:
             return []
         if cut := pool_cut(ranking):
             ctx.error("rank", "fusion", cut)
-        ranked = demote_shown(ranking.results, lambda r: r.fused.hit.url, self.shown)
+        # The domains asked for hold here as in the select stage of a search: no page of
+        # an excluded (or not included) site is read or cited.
+        wanted = filter_domains(
+            ranking.results, lambda r: r.url,
+            request.constraints.include_domains, request.constraints.exclude_domains,
+        )  # fmt: skip
+        ranked = demote_shown(wanted, lambda r: r.fused.hit.url, self.shown)
         done = TraceEntry(
             round=round_no, sub_question=sub.question, query=sub.question,
             results=len(ranked), new_urls=self.note_pages(ranked, (round_no, place)),
