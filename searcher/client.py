@@ -435,7 +435,11 @@ def research_body(question: str | ResearchRequest, preset: Preset | None) -> dic
             )
         except ValidationError as exc:
             raise _invalid(exc) from exc
-    return request.model_dump(mode="json", exclude_unset=True)
+    body = request.model_dump(mode="json", exclude_unset=True)
+    # The client follows a job with calls of its own (its status, its event stream): the
+    # job is always started for its id, never as an event stream answered in place.
+    body.pop("stream", None)
+    return body
 
 
 # An event stream may be quiet between heartbeats; only connecting is bounded tightly.

@@ -370,6 +370,9 @@ def test_the_python_clients_run_research(make_settings, serve_searcher):
         assert client.research_status(started.id).preset == "minimal"
         with pytest.raises(InvalidRequest):
             client.start_research(whole, preset="huge")  # type: ignore[arg-type]
+        # A request that asks for the stream in place still gets a job the client follows.
+        streamed = ResearchRequest.model_validate({"query": QUESTION, "stream": True})
+        assert client.research(streamed, preset="minimal").evidence
 
     async def run() -> str:
         async with AsyncSearcherClient(base) as client:
