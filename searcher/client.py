@@ -74,7 +74,10 @@ def job_path(job_id: str, kind: JobKind = "research") -> str:
     holds; ``InvalidRequest`` for an empty id (the path would name the job list)."""
     if not job_id:
         raise InvalidRequest("job_id", "must not be empty")
-    return f"/v1/{kind}/{quote(job_id, safe='')}"
+    segment = quote(job_id, safe="")
+    if segment in (".", ".."):  # a dot segment the URL would drop: the job list or /v1
+        segment = segment.replace(".", "%2E")
+    return f"/v1/{kind}/{segment}"
 
 
 def documents_path(collection: str, name: str | None = None) -> str:

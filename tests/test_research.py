@@ -24,7 +24,7 @@ import yaml
 
 from searcher.config import Settings
 from searcher.contract import ResearchRequest
-from searcher.errors import InvalidRequest
+from searcher.errors import InvalidRequest, RemoteError
 from searcher.research.job_store import NAMESPACE
 from searcher.research.jobs import KEEP_FINISHED, JobBook
 from searcher.research.report import uncited
@@ -370,6 +370,11 @@ def test_the_python_clients_run_research(make_settings, serve_searcher):
         assert client.research_status(started.id).preset == "minimal"
         with pytest.raises(InvalidRequest):
             client.start_research(whole, preset="huge")  # type: ignore[arg-type]
+        # Ids that are dot segments reach the server as ids (no job has them), not as "..".
+        for odd in (".", ".."):
+            with pytest.raises(RemoteError) as unknown:
+                client.research_status(odd)
+            assert unknown.value.status == 404 and f"no research job '{odd}'" in str(unknown.value)
         # A request that asks for the stream in place still gets a job the client follows.
         streamed = ResearchRequest.model_validate({"query": QUESTION, "stream": True})
         assert client.research(streamed, preset="minimal").evidence
