@@ -241,6 +241,10 @@ def test_too_many_jobs_is_a_429_with_retry_after(make_settings, serve_searcher, 
     assert refused.status_code == 429
     assert int(refused.headers["retry-after"]) >= 1
     assert refused.json()["error"]["type"] == "too_many_jobs"
+    # A request that could never run is a 422 naming its field, not a "try again later".
+    bad = httpx.post(f"{base}/v1/research", json={"query": QUESTION,
+                     "constraints": {"backend": "nope"}}, timeout=10)  # fmt: skip
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "constraints.backend"
     httpx.delete(f"{base}/v1/research/{first}", timeout=30)
 
 

@@ -125,13 +125,8 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
         )
         if max_time_ms is not None:
             bounded = within_time(bounded, max_time_ms)
-        retry_s = max(1, int(bounded.limits.max_total_time_ms / 1000 / 4))
-        share = self._settings.jobs_per_key()
-        if key is not None and self.running(key) >= share:
-            raise TooManyJobsForKey(share, retry_s)
-        if self.running() >= self._settings.max_concurrent_jobs:
-            raise TooManyJobs(self._settings.max_concurrent_jobs, retry_s)
-        # Unknown backend names are the caller's mistake (422 now), not the job's failure.
+        # Unknown backend names are the caller's mistake (422 now), not the job's failure;
+        # a request that can never run is refused as such before any "try again later".
         planned = plan_backends(
             request.constraints.backend, None, self._parts.settings, self._parts.pool.backends
         )
@@ -140,6 +135,14 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
         session = request.constraints.session_id
         if session is not None and self._sessions is not None:
             shown = shown | await self._sessions.shown(client, session)
+        # Counted after the last await: no other submit can start a job between the count
+        # and this one's start (which holds its slot at once).
+        retry_s = max(1, int(bounded.limits.max_total_time_ms / 1000 / 4))
+        share = self._settings.jobs_per_key()
+        if key is not None and self.running(key) >= share:
+            raise TooManyJobsForKey(share, retry_s)
+        if self.running() >= self._settings.max_concurrent_jobs:
+            raise TooManyJobs(self._settings.max_concurrent_jobs, retry_s)
         job = ResearchJobState(
             id=secrets.token_urlsafe(12), request=request, bounded=bounded, client=client,
             key=key, access=access, shown=shown,
