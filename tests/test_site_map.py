@@ -178,9 +178,13 @@ def test_links_are_resolved_against_base_and_normalised():
     html = (
         b'<html><head><base href="http://x.org/docs/"></head><body>'
         b'<a href="a">a</a><a href="/b#frag">b</a><a href="HTTP://X.ORG:80/b">b again</a>'
-        b'<a href="mailto:x@y.z">m</a><a href="javascript:go()">j</a></body></html>'
+        b'<a href="mailto:x@y.z">m</a><a href="javascript:go()">j</a>'
+        b'<a href="http://[x/">bad</a></body></html>'
     )
     assert page_links(html, "http://x.org/index.html") == ["http://x.org/docs/a", "http://x.org/b"]
+    # A malformed <base> leaves the page's own address as the base.
+    bad_base = b'<html><head><base href="http://[x/"></head><body><a href="a">a</a></body></html>'
+    assert page_links(bad_base, "http://x.org/d/i.html") == ["http://x.org/d/a"]
     assert normalised_url("https://EX.org:443") == "https://ex.org/"
     assert normalised_url("file:///etc/passwd") is None
 

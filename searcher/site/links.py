@@ -31,10 +31,11 @@ def page_anchors(html: bytes, page_url: str) -> list[Link]:
         return []
     base = page_url
     for href in document.xpath("//base/@href")[:1]:
-        base = urljoin(page_url, str(href).strip())
+        base = _joined(page_url, str(href)) or page_url
     texts: dict[str, list[str]] = {}
     for anchor in document.xpath("//a[@href]"):
-        url = normalised_url(urljoin(base, str(anchor.get("href")).strip()))
+        joined = _joined(base, str(anchor.get("href")))
+        url = normalised_url(joined) if joined is not None else None
         if url is not None:
             text = " ".join(anchor.text_content().split())[:MAX_ANCHOR_CHARS]
             texts.setdefault(url, []).append(text)
@@ -44,3 +45,12 @@ def page_anchors(html: bytes, page_url: str) -> list[Link]:
 def page_links(html: bytes, page_url: str) -> list[str]:
     """Each distinct link of the page (``page_anchors``), its URL only."""
     return [link.url for link in page_anchors(html, page_url)]
+
+
+def _joined(base: str, href: str) -> str | None:
+    """``href`` resolved against ``base``; None for one that is no URL (``http://[x/``:
+    a page's malformed link is passed over, never the end of the map or crawl)."""
+    try:
+        return urljoin(base, href.strip())
+    except ValueError:
+        return None

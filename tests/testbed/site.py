@@ -72,6 +72,7 @@ _LINKS = {
     "": (
         "about", "links-only", "#top", "mailto:someone@example.org", "javascript:void(0)",
         "http://outside.example/elsewhere", "private/hidden", "/site/about#team",
+        "http://[x/",  # no URL at all (urljoin raises): passed over, the rest still mapped
     ),
     "links-only": ("deep/1",),
     "deep/1": ("2",),
