@@ -8,6 +8,7 @@ tests can see that nothing but 127.0.0.1 was ever dialled.
 from __future__ import annotations
 
 import gzip
+import socket
 import time
 import tracemalloc
 import zlib
@@ -26,6 +27,7 @@ from searcher.errors import (
     TooManyRedirects,
     UnsupportedContentType,
 )
+from searcher.fetch import fetcher as fetcher_module
 from searcher.fetch.extract import extract_main_text
 from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
 from searcher.fetch.guard import INVALID_HOST_NAME, guarded_transport
@@ -218,6 +220,21 @@ async def test_hanging_server_times_out(fetcher: PageFetcher, testbed: TestbedSe
         await fetcher.fetch(testbed.url("/hang"), limits(timeout_s=0.5))
     assert time.monotonic() - started < 3
     assert info.value.skip_reason == "timeout"
+
+
+async def test_a_timeout_without_a_message_is_named_by_its_kind(
+    recorder: RecordingBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A TLS handshake with a listener that never answers: httpx's connect timeout (per
+    # address, shortened here from 5 s) fires first, and it carries no message.
+    monkeypatch.setattr(fetcher_module, "_CONNECT_TIMEOUT_S", 0.3)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        allowed = {f"127.0.0.1:{silent.getsockname()[1]}"}
+        fetcher = PageFetcher(allowed, UA, transport=guarded_transport(allowed, inner=recorder))
+        with pytest.raises(FetchTimeout) as info:
+            await fetcher.fetch(f"https://{next(iter(allowed))}/page", limits(timeout_s=5))
+        await fetcher.aclose()
+    assert str(info.value).endswith("network timeout: ConnectTimeout"), str(info.value)
 
 
 async def test_slow_drip_is_caught_by_the_whole_fetch_timeout(

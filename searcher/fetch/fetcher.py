@@ -129,7 +129,8 @@ def _translate_errors(url: str) -> Iterator[None]:
         # does not follow), the resolver its own; ValueErrors, not httpx errors.
         raise FetchError(url, INVALID_HOST_NAME) from exc
     except httpx.TimeoutException as exc:
-        raise FetchTimeout(url, f"network timeout: {exc or type(exc).__name__}") from exc
+        # httpx's timeouts often carry no message: the class says which phase timed out.
+        raise FetchTimeout(url, f"network timeout: {str(exc) or type(exc).__name__}") from exc
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         blocked = _blocked_cause(exc)
         if blocked is not None:
