@@ -3,13 +3,16 @@ site behind it: tests/testbed/site.py), POST /v1/fetch with several URLs, and th
 parts a map is built from (sitemaps, links, scope)."""
 
 import gzip
+import threading
+import time
+from typing import Any
 
 import httpx
 import pytest
 
 from searcher.errors import InvalidRequest
 from searcher.site.links import page_links
-from searcher.site.scope import SiteScope, compile_patterns, normalised_url
+from searcher.site.scope import SiteScope, compile_patterns, normalised_url, repeat_copies
 from searcher.site.sitemaps import SitemapTooLarge, gunzipped, parse_sitemap
 from tests.testbed import site
 
@@ -101,6 +104,11 @@ def test_tavily_map_answers_in_tavilys_shape(make_settings, serve_searcher, test
         ({"url": "http://x.org/", "max_depth": 6}, "max_depth"),
         ({"url": "http://x.org/", "limit": 0}, "limit"),
         ({"url": "http://x.org/", "select_paths": ["(unclosed"]}, "select_paths.0"),
+        # Compiled, it would take 1.5 GB: refused before compiling.
+        (
+            {"url": "http://x.org/", "select_paths": ["((((a{100}){100}){100}){4})"]},
+            "select_paths.0",
+        ),
         ({"url": "http://x.org/", "exclude_domains": ["a", "[z-a]"]}, "exclude_domains.1"),
         ({"url": "http://x.org/", "timeout_s": 0}, "timeout_s"),
         ({"url": "http://x.org/", "depth": 1}, "depth"),
@@ -111,6 +119,30 @@ def test_bad_map_bodies_get_a_422_naming_the_field(make_settings, serve_searcher
     response = post(base, "/v1/map", body)
     assert response.status_code == 422
     assert response.json()["error"]["field"] == field
+
+
+def test_a_slow_pattern_keeps_to_the_maps_deadline_and_the_server_answers_meanwhile(
+    make_settings, serve_searcher, testbed_clean
+):
+    base = serve_searcher(make_settings())
+    body = {"url": f"http://127.0.0.1:{testbed_clean.port}/slow-links/", "max_depth": 1,
+            "sitemaps": False, "select_paths": ["(a|aa)+$"], "timeout_s": 2}  # fmt: skip
+    answers: dict[str, Any] = {}
+    mapping = threading.Thread(target=lambda: answers.update(map=post(base, "/v1/map", body)))
+    started = time.monotonic()
+    mapping.start()
+    time.sleep(0.5)  # the page is read and its 400 links are being matched
+    health = httpx.get(f"{base}/v1/health", timeout=30)
+    health_s = time.monotonic() - started
+    mapping.join(timeout=60)
+    map_s = time.monotonic() - started
+    assert health.status_code == 200
+    data = answers["map"].json()
+    # Every link takes its 50 ms match limit (20 s in all): the deadline ends the map.
+    assert map_s < 8 and data["complete"] is False, (map_s, data)
+    # Asked while the links were matched, health did not wait for them.
+    assert health_s < 1.5 < map_s, (health_s, map_s)
+    assert data["results"] == [body["url"]]
 
 
 def test_a_map_never_reaches_a_private_address(make_settings, serve_searcher, testbed_clean):
@@ -187,6 +219,14 @@ def test_links_are_resolved_against_base_and_normalised():
     assert page_links(bad_base, "http://x.org/d/i.html") == ["http://x.org/d/a"]
     assert normalised_url("https://EX.org:443") == "https://ex.org/"
     assert normalised_url("file:///etc/passwd") is None
+
+
+def test_nested_counted_repeats_are_counted_through_classes_and_escapes():
+    assert repeat_copies("(a{3}){4}") == 12 and repeat_copies("a{50}b{50}") == 50
+    assert repeat_copies(r"\{100\}") == 1  # escaped braces repeat nothing
+    # A ")" inside a class closes no group: the three levels still multiply.
+    assert repeat_copies("((x[)]{100}){100}){100}") == 1_000_000
+    assert repeat_copies("[a-z]{1,64}/x{2,}") == 64  # an open end is a loop, not copies
 
 
 def test_scope_keeps_subdomains_and_runs_patterns_with_a_time_limit():

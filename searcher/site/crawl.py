@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -24,7 +25,7 @@ from searcher.site.links import Link, page_anchors
 from searcher.site.mapping import HTML_TYPES, Fetch, read_robots
 from searcher.site.politeness import HostPacer, host_delay
 from searcher.site.robots import RobotsRules
-from searcher.site.scope import SiteScope
+from searcher.site.scope import SiteScope, admitted
 
 # Reads one page through the given fetch (``PageReader.read_through`` with its limits).
 ReadPage = Callable[[str, Fetch], Awaitable[PageOutcome]]
@@ -101,6 +102,7 @@ class _Crawl:
     tally: CrawlTally
     gate: asyncio.Semaphore
     rank: RankLinks
+    deadline: float  # time.monotonic() at which the crawl ends
 
     def paced(self, bodies: list[FetchedBody]) -> Fetch:
         """The fetch for one page: paced per host, its body kept for the page's links."""
@@ -135,7 +137,8 @@ class _Crawl:
         body = bodies[-1]
         if not body.content_type.startswith(HTML_TYPES):
             return []
-        return await self._followed(page_anchors(body.body, body.url))
+        # A page of 2 MB may hold 60,000 links: parsed off the event loop.
+        return await self._followed(await asyncio.to_thread(page_anchors, body.body, body.url))
 
     async def _report(
         self, url: str, depth: int, outcome: PageOutcome, bodies: list[FetchedBody]
@@ -159,10 +162,12 @@ class _Crawl:
 
     async def _followed(self, links: list[Link]) -> list[Link]:
         """A page's links to follow: in scope, not seen, best ``max_breadth`` first."""
-        fresh = [
-            link for link in links
-            if link.url not in self.tally.seen and self.plan.scope.admits(link.url)
-        ]  # fmt: skip
+        unseen = {link.url: link for link in links if link.url not in self.tally.seen}
+        # The client's patterns over a page's links can take seconds: off the event loop.
+        urls, _ = await asyncio.to_thread(
+            admitted, list(unseen), self.plan.scope.admits, self.deadline, len(unseen)
+        )
+        fresh = [unseen[url] for url in urls]
         if len(fresh) <= self.plan.max_breadth:  # all are followed: the level orders them
             return fresh
         ranked = await self.rank(self.plan.query, fresh, self.plan.max_breadth)
@@ -217,13 +222,14 @@ async def crawl_site(
     ``rank`` puts first; what the budgets or the deadline cut off leaves ``complete``
     False."""
     tally = CrawlTally(seen={plan.root})
+    deadline = time.monotonic() + plan.timeout_s
     try:
         async with asyncio.timeout(plan.timeout_s):
             origin = _origin(plan.root)
             robots = await read_robots(fetch, origin, plan.user_agent, plan.timeout_s)
             pacer = HostPacer(host_delay(plan.delay_s, robots.crawl_delay()), plan.per_host)
             crawl = _Crawl(plan, read, fetch, {origin: robots}, pacer, report, tally,
-                           asyncio.Semaphore(plan.concurrency), rank)  # fmt: skip
+                           asyncio.Semaphore(plan.concurrency), rank, deadline)  # fmt: skip
             level = [Link(plan.root, "")]
             for depth in range(plan.max_depth + 1):
                 if not level:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,8 +19,8 @@ from searcher.errors import FetchError, FetchHTTPError
 from searcher.fetch.fetcher import FetchedBody, FetchLimits
 from searcher.site.links import page_links
 from searcher.site.robots import RobotsRules
-from searcher.site.scope import SiteScope, normalised_url
-from searcher.site.sitemaps import SitemapTooLarge, gunzipped, parse_sitemap
+from searcher.site.scope import SiteScope, admitted, normalised_url
+from searcher.site.sitemaps import Sitemap, SitemapTooLarge, gunzipped, parse_sitemap
 
 Fetch = Callable[[str, FetchLimits], Awaitable[FetchedBody]]
 
@@ -120,7 +120,10 @@ async def _sitemap_pages(
         f"{_origin(plan.root)}/sitemap.xml"
     ]
     seen: set[str] = set()
-    while queue and found.sitemaps_read < MAX_SITEMAPS:
+    while queue:
+        if found.sitemaps_read >= MAX_SITEMAPS or len(found.urls) >= plan.limit:
+            found.complete = False  # sitemaps left unread
+            return
         url = queue.pop(0)
         if url in seen or not plan.scope.host_allowed(urlsplit(url).hostname or ""):
             continue
@@ -133,15 +136,40 @@ async def _sitemap_pages(
             # A sitemap may hold 50 MB compressed and 50 MB inflated: a few at a time.
             async with _process_slots("sitemaps", SITEMAPS_AT_ONCE):
                 body = await fetch(url, _limits(remaining, MAX_SITEMAP_BYTES, SITEMAP_TYPES))
-                sitemap = parse_sitemap(gunzipped(body.body, MAX_SITEMAP_BYTES))
+                # Seconds of work for a sitemap of 50 MB: off the event loop.
+                sitemap = await asyncio.to_thread(_parsed, body.body)
         except (FetchError, SitemapTooLarge, ValueError):
             continue
         found.sitemaps_read += 1
         queue.extend(u for u in (normalised_url(s) for s in sitemap.sitemaps) if u)
-        for listed in sitemap.pages:
-            page = normalised_url(listed)
-            if page and plan.scope.admits(page) and robots.allows(page):
-                found.from_sitemaps += found.add(page, plan.limit)
+        pages, checked = await _in_scope(sitemap.pages, plan, robots, found, deadline)
+        for page in pages:
+            found.from_sitemaps += found.add(page, plan.limit)
+        if not checked:
+            found.complete = False
+            return
+
+
+def _parsed(body: bytes) -> Sitemap:
+    return parse_sitemap(gunzipped(body, MAX_SITEMAP_BYTES))
+
+
+async def _in_scope(
+    urls: Sequence[str], plan: MapPlan, robots: RobotsRules, found: SiteMap, deadline: float
+) -> tuple[list[str], bool]:
+    """The normalised ``urls`` the scope and robots.txt admit and the map does not hold,
+    as many as its limit has room for, checked in a worker thread until ``deadline``;
+    and whether every URL was checked."""
+    known = set(found.urls)
+
+    def keep(url: str) -> bool:
+        return url not in known and plan.scope.admits(url) and robots.allows(url)
+
+    room = plan.limit - len(found.urls)
+    normalised = (normalised_url(u) for u in urls)
+    unique = list(dict.fromkeys(u for u in normalised if u))
+    kept, checked = await asyncio.to_thread(admitted, unique, keep, deadline, room + 1)
+    return kept, checked
 
 
 async def _links_of(fetch: Fetch, url: str, deadline: float) -> list[str]:
@@ -152,7 +180,7 @@ async def _links_of(fetch: Fetch, url: str, deadline: float) -> list[str]:
         body = await fetch(url, _limits(remaining, MAX_PAGE_BYTES, HTML_TYPES))
     except FetchError:
         return []
-    return page_links(body.body, body.url)
+    return await asyncio.to_thread(page_links, body.body, body.url)  # lxml, off the loop
 
 
 async def _link_pages(
@@ -172,13 +200,13 @@ async def _link_pages(
         found.pages_read += len(readable)
         level = []
         for page in pages:
-            kept = 0
-            for url in page:
-                if kept >= plan.max_breadth:
-                    break
-                if not plan.scope.admits(url) or not robots.allows(url):
-                    continue
-                kept += 1
+            kept, checked = await asyncio.to_thread(
+                admitted, page, lambda u: plan.scope.admits(u) and robots.allows(u),
+                deadline, plan.max_breadth,
+            )  # fmt: skip
+            if not checked and len(kept) < plan.max_breadth:
+                found.complete = False  # the deadline came first
+            for url in kept:
                 if found.add(url, plan.limit):
                     found.from_links += 1
                     level.append(url)

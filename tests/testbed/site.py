@@ -89,3 +89,15 @@ async def site_page(req: Request) -> None:
 @router.route("/site/")
 async def site_root(req: Request) -> None:
     await req.respond(200, _page("home", _LINKS[""]), HTML)
+
+
+# A page of many links that a backtracking pattern (``(a|aa)+$``) takes its whole time
+# limit to refuse, each: a map or crawl that matched them one after another on the event
+# loop held the server for 20 s.
+SLOW_LINKS = 400
+
+
+@router.route("/slow-links/")
+async def slow_links(req: Request) -> None:
+    hrefs = tuple(f"/slow-links/{'a' * 40}!{n}" for n in range(SLOW_LINKS))
+    await req.respond(200, _page("slow links", hrefs), HTML)
