@@ -78,6 +78,8 @@ def test_default_result_count_is_at_least_one_searxng_page():
         ({"q": "x" * 2001}, "q", "2000"),
         ({"pageno": "0"}, "pageno", "from 1 to 50"),
         ({"pageno": "two"}, "pageno", "whole number"),
+        ({"pageno": "1_0"}, "pageno", "whole number"),  # int() reads it as 10
+        ({"pageno": "\uff11"}, "pageno", "whole number"),  # a full-width 1
         ({"pageno": "51"}, "pageno", "from 1 to 50"),
         ({"safesearch": "3"}, "safesearch", "from 0 to 2"),
         ({"time_range": "decade"}, "time_range", "day, week, month, year"),

@@ -72,10 +72,10 @@ def _int_in(params: Mapping[str, str], name: str, low: int, high: int) -> int | 
     value = _given(params, name)
     if value is None:
         return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise InvalidRequest(name, f"must be a whole number from {low} to {high}") from None
+    # ASCII digits only: int() also reads "1_0" as 10 and full-width digits.
+    if not (value.strip().isascii() and value.strip().lstrip("+-").isdigit()):
+        raise InvalidRequest(name, f"must be a whole number from {low} to {high}")
+    number = int(value)
     if not low <= number <= high:
         raise InvalidRequest(name, f"must be from {low} to {high}, not {number}")
     return number
