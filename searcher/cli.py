@@ -115,8 +115,9 @@ def serve(host: str | None, port: int | None, workers: int, config_path: tuple[s
     from searcher.api.http_server import run_server
 
     settings = _settings(config_path)  # read here too, so a bad config fails before binding
+    metrics_dir = None
     if workers > 1 and settings.metrics.enabled:
-        _share_metrics_between_workers()
+        metrics_dir = _share_metrics_between_workers()
     _check_state(settings)  # an unreachable Redis fails here, not in every worker
     # The address bound is the one the Host check allows by default: the app must see it.
     bound_port = settings.server.port if port is None else port
@@ -144,7 +145,13 @@ def serve(host: str | None, port: int | None, workers: int, config_path: tuple[s
     if config_path:
         os.environ["SEARCHER_CONFIG"] = os.pathsep.join(os.path.abspath(p) for p in config_path)
     os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
-    run_server("searcher.api.app:create_app", server, workers, **options)
+    try:
+        run_server("searcher.api.app:create_app", server, workers, **options)
+    finally:
+        if metrics_dir is not None:  # the one this run made: gone with it
+            import shutil
+
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _print_startup_report(config_path: tuple[str, ...], settings: Settings) -> None:
@@ -236,16 +243,25 @@ def _log_config(access: bool) -> dict[str, Any]:
     return config
 
 
-def _share_metrics_between_workers() -> None:
-    """Workers write their metrics to one fresh directory that a scrape sums (set before
-    any worker imports prometheus_client)."""
+def _share_metrics_between_workers() -> str | None:
+    """Workers write their metrics to one directory that a scrape sums (set before any
+    worker imports prometheus_client): ``$PROMETHEUS_MULTIPROC_DIR`` when set (exit 2
+    unless it is a folder we can write), else a fresh one, whose path is returned (the
+    caller removes it)."""
     import os
     import tempfile
 
     from searcher.api.metrics import MULTIPROC_ENV
 
-    if not os.environ.get(MULTIPROC_ENV):
-        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="searcher-metrics-")
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        # Every worker would fail at its first metric, and be restarted, without end.
+        if not (os.path.isdir(given) and os.access(given, os.W_OK | os.X_OK)):
+            _fail(f"${MULTIPROC_ENV} ({given}) is not a folder this user can write", 2)
+        return None
+    made = tempfile.mkdtemp(prefix="searcher-metrics-")
+    os.environ[MULTIPROC_ENV] = made
+    return made
 
 
 def _progress_printer() -> Callable[[int, int, str, PageOutcome], None] | None:

@@ -1888,8 +1888,10 @@ def _config_files(path: ConfigPaths, env: Mapping[str, str]) -> list[str]:
         given: list[str | Path] = [] if path is None or path == "" else [path]
     else:
         given = list(path)
-    if not given and env.get(CONFIG_ENV_VAR) and os.pathsep in env[CONFIG_ENV_VAR]:
-        given = [p for p in env[CONFIG_ENV_VAR].split(os.pathsep) if p]
+    joined = env.get(CONFIG_ENV_VAR) or ""
+    # A file whose own path holds the separator ("/tmp/x:y/searcher.yaml") is one file.
+    if not given and os.pathsep in joined and not Path(joined).is_file():
+        given = [p for p in joined.split(os.pathsep) if p]
     if len(given) > 1:
         return [str(p) for p in given]
     found = find_config_file(given[0] if given else None, env)

@@ -176,11 +176,19 @@ def test_two_workers_report_their_sum(config_file, tmp_path: Path):
     """`serve --workers 2`: whichever worker answers the scrape, it reports both workers'
     searches (prometheus_client's multiprocess mode)."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    # Its own temporary folder, to see the metrics folder the run makes go with it.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "TMPDIR": str(scratch)}  # fmt: skip
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    # A config in a folder whose name holds the path separator: the workers read it whole.
+    config = tmp_path / "x:y" / "searcher.yaml"
+    config.parent.mkdir()
+    config.write_text(Path(config_file()).read_text())
     server = subprocess.Popen(
         [sys.executable, "-m", "searcher", "serve", "--workers", "2", "--port", str(port),
-         "--config", config_file()],
+         "--config", str(config)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
@@ -208,3 +216,15 @@ def test_two_workers_report_their_sum(config_file, tmp_path: Path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+    assert not list(scratch.glob("searcher-metrics-*"))
+
+
+def test_a_metrics_folder_workers_cannot_use_is_refused_at_start(config_file, tmp_path: Path):
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "nowhere")}
+    started = subprocess.run(
+        [sys.executable, "-m", "searcher", "serve", "--workers", "2", "--port",
+         str(free_port()), "--config", config_file()],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert started.returncode == 2, started.stderr
+    assert "PROMETHEUS_MULTIPROC_DIR" in started.stderr and "Traceback" not in started.stderr

@@ -83,7 +83,13 @@ def build(name, settings, context):
 
 SPEC = BackendSpec("corpus", Capabilities(result_count=True), CorpusSettings, build)
 NOT_A_SPEC = "a string"
+
+
+def factory_that_raises():
+    raise RuntimeError("no licence file")
 '''
+# A plugin that hands out the built-in SearXNG spec as its own: the built-in stays.
+SHADOW = "from searcher.backends.searxng import SPEC\n"
 
 
 def install(site: Path, dist: str, module: str | None, points: str) -> None:
@@ -113,6 +119,8 @@ def plugin_site(tmp_path: Path) -> Path:
     install(site, "corpus-plugin", PLUGIN, "corpus = corpus_plugin:SPEC")
     install(site, "broken-plugin", None, "broken = broken_plugin_gone:SPEC")
     install(site, "odd-plugin", None, "odd = corpus_plugin:NOT_A_SPEC")
+    install(site, "raising-plugin", None, "raising = corpus_plugin:factory_that_raises")
+    install(site, "shadow-plugin", SHADOW, "searxng = shadow_plugin:SPEC")
     return site
 
 
@@ -132,7 +140,8 @@ def test_searcher_plugins_lists_built_in_installed_and_failed_adapters(tmp_path)
     corpus = next(a for a in data["adapters"] if a["adapter"] == "corpus")
     assert corpus["capabilities"] == ["result_count"]
     failed = {f["name"]: f for f in data["failed"]}
-    assert set(failed) == {"broken", "odd"}
+    assert set(failed) == {"broken", "odd", "raising"}
+    assert failed["raising"]["reason"] == "RuntimeError: no licence file"
     assert failed["broken"]["origin"] == "broken_plugin_gone:SPEC from broken-plugin 0.1"
     assert "ModuleNotFoundError" in failed["broken"]["reason"]
     assert "broken_plugin_gone" in failed["broken"]["reason"]

@@ -67,17 +67,18 @@ def load_registry() -> Registry:
         origin = _origin(point)
         try:
             loaded = point.load()
+            # A factory is third-party code too: whatever it raises names the plugin.
+            spec = loaded() if callable(loaded) and not isinstance(loaded, BackendSpec) else loaded
         except Exception as exc:  # any import error of a third-party module
             problems[point.name], origins[point.name] = f"{type(exc).__name__}: {exc}", origin
             continue
-        spec = loaded() if callable(loaded) and not isinstance(loaded, BackendSpec) else loaded
         if not isinstance(spec, BackendSpec):
             problems[point.name] = f"{point.value} is not a searcher BackendSpec"
             origins[point.name] = origin
         elif spec.adapter in specs and specs[spec.adapter] is not spec:
             problems[point.name] = f"adapter {spec.adapter!r} already exists"
             origins[point.name] = origin
-        else:
+        elif spec.adapter not in specs:  # (the very spec already here, re-exported: no news)
             specs[spec.adapter], origins[spec.adapter] = spec, origin
     return Registry(specs, problems, origins)
 
