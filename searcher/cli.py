@@ -1079,12 +1079,14 @@ def keys_list(as_json: bool, config_path: tuple[str, ...]) -> None:
 def keys_revoke(name_or_id: str, config_path: tuple[str, ...]) -> None:
     """Revoke a key by name or id; it is refused from then on (within seconds)."""
     from searcher.auth.keys import KeyBook
-    from searcher.errors import KeyNotFound
+    from searcher.errors import InvalidRequest, KeyNotFound
 
     try:
         key = _state_call(_settings(config_path), lambda s: KeyBook(s).revoke(name_or_id))
     except KeyNotFound as exc:
         _fail(str(exc), 1)
+    except InvalidRequest as exc:  # a name one key has and another's id
+        _fail(f"{exc.message}: revoke it by its id", 2)
     click.echo(f"revoked key {key.id} ({key.name})")
 
 

@@ -341,6 +341,9 @@ class ServerSettings(ConfigSection):
     @classmethod
     def _hosts_read(cls, value: list[str] | None) -> list[str] | None:
         # Read here, so that a malformed entry is a ConfigError, not a failure at start-up.
+        if value == []:  # (also " , " from the environment) every request would get a 421
+            raise ValueError("empty: it would refuse every request; leave it unset for the "
+                             "bound address and loopback names, or give '*'")  # fmt: skip
         for entry in value or []:
             if entry.strip() != "*":
                 split_host(entry)  # ValueError names the entry

@@ -148,6 +148,10 @@ def test_keys_are_listed_without_secrets_and_names_are_checked(keyed):
     assert cli("keys", "create", "listed", "--config", config).exit_code == 2  # taken
     assert cli("keys", "create", "x", "--rate", "fast", "--config", config).exit_code == 2
     assert cli("keys", "revoke", "nobody", "--config", config).exit_code == 1
+    # Another key's id as a name: "keys revoke ID" would not know which key it means.
+    taken_id = json.loads(listed.stdout)[0]["id"]
+    as_id = cli("keys", "create", taken_id, "--config", config)
+    assert as_id.exit_code == 2 and "is the id of an active key" in as_id.output
 
 
 def test_without_auth_nothing_changes(make_settings, serve_searcher):

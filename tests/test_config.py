@@ -187,6 +187,10 @@ def test_a_malformed_allowed_host_is_a_config_error_naming_it():
     assert load_settings(environ={"SEARCHER_ALLOWED_HOSTS": hosts}).server.allowed_hosts == [
         "a.example:*", "*.b.example", "*"
     ]  # fmt: skip
+    # Blanks and commas only: no host at all, every request refused (421); an error.
+    with pytest.raises(ConfigError, match=r"server\.allowed_hosts.*refuse every request"):
+        load_settings(environ={"SEARCHER_ALLOWED_HOSTS": " , "})
+    assert load_settings(environ={"SEARCHER_ALLOWED_HOSTS": ""}).server.allowed_hosts is None
 
 
 @pytest.mark.parametrize(

@@ -108,8 +108,11 @@ class KeyBook:
         those it may see (checked by ``searcher.auth.access.parse_collections``)."""
         if not _NAME.match(name):
             raise InvalidRequest("name", "1-64 letters, digits, '.', '_' or '-'")
-        if any(k.name == name and not k.revoked for k in await self.list()):
+        active = [k for k in await self.list() if not k.revoked]
+        if any(k.name == name for k in active):
             raise InvalidRequest("name", f"an active key is already named {name!r}")
+        if any(k.id == name for k in active):  # revoke NAME would not know which one
+            raise InvalidRequest("name", f"{name!r} is the id of an active key")
         secret = PREFIX + secrets.token_urlsafe(24)
         digest = hash_secret(secret)
         created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -129,16 +132,22 @@ class KeyBook:
         return keys
 
     async def revoke(self, name_or_id: str) -> ApiKey:
-        """Revoke the active key with that name or id (``KeyNotFound`` if none)."""
+        """Revoke the active key with that name or id (``KeyNotFound`` if none;
+        ``InvalidRequest`` when it is one key's name and another's id)."""
+        found = []
         for digest in await self._hashes():
             key = _key(await get_json(self._store, NAMESPACE + "key:" + digest))
             if key and not key.revoked and name_or_id in (key.name, key.id):
-                revoked = dataclasses.replace(key, revoked=True)
-                await set_json(
-                    self._store, NAMESPACE + "key:" + digest, _record(revoked), FOREVER_S
-                )
-                return revoked
-        raise KeyNotFound(name_or_id)
+                found.append((digest, key))
+        if not found:
+            raise KeyNotFound(name_or_id)
+        if len(found) > 1:
+            named = ", ".join(f"{k.id} ({k.name})" for _, k in found)
+            raise InvalidRequest("name_or_id", f"{name_or_id!r} names several keys: {named}")
+        digest, key = found[0]
+        revoked = dataclasses.replace(key, revoked=True)
+        await set_json(self._store, NAMESPACE + "key:" + digest, _record(revoked), FOREVER_S)
+        return revoked
 
     async def lookup(self, secret: str) -> ApiKey | None:
         """The key a request presents, or None if it is unknown."""
