@@ -534,7 +534,9 @@ class JobNotFound(SearcherError):
     """No job of that kind (``research``, ``crawl``) has that id (or it expired)."""
 
     def __init__(self, job_id: str, what: str = "research") -> None:
-        super().__init__(f"no {what} job {job_id!r}")
+        # Ids are 16 characters: a longer one is named by its start, not echoed whole.
+        shown = job_id if len(job_id) <= 64 else job_id[:64] + "…"
+        super().__init__(f"no {what} job {shown!r}")
         self.job_id = job_id
 
 

@@ -273,6 +273,9 @@ def test_unknown_job_is_a_404(make_settings, serve_searcher):
     ):
         assert response.status_code == 404
         assert response.json()["error"]["type"] == "not_found"
+    # A 10,000-character id is named by its start, not echoed whole.
+    long = httpx.get(f"{base}/v1/research/{'x' * 10_000}").json()["error"]["message"]
+    assert len(long) < 200 and long.startswith("no research job 'xxxx")
 
 
 def _llm(testbed: Any, **steps: str) -> dict[str, Any]:
