@@ -52,10 +52,10 @@ def write_config(tmp_path: Path, embeddings: dict[str, Any]) -> str:
     return str(path)
 
 
-def write_notes(tmp_path: Path) -> Path:
+def write_notes(tmp_path: Path, notes: dict[str, str] = NOTES) -> Path:
     folder = tmp_path / "notes"
     folder.mkdir()
-    for name, text in NOTES.items():
+    for name, text in notes.items():
         (folder / name).write_text(text)
     return folder
 
@@ -127,10 +127,7 @@ def test_a_transformer_embedder_gets_an_equal_share_unless_weights_are_set(
 ):
     # corpus.keyword_weight / vector_weight unset: 0.5 / 0.5 with a transformer embedder
     # (0.9 / 0.1 is for a static model's weak vectors), so the note that answers wins.
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    for name, text in SHOP_NOTES.items():
-        (folder / name).write_text(text)
+    folder = write_notes(tmp_path, SHOP_NOTES)
     config = write_config(tmp_path, ONNX)
     added = CliRunner().invoke(main, ["index", "add", str(folder), "--collection", "notes",
                                       "--config", config], catch_exceptions=False)  # fmt: skip
