@@ -523,6 +523,11 @@ def test_bad_bodies_get_tavilys_400_shape(make_settings, serve_searcher, client)
     )
     assert malformed.status_code == 400
     assert malformed.json() == {"detail": {"error": "body: malformed JSON", "field": "body"}}
+    # Errors the app answers for any route (a wrong method, a body over the limit) come in
+    # Tavily's shape here too.
+    wrong_method = httpx.get(f"{base}/tavily/search")
+    assert wrong_method.status_code == 405 and "allow" in wrong_method.headers
+    assert set(wrong_method.json()) == {"detail"} and wrong_method.json()["detail"]["error"]
     assert "Traceback" not in response.text + missing.text + malformed.text
     # Bodies FastAPI cannot parse at all get Tavily's 400 too, not searcher's own 422.
     for path in ("search", "extract"):

@@ -264,20 +264,23 @@ def install_error_handlers(app: FastAPI) -> None:
         log.error("internal error", exc_info=exc)
         return error_response(500, "internal_error", "internal error; see the server log")
 
-    _answer_openai_clients_in_their_shape(app)
+    _answer_compat_clients_in_their_shape(app)
 
 
-def _answer_openai_clients_in_their_shape(app: FastAPI) -> None:
-    """Every handler above answers the OpenAI routes in OpenAI's error shape."""
+def _answer_compat_clients_in_their_shape(app: FastAPI) -> None:
+    """Every handler above answers the OpenAI routes in OpenAI's error shape and the
+    Tavily routes in Tavily's (a 404, 405, 413, 503 or 500 there included)."""
     for kind, handler in list(app.exception_handlers.items()):
         if getattr(handler, "__module__", None) == __name__:
-            app.exception_handlers[kind] = _openai_shaped(handler)
+            app.exception_handlers[kind] = _compat_shaped(handler)
 
 
-def _openai_shaped(handler: Any) -> Any:
+def _compat_shaped(handler: Any) -> Any:
     async def answer(request: Request, exc: Exception) -> JSONResponse:
         response: JSONResponse = await handler(request, exc)
-        return in_openai_shape(response) if speaks_openai(request.scope) else response
+        if speaks_openai(request.scope):
+            return in_openai_shape(response)
+        return in_tavily_shape(response) if speaks_tavily(request.scope) else response
 
     return answer
 
