@@ -80,6 +80,7 @@ def test_default_result_count_is_at_least_one_searxng_page():
         ({"pageno": "two"}, "pageno", "whole number"),
         ({"pageno": "1_0"}, "pageno", "whole number"),  # int() reads it as 10
         ({"pageno": "\uff11"}, "pageno", "whole number"),  # a full-width 1
+        ({"pageno": "+-5"}, "pageno", "whole number"),
         ({"pageno": "51"}, "pageno", "from 1 to 50"),
         ({"safesearch": "3"}, "safesearch", "from 0 to 2"),
         ({"time_range": "decade"}, "time_range", "day, week, month, year"),

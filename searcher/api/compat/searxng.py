@@ -9,6 +9,7 @@ no result count). Unknown parameters are ignored, as SearXNG does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -68,12 +69,15 @@ def _comma_list(params: Mapping[str, str], name: str) -> list[str] | None:
     return parts or None
 
 
+_WHOLE_NUMBER = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
+
+
 def _int_in(params: Mapping[str, str], name: str, low: int, high: int) -> int | None:
     value = _given(params, name)
     if value is None:
         return None
     # ASCII digits only: int() also reads "1_0" as 10 and full-width digits.
-    if not (value.strip().isascii() and value.strip().lstrip("+-").isdigit()):
+    if _WHOLE_NUMBER.fullmatch(value) is None:
         raise InvalidRequest(name, f"must be a whole number from {low} to {high}")
     number = int(value)
     if not low <= number <= high:
