@@ -227,6 +227,8 @@ def test_nested_counted_repeats_are_counted_through_classes_and_escapes():
     # A ")" inside a class closes no group: the three levels still multiply.
     assert repeat_copies("((x[)]{100}){100}){100}") == 1_000_000
     assert repeat_copies("[a-z]{1,64}/x{2,}") == 64  # an open end is a loop, not copies
+    assert repeat_copies("[a-z]{64}/(x{200})") == 200  # side by side: not multiplied
+    assert repeat_copies("((a{100}){100}") == 10_000  # a group left open still counts
 
 
 def test_scope_keeps_subdomains_and_runs_patterns_with_a_time_limit():

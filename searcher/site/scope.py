@@ -76,8 +76,8 @@ def repeat_copies(pattern: str) -> int:
     bound times those of the groups around it (``(a{3}){4}``: 12). Read from the
     pattern's text (escapes and ``[...]`` classes read as one atom): an upper bound,
     which is all a refusal needs."""
-    stack = [1]  # per open group: the largest bound of what it holds so far
-    largest, index = 1, 0
+    stack = [1]  # per open group: the most copies one thing in it makes so far
+    index = 0
     while index < len(pattern):
         char = pattern[index]
         if char == "(":
@@ -90,11 +90,12 @@ def repeat_copies(pattern: str) -> int:
         else:
             inner = 1
             end = _atom_end(pattern, index)
-        bound = _bound_after(pattern, end)
-        stack[-1] = max(stack[-1], inner * bound)
-        largest = max(largest, _product(stack))
+        stack[-1] = max(stack[-1], inner * _bound_after(pattern, end))
         index = end
-    return largest
+    while len(stack) > 1:  # a group left open counts as closed
+        inner = stack.pop()
+        stack[-1] = max(stack[-1], inner)
+    return stack[0]
 
 
 def _atom_end(pattern: str, index: int) -> int:
@@ -121,13 +122,6 @@ def _bound_after(pattern: str, index: int) -> int:
     if found is None or not (found.group(1) or found.group(2)):
         return 1
     return max(int(found.group(1) or 0), int(found.group(2) or 0), 1)
-
-
-def _product(values: Sequence[int]) -> int:
-    total = 1
-    for value in values:
-        total *= value
-    return total
 
 
 def _search(pattern: regex.Pattern[str], text: str) -> bool:
