@@ -146,7 +146,9 @@ def serve(host: str | None, port: int | None, workers: int, config_path: tuple[s
         os.environ["SEARCHER_CONFIG"] = os.pathsep.join(os.path.abspath(p) for p in config_path)
     os.environ["SEARCHER_HOST"], os.environ["SEARCHER_PORT"] = server.host, str(server.port)
     try:
-        run_server("searcher.api.app:create_app", server, workers, **options)
+        if not run_server("searcher.api.app:create_worker_app", server, workers, **options):
+            _fail(f"could not serve on {server.host}:{server.port}: a worker could not "
+                  "start (its reason is in the log above)", 2)  # fmt: skip
     finally:
         if metrics_dir is not None:  # the one this run made: gone with it
             import shutil

@@ -228,3 +228,23 @@ def test_a_metrics_folder_workers_cannot_use_is_refused_at_start(config_file, tm
     )  # fmt: skip
     assert started.returncode == 2, started.stderr
     assert "PROMETHEUS_MULTIPROC_DIR" in started.stderr and "Traceback" not in started.stderr
+
+
+def test_a_worker_that_cannot_build_its_app_stops_the_server(tmp_path: Path):
+    # The workers read a config the parent never did (gone, here): each exits with
+    # uvicorn's start-up failure, which stops the parent, instead of being restarted
+    # without end while nothing answers. (The supervisor's health check, 60 s, is
+    # shortened here: it bounds how soon the parent notices.)
+    script = (
+        "import searcher.api.http_server as h\n"
+        "from searcher.config import ServerSettings\n"
+        "h.WORKER_HEALTHCHECK_S = 5\n"
+        f"print('served', h.run_server('searcher.api.app:create_worker_app', "
+        f"ServerSettings(port={free_port()}), 2))\n"
+    )
+    env = {**os.environ, "SEARCHER_CONFIG": str(tmp_path / "gone.yaml")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    ran = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=120, check=False)  # fmt: skip
+    assert "served False" in ran.stdout, ran.stdout + ran.stderr
+    assert "the worker cannot start" in ran.stderr and "gone.yaml" in ran.stderr

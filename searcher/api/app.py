@@ -44,6 +44,23 @@ from searcher.tools.mcp_server import mcp_sessions, mount_mcp
 Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]
 
 
+def create_worker_app() -> FastAPI:
+    """``create_app`` for a worker of ``serve --workers N`` (settings from the
+    environment). One that cannot build its app exits with uvicorn's start-up failure
+    code, which stops the parent: any other exit has the worker restarted, to fail again,
+    without end, while the server never answers."""
+    try:
+        return create_app()
+    except Exception as exc:  # a ConfigError, an unreadable file: the worker's last word
+        import logging
+        import sys
+
+        from uvicorn.config import STARTUP_FAILURE
+
+        logging.getLogger("uvicorn.error").error("the worker cannot start: %s", exc)
+        sys.exit(STARTUP_FAILURE)
+
+
 def create_app(
     settings: Settings | None = None, *, ddgs_factory: SearcherFactory | None = None
 ) -> FastAPI:

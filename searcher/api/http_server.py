@@ -32,6 +32,7 @@ from typing import Any
 import httptools
 import orjson
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors import Multiprocess
 
@@ -362,8 +363,10 @@ def run_server(app: Any, server: ServerSettings, workers: int = 1, **kwargs: Any
     raise_fd_limit(server.max_connections)
     config = server_config(app, server, workers=workers, factory=workers > 1, **kwargs)
     if workers > 1:
-        Multiprocess(config, sockets=[config.bind_socket()]).run()
-        return True
+        supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+        supervisor.run()
+        # A worker that could not start stops the supervisor (uvicorn's STARTUP_FAILURE).
+        return not any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes)
     runner = uvicorn.Server(config)
     runner.run()
     return runner.started
