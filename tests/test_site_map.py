@@ -140,8 +140,9 @@ def test_a_slow_pattern_keeps_to_the_maps_deadline_and_the_server_answers_meanwh
     data = answers["map"].json()
     # Every link takes its 50 ms match limit (20 s in all): the deadline ends the map.
     assert map_s < 8 and data["complete"] is False, (map_s, data)
-    # Asked while the links were matched, health did not wait for them.
-    assert health_s < 1.5 < map_s, (health_s, map_s)
+    # Asked while the links were matched, health did not wait for them (on the old event
+    # loop it came back with the map).
+    assert health_s + 0.5 < map_s, (health_s, map_s)
     assert data["results"] == [body["url"]]
 
 
