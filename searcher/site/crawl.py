@@ -23,6 +23,7 @@ from searcher.ranking.dedup import TextSignature, same_text, text_signature
 from searcher.site.link_rank import RankLinks, bm25_ranked
 from searcher.site.links import Link, page_anchors
 from searcher.site.mapping import HTML_TYPES, Fetch, read_robots
+from searcher.site.off_loop import off_loop
 from searcher.site.politeness import HostPacer, host_delay
 from searcher.site.robots import RobotsRules
 from searcher.site.scope import SiteScope, admitted
@@ -138,7 +139,7 @@ class _Crawl:
         if not body.content_type.startswith(HTML_TYPES):
             return []
         # A page of 2 MB may hold 60,000 links: parsed off the event loop.
-        return await self._followed(await asyncio.to_thread(page_anchors, body.body, body.url))
+        return await self._followed(await off_loop(page_anchors, body.body, body.url))
 
     async def _report(
         self, url: str, depth: int, outcome: PageOutcome, bodies: list[FetchedBody]
@@ -164,7 +165,7 @@ class _Crawl:
         """A page's links to follow: in scope, not seen, best ``max_breadth`` first."""
         unseen = {link.url: link for link in links if link.url not in self.tally.seen}
         # The client's patterns over a page's links can take seconds: off the event loop.
-        urls, _ = await asyncio.to_thread(
+        urls, _ = await off_loop(
             admitted, list(unseen), self.plan.scope.admits, self.deadline, len(unseen)
         )
         fresh = [unseen[url] for url in urls]

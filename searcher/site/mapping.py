@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from searcher.errors import FetchError, FetchHTTPError
 from searcher.fetch.fetcher import FetchedBody, FetchLimits
 from searcher.site.links import page_links
+from searcher.site.off_loop import off_loop
 from searcher.site.robots import RobotsRules
 from searcher.site.scope import SiteScope, admitted, normalised_url
 from searcher.site.sitemaps import Sitemap, SitemapTooLarge, gunzipped, parse_sitemap
@@ -137,7 +138,7 @@ async def _sitemap_pages(
             async with _process_slots("sitemaps", SITEMAPS_AT_ONCE):
                 body = await fetch(url, _limits(remaining, MAX_SITEMAP_BYTES, SITEMAP_TYPES))
                 # Seconds of work for a sitemap of 50 MB: off the event loop.
-                sitemap = await asyncio.to_thread(_parsed, body.body)
+                sitemap = await off_loop(_parsed, body.body)
         except (FetchError, SitemapTooLarge, ValueError):
             continue
         found.sitemaps_read += 1
@@ -168,7 +169,7 @@ async def _in_scope(
     room = plan.limit - len(found.urls)
     normalised = (normalised_url(u) for u in urls)
     unique = list(dict.fromkeys(u for u in normalised if u))
-    kept, checked = await asyncio.to_thread(admitted, unique, keep, deadline, room + 1)
+    kept, checked = await off_loop(admitted, unique, keep, deadline, room + 1)
     return kept, checked
 
 
@@ -180,7 +181,7 @@ async def _links_of(fetch: Fetch, url: str, deadline: float) -> list[str]:
         body = await fetch(url, _limits(remaining, MAX_PAGE_BYTES, HTML_TYPES))
     except FetchError:
         return []
-    return await asyncio.to_thread(page_links, body.body, body.url)  # lxml, off the loop
+    return await off_loop(page_links, body.body, body.url)  # lxml, off the loop
 
 
 async def _link_pages(
@@ -200,7 +201,7 @@ async def _link_pages(
         found.pages_read += len(readable)
         level = []
         for page in pages:
-            kept, checked = await asyncio.to_thread(
+            kept, checked = await off_loop(
                 admitted, page, lambda u: plan.scope.admits(u) and robots.allows(u),
                 deadline, plan.max_breadth,
             )  # fmt: skip

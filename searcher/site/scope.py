@@ -137,7 +137,7 @@ def admitted(
 ) -> tuple[list[str], bool]:
     """The ``urls`` that ``keep`` admits, in order, at most ``most`` of them, checked
     until ``deadline`` (``time.monotonic()``); and whether every URL was checked. Meant
-    for a worker thread (``asyncio.to_thread``): thousands of pattern matches are
+    for a worker thread (``searcher.site.off_loop``): thousands of pattern matches are
     seconds of work."""
     kept: list[str] = []
     for url in urls:
