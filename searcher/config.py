@@ -1558,7 +1558,9 @@ class UploadSettings(ConfigSection):
 # on the dev halves of SciFact and Cranfield (bench/corpus_quality.py --tune): a static
 # model's vectors reach 60 % of BM25 and only nudge it; a transformer's reach 90 %
 # (all-MiniLM-L6-v2), and an equal share gained 0.008-0.032 held out (docs/corpus.md).
-CORPUS_WEIGHTS: dict[str, tuple[float, float]] = {"static": (0.9, 0.1), "transformer": (0.5, 0.5)}
+STATIC_EMBEDDER_WEIGHTS = (0.9, 0.1)
+TRANSFORMER_EMBEDDER_WEIGHTS = (0.5, 0.5)
+TRANSFORMER_PROVIDERS = frozenset({"onnx", "openai"})
 
 
 class CorpusSettings(ConfigSection):
@@ -1661,9 +1663,9 @@ class CorpusSettings(ConfigSection):
 
     def fusion_weights(self, provider: str) -> tuple[float, float]:
         """(keyword, vector) weights of the chunk fusion for an embedder of ``provider``:
-        what is set, else that kind of embedder's pair (``CORPUS_WEIGHTS``)."""
-        kind = "transformer" if provider in ("onnx", "openai") else "static"
-        keyword, vector = CORPUS_WEIGHTS[kind]
+        what is set, else that kind of embedder's pair."""
+        transformer = provider in TRANSFORMER_PROVIDERS
+        keyword, vector = TRANSFORMER_EMBEDDER_WEIGHTS if transformer else STATIC_EMBEDDER_WEIGHTS
         return (
             keyword if self.keyword_weight is None else self.keyword_weight,
             vector if self.vector_weight is None else self.vector_weight,
