@@ -381,3 +381,39 @@ def test_every_worker_writes_one_access_line_per_request(tmp_path: Path, workers
             assert httpx.get(f"{served.base}/v1/health", headers=headers, timeout=30).is_success
         for rid in ids:
             served.access_line(request_id=rid)  # exactly one each
+
+
+# An ASGI app that prints the process's collector thresholds once it has started, then
+# asks its server to stop: what a search served by that process runs under.
+_THRESHOLDS_APP = """
+import gc, os, signal
+
+async def app(scope, receive, send):
+    assert scope["type"] == "lifespan"
+    await receive()
+    print("thresholds", gc.get_threshold(), flush=True)
+    await send({"type": "lifespan.startup.complete"})
+    os.kill(os.getpid(), signal.SIGINT)
+    await receive()
+    await send({"type": "lifespan.shutdown.complete"})
+"""
+
+
+@pytest.mark.parametrize("path", ["one process", "worker"])
+def test_a_serving_process_collects_garbage_in_batches(tmp_path: Path, path: str) -> None:
+    (tmp_path / "thresholds_app.py").write_text(_THRESHOLDS_APP)
+    if path == "one process":  # run_server, as `serve` with one worker calls it
+        script = (
+            "import thresholds_app, searcher.api.http_server as h\n"
+            "from searcher.config import ServerSettings\n"
+            f"h.run_server(thresholds_app.app, ServerSettings(port={free_port()}))\n"
+        )
+    else:  # the factory each worker of `serve --workers N` builds its app with
+        script = "import gc, searcher.api.app as a\na.create_worker_app()\n"
+        script += "print('thresholds', gc.get_threshold(), flush=True)\n"
+    (tmp_path / "searcher.yaml").write_text("backends: {order: [searxng]}\n")
+    env = {"PATH": "/usr/bin:/bin", "SEARCHER_CONFIG": str(tmp_path / "searcher.yaml"),
+           "PYTHONPATH": f"{tmp_path}:{Path(__file__).parents[1]}"}  # fmt: skip
+    ran = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert "thresholds (10000, 10, 10)" in ran.stdout, ran.stdout + ran.stderr

@@ -24,6 +24,7 @@ from searcher.api.docs import mount_docs
 from searcher.api.errors import install_error_handlers
 from searcher.api.feedback import router as feedback_router
 from searcher.api.host_check import HostOriginMiddleware
+from searcher.api.http_server import collect_garbage_in_batches
 from searcher.api.metrics import Metrics
 from searcher.api.observe import ObserveMiddleware
 from searcher.api.research import end_jobs_when_stopping
@@ -49,6 +50,7 @@ def create_worker_app() -> FastAPI:
     environment). One that cannot build its app exits with uvicorn's start-up failure
     code, which stops the parent: any other exit has the worker restarted, to fail again,
     without end, while the server never answers."""
+    collect_garbage_in_batches()
     try:
         return create_app()
     except Exception as exc:  # a ConfigError, an unreadable file: the worker's last word

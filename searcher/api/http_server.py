@@ -22,6 +22,7 @@ its well-known behaviour and adds only what is missing.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import resource
 import time
@@ -357,10 +358,26 @@ def server_config(app: Any, server: ServerSettings, **kwargs: Any) -> BoundedCon
     )
 
 
+# How many container objects may be allocated (net of those freed) before Python's
+# youngest-generation collection runs; Python's own default is 700. A search allocates
+# thousands (hits, items, token lists) that refcounting frees at its end, and with 32
+# searches in flight the default ran about 80 collections per 1,000 searches, each
+# walking every live young object: 0.39 ms a search (gc.callbacks timing, bench setup),
+# against 0.01 ms at 10,000. Cyclic garbage waits a little longer, a few MB at most.
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
+def collect_garbage_in_batches() -> None:
+    """Run the cyclic collector less often in a serving process (see the threshold)."""
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, older, oldest)
+
+
 def run_server(app: Any, server: ServerSettings, workers: int = 1, **kwargs: Any) -> bool:
     """Serve ``app`` (an ASGI app, or with ``workers`` > 1 an import string of an app
     factory) until interrupted; False when it could not start (e.g. the port is taken)."""
     raise_fd_limit(server.max_connections)
+    collect_garbage_in_batches()  # (each worker, a process of its own, does so itself)
     config = server_config(app, server, workers=workers, factory=workers > 1, **kwargs)
     if workers > 1:
         supervisor = Multiprocess(config, sockets=[config.bind_socket()])
