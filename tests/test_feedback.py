@@ -111,6 +111,34 @@ def test_a_key_neither_gives_feedback_on_nor_counts_another_keys_searches(
     assert (row["searches"], row["with_feedback"], row["used"]) == (1, 1, 1)
 
 
+def test_a_request_id_another_key_chose_too_leaves_each_keys_search_its_own(
+    make_settings, serve_searcher, config_file
+):
+    from tests.test_auth import bearer, create_key
+
+    config = config_file()
+    base = serve_searcher(make_settings(auth={"enabled": True}, feedback=FEEDBACK))
+    alice, bob = bearer(create_key(config, "alice")), bearer(create_key(config, "bob"))
+    same = {"X-Request-ID": "shared-id"}
+    hers = search(base, {"query": QUERY, "budget": {"max_results": 2}}, alice | same).json()
+    his = search(base, {"query": "cloud gaming services", "budget": {"max_results": 3}},
+                 bob | same).json()  # fmt: skip
+    assert hers["meta"]["request_id"] == his["meta"]["request_id"] == "shared-id"
+    her_item, his_item = hers["items"][0]["id"], his["items"][-1]["id"]
+    assert his_item not in {i["id"] for i in hers["items"]}
+    # Bob's search, made after hers with her id, did not take her search's place.
+    given = feedback(base, {"request_id": "shared-id", "items": {her_item: "used"}}, alice)
+    assert given.status_code == 200, given.text
+    assert given.json()["items"] == {her_item: "used"}
+    refused = feedback(base, {"request_id": "shared-id", "items": {his_item: "used"}}, alice)
+    assert refused.status_code == 422, refused.text  # not an item of her search
+    given = feedback(base, {"request_id": "shared-id", "items": {his_item: "cited"}}, bob)
+    assert given.status_code == 200, given.text
+    assert given.json()["items"] == {his_item: "cited"}  # none of hers
+    (row,) = httpx.get(f"{base}/v1/stats/routes", headers=alice).json()["routes"]
+    assert (row["searches"], row["used"], row["cited"]) == (1, 1, 0)
+
+
 def test_the_cited_answer_reports_its_citations_and_judge_turns_feedback_into_qrels(
     make_settings, serve_searcher, testbed_clean, tmp_path
 ):

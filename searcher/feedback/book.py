@@ -89,7 +89,8 @@ class FeedbackBook:
     async def record_search(self, record: SearchRecord) -> None:
         """Keep ``record`` in the next slot of the ring, dropping the record it held."""
         ttl = self.settings.ttl_s
-        evicted = await self._ring().put(record.request_id)
+        entry = _entry(record.request_id, record.key)
+        evicted = await self._ring().put(entry)
         if evicted is not None:
             await self.store.delete(f"{PREFIX}search:{evicted}")
             await self.store.delete(f"{PREFIX}given:{evicted}")
@@ -98,7 +99,7 @@ class FeedbackBook:
             record.request_id, record.query[:MAX_QUERY_CHARS], record.route, record.preset,
             {item_id: url[:MAX_URL_CHARS] for item_id, url in kept}, record.key,
         )  # fmt: skip
-        await set_json(self.store, f"{PREFIX}search:{record.request_id}", record.to_json(), ttl)
+        await set_json(self.store, f"{PREFIX}search:{entry}", record.to_json(), ttl)
         await self._count(record, "searches")
 
     def _ring(self) -> Ring:
@@ -107,7 +108,7 @@ class FeedbackBook:
     async def search(self, request_id: str, key: str | None = None) -> SearchRecord:
         """The record of a search made with ``key``; ``UnknownRequest`` when none is kept
         (to another key a search does not exist)."""
-        data = await get_json(self.store, f"{PREFIX}search:{request_id}")
+        data = await get_json(self.store, f"{PREFIX}search:{_entry(request_id, key)}")
         if not isinstance(data, dict):
             raise UnknownRequest(request_id, self.settings.ttl_s)
         record = SearchRecord.from_json(data)
@@ -129,10 +130,11 @@ class FeedbackBook:
                     f"request {request_id!r} returned no item with this id "
                     f"(its items: {', '.join(list(record.items)[:20])})",
                 )
-        key = f"{PREFIX}given:{request_id}"
-        before = {i: Outcome(o) for i, o in (await get_json(self.store, key) or {}).items()}
+        where = f"{PREFIX}given:{_entry(request_id, key)}"
+        before = {i: Outcome(o) for i, o in (await get_json(self.store, where) or {}).items()}
         given = {**before, **outcomes}
-        await set_json(self.store, key, {i: o.value for i, o in given.items()}, self.settings.ttl_s)
+        kept = {i: o.value for i, o in given.items()}
+        await set_json(self.store, where, kept, self.settings.ttl_s)
         await self._count_changes(record, before, given)
         return given
 
@@ -188,6 +190,14 @@ class FeedbackBook:
 
 
 GRADE_NAMES = tuple(o.value for o in Outcome)
+
+
+def _entry(request_id: str, key: str | None) -> str:
+    """Where a search's record and outcomes are kept: its request id, under its key's id
+    when keys are on. A client chooses its request id (``X-Request-ID``); kept by id
+    alone, another key's search with the same id replaced the record, and the first key's
+    feedback on its own search was refused as unknown."""
+    return request_id if key is None else f"key:{key}\x1f{request_id}"
 
 
 def _stat_key(key: str | None, route: str, preset: str, what: str) -> str:
