@@ -134,3 +134,31 @@ def test_logits_become_relevances_in_order():
     assert unit_scores({0: 0.2, 1: 0.9}) == {0: 0.2, 1: 0.9}
     logits = unit_scores({0: -3.0, 1: 0.9, 2: 1.1})
     assert 0 < logits[0] < logits[1] < logits[2] < 1
+
+
+def test_research_searches_are_reranked_too(testbed, make_settings, serve_searcher):
+    from tests.test_research import QUESTION, follow, start
+
+    base = serve_searcher(make_settings(**settings_for(testbed, enabled=True)))
+    testbed.reset()
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    follow(base, job_id)
+    result = httpx.get(f"{base}/v1/research/{job_id}", timeout=10).json()["result"]
+    asked = {t["query"] for t in result["search_trace"]}
+    sent = [b["body"] for b in testbed.app.bodies if b["path"] == "/rerank-api/rerank"]
+    assert sent and {b["query"] for b in sent} <= asked, (sent, asked)
+    assert not [e for e in result["errors"] if e["stage"] == "rerank"]
+
+
+def test_a_failing_reranker_leaves_research_its_order_and_says_why(
+    testbed, make_settings, serve_searcher
+):
+    from tests.test_research import QUESTION, follow, start
+
+    base = serve_searcher(make_settings(**settings_for(testbed, "status/500", enabled=True)))
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    follow(base, job_id)
+    result = httpx.get(f"{base}/v1/research/{job_id}", timeout=10).json()["result"]
+    errors = [e for e in result["errors"] if e["stage"] == "rerank"]
+    assert errors and all("heuristic order kept" in e["reason"] for e in errors), errors
+    assert result["evidence"], result["stopped"]

@@ -62,19 +62,30 @@ def _non_increasing(ranked: Sequence[Ranked]) -> list[Ranked]:
     return out
 
 
+async def reranked(
+    ctx: RequestContext, parts: Parts, question: str, ranked: list[Ranked]
+) -> list[Ranked]:
+    """The results in the configured reranking model's order when the request wants it
+    (``constraints.rerank``, else ``rerank.enabled``); a failed call keeps the order and
+    says why in the errors."""
+    rerank = ctx.request.constraints.rerank
+    settings = parts.settings.rerank
+    if not (settings.enabled if rerank is None else rerank):
+        return ranked
+    with ctx.timed("rerank"):
+        ranked, error = await rerank_stage(
+            ranked, question, settings, ctx.deadline.cap(settings.timeout_s), result_text,
+            _with_rerank_score,
+        )  # fmt: skip
+    if error:
+        ctx.error("rerank", "reranker", error)
+    return _non_increasing(ranked)
+
+
 async def select(ctx: RequestContext, parts: Parts, plan: Plan, ranked: list[Ranked]) -> Selection:
-    """Filter, optionally LLM-rank, pick and cap the ranked results."""
+    """Filter, optionally rerank and LLM-rank, pick and cap the ranked results."""
     constraints = ctx.request.constraints
-    settings = parts.settings
-    if settings.rerank.enabled if constraints.rerank is None else constraints.rerank:
-        with ctx.timed("rerank"):
-            ranked, error = await rerank_stage(
-                ranked, plan.question, settings.rerank,
-                ctx.deadline.cap(settings.rerank.timeout_s), result_text, _with_rerank_score,
-            )  # fmt: skip
-        ranked = _non_increasing(ranked)
-        if error:
-            ctx.error("rerank", "reranker", error)
+    ranked = await reranked(ctx, parts, plan.question, ranked)
     ranked = filter_domains(
         ranked, lambda r: r.url, constraints.include_domains, constraints.exclude_domains
     )

@@ -56,6 +56,7 @@ from searcher.pipeline.rank import Ranked, pool_cut, rank_results
 from searcher.pipeline.read import read_urls
 from searcher.pipeline.resilience import CallBudget, Deadline
 from searcher.pipeline.retrieve import retrieve
+from searcher.pipeline.select import reranked
 from searcher.ranking.novelty import demote_shown
 from searcher.ranking.selection import filter_domains
 from searcher.research.answering import answer_support
@@ -359,10 +360,12 @@ class Research:
             return []
         if cut := pool_cut(ranking):
             ctx.error("rank", "fusion", cut)
-        # The domains asked for hold here as in the select stage of a search: no page of
-        # an excluded (or not included) site is read or cited.
+        # The reranking model and the domains asked for hold here as in the select stage
+        # of a search: pages are read in the model's order, none of an excluded (or not
+        # included) site is read or cited.
+        results = await reranked(ctx, self.parts, plan.question, ranking.results)
         wanted = filter_domains(
-            ranking.results, lambda r: r.url,
+            results, lambda r: r.url,
             request.constraints.include_domains, request.constraints.exclude_domains,
         )  # fmt: skip
         ranked = demote_shown(wanted, lambda r: r.fused.hit.url, self.shown)
