@@ -387,3 +387,42 @@ def test_a_request_id_recorded_again_keeps_its_newest_recording(make_settings, s
     # A's second recording is among the three newest: C's slot was A's first, not its own.
     assert asyncio.run(recorded("A")) == "alpha two"
     assert asyncio.run(recorded("B")) == "bravo" and asyncio.run(recorded("C")) == "charlie"
+
+
+def test_a_request_id_another_key_recorded_is_not_recorded_over(
+    make_settings, serve_searcher, config_file
+):
+    import asyncio
+
+    from searcher.recording.book import RecordingBook
+    from searcher.state import open_store
+    from tests.test_auth import bearer, create_key
+
+    config = config_file()
+    settings = make_settings(auth={"enabled": True})
+    base = serve_searcher(settings)
+    alice, bob = bearer(create_key(config, "alice")), bearer(create_key(config, "bob"))
+
+    def record(query: str, key: dict[str, str]) -> dict:
+        body = {"query": query, "constraints": {"record": True}}
+        answer = httpx.post(f"{base}/v1/search", json=body, timeout=30,
+                            headers={"X-Request-ID": "shared-id", **key})  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    async def recorded_query() -> str:
+        store = await open_store(settings.state)
+        try:
+            found = await RecordingBook(store, settings.recording).get("shared-id")
+        finally:
+            await store.aclose()
+        query = found.request["query"]
+        return str(query["text"] if isinstance(query, dict) else query)
+
+    assert record("alpha one", alice)["meta"]["request_id"] == "shared-id"
+    refused = record("bravo", bob)  # answered, not recorded over Alice's search
+    [error] = [e for e in refused["meta"]["errors"] if e["stage"] == "record"]
+    assert "another key" in error["reason"] and refused["meta"]["request_id"] is None
+    assert asyncio.run(recorded_query()) == "alpha one"
+    record("alpha two", alice)  # her own id: recorded again
+    assert asyncio.run(recorded_query()) == "alpha two"

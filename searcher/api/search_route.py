@@ -48,7 +48,8 @@ async def search(body: SearchRequest, request: Request) -> Response:
 
     if body.constraints.record:
         book = check_recordable(runtime.settings.recording, runtime.state)
-        response = await recorded_search(book, state["request_id"], body, run)
+        key = key_of(request.scope)
+        response = await recorded_search(book, state["request_id"], body, run, key)
     else:
         response = await run()
     await record_search(runtime, state["request_id"], body, response, key_of(request.scope))

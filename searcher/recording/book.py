@@ -31,12 +31,15 @@ class Recording:
     request: dict[str, Any]
     response: dict[str, Any]
     exchanges: list[Exchange]
+    # The id of the API key that made the search (None: keys off, or the CLI): only that
+    # key's searches may record under its request id again.
+    key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT, "request_id": self.request_id, "created_utc": self.created_utc,
             "request": self.request, "response": self.response,
-            "exchanges": [e.to_json() for e in self.exchanges],
+            "exchanges": [e.to_json() for e in self.exchanges], "key": self.key,
         }  # fmt: skip
 
     @classmethod
@@ -45,9 +48,11 @@ class Recording:
         format."""
         if data.get("format") != FORMAT:
             raise ValueError(f"not a recording of format {FORMAT}")
+        key = data.get("key")
         return cls(
             str(data["request_id"]), str(data["created_utc"]), dict(data["request"]),
             dict(data["response"]), [Exchange.from_json(e) for e in data["exchanges"]],
+            key if isinstance(key, str) else None,
         )  # fmt: skip
 
     def encode(self) -> bytes:
@@ -80,6 +85,14 @@ class RecordingBook:
         if evicted is not None:
             await self.store.delete(f"{PREFIX}id:{evicted}")
         await self.store.set(f"{PREFIX}id:{recording.request_id}", recording.encode(), ttl)
+
+    async def taken_by_another(self, request_id: str, key: str | None) -> bool:
+        """Whether a recording kept under ``request_id`` was made by a key other than
+        ``key`` (an unreadable one counts as another's: it is not overwritten blindly)."""
+        try:
+            return (await self.get(request_id)).key != key
+        except UnknownRecording:
+            return False
 
     async def get(self, request_id: str) -> Recording:
         """The recording of ``request_id``; ``UnknownRecording`` when none is kept."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import orjson
@@ -74,7 +74,9 @@ def freeze(
             for hit in pooled_hits.get(qid, ())
         ]
         path = out / "recordings" / f"{qid}.json.gz"
-        path.write_bytes(gzip.compress(orjson.dumps(recording.to_json()), mtime=0))
+        # Which API key made the search stays with the server: a set is given away.
+        kept = replace(recording, key=None)
+        path.write_bytes(gzip.compress(orjson.dumps(kept.to_json()), mtime=0))
     for kept in (out / "recordings").glob("*.json.gz"):  # an earlier set's, frozen here
         if kept.name.removesuffix(".json.gz") not in queries:
             kept.unlink()

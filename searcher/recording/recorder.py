@@ -31,26 +31,36 @@ async def recorded_search(
     request_id: str,
     request: SearchRequest,
     search: Callable[[], Awaitable[SearchResponse]],
+    key: str | None = None,
 ) -> SearchResponse:
     """Run ``search`` with a tape at the edges and keep what it saw under
-    ``request_id`` (then ``meta.request_id``); a search that saw more than
-    ``recording.max_bytes`` is answered unrecorded, ``meta.errors`` saying so."""
+    ``request_id`` (then ``meta.request_id``), made with API key ``key``. A search that
+    saw more than ``recording.max_bytes``, or whose request id (a client chooses it) names
+    another key's recording, is answered unrecorded, ``meta.errors`` saying why."""
     tape = Tape("record", max_bytes=book.settings.max_bytes)
     with taping(tape):
         response = await search()
     if tape.overflowed:
-        response.meta.errors.append(
-            ErrorEntry(
-                stage="record",
-                source="recording",
-                reason=f"not recorded: the search saw more than recording.max_bytes="
-                f"{book.settings.max_bytes} bytes",
-            )
+        return _unrecorded(
+            response,
+            f"the search saw more than recording.max_bytes={book.settings.max_bytes} bytes",
         )
-        return response
+    if await book.taken_by_another(request_id, key):
+        return _unrecorded(
+            response,
+            f"request id {request_id!r} names a recording another key made; send another "
+            f"X-Request-ID",
+        )
     response.meta.request_id = request_id
     created = datetime.now(UTC).isoformat(timespec="seconds")
     wire = response.to_wire(request.want)
     request_json = request.model_dump(mode="json", exclude_defaults=True)
-    await book.keep(Recording(request_id, created, request_json, wire, tape.exchanges))
+    await book.keep(Recording(request_id, created, request_json, wire, tape.exchanges, key))
+    return response
+
+
+def _unrecorded(response: SearchResponse, why: str) -> SearchResponse:
+    response.meta.errors.append(
+        ErrorEntry(stage="record", source="recording", reason=f"not recorded: {why}")
+    )
     return response
