@@ -506,3 +506,23 @@ def test_a_client_that_hangs_up_on_a_whole_answer_ends_its_research_job(
         return started.status_code == 202
 
     wait_for(slot_free, 10, "the research slot to be freed")
+
+
+def test_a_client_that_hangs_up_on_a_whole_search_answer_stops_it(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    from tests.test_research import wait_for
+
+    llm = {"base_url": testbed_clean.llm_url(), "model": script(reply="Late [1].", delay_ms=30_000)}
+    base = str(serve_searcher(make_settings(llm=llm)))
+    body = {"model": "searcher-search", "messages": ask(matching_query)}
+    with pytest.raises(httpx.ReadTimeout):  # hangs up while the answer is being written
+        httpx.post(f"{base}/v1/chat/completions", json=body, timeout=2)
+    # The request ends when the client leaves (499 in the metrics), not when the answer
+    # would have come, 30 s later.
+    gone = 'route="/v1/chat/completions",status="499"} 1.0'
+
+    def ended() -> bool:
+        return gone in httpx.get(f"{base}/metrics", timeout=10).text
+
+    wait_for(ended, 10, "the chat request to end as the client left")

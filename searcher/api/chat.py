@@ -105,7 +105,9 @@ async def chat_completions(body: ChatRequest, request: Request) -> Response:
                     service, conversation, caller, completion, body.include_usage, schema
                 )
             )
-        answer = await search_turn(service, conversation, caller, schema)
+        answer = await unless_hung_up(request, search_turn(service, conversation, caller, schema))
+        if answer is None:  # the search and its answer stopped when the client left
+            return Response(status_code=CLIENT_GONE)
         return json_response(completion.body(answer))
     jobs = request.app.state.jobs
     turn = await start_research_turn(
