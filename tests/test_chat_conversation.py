@@ -74,6 +74,18 @@ def test_urls_lose_the_sentences_punctuation():
     ]
 
 
+def test_urls_keep_the_brackets_they_hold_in_pairs():
+    text = "[1] Mercury — https://en.wikipedia.org/wiki/Mercury_(planet); [b](https://y.example/z_(q))."
+    assert urls_in(text) == [
+        "https://en.wikipedia.org/wiki/Mercury_(planet)",
+        "https://y.example/z_(q)",
+    ]
+    assert urls_in("[x](https://a.example/[v]) and https://b.example/p]") == [
+        "https://a.example/[v]",
+        "https://b.example/p",
+    ]
+
+
 def test_citations_are_renumbered_merged_and_dropped_when_unknown():
     text = "A [3]. B [1, 4][2]. C [9]. D [ 3 , 3 ]."
     assert cited_numbers(text) == [3, 1, 4, 2, 9]

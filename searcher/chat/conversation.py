@@ -34,8 +34,12 @@ _CHAT_WORDS_TEXT = """
 _CHAT_WORDS = frozenset(_CHAT_WORDS_TEXT.split())
 _WORD = re.compile(r"[^\W_]+(?:[-'.][^\W_]+)*")
 # A URL in an answer's text; trailing punctuation is the sentence's, not the URL's.
-_URL = re.compile(r"https?://[^\s<>()\[\]{}\"'`]+", re.IGNORECASE)
+_URL = re.compile(r"https?://[^\s<>{}\"'`]+", re.IGNORECASE)
 _URL_TAIL = ".,;:!?*_"
+# Brackets a URL may hold in pairs (``/wiki/Mercury_(planet)``); one that closes a pair
+# opened before the URL (``(see https://a.example/x)``, Markdown's ``[a](https://...)``)
+# is the sentence's, not the URL's.
+_PAIRS = {")": "(", "]": "["}
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,17 @@ def read_conversation(messages: Sequence[ChatMessage]) -> Conversation:
 
 def urls_in(text: str) -> list[str]:
     """The http(s) URLs in ``text``, in order."""
-    return [match.rstrip(_URL_TAIL) for match in _URL.findall(text)]
+    return [_without_tail(match) for match in _URL.findall(text)]
+
+
+def _without_tail(url: str) -> str:
+    """``url`` without the sentence's punctuation and closing brackets after it."""
+    while True:
+        url = url.rstrip(_URL_TAIL)
+        closing = url[-1:]
+        if closing not in _PAIRS or url.count(closing) <= url.count(_PAIRS[closing]):
+            return url
+        url = url[:-1]
 
 
 def topic_words(text: str) -> list[str]:
