@@ -30,6 +30,17 @@ def messages(*turns: tuple[str, str]) -> list[ChatMessage]:
         # A question that names its own subject stands alone.
         ("capital of France", "Tallest mountain in Japan", "Tallest mountain in Japan"),
         ("capital of France", "How does BM25 rank documents?", "How does BM25 rank documents?"),
+        # The operators typed, in either question, hold whole.
+        (
+            "capital of Spain -wikipedia filetype:pdf",
+            "and its population?",
+            "Spain capital population -wikipedia filetype:pdf",
+        ),
+        (
+            "capital of Egypt",
+            '"exact phrase" -wiki site:example.com and its population?',
+            'Egypt capital population "exact phrase" -wiki site:example.com',
+        ),
     ],
 )
 def test_a_follow_up_carries_the_previous_querys_words_names_first(previous, question, query):

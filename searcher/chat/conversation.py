@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from searcher.chat.wire import ChatMessage
 from searcher.contract import MAX_QUERY_CHARS
+from searcher.llm.rewrite import operators, without_operators
 from searcher.text import STOP_WORDS
 
 # Words that make a question lean on the one before it.
@@ -107,7 +108,7 @@ def refers_back(question: str) -> bool:
         return True
     if any(word in _REFERS_BACK for word in re.findall(r"[^\W_]+(?:'s)?", lower)):
         return True
-    return len(topic_words(question)) <= 1
+    return len(topic_words(without_operators(question))) <= 1
 
 
 def _is_name(word: str) -> bool:
@@ -118,15 +119,17 @@ def _is_name(word: str) -> bool:
 
 def carried_query(previous: str, question: str) -> str:
     """``question`` as a standalone query: when it refers back, the topic words of
-    ``previous`` (names first) and then its own; else ``question`` as it is."""
+    ``previous`` (names first) and then its own, and the search operators of both
+    (``-wikipedia``, ``site:``, ``"a phrase"``) whole; else ``question`` as it is."""
     if not refers_back(question):
         return question.strip()[:MAX_QUERY_CHARS]
-    carried = topic_words(previous)
+    carried = topic_words(without_operators(previous))
     names = [w for w in carried if _is_name(w)]
     others = [w for w in carried if w not in names]
     known = {w.lower() for w in carried}
-    own = [w for w in topic_words(question) if w.lower() not in known]
-    query = " ".join([*names, *others, *own]) or question.strip()
+    own = [w for w in topic_words(without_operators(question)) if w.lower() not in known]
+    typed = dict.fromkeys(operators(previous) + operators(question))
+    query = " ".join([*names, *others, *own, *typed]) or question.strip()
     return query[:MAX_QUERY_CHARS]
 
 
