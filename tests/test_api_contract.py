@@ -107,6 +107,19 @@ def test_body_over_64kb_is_413(base):
     assert streamed.status_code == 413
 
 
+def test_a_body_over_the_limit_is_refused_in_the_shape_its_route_speaks(base):
+    big = "x" * 70_000
+    ours = httpx.post(f"{base}/v1/search", json={"query": big}).json()
+    assert ours["error"]["type"] == "body_too_large"
+    assert "server.max_body_bytes" in ours["error"]["message"]
+    chat = {"model": "searcher-search", "messages": [{"role": "user", "content": big}]}
+    openai = httpx.post(f"{base}/v1/chat/completions", json=chat).json()["error"]
+    assert openai["code"] == openai["type"] == "body_too_large" and "param" in openai
+    assert "server.max_body_bytes" in openai["message"]
+    tavily = httpx.post(f"{base}/tavily/search", json={"query": big}).json()
+    assert "server.max_body_bytes" in tavily["detail"]["error"]
+
+
 def test_unknown_route_and_method_are_json_errors(base):
     missing = httpx.get(f"{base}/v1/nope")
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "http_error"

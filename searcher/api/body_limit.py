@@ -5,12 +5,13 @@ where a kept-alive connection would go on reading and discarding it."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from searcher.api.errors import send_error
 
 BODY_CUT = "body_cut"  # request.state's flag: the body was over its limit, cut short
 
@@ -48,7 +49,7 @@ class BodyLimitMiddleware:
         limit, setting = self._limit(scope)
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit() and int(value) > limit:
-                await self._refuse(send, limit, setting)
+                await self._refuse(scope, send, limit, setting)
                 return
         received = 0
         exceeded = False
@@ -74,25 +75,11 @@ class BodyLimitMiddleware:
             if not exceeded:
                 await send(message)
             elif message["type"] == "http.response.start":
-                await self._refuse(send, limit, setting)
+                await self._refuse(scope, send, limit, setting)
 
         await self.app(scope, limited_receive, guarded_send)
 
-    async def _refuse(self, send: Send, limit: int, setting: str | None) -> None:
-        message = f"request body over {limit} bytes"
-        if setting is not None:
-            message += f" ({setting})"
-        error = {"type": "body_too_large", "message": message, "field": setting}
-        body = json.dumps({"error": {k: v for k, v in error.items() if v is not None}}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+    async def _refuse(self, scope: Scope, send: Send, limit: int, setting: str | None) -> None:
+        message = f"request body over {limit} bytes ({setting or 'server.max_body_bytes'})"
+        await send_error(send, 413, "body_too_large", message, {"connection": "close"},
+                         scope, setting)  # fmt: skip

@@ -92,12 +92,25 @@ def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONR
     return JSONResponse({"error": body}, status_code=status)
 
 
+def shaped_for(scope: Scope, error: dict[str, Any]) -> dict[str, Any]:
+    """The error body for the route asked: OpenAI's shape on the routes OpenAI's clients
+    call, Tavily's on Tavily's, ours elsewhere."""
+    if speaks_openai(scope):
+        return {"error": openai_error(error)}
+    if speaks_tavily(scope):
+        return {"detail": {"error": error["message"]}}
+    return {"error": error}
+
+
 async def send_error(
-    send: Send, status: int, type_: str, message: str, headers: dict[str, str] | None = None
-) -> None:
+    send: Send, status: int, type_: str, message: str, headers: dict[str, str] | None = None,
+    scope: Scope | None = None, field: str | None = None,
+) -> None:  # fmt: skip
     """The same JSON error body, sent straight to ASGI ``send`` (for middleware that
-    refuses a request before the app, and its exception handlers, see it)."""
-    body = orjson.dumps({"error": {"type": type_, "message": message}})
+    refuses a request before the app, and its exception handlers, see it); in the shape
+    of the route ``scope`` asked for, when given."""
+    error = {"type": type_, "message": message} | ({"field": field} if field else {})
+    body = orjson.dumps(shaped_for(scope, error) if scope is not None else {"error": error})
     raw = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

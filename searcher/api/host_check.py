@@ -100,7 +100,7 @@ class HostOriginMiddleware:
             await self.app(scope, receive, send)
             return
         if _host_count(scope) > 1:  # which one names the server is anybody's guess
-            await send_error(send, 400, "bad_request", "more than one Host header")
+            await send_error(send, 400, "bad_request", "more than one Host header", scope=scope)
             return
         host = _header(scope, b"host")
         if not host_allowed(host, self.allowed_hosts):
@@ -111,6 +111,7 @@ class HostOriginMiddleware:
                 "misdirected_request",
                 f"this server does not answer to Host {shown}; "
                 "list the name in server.allowed_hosts",
+                scope=scope,
             )
             return
         origin = _header(scope, b"origin")
@@ -123,6 +124,7 @@ class HostOriginMiddleware:
                 "forbidden_origin",
                 f"cross-site {scope['method']} from origin {str(origin)[:_SHOWN]!r} refused; "
                 "allow it in server.cors.allow_origins",
+                scope=scope,
             )
             return
         await self.app(scope, receive, send)

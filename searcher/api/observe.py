@@ -140,7 +140,7 @@ class ObserveMiddleware:
                 raise
             await send_error(send_observed, 503, "shutting_down",
                              "the server is shutting down; retry the request",
-                             headers={"connection": "close"})  # fmt: skip
+                             headers={"connection": "close"}, scope=scope)  # fmt: skip
         finally:
             if not recorded:
                 record()
