@@ -203,3 +203,51 @@ def test_a_request_id_used_again_keeps_its_newest_record_until_its_own_slot_come
     assert kept.status_code == 200, kept.text
     search_as("D", QUERY)  # A's own slot: now it goes
     assert feedback(base, {"request_id": "A", "items": {item: "used"}}).status_code == 404
+
+
+def test_an_answer_citing_an_item_beyond_those_kept_is_answered_and_the_rest_recorded(
+    make_settings, serve_searcher, testbed_clean
+):
+    llm = {"base_url": testbed_clean.llm_url(), "model": script(reply="Stadia [1] and xCloud [2].")}
+    base = serve_searcher(make_settings(llm=llm, feedback={"enabled": True, "max_items": 1}))
+    data = search(base, {"query": QUERY, "want": {"answer": True}, "budget": {"max_results": 3}})
+    data = data.json()  # (a 422 before: the second citation is beyond the one item kept)
+    first, second = data["items"][0]["id"], data["items"][1]["id"]
+    assert {c["id"] for c in data["answer_citations"]} >= {first, second}
+    rid = data["meta"]["request_id"]
+    given = feedback(base, {"request_id": rid, "items": {first: "cited"}}).json()
+    assert given["items"] == {first: "cited"}
+    refused = feedback(base, {"request_id": rid, "items": {second: "used"}})
+    assert refused.status_code == 422 and "feedback.max_items" in refused.text
+
+
+def test_a_request_id_used_again_starts_its_new_search_without_outcomes(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings(feedback=FEEDBACK))
+    same = {"X-Request-ID": "again"}
+    first = search(base, {"query": QUERY, "budget": {"max_results": 2}}, same).json()
+    item = first["items"][0]["id"]
+    assert feedback(base, {"request_id": "again", "items": {item: "cited"}}).status_code == 200
+    second = search(base, {"query": QUERY, "budget": {"max_results": 2}}, same).json()
+    other = second["items"][1]["id"]
+    given = feedback(base, {"request_id": "again", "items": {other: "used"}}).json()
+    assert given["items"] == {other: "used"}  # not the first search's "cited" as well
+    (row,) = httpx.get(f"{base}/v1/stats/routes").json()["routes"]
+    # ("used" counts the results used or cited)
+    assert (row["searches"], row["with_feedback"], row["cited"], row["used"]) == (2, 2, 1, 2)
+
+
+def test_taking_back_a_searchs_only_use_takes_back_its_used_search(
+    make_settings, serve_searcher
+):
+    base = serve_searcher(make_settings(feedback=FEEDBACK))
+    data = search(base, {"query": QUERY, "budget": {"max_results": 2}}).json()
+    rid, item = data["meta"]["request_id"], data["items"][0]["id"]
+    for outcome in ("used", "not_relevant"):
+        answer = feedback(base, {"request_id": rid, "items": {item: outcome}})
+        assert answer.status_code == 200, answer.text
+    (row,) = httpx.get(f"{base}/v1/stats/routes").json()["routes"]
+    assert (row["used"], row["not_relevant"], row["used_searches"], row["used_rate"]) == (
+        0, 1, 0, 0.0,
+    )  # fmt: skip

@@ -58,11 +58,15 @@ async def record_search(
         return
     route = (response.meta.route or {}).get("group") or "general"
     items = {item.id: item.url for item in response.items or ()}
-    await book.record_search(
+    kept = await book.record_search(
         SearchRecord(request_id, body.query_text, route, response.meta.mode_used, items, key)
     )
     response.meta.request_id = request_id
-    cited = {c.id: FeedbackOutcome.cited for c in response.answer_citations or () if c.id in items}
+    # Only the items kept (``feedback.max_items``) can be reported on: a citation of one
+    # beyond them failed the whole search with a 422 naming an item the caller never sent.
+    cited = {
+        c.id: FeedbackOutcome.cited for c in response.answer_citations or () if c.id in kept.items
+    }
     if cited:
         await book.give(request_id, cited, key)
 

@@ -86,14 +86,18 @@ class FeedbackBook:
         self.store = store
         self.settings = settings
 
-    async def record_search(self, record: SearchRecord) -> None:
-        """Keep ``record`` in the next slot of the ring, dropping the record it held."""
+    async def record_search(self, record: SearchRecord) -> SearchRecord:
+        """Keep ``record`` in the next slot of the ring, dropping the record it held; the
+        record as kept (its first ``feedback.max_items`` items)."""
         ttl = self.settings.ttl_s
         entry = _entry(record.request_id, record.key)
         evicted = await self._ring().put(entry)
         if evicted is not None:
             await self.store.delete(f"{PREFIX}search:{evicted}")
             await self.store.delete(f"{PREFIX}given:{evicted}")
+        # A request id used again names the new search: the outcomes given for the one it
+        # named before are not this one's (they stay counted in the route's figures).
+        await self.store.delete(f"{PREFIX}given:{entry}")
         kept = list(record.items.items())[: self.settings.max_items]
         record = SearchRecord(
             record.request_id, record.query[:MAX_QUERY_CHARS], record.route, record.preset,
@@ -101,6 +105,7 @@ class FeedbackBook:
         )  # fmt: skip
         await set_json(self.store, f"{PREFIX}search:{entry}", record.to_json(), ttl)
         await self._count(record, "searches")
+        return record
 
     def _ring(self) -> Ring:
         return Ring(self.store, PREFIX, self.settings.max_searches, self.settings.ttl_s)
@@ -125,11 +130,14 @@ class FeedbackBook:
         record = await self.search(request_id, key)
         for item_id in outcomes:
             if item_id not in record.items:
+                kept = len(record.items) >= self.settings.max_items
                 raise InvalidRequest(
                     f"items.{item_id}",
                     f"request {request_id!r} returned no item with this id "
-                    f"(its items: {', '.join(list(record.items)[:20])})",
-                )
+                    + (f"among its first {len(record.items)}, those kept (feedback.max_items) "
+                       if kept else "")
+                    + f"(its items: {', '.join(list(record.items)[:20])})",
+                )  # fmt: skip
         where = f"{PREFIX}given:{_entry(request_id, key)}"
         before = {i: Outcome(o) for i, o in (await get_json(self.store, where) or {}).items()}
         given = {**before, **outcomes}
@@ -144,8 +152,8 @@ class FeedbackBook:
         """Route counters follow the outcomes now held (a changed outcome moves its count)."""
         if not before:
             await self._count(record, "with_feedback")
-        if _used(after) and not _used(before):
-            await self._count(record, "used_searches")
+        if _used(after) != _used(before):  # a search's last use taken back counts too
+            await self._count(record, "used_searches", 1 if _used(after) else -1)
         for item_id, outcome in after.items():
             if before.get(item_id) != outcome:
                 if item_id in before:

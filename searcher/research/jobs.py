@@ -208,7 +208,8 @@ class JobBook(JobRunner[ResearchJobState, ResearchJob, ResearchEvent]):
         book = FeedbackBook(self._feedback_store, self._parts.settings.feedback)
         record, cited = found
         try:
-            await book.record_search(record)
+            kept = await book.record_search(record)
+            cited = {n: outcome for n, outcome in cited.items() if n in kept.items}
             if cited:
                 await book.give(job_id, cited, key)
         except SearcherError as exc:  # the record lost to a store outage meanwhile
