@@ -193,6 +193,27 @@ def test_another_embedder_rebuilds_the_collection(corpus, tmp_path, embedder):
     assert found(corpus, name, "aphids on roses", embedder)[0] == "garden.md"
 
 
+def test_a_rebuild_reads_the_files_it_held_not_only_those_named(corpus, tmp_path, embedder):
+    if embedder is None:
+        pytest.skip("the static model (../shared/models/minilm-static-256) is absent")
+    notes = write_notes(tmp_path / "notes")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "ocelot.md").write_text("# Ocelots\n\nOcelots hunt at night in the forest.\n")
+    (other / "gone.md").write_text("# Gone\n\nThis note is deleted before the rebuild.\n")
+    name = new_collection()
+    index(corpus, notes, name, None)
+    index(corpus, other, name, None)
+    (other / "gone.md").unlink()
+    # Another embedder, only the notes named: the other folder's file is read again (it
+    # was dropped with every vector, and reported as nothing), the deleted one removed.
+    rebuilt = index(corpus, notes, name, embedder)
+    assert (rebuilt.indexed, rebuilt.removed) == (4, 1)
+    paths = {Path(path).name for path in corpus.stored_files(name)}
+    assert paths == {"garden.md", "bread.txt", "kayak.md", "ocelot.md"}, paths
+    assert found(corpus, name, "ocelots hunt at night", embedder)[0] == "ocelot.md"
+
+
 # --- the CLI and HTTP on both stores --------------------------------------------------
 
 

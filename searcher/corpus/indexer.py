@@ -188,14 +188,22 @@ async def _index_all(
     extractor: Extractor,
 ) -> IndexReport:
     collection = options.collection
+    rebuilt = _indexed_with_another(store, collection, embedder)
     store.ensure_collection(collection, embedder.name if embedder else None)
     known = store.stored_files(collection)
     # Each file once, also when the paths named overlap (a folder and a file in it).
     found = {c.path: c for start in starts for c in walk(start, options.roots)}
+    # A collection indexed with another embedder lost every document (its vectors must
+    # all come from one model): the files it held are read again, not only those named;
+    # one no longer there is removed, and counted so.
+    for path in rebuilt:
+        for candidate in walk(Path(path), options.roots):
+            found.setdefault(candidate.path, candidate)
     candidates = list(found.values())
     report = IndexReport()
     seen = {str(path) for path in found}
     gone = [p for p in known if is_under(p, starts) and p not in seen]
+    gone += [p for p in rebuilt if p not in seen and p not in known]
     stale_skips = [
         row.path for row in store.skipped(collection)
         if is_under(row.path, starts) and row.path not in seen
@@ -212,6 +220,7 @@ async def _index_all(
         if progress is not None:
             progress(done, total, str(candidate.path), outcome)
     report.removed += store.remove_documents(collection, gone)
+    report.removed += sum(1 for p in gone if p in rebuilt)  # dropped by the rebuild already
     store.remove_documents(collection, stale_skips)
     # Off the event loop: at 100,000 chunks a snapshot takes seconds to write.
     await asyncio.to_thread(store.publish, collection)
@@ -220,6 +229,17 @@ async def _index_all(
         if progress is not None:
             progress(done, total, path, "removed")
     return report
+
+
+def _indexed_with_another(
+    store: CorpusStore, collection: str, embedder: Embedder | None
+) -> list[str]:
+    """The paths ``collection`` holds when it was indexed with an embedder other than
+    ``embedder`` (none else)."""
+    exists, indexed_with = store.collection_embedder(collection)
+    if not exists or indexed_with == (embedder.name if embedder else None):
+        return []
+    return list(store.stored_files(collection))
 
 
 async def _index_one(
