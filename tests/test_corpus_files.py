@@ -17,7 +17,7 @@ from tests.test_corpus import EMBEDDINGS, cli, corpus_config, search, status
 __all__ = ["corpus_config"]  # the fixture, imported for these tests
 
 
-def write_docx(path: Path) -> None:
+def write_docx(path: Path | io.BytesIO) -> None:
     """A Word document with a title, two headed sections and a table."""
     word = docx.Document()
     word.add_heading("Beekeeping handbook", 0)
@@ -29,7 +29,7 @@ def write_docx(path: Path) -> None:
     table = word.add_table(rows=1, cols=2)
     table.rows[0].cells[0].text = "Varroa mite"
     table.rows[0].cells[1].text = "oxalic acid treatment in winter"
-    word.save(str(path))
+    word.save(path if isinstance(path, io.BytesIO) else str(path))
 
 
 def test_a_docx_is_indexed_by_its_headings_and_found(
@@ -43,6 +43,17 @@ def test_a_docx_is_indexed_by_its_headings_and_found(
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("word/document.xml", b"\0" * (300 * 1024 * 1024))  # 300 MB of zeros
     (folder / "bomb.docx").write_bytes(bomb.getvalue())
+    # A 12 MB run of text in one element: over lxml's limit for one text node (10 MB).
+    long_run = io.BytesIO()
+    write_docx(long_run)
+    with zipfile.ZipFile(long_run) as source:
+        parts = {name: source.read(name) for name in source.namelist()}
+    parts["word/document.xml"] = parts["word/document.xml"].replace(
+        b"Varroa mite", b"Varroa mite " + b"x" * 12_000_000, 1
+    )
+    with zipfile.ZipFile(folder / "long-run.docx", "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
     overrides = {
         "backends": {"instances": {"docs": {"adapter": "local", "collection": "docs"}}},
         "corpus": {"max_file_bytes": 2_000_000, "chunk_chars": 200},
@@ -55,7 +66,8 @@ def test_a_docx_is_indexed_by_its_headings_and_found(
     assert document["kind"] == "docx" and document["title"] == "Beekeeping handbook"
     assert document["chunks"] >= 3  # each heading starts a chunk
     reasons = {Path(s["path"]).name: s["reason"] for s in docs["skipped"]}
-    assert reasons == {"broken.docx": "docx_unreadable", "bomb.docx": "docx_unreadable"}
+    assert reasons == {name: "docx_unreadable" for name in ("broken.docx", "bomb.docx",
+                                                             "long-run.docx")}  # fmt: skip
     base = serve_searcher(make_settings(embeddings=EMBEDDINGS, **overrides))
     item = search(base, "queen swarms late spring", "docs")["items"][0]
     assert item["url"] == (folder / "bees.docx").as_uri()

@@ -259,10 +259,13 @@ def docx_document(path: Path, body: bytes) -> Document:
     import docx  # imported here: only DOCX files need it
     from docx.opc.exceptions import PackageNotFoundError
     from docx.table import Table
+    from lxml.etree import LxmlError
 
     try:
         word = docx.Document(io.BytesIO(body))
-    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+    # lxml's own limits (a text run over 10 MB: "Text node too long") refuse this file,
+    # not the run: the files beside it are still indexed.
+    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, LxmlError) as exc:
         raise Unreadable("docx_unreadable", f"not a readable DOCX: {exc}") from None
     sections: list[Section] = []
     heading: str | None = None
