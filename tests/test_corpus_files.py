@@ -148,3 +148,19 @@ def test_a_corpus_folder_or_file_it_cannot_use_exits_2_saying_so(corpus_config, 
             refused = cli(*args, "--config", config)
             assert refused.exit_code == 2, refused.output
             assert f"cannot use the corpus index {folder / 'corpus.sqlite3'}" in refused.stderr
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_indexed(tmp_path, corpus_config):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    with open(bytes(folder) + b"/bad\xff.md", "wb") as bad:  # a name no text can hold
+        bad.write(b"# Marmosets\n\nMarmosets live in the canopy.\n")
+    (folder / "fine.md").write_text("# Tamarins\n\nTamarins eat fruit and insects.\n")
+    config = corpus_config()
+    for _ in range(2):  # and again: the skip is kept under the same name
+        added = cli("index", "add", str(folder), "--collection", "odd", "--config", config)
+        assert added.exit_code == 0, added.output
+    odd = status(config)["odd"]
+    assert [Path(d["path"]).name for d in odd["documents"]] == ["fine.md"]
+    [skip] = odd["skipped"]
+    assert skip["reason"] == "unreadable" and skip["path"].endswith("bad\\xff.md")

@@ -146,6 +146,19 @@ def _walk_dir(
             yield Candidate(path, NOT_A_FILE)
 
 
+def _storable(candidate: Candidate) -> Candidate:
+    """``candidate``, or a skip when its name cannot be kept as text: a name that is not
+    valid UTF-8 (bytes Python holds as lone surrogates) stopped the whole run. The skip
+    is listed under the name with its bad bytes written out (``bad\\xff.md``)."""
+    name = str(candidate.path)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(candidate.path).decode("utf-8", "backslashreplace")
+        return Candidate(Path(shown), ("unreadable", "its name is not valid UTF-8"))
+    return candidate
+
+
 def is_under(path: str, starts: Sequence[Path]) -> bool:
     """Whether ``path`` is one of ``starts`` or inside one."""
     return any(path == str(s) or path.startswith(str(s).rstrip("/") + "/") for s in starts)
@@ -192,7 +205,7 @@ async def _index_all(
     store.ensure_collection(collection, embedder.name if embedder else None)
     known = store.stored_files(collection)
     # Each file once, also when the paths named overlap (a folder and a file in it).
-    found = {c.path: c for start in starts for c in walk(start, options.roots)}
+    found = {c.path: c for start in starts for c in map(_storable, walk(start, options.roots))}
     # A collection indexed with another embedder lost every document (its vectors must
     # all come from one model): the files it held are read again, not only those named;
     # one no longer there is removed, and counted so.
