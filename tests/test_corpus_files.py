@@ -164,3 +164,19 @@ def test_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_indexed(tmp_path, 
     assert [Path(d["path"]).name for d in odd["documents"]] == ["fine.md"]
     [skip] = odd["skipped"]
     assert skip["reason"] == "unreadable" and skip["path"].endswith("bad\\xff.md")
+
+
+def test_a_line_longer_than_a_chunk_is_cut_at_spaces_into_chunks_that_fit():
+    from searcher.corpus.chunking import chunk_document
+    from searcher.corpus.readers import Document, Section
+
+    words = [f"w{i}" for i in range(20_000)]  # one 'sentence' of ~120,000 characters
+    long_word = "x" * 150  # no space in a chunk's second half: cut where the chunk ends
+    line = " ".join(words[:10]) + "  \t " + long_word + " " + " ".join(words[10:]) + "   "
+    chunks = chunk_document(Document("text", "log", (Section(line),)), 100)
+    texts = [c.text for c in chunks]
+    assert all(0 < len(t) <= 100 and t == t.strip() for t in texts)
+    assert "".join("".join(texts).split()) == "".join(line.split())  # all of it, in order
+    # Cut at spaces: every word whole in one chunk (only the long one is cut).
+    assert [w for t in texts for w in t.split() if w.startswith("w")] == words
+    assert "".join(w for t in texts for w in t.split() if w[0] == "x") == long_word
