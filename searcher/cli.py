@@ -1435,13 +1435,13 @@ def _check_judgement_paths(out_path: str, queries_path: str | None) -> None:
 def _write_judgements(out_path: str, queries: dict[str, str], qrels: Any) -> None:
     from pathlib import Path
 
-    from searcher.ranking.evaluation import format_qrels
+    from searcher.ranking.evaluation import format_qrels, format_queries
 
     out = Path(out_path)
     beside = out.with_suffix(".tsv")
     try:
         out.write_text(format_qrels(qrels), encoding="utf-8")
-        beside.write_text("".join(f"{q}\t{queries[q]}\n" for q in sorted(qrels)), "utf-8")
+        beside.write_text(format_queries(queries, sorted(qrels)), "utf-8")
     except OSError as exc:
         _fail(f"cannot write {out_path}: {exc.strerror or exc}", 2)
     click.echo(f"wrote {out} and {beside} ({len(qrels)} queries)")

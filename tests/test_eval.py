@@ -278,3 +278,14 @@ def test_without_the_eval_extra_the_command_names_it(files):
     assert done.returncode == 1, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
     assert "'eval' extra" in done.stderr and "pip install 'searcher[eval]'" in done.stderr
+
+
+def test_queries_written_with_tabs_and_line_breaks_read_back_as_one_line_each():
+    from searcher.ranking.evaluation import format_queries, parse_queries
+
+    queries = {"f1": "cloud\tgaming\nStadia", "f2": "Black Friday\r\ndeals  "}
+    written = format_queries(queries)
+    assert written.count("\n") == 2
+    assert parse_queries(written.splitlines(), "q.tsv") == {
+        "f1": "cloud gaming Stadia", "f2": "Black Friday deals",
+    }  # fmt: skip

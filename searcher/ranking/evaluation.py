@@ -201,6 +201,14 @@ def read_queries(path: str | Path) -> dict[str, str]:
     return parse_queries(_lines(path), str(path))
 
 
+def format_queries(queries: Mapping[str, str], qids: Iterable[str] | None = None) -> str:
+    """``qid<TAB>query`` lines (what ``parse_queries`` reads), for ``qids`` (default: all,
+    in their order). A query's tabs and line breaks are spaces: one query, one line."""
+    return "".join(
+        f"{qid}\t{' '.join(queries[qid].split())}\n" for qid in (queries if qids is None else qids)
+    )
+
+
 def format_qrels(qrels: Mapping[str, Mapping[str, int]]) -> str:
     """TREC qrels text ``qid 0 docid grade``, queries and documents in sorted order."""
     return "".join(

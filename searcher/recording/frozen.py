@@ -25,6 +25,7 @@ from pathlib import Path
 import orjson
 
 from searcher.backends.base import Hit
+from searcher.ranking.evaluation import format_queries
 from searcher.recording.book import Recording
 
 FORMAT = 1
@@ -82,7 +83,7 @@ def freeze(
             kept.unlink()
     manifest = {"format": FORMAT, "queries": sorted(queries)}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
-    (out / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()), "utf-8")
+    (out / "queries.tsv").write_text(format_queries(queries), "utf-8")
     (out / "run.trec").write_text("".join(f"{line}\n" for line in run), "utf-8")
     (out / "pooled.tsv").write_text("".join(f"{line}\n" for line in pooled), "utf-8")
     return FrozenSet(queries, {r.request_id: r for r in recordings})
