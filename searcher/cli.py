@@ -533,6 +533,7 @@ def freeze_command(
     from searcher.runtime import open_service
 
     settings = _recordings_settings(config_path)
+    request_ids = tuple(dict.fromkeys(request_ids))  # an id named twice is one query
 
     async def run() -> tuple[list[Any], dict[str, Any]]:
         async with open_service(settings, extract_in_process=True, sweep=False) as runtime:

@@ -206,3 +206,15 @@ def test_search_record_then_freeze_then_tune_and_eval_offline(
     not_a_set = ["--set", str(tmp_path), "--qrels", str(qrels), "--out", str(tmp_path / "t")]
     broken = CliRunner().invoke(main, ["tune", *not_a_set, "--config", path])
     assert broken.exit_code == 2 and "cannot read the set" in broken.stderr
+    # A set damaged by hand: one clear line, exit 2, no traceback.
+    twice = tmp_path / "twice"  # an id named twice is frozen once: eval reads the run
+    assert _cli("freeze", ids[1], ids[1], "--out", str(twice), "--config", path).exit_code == 0
+    assert _cli("eval", str(twice / "run.trec"), str(qrels)).exit_code == 0
+    (twice / "queries.tsv").unlink()
+    for manifest in (None, "[]", '{"format": 1, "queries": "q1"}'):
+        if manifest is not None:
+            (twice / "manifest.json").write_text(manifest)
+        damaged = ["--set", str(twice), "--qrels", str(qrels), "--out", str(tmp_path / "d")]
+        refused = CliRunner().invoke(main, ["tune", *damaged, "--config", path])
+        assert refused.exit_code == 2, (manifest, refused.output)
+        assert "Traceback" not in refused.output and str(twice) in refused.stderr

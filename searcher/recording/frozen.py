@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -93,18 +94,22 @@ def read_set(directory: Path) -> FrozenSet:
     """The set in ``directory``; ``FrozenSetError`` saying what is missing or broken."""
     try:
         manifest = json.loads((directory / MANIFEST).read_text("utf-8"))
-        if manifest.get("format") != FORMAT:
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise FrozenSetError(f"{directory}: not a frozen set of format {FORMAT}")
+        listed = manifest.get("queries")
+        if not isinstance(listed, list) or not all(isinstance(q, str) for q in listed):
+            raise FrozenSetError(f"{directory}: {MANIFEST} lists no queries")
         recordings = {}
-        for qid in manifest["queries"]:
+        for qid in listed:
             raw = (directory / "recordings" / f"{qid}.json.gz").read_bytes()
             recordings[qid] = Recording.from_json(orjson.loads(gzip.decompress(raw)))
+        lines = (directory / "queries.tsv").read_text("utf-8").splitlines()
     except OSError as exc:
         raise FrozenSetError(f"{directory}: cannot read the set ({exc})") from None
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, EOFError, zlib.error) as exc:
         raise FrozenSetError(f"{directory}: not a readable frozen set ({exc})") from None
     queries = {}
-    for line in (directory / "queries.tsv").read_text("utf-8").splitlines():
+    for line in lines:
         qid, _, text = line.partition("\t")
         if qid in recordings:
             queries[qid] = text
