@@ -256,6 +256,8 @@ def test_keys_and_rate_limits_apply_in_openais_shape(
         ({"stream": "yes"}, "stream"),
         ({"n": 2}, "n"),
         ({"reasoning_effort": "extreme"}, "reasoning_effort"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"tool_choice": {"type": "function", "function": {"name": "Svc"}}}, "tool_choice"),
         ({"response_format": {"type": "json_object"}}, "response_format.type"),
         (
             {"response_format": {"type": "json_schema", "json_schema": {}}},

@@ -200,6 +200,11 @@ class ChatRequest(_Lenient):
         description="searcher-research: the preset of its job (minimal, low: minimal; "
         "medium: balanced, the default; high: research).",
     )
+    tool_choice: str | dict[str, Any] | None = Field(
+        default=None,
+        description="`none` or `auto` (the answer is text either way); a tool call cannot "
+        "be forced: searcher answers with text and its sources, never a tool call.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -221,6 +226,19 @@ class ChatRequest(_Lenient):
             offered = ", ".join(m.value for m in ChatModel)
             raise ValueError(f"unknown model {value[:100]!r}; this server offers {offered}")
         return value
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _no_forced_call(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        # A client that forces a call (LangChain's with_structured_output, bind_tools with
+        # a tool named) would get prose it reads as "no call made": say so instead.
+        if value is None or value in ("none", "auto"):
+            return value
+        raise ValueError(
+            "searcher answers with text and its sources, never a tool call: leave "
+            "tool_choice out or set it to auto or none (for a JSON answer, use "
+            "response_format json_schema)"
+        )
 
     @field_validator("messages")
     @classmethod
