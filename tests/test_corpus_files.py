@@ -180,3 +180,19 @@ def test_a_line_longer_than_a_chunk_is_cut_at_spaces_into_chunks_that_fit():
     # Cut at spaces: every word whole in one chunk (only the long one is cut).
     assert [w for t in texts for w in t.split() if w.startswith("w")] == words
     assert "".join(w for t in texts for w in t.split() if w[0] == "x") == long_word
+
+
+def test_removing_a_link_found_in_a_folder_removes_the_link_not_its_target(tmp_path, corpus_config):
+    folder = tmp_path / "lk"
+    folder.mkdir()
+    (folder / "target.md").write_text("# Gazelles\n\nGazelles run across the savanna.\n")
+    (folder / "alias.md").symlink_to("target.md")
+    config = corpus_config()
+    assert cli("index", "add", str(folder), "--collection", "lk", "--config", config).exit_code == 0
+    held = sorted(Path(d["path"]).name for d in status(config)["lk"]["documents"])
+    assert held == ["alias.md", "target.md"]
+    gone = cli(
+        "index", "remove", str(folder / "alias.md"), "--collection", "lk", "--config", config
+    )
+    assert gone.exit_code == 0 and "1 documents" in gone.stdout, gone.output
+    assert [Path(d["path"]).name for d in status(config)["lk"]["documents"]] == ["target.md"]

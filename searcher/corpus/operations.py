@@ -3,6 +3,7 @@ only parses arguments and prints what these return."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,15 +149,24 @@ def remove(settings: Settings, path: str | None, collection: str | None) -> int:
         if path is None:
             assert collection is not None  # the CLI asks for one of the two
             return corpus.remove_collection(collection)
-        target = str(Path(path).expanduser().resolve())
+        # A link found in a folder is kept under its own path: named, it means itself, not
+        # the file it leads to (which went instead). A path kept under neither (a link
+        # named to ``index add`` is kept under its target) is looked for resolved.
+        named = Path(path).expanduser()
+        as_named, resolved = os.path.abspath(named), str(named.resolve())
         removed = 0
         for name in [collection] if collection else names:
             held = [*corpus.stored_files(name), *(s.path for s in corpus.skipped(name))]
-            under = [p for p in held if p == target or p.startswith(target.rstrip("/") + "/")]
+            under = _under(held, as_named) or _under(held, resolved)
             removed += corpus.remove_documents(name, under)
         return removed
     finally:
         corpus.close()
+
+
+def _under(held: list[str], target: str) -> list[str]:
+    """The paths of ``held`` that are ``target`` or inside it."""
+    return [p for p in held if p == target or p.startswith(target.rstrip("/") + "/")]
 
 
 def collection_exists(settings: Settings, collection: str) -> bool:
