@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -129,3 +130,22 @@ def test_judge_samples_recent_queries_from_the_query_log(testbed_clean, tmp_path
     empty.write_text(json.dumps({"route": "/v1/search"}) + "\n")
     refused = judge(config, "--query-log", str(empty), "--out", str(out))
     assert refused.exit_code == 2 and "logging.queries" in refused.stderr
+
+
+def test_a_damaged_judgement_cache_is_read_around_and_a_folder_in_its_place_refused(tmp_path):
+    from searcher.errors import StateUnavailable
+    from searcher.llm.judge import CACHE_FILE, JudgementCache, Pair
+
+    pair, other = Pair("q", "http://a.example/", "A", "text"), Pair("q", "http://b/", "B", "t")
+    cache = JudgementCache(tmp_path, "m")
+    cache.put(pair, 2)
+    with (tmp_path / CACHE_FILE).open("ab") as raw:
+        raw.write(b'\xff\xfe not json\n{"key": "torn')  # bad bytes, then a torn last line
+    again = JudgementCache(tmp_path, "m")
+    assert again.get(pair) == 2 and again.get(other) is None
+    again.put(other, 1)  # not swallowed by the torn line
+    assert JudgementCache(tmp_path, "m").get(other) == 1
+    folder = tmp_path / "in-its-place"
+    (folder / CACHE_FILE).mkdir(parents=True)
+    with pytest.raises(StateUnavailable, match=CACHE_FILE):
+        JudgementCache(folder, "m")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searcher.config import LlmSettings
-from searcher.errors import LlmBadReply
+from searcher.errors import LlmBadReply, StateUnavailable
 from searcher.llm.client import CallOptions, LlmClient, Message
 from searcher.llm.json_reply import json_object
 
@@ -66,16 +66,23 @@ class JudgementCache:
     """Grades by (model, prompt version, pair), one JSON line each, appended as made."""
 
     def __init__(self, directory: Path, model: str) -> None:
+        """The cache in ``directory``; ``StateUnavailable`` when its file cannot be read."""
         self.path = directory / CACHE_FILE
         self.model = model
         self._grades: dict[str, int] = {}
-        if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                try:
-                    entry = json.loads(line)
-                    self._grades[entry["key"]] = int(entry["grade"])
-                except (ValueError, KeyError, TypeError):
-                    continue  # a torn last line (an interrupted run) is a miss
+        try:
+            raw = self.path.read_bytes() if self.path.exists() else b""
+        except OSError as exc:  # a folder in its place, no permission
+            raise StateUnavailable(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        # A torn last line (an interrupted run) is ended before the next grade is added,
+        # which it swallowed; it and any damaged line (bad bytes, not JSON) are misses.
+        self._torn = raw != b"" and not raw.endswith(b"\n")
+        for line in raw.decode("utf-8", "replace").splitlines():
+            try:
+                entry = json.loads(line)
+                self._grades[entry["key"]] = int(entry["grade"])
+            except (ValueError, KeyError, TypeError):
+                continue
 
     def key(self, pair: Pair) -> str:
         raw = json.dumps([self.model, PROMPT_VERSION, pair.query, pair.url, pair.title, pair.text])
@@ -87,9 +94,14 @@ class JudgementCache:
     def put(self, pair: Pair, grade: int) -> None:
         key = self.key(pair)
         self._grades[key] = grade
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"key": key, "grade": grade}) + "\n")
+        line = json.dumps({"key": key, "grade": grade}) + "\n"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write("\n" + line if self._torn else line)
+        except OSError as exc:
+            raise StateUnavailable(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        self._torn = False
 
 
 async def grade(client: LlmClient, settings: LlmSettings, pair: Pair) -> int:
