@@ -1401,9 +1401,13 @@ async def _llm_qrels(
     from searcher.runtime import open_service
 
     cache = JudgementCache(settings.state.directory(), settings.llm.model or "")
+
+    def progress(done: int, total: int, qid: str) -> None:
+        click.echo(f"judged {qid} ({done}/{total})", err=True)
+
     async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
         parts = runtime.service.parts
-        judged = await judge_queries(parts, queries, cache, depth, recorded)
+        judged = await judge_queries(parts, queries, cache, depth, recorded, progress)
     click.echo(
         f"{len(judged.qrels)} queries judged: {judged.asked} grades asked of the LLM, "
         f"{judged.cached} from the cache, {len(judged.failed)} unjudged (no reply, or one "
@@ -1413,6 +1417,9 @@ async def _llm_qrels(
     )
     for problem in judged.failed[:5]:
         click.echo(f"  unjudged: {problem}", err=True)
+    if judged.stopped:
+        _fail(f"judging stopped: {judged.stopped}; the grades made are cached: run it "
+              "again once the LLM answers", 1)  # fmt: skip
     if not judged.qrels:
         _fail("no judgement was made (see above)", 1)
     return judged.qrels

@@ -11,6 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from searcher.cli import main
+from searcher.pipeline.judge import MAX_FAILURES_IN_A_ROW
 from searcher.ranking.evaluation import read_qrels
 from tests.testbed.chat import script
 
@@ -56,6 +57,7 @@ def test_judge_pools_every_backend_asks_once_and_writes_qrels(testbed_clean, tmp
     out = tmp_path / "judged.qrels"
     result = judge(config, "--queries", str(tmp_path / "q.tsv"), "--out", str(out), "--depth", "3")
     assert result.exit_code == 0, result.output
+    assert "judged 1 (1/2)" in result.stderr and "judged 2 (2/2)" in result.stderr
     qrels = read_qrels(out)
     assert set(qrels) == {"1", "2"}
     from searcher.fetch.urls import page_key
@@ -81,11 +83,12 @@ def test_a_reply_outside_the_json_contract_is_refused_not_guessed(testbed_clean,
     (tmp_path / "q.tsv").write_text(QUERIES)
     result = judge(config, "--queries", str(tmp_path / "q.tsv"), "--out", str(tmp_path / "j.qrels"))
     assert result.exit_code == 1
-    assert "no judgement was made" in result.stderr and "grade" in result.stderr
-    asked = len(testbed_clean.chat_bodies())  # each asked, each reply refused
-    assert asked and f"{asked} grades asked of the LLM, 0 from the cache, {asked} unjudged" in (
-        result.stderr
-    )
+    # Each reply refused; five in a row stop it (a dead LLM is not asked every pair).
+    asked = len(testbed_clean.chat_bodies())
+    assert asked == MAX_FAILURES_IN_A_ROW
+    assert f"{asked} grades asked of the LLM, 0 from the cache, {asked} unjudged" in result.stderr
+    assert "judging stopped: 5 grades failed in a row" in result.stderr
+    assert "grade" in result.stderr.split("failed in a row")[1]
     assert not (tmp_path / "j.qrels").exists()
 
 

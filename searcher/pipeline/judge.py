@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from searcher.errors import LlmError
@@ -22,6 +22,9 @@ from searcher.ranking.evaluation import EvalError, Qrels
 from searcher.recording.book import Recording
 
 POOL_DEPTH = 10  # results of each backend judged per query
+# Grades failed one after another before judging stops: an LLM that is down or refuses
+# the contract would otherwise be asked every pair, each up to its timeout (hours).
+MAX_FAILURES_IN_A_ROW = 5
 
 
 def queries_from_log(lines: Iterable[str], source: str, sample: int, seed: int) -> dict[str, str]:
@@ -55,6 +58,7 @@ class Judged:
         default_factory=list
     )  # why pairs went unjudged (no reply, or a bad one)
     unanswered: dict[str, str] = field(default_factory=dict)  # queries no backend answered
+    stopped: str | None = None  # why judging stopped before the last pair, if it did
 
 
 async def judge_queries(
@@ -63,15 +67,19 @@ async def judge_queries(
     cache: JudgementCache,
     depth: int = POOL_DEPTH,
     recorded: Mapping[str, Recording] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Judged:
     """Pool and grade the results of every query (the LLM is ``parts.llm``); a query
     with a recording in ``recorded`` (a frozen set's) is pooled from the backend answers
-    recorded, not searched (only the LLM is asked anything)."""
+    recorded, not searched (only the LLM is asked anything). ``progress(done, total,
+    qid)`` after each query; ``MAX_FAILURES_IN_A_ROW`` failed grades stop it (``stopped``
+    says why; the grades made are cached)."""
     if parts.llm is None:
         raise LlmError("no LLM configured (set llm.base_url and llm.model)")
     found = await capture(parts, queries, recorded=recorded)
     judged = Judged(unanswered=dict(found.failed))
-    for query in found.queries:
+    in_a_row = 0
+    for done, query in enumerate(found.queries, start=1):
         text = queries[query.qid]
         for hit in pooled(query, depth):
             pair = Pair(text, hit.url, hit.title, hit.snippet)
@@ -82,10 +90,17 @@ async def judge_queries(
                     value = await grade(parts.llm, parts.settings.llm, pair)
                 except LlmError as exc:
                     judged.failed.append(f"{query.qid} {hit.url}: {exc}")
+                    in_a_row += 1
+                    if in_a_row >= MAX_FAILURES_IN_A_ROW:
+                        judged.stopped = f"{in_a_row} grades failed in a row (the last: {exc})"
+                        return judged
                     continue
+                in_a_row = 0
                 cache.put(pair, value)
             else:
                 judged.cached += 1
             if " " not in hit.url:  # a qrels line is split on whitespace
                 judged.qrels.setdefault(query.qid, {})[hit.url] = value
+        if progress is not None:
+            progress(done, len(found.queries), query.qid)
     return judged
