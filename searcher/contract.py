@@ -1077,6 +1077,16 @@ class MapResponse(BaseModel):
 
 Preset = Literal["minimal", "balanced", "enhanced", "research", "full"]
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+# Why a job failed, for a client to act on without reading ``error``'s words.
+JobFailure = Literal[
+    "all_backends_failed",  # every search failed
+    "structured_output_failed",  # no answer validated against output_schema
+    "llm_required",  # output_schema without an LLM configured
+    "timed_out",  # past its time limit
+    "interrupted",  # the server stopped
+    "internal_error",
+    "failed",  # anything else
+]
 EventType = Literal["plan", "search", "read", "evidence", "verify", "draft", "done", "error"]
 VerificationStatus = Literal["verified", "partially_verified", "conflicting", "unverified"]
 ReportMethod = Literal["llm", "evidence"]
@@ -1249,6 +1259,7 @@ class JobView(BaseModel):
     progress: dict[str, Any] = Field(default_factory=dict)
     events: int = Field(description="Events so far; the stream resumes after any of them.")
     error: str | None = None
+    error_kind: JobFailure | None = Field(default=None, description="Why it failed, if it did.")
 
 
 class ResearchEvent(JobEvent):
@@ -1267,6 +1278,7 @@ class ResearchJob(JobView):
     progress: dict[str, Any] = Field(default_factory=dict)
     events: int = Field(description="Events so far; the stream resumes after any of them.")
     error: str | None = None
+    error_kind: JobFailure | None = Field(default=None, description="Why it failed, if it did.")
     result: ResearchResult | None = None
 
 

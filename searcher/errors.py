@@ -472,11 +472,25 @@ class AnswerUnavailable(SearcherError):
     it could not use): 502 with the reason; the evidence alone is no chat answer."""
 
 
+class AnswerJobFailed(AnswerUnavailable):
+    """A chat answer's research job failed; ``kind``: its ``error_kind`` (every search
+    failed, no answer validated against the schema...), the error's type on the wire."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 # --- research --------------------------------------------------------------------------
 
 
 class JobFailed(SearcherError):
-    """A background job (research, crawl) could not go on; the job ends ``failed``."""
+    """A background job (research, crawl) could not go on; the job ends ``failed``, its
+    ``error_kind`` ``kind`` (a ``contract.JobFailure``)."""
+
+    def __init__(self, message: str, kind: str = "failed") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ResearchFailed(JobFailed):

@@ -196,6 +196,25 @@ def test_the_llm_failing_is_a_502_or_an_error_event_in_openais_shape(
         list(stream)
 
 
+def test_a_research_answer_whose_searches_all_failed_says_so_in_openais_shape(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    llm = {"base_url": testbed_clean.llm_url(), "model": script(status=503)}
+    dead = {"order": ["searxng"], "searxng": {"base_url": testbed_clean.searxng_url("status/500")}}
+    base = str(serve_searcher(make_settings(llm=llm, backends=dead)))
+    body = {"model": "searcher-research", "messages": ask(matching_query),
+            "reasoning_effort": "minimal"}  # fmt: skip
+    failed = chat(base, body)
+    assert failed.status_code == 502, failed.text
+    error = failed.json()["error"]  # (it was llm_failed, as if the LLM had failed)
+    assert error["code"] == error["type"] == "all_backends_failed"
+    assert "every search failed" in error["message"]
+    stream = client(base).chat.completions.create(**body, stream=True)
+    with pytest.raises(openai.APIError, match="every search failed") as raised:
+        list(stream)
+    assert raised.value.type == "all_backends_failed" or raised.value.code == "all_backends_failed"
+
+
 # --- refusals: no LLM, keys and rate limits, bad input ---------------------------------
 
 

@@ -226,7 +226,7 @@ def test_every_backend_failing_fails_the_job_with_the_reason(
     events = follow(base, job_id)
     job = httpx.get(f"{base}/v1/research/{job_id}").json()
     assert job["status"] == "failed" and "every search failed" in job["error"]
-    assert "500" in job["error"]
+    assert "500" in job["error"] and job["error_kind"] == "all_backends_failed"
     assert events[-1]["data"]["data"]["status"] == "failed"
 
 

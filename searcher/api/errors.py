@@ -16,6 +16,7 @@ from starlette.types import Scope, Send
 from searcher.errors import (
     AccessDenied,
     AllBackendsFailed,
+    AnswerJobFailed,
     AnswerUnavailable,
     DocumentNotFound,
     EmbedderUnavailable,
@@ -197,7 +198,7 @@ def _install_llm_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AnswerUnavailable)
     async def _on_no_answer(_: Request, exc: AnswerUnavailable) -> JSONResponse:
-        return error_response(502, "llm_failed", str(exc))
+        return error_response(502, _answer_failure(exc), str(exc))
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -298,12 +299,22 @@ def _compat_shaped(handler: Any) -> Any:
     return answer
 
 
+# A chat answer's research job that failed for one of these reasons says so in the error's
+# type, as a search failing so does; any other failure is the LLM's (``llm_failed``).
+_JOB_FAILURES_SAID = frozenset({"all_backends_failed", "structured_output_failed"})
+
+
+def _answer_failure(exc: AnswerUnavailable) -> str:
+    kind = exc.kind if isinstance(exc, AnswerJobFailed) else None
+    return kind if kind in _JOB_FAILURES_SAID else "llm_failed"
+
+
 def stream_error(exc: Exception) -> dict[str, Any]:
     """A failure after a chat stream began, in OpenAI's shape (its status was sent)."""
     if isinstance(exc, AllBackendsFailed):
         kind = "all_backends_failed"
     elif isinstance(exc, AnswerUnavailable):
-        kind = "llm_failed"
+        kind = _answer_failure(exc)
     elif isinstance(exc, StructuredOutputFailed):
         kind = "structured_output_failed"
     elif isinstance(exc, StateUnavailable):

@@ -16,7 +16,7 @@ from searcher.chat.condense import Condensed
 from searcher.chat.reply import ChatReply, Source, Tokens, cited_numbers, renumbered, tokens_of
 from searcher.chat.search_model import Caller
 from searcher.contract import Preset, ResearchEvent, ResearchRequest, ResearchResult
-from searcher.errors import AnswerUnavailable
+from searcher.errors import AnswerJobFailed
 from searcher.llm.runner import StepRunner
 from searcher.research.jobs import Job, JobBook
 from searcher.research.sources import report_body
@@ -109,10 +109,13 @@ def reply_from_result(result: ResearchResult, query: str, tokens: Tokens) -> Cha
 async def finished_reply(
     jobs: JobBook, job_id: str, key: str | None, condensed: Condensed, runner: StepRunner
 ) -> ChatReply:
-    """The reply of a job that ended; ``AnswerUnavailable`` for one that failed."""
+    """The reply of a job that ended; ``AnswerJobFailed`` (its kind) for one that failed."""
     job = await jobs.view(job_id, key)
     if job.status != "done" or job.result is None:
-        raise AnswerUnavailable(f"the research job ended {job.status}: {job.error or 'no result'}")
+        raise AnswerJobFailed(
+            f"the research job ended {job.status}: {job.error or 'no result'}",
+            job.error_kind or "failed",
+        )
     usage = job.result.usage
     tokens = tokens_of(runner.records) + Tokens(
         usage.llm_prompt_tokens, usage.llm_completion_tokens

@@ -130,12 +130,12 @@ class FeedbackBook:
         record = await self.search(request_id, key)
         for item_id in outcomes:
             if item_id not in record.items:
-                kept = len(record.items) >= self.settings.max_items
+                full = len(record.items) >= self.settings.max_items
                 raise InvalidRequest(
                     f"items.{item_id}",
                     f"request {request_id!r} returned no item with this id "
                     + (f"among its first {len(record.items)}, those kept (feedback.max_items) "
-                       if kept else "")
+                       if full else "")
                     + f"(its items: {', '.join(list(record.items)[:20])})",
                 )  # fmt: skip
         where = f"{PREFIX}given:{_entry(request_id, key)}"

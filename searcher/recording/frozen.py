@@ -77,8 +77,8 @@ def freeze(
         ]
         path = out / "recordings" / f"{qid}.json.gz"
         # Which API key made the search stays with the server: a set is given away.
-        kept = replace(recording, key=None)
-        path.write_bytes(gzip.compress(orjson.dumps(kept.to_json()), mtime=0))
+        given_away = replace(recording, key=None)
+        path.write_bytes(gzip.compress(orjson.dumps(given_away.to_json()), mtime=0))
     for kept in (out / "recordings").glob("*.json.gz"):  # an earlier set's, frozen here
         if kept.name.removesuffix(".json.gz") not in queries:
             kept.unlink()

@@ -31,11 +31,11 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast, get_args
 
 from searcher.auth.access import EVERY, CollectionAccess
 from searcher.config import ResearchSettings
-from searcher.contract import JobEvent, JobStatus, JobView
+from searcher.contract import JobEvent, JobFailure, JobStatus, JobView
 from searcher.errors import JobFailed, SearcherError, StateUnavailable
 from searcher.research.job_store import (
     EVENTS_OUTLIVE_S,
@@ -84,6 +84,7 @@ class Job(Generic[E]):
     events: list[E] = field(default_factory=list)
     progress: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    error_kind: JobFailure | None = None  # why it failed, typed (``error`` says it in words)
     finished_at: float | None = None  # monotonic
     owner: str = ""  # the book (process) running it
     # Who started it: the pages it reads count against that caller's share of the
@@ -327,15 +328,19 @@ class JobRunner(Generic[J, V, E]):
                 await self._work(job)
         except asyncio.CancelledError:
             status, error = ("failed", INTERRUPTED) if self._closing else ("cancelled", "cancelled")
+            job.error_kind = "interrupted" if self._closing else None
         except CancelledElsewhere:
             status, error = "cancelled", "cancelled"
         except JobFailed as exc:
             status, error = "failed", str(exc)
+            job.error_kind = _failure(exc.kind)
         except TimeoutError:
             status, error = "failed", f"did not finish within {limit_s + GRACE_S:.0f} s"
+            job.error_kind = "timed_out"
         except Exception as exc:  # a bug must end the job, not leave it running for ever
             log.exception("%s job %s crashed", self._kind.what, job.id)
             status, error = "failed", f"internal error: {type(exc).__name__}"
+            job.error_kind = "internal_error"
         await self._finish(job, status, error)
 
     async def _finish(self, job: J, status: JobStatus, error: str | None) -> None:
@@ -410,3 +415,8 @@ class JobRunner(Generic[J, V, E]):
         for job_id, job in list(self._finished.items()):
             if job.finished_at is not None and now - job.finished_at > keep:
                 del self._finished[job_id]
+
+
+def _failure(kind: str) -> JobFailure:
+    """``kind`` as a ``JobFailure`` (one not listed is ``failed``)."""
+    return cast(JobFailure, kind) if kind in get_args(JobFailure) else "failed"

@@ -58,7 +58,8 @@ class ResearchJobState(Job[ResearchEvent]):
             id=self.id, status=self.status, query=self.request.query_text,
             preset=self.request.preset, created_utc=self.created_utc,
             updated_utc=self.updated_utc, progress=dict(self.progress),
-            events=len(self.events), error=self.error, result=self.result,
+            events=len(self.events), error=self.error, error_kind=self.error_kind,
+            result=self.result,
         )  # fmt: skip
 
 

@@ -218,7 +218,7 @@ class Research:
     async def run(self) -> ResearchResult:
         if self.request.output_schema is not None and self.parts.llm is None:
             # No fallback is honest (docs/structured-output.md): fail before searching.
-            raise ResearchFailed(NEEDS_LLM)
+            raise ResearchFailed(NEEDS_LLM, "llm_required")
         question = self.request.query_text
         pending = await self.first_plan(question)
         stopped = "max_iterations"
@@ -249,7 +249,7 @@ class Research:
                 },
             )
             if round_no == 1 and not self.state.pool.passages and self.all_failed():
-                raise ResearchFailed(self.failure_reason())
+                raise ResearchFailed(self.failure_reason(), "all_backends_failed")
             if all(covered(best) for _, best in coverage):
                 stopped = "covered"
                 break
@@ -507,7 +507,7 @@ class Research:
                 max_source_chars=max(2000, self.limits.max_evidence_chars),
             )  # fmt: skip
         except StructuredOutputFailed as exc:
-            raise ResearchFailed(str(exc)) from exc
+            raise ResearchFailed(str(exc), "structured_output_failed") from exc
         urls = {
             pointer: [chosen.passages[n - 1].url for n in numbers]
             for pointer, numbers in shaped.citations.items()

@@ -89,6 +89,7 @@ class CrawlBook(JobRunner[CrawlJobState, CrawlJob, CrawlEvent]):
             id=job.id, status=job.status, url=job.plan.root, query=job.plan.query,
             created_utc=job.created_utc, updated_utc=job.updated_utc,
             progress=dict(job.progress), events=len(job.events), error=job.error,
+            error_kind=job.error_kind,
             pages=list(job.pages), skipped=list(job.skipped), complete=job.complete,
         )  # fmt: skip
 
