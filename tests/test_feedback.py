@@ -238,9 +238,7 @@ def test_a_request_id_used_again_starts_its_new_search_without_outcomes(
     assert (row["searches"], row["with_feedback"], row["cited"], row["used"]) == (2, 2, 1, 2)
 
 
-def test_taking_back_a_searchs_only_use_takes_back_its_used_search(
-    make_settings, serve_searcher
-):
+def test_taking_back_a_searchs_only_use_takes_back_its_used_search(make_settings, serve_searcher):
     base = serve_searcher(make_settings(feedback=FEEDBACK))
     data = search(base, {"query": QUERY, "budget": {"max_results": 2}}).json()
     rid, item = data["meta"]["request_id"], data["items"][0]["id"]
