@@ -200,7 +200,7 @@ class ChatRequest(_Lenient):
         description="searcher-research: the preset of its job (minimal, low: minimal; "
         "medium: balanced, the default; high: research).",
     )
-    tool_choice: str | dict[str, Any] | None = Field(
+    tool_choice: Literal["none", "auto"] | None = Field(
         default=None,
         description="`none` or `auto` (the answer is text either way); a tool call cannot "
         "be forced: searcher answers with text and its sources, never a tool call.",
@@ -227,9 +227,9 @@ class ChatRequest(_Lenient):
             raise ValueError(f"unknown model {value[:100]!r}; this server offers {offered}")
         return value
 
-    @field_validator("tool_choice")
+    @field_validator("tool_choice", mode="before")
     @classmethod
-    def _no_forced_call(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+    def _no_forced_call(cls, value: Any) -> Any:
         # A client that forces a call (LangChain's with_structured_output, bind_tools with
         # a tool named) would get prose it reads as "no call made": say so instead.
         if value is None or value in ("none", "auto"):
