@@ -263,8 +263,12 @@ def test_uploads_refuse_what_is_not_allowed(two_collections, tmp_path):
         refused = upload(base, writer, "notes", [("fine.md", b"# F\n\nfine\n"), (name, b"# x\n")])
         assert refused.status_code == 422, name
         assert refused.json()["error"]["field"] == "files[1].filename", name
+    twice = upload(base, writer, "notes", [("dup.md", b"# One\n\none\n"), ("dup.md", b"# 2\n")])
+    assert twice.status_code == 422 and twice.json()["error"]["field"] == "files[1].filename"
+    assert "files[0]" in twice.json()["error"]["message"]
     kept = tmp_path / "state" / "uploads" / "notes"
     assert not (kept / "fine.md").exists()  # nothing is kept until every name is good
+    assert not (kept / "dup.md").exists()
     assert not (tmp_path / "state" / "uploads" / "escape.md").exists()
     too_big = upload(base, writer, "notes", [("big.md", b"# Big\n\n" + b"word " * 2000)])
     assert too_big.status_code == 413

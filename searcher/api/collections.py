@@ -202,11 +202,17 @@ async def _named_files(form: FormData) -> list[tuple[str, bytes]]:
             "files", "send one or more files as multipart/form-data (e.g. curl -F files=@a.md)"
         )
     files = []
+    named: dict[str, int] = {}  # the name each file is kept under -> its part's index
     for index, part in enumerate(parts):
         try:
             kept = uploads.upload_name(part.filename or "")
         except uploads.BadUploadName as exc:
             raise InvalidRequest(f"files[{index}].filename", str(exc)) from None
+        if kept in named:  # one would replace the other, and the answer list one of them
+            raise InvalidRequest(
+                f"files[{index}].filename", f"{kept!r} is also files[{named[kept]}]'s name"
+            )
+        named[kept] = index
         files.append((kept, await part.read()))
     return files
 
