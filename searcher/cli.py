@@ -1322,9 +1322,11 @@ def _write_fragment(out_path: str, tree: dict[str, Any]) -> None:
 @click.option(
     "--out", "out_path", required=True, help="Qrels file to write; the queries go beside it (.tsv)."
 )
-@click.option("--sample", type=click.IntRange(1), default=None, help="Queries judged at most.")
-@click.option("--depth", type=click.IntRange(1, 50), default=10, show_default=True,
-              help="Results of each backend pooled per query.")  # fmt: skip
+@click.option("--sample", type=click.IntRange(1), default=None,
+              help="Queries judged at most (--queries, --query-log).")  # fmt: skip
+@click.option("--depth", type=click.IntRange(1, 50), default=None,
+              help="Results of each backend pooled per query (default 10; not with "
+              "--from-feedback).")  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
 @config_option
 def judge_command(
@@ -1334,17 +1336,24 @@ def judge_command(
     set_path: str | None,
     out_path: str,
     sample: int | None,
-    depth: int,
+    depth: int | None,
     seed: int,
     config_path: tuple[str, ...],
 ) -> None:
     """Write qrels for `searcher tune`: the configured LLM grades (0-2) the pooled top
     results of every backend (searched, or recorded in a frozen set), or feedback
     reported by agents becomes judgements."""
+    from searcher.pipeline.judge import POOL_DEPTH
     from searcher.ranking import evaluation
 
     if sum(bool(x) for x in (queries_path, log_path, from_feedback, set_path)) != 1:
         _fail("give exactly one of --queries, --query-log, --from-feedback, --set", 2)
+    # Options the source chosen does not read are refused, not ignored.
+    if sample is not None and (from_feedback or set_path):
+        _fail("--sample applies to --queries and --query-log only", 2)
+    if depth is not None and from_feedback:
+        _fail("--depth applies to the LLM's judgements, not to --from-feedback", 2)
+    depth = depth or POOL_DEPTH
     _check_judgement_paths(out_path, queries_path)
     settings = _settings(config_path)
     if from_feedback:

@@ -152,3 +152,14 @@ def test_a_damaged_judgement_cache_is_read_around_and_a_folder_in_its_place_refu
     (folder / CACHE_FILE).mkdir(parents=True)
     with pytest.raises(StateUnavailable, match=CACHE_FILE):
         JudgementCache(folder, "m")
+
+
+def test_options_the_chosen_source_does_not_read_are_refused_not_ignored(testbed, tmp_path):
+    config = _config(tmp_path, testbed, '{"grade": 1}')
+    out = str(tmp_path / "j.qrels")
+    deep = judge(config, "--from-feedback", "--depth", "3", "--out", out)
+    assert deep.exit_code == 2 and "--depth applies" in deep.stderr
+    sampled = judge(config, "--set", str(tmp_path), "--sample", "2", "--out", out)
+    assert sampled.exit_code == 2 and "--sample applies" in sampled.stderr
+    sampled = judge(config, "--from-feedback", "--sample", "2", "--out", out)
+    assert sampled.exit_code == 2 and "--sample applies" in sampled.stderr
