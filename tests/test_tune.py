@@ -127,6 +127,11 @@ def test_tune_refuses_to_write_settings_worse_than_the_defaults_on_held_out_fold
         ("1\tq\n", "1 0 http://a.example/\n", "judged.qrels:1: expected 4 fields"),
         ("7\tq\n", "1 0 http://a.example/ 1\n", "no judged query is in the queries file"),
         ("1\tq\n2\tr\n", "1 0 http://a.example/ 1\n", "cross-validation needs at least 2"),
+        (
+            "1\tq\n2\tr\n",
+            "1 0 http://a.example/ 0\n2 0 http://b.example/ 0\n",
+            "0 judged query has a relevant result",
+        ),
     ],
 )
 def test_tune_bad_input_exits_2_naming_the_file_and_line(

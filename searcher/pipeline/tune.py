@@ -128,8 +128,8 @@ async def tune(
     """Search the judged queries once, then fit by cross-validation (see the module).
     ``tree`` is the configuration ``parts.settings`` was validated from; ``recorded``: a
     frozen set's recordings, whose queries are searched offline from them. Raises
-    ``EvalError`` when fewer than ``MIN_JUDGED`` judged queries have a text or no query
-    was answered."""
+    ``EvalError`` when fewer than ``MIN_JUDGED`` judged queries have a text or a relevant
+    result, or no query was answered."""
     judged = by_page({q: d for q, d in qrels.items() if q in queries})
     if not judged:
         raise EvalError("no judged query is in the queries file (query ids must match)")
@@ -137,6 +137,12 @@ async def tune(
         raise EvalError(
             f"{len(judged)} judged query in the queries file: cross-validation needs at "
             f"least {MIN_JUDGED} (judge more queries)"
+        )
+    relevant = [q for q, docs in judged.items() if any(grade > 0 for grade in docs.values())]
+    if len(relevant) < MIN_JUDGED:  # every setting scores 0 on the others: nothing to fit
+        raise EvalError(
+            f"{len(relevant)} judged query has a relevant result (a grade above 0): fitting "
+            f"needs at least {MIN_JUDGED} (judge more queries, or deeper)"
         )
     found: Capture = await capture(parts, {q: queries[q] for q in judged}, recorded=recorded)
     if not found.queries:
