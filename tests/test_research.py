@@ -522,6 +522,7 @@ def test_a_killed_server_leaves_a_readable_interrupted_job(
             break
         time.sleep(0.2)
     assert job["status"] == "failed" and job["error"].startswith("interrupted")
+    assert job["error_kind"] == "interrupted"
     events = follow(reader, job_id)
     assert events[0]["id"] == before[0]["id"] and events[0]["event"] == "plan"
     assert [e["event"] for e in events] == ["plan", "search", "error", "done"]  # none lost

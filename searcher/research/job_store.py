@@ -232,6 +232,7 @@ class JobStore(Generic[V, E]):
         assert self._store is not None
         view = record.view
         failed = view.model_copy(update={"status": "failed", "error": INTERRUPTED,
+                                         "error_kind": "interrupted",
                                          "updated_utc": now_utc()})  # fmt: skip
         if await self._store.incr(self.key("interrupt", view.id), 1, record.ttl_s) == 1:
             last_id = await self._keep_events(view.id, view.events)
