@@ -190,3 +190,51 @@ def test_a_reader_whose_changes_grow_writes_a_snapshot_in_the_background(tmp_pat
     assert found(reader, "bird 15", None)[0] == "15.md"
     reader.close()
     writer.close()
+
+
+def _cut_short(folder: Path) -> None:
+    data = (folder / "ids.npy").read_bytes()
+    (folder / "ids.npy").write_bytes(data[: len(data) - 16])
+
+
+def _rows_of_another_length(folder: Path) -> None:
+    np.save(folder / "rows.npy", np.zeros(3, dtype=np.int32))
+
+
+def _folder_for_a_file(folder: Path) -> None:
+    (folder / "documents.npy").unlink()
+    (folder / "documents.npy").mkdir()
+
+
+def _meta_not_json(folder: Path) -> None:
+    (folder / "meta.json").write_bytes(b"\xff{not json")
+
+
+def _rows_past_the_chunks(folder: Path) -> None:
+    rows = np.load(folder / "rows.npy")
+    np.save(folder / "rows.npy", rows + 1000)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_cut_short, _rows_of_another_length, _folder_for_a_file, _meta_not_json,
+     _rows_past_the_chunks],
+)  # fmt: skip
+def test_a_damaged_snapshot_is_read_again_from_the_database(tmp_path, damage, caplog):
+    folder = notes(tmp_path / "notes", 12)
+    writer = SqliteStore(tmp_path / "corpus.sqlite3")
+    add(writer, folder, None)
+    snapshots = tmp_path / "corpus.snapshots" / "birds"
+    (written,) = [p for p in snapshots.iterdir() if p.name.startswith("g")]
+    damage(written)
+
+    reader = SqliteStore(tmp_path / "corpus.sqlite3")  # a worker started after the damage
+    assert found(reader, "heron 7", None)[0] == "note007.md"
+    assert "reading it again" in caplog.text
+    # Written again whole, and mapped by the next reader with no warning.
+    caplog.clear()
+    again = SqliteStore(tmp_path / "corpus.sqlite3")
+    assert found(again, "heron 3", None)[0] == "note003.md"
+    assert mapped(again.index("birds").base.ids) and "reading it again" not in caplog.text
+    for store in (again, reader, writer):
+        store.close()

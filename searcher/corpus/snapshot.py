@@ -27,8 +27,14 @@ from searcher.corpus.keyword_index import KeywordIndex
 from searcher.corpus.retrieval import SignBits
 
 _ARRAYS = ("ids", "documents", "matrix", "terms", "rows", "weights", "mean", "bits")
+_ROWS = {"ids": 1, "documents": 1, "matrix": 2, "terms": 1, "rows": 1, "weights": 1}
 _META = "meta.json"
 _PREFIX = "g"
+
+
+class Damaged(Exception):
+    """A snapshot's files cannot be read as one (cut short, edited, a folder in a file's
+    place): the collection is read again from its database, which is what counts."""
 
 
 @dataclass(frozen=True)
@@ -110,20 +116,46 @@ def remove_older(folder: Path, generation: int) -> None:
 
 
 def size(path: Path) -> int | None:
-    """The chunks of the snapshot in ``path``; ``None`` when it is gone."""
+    """The chunks of the snapshot in ``path``; ``None`` when it is gone. Raises
+    ``Damaged`` when its description cannot be read."""
     try:
-        return int(json.loads((path / _META).read_text())["size"])
+        return int(_meta(path)["size"])
     except FileNotFoundError:
         return None
 
 
+def _meta(path: Path) -> dict:
+    try:
+        meta = json.loads((path / _META).read_text())
+        if not isinstance(meta, dict):
+            raise ValueError("not an object")
+        int(meta["size"]), int(meta["generation"]), float(meta["average"])
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise Damaged(f"{path / _META}: {exc}") from exc
+    return meta
+
+
+def discard(path: Path) -> None:
+    """Remove the damaged snapshot in ``path`` (a new one is written in its place)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def mapped(path: Path) -> Snapshot:
     """The snapshot in ``path``, its arrays memory-mapped read-only. Raises
-    ``FileNotFoundError`` when it was removed meanwhile (a newer one is in place)."""
-    meta = json.loads((path / _META).read_text())
+    ``FileNotFoundError`` when it was removed meanwhile (a newer one is in place) and
+    ``Damaged`` when its files do not make one whole snapshot."""
+    meta = _meta(path)
     # Plain arrays over the maps: numpy's ``memmap`` subclass costs a Python call on every
     # slice and gather (a tenth of a query at 100,000 chunks).
-    arrays = {name: np.asarray(np.load(path / f"{name}.npy", mmap_mode="r")) for name in _ARRAYS}
+    try:
+        arrays = {n: np.asarray(np.load(path / f"{n}.npy", mmap_mode="r")) for n in _ARRAYS}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError) as exc:  # cut short, not an array, a folder
+        raise Damaged(f"{path}: {exc}") from exc
+    _check_shapes(path, arrays, int(meta["size"]))
     keywords = KeywordIndex(
         arrays["terms"], arrays["rows"], arrays["weights"], int(meta["size"]),
         float(meta["average"]),
@@ -133,6 +165,23 @@ def mapped(path: Path) -> Snapshot:
         int(meta["generation"]), arrays["ids"], arrays["documents"], arrays["matrix"],
         keywords, signs,
     )  # fmt: skip
+
+
+def _check_shapes(path: Path, arrays: dict[str, np.ndarray], size: int) -> None:
+    """Raise ``Damaged`` unless the arrays fit each other: a search indexes one by another,
+    and an array of another length would fail it far from here."""
+    for name, dims in _ROWS.items():
+        if arrays[name].ndim != dims:
+            raise Damaged(f"{path}: {name} has {arrays[name].ndim} dimensions, not {dims}")
+    ids, postings = arrays["ids"], arrays["terms"]
+    fits = (
+        len(ids) == size == len(arrays["documents"])
+        and arrays["matrix"].shape[0] in (0, size)
+        and len(postings) == len(arrays["rows"]) == len(arrays["weights"])
+        and (not len(postings) or 0 <= arrays["rows"].min() <= arrays["rows"].max() < size)
+    )
+    if not fits:
+        raise Damaged(f"{path}: its arrays do not fit each other or its {size} chunks")
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ as it was or fully indexed.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import sqlite3
@@ -44,6 +45,8 @@ from searcher.corpus.live_index import Changes, LiveIndex
 from searcher.corpus.readers import SkipReason
 from searcher.corpus.snapshot import Snapshot
 from searcher.errors import StateUnavailable
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ChunkRow", "DocumentMatch", "DocumentRow", "NewDocument", "SkippedRow", "StoredFile",
@@ -570,10 +573,14 @@ class IndexCache:
                 return snapshot.mapped(found[1])
             except FileNotFoundError:  # replaced by a newer one meanwhile: take that
                 found = snapshot.newest(self.folder / collection)
+            except snapshot.Damaged as exc:  # the database counts: written again from it
+                log.warning("collection %r: %s; reading it again", collection, exc)
+                snapshot.discard(found[1])
+                break
         read = load_index(conn, collection)
         try:
             return snapshot.mapped(snapshot.write(self.folder / collection, read))
-        except OSError:  # a read-only state directory: serve from memory
+        except (OSError, snapshot.Damaged):  # a read-only state directory: serve from memory
             return read
 
     def _build_in_background(self, collection: str) -> None:
@@ -620,7 +627,10 @@ def publish(
             return False
         found = snapshot.newest(target)
         if found is not None and found[0] >= created:
-            size = snapshot.size(found[1])
+            try:
+                size = snapshot.size(found[1])
+            except snapshot.Damaged:  # the next reader to map it writes it again
+                return False
             if size is not None and not snapshot_due(
                 changed_since(conn, collection, found[0]), size, at_least
             ):
