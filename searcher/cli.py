@@ -1030,12 +1030,19 @@ def _rate_option(value: str | None, field: str) -> Any:
     help="Collections of own documents it may see, e.g. notes,papers ('*' all; default: "
     "corpus.default_access).",
 )
+@click.option(
+    "--operator",
+    is_flag=True,
+    help="May also use the routes that act on the whole server (/v1/cache/stats, "
+    "/v1/cache/clear); other keys get 403 there.",
+)
 @config_option
 def keys_create(
     name: str,
     rate: str | None,
     quota: str | None,
     collections: str | None,
+    operator: bool,
     config_path: tuple[str, ...],
 ) -> None:
     """Create a key and print it: it is shown this once, only its hash is stored."""
@@ -1046,7 +1053,9 @@ def keys_create(
     limits = _rate_option(rate, "--rate"), _rate_option(quota, "--quota")
     try:
         allowed = None if collections is None else parse_collections([collections], "--collections")
-        key, secret = _state_call(settings, lambda s: KeyBook(s).create(name, *limits, allowed))
+        key, secret = _state_call(
+            settings, lambda s: KeyBook(s).create(name, *limits, allowed, operator)
+        )
     except InvalidRequest as exc:
         _fail(str(exc), 2)
     click.echo(secret)
@@ -1072,7 +1081,7 @@ def keys_list(as_json: bool, config_path: tuple[str, ...]) -> None:
         seen = ",".join(key.collections) if key.collections is not None else "default"
         click.echo(
             f"{key.id}  {key.name:<20} {state:<8} {limits}, collections {seen}"
-            f"  created {key.created_utc}"
+            f"{', operator' if key.operator else ''}  created {key.created_utc}"
         )
 
 

@@ -154,10 +154,27 @@ def test_keys_are_listed_without_secrets_and_names_are_checked(keyed):
     assert as_id.exit_code == 2 and "is the id of an active key" in as_id.output
 
 
+def test_only_an_operator_key_may_read_or_clear_the_shared_extraction_cache(keyed):
+    base, config = keyed
+    tenant, operator = create_key(config, "tenant"), create_key(config, "ops", "--operator")
+    for method, path in (("GET", "/v1/cache/stats"), ("POST", "/v1/cache/clear")):
+        refused = httpx.request(method, f"{base}{path}", headers=bearer(tenant))
+        assert refused.status_code == 403, path
+        assert refused.json()["error"]["type"] == "forbidden"
+        assert "--operator" in refused.json()["error"]["message"]
+        assert "dir" not in refused.text  # nothing of the server's layout shown either
+        allowed = httpx.request(method, f"{base}{path}", headers=bearer(operator))
+        assert allowed.status_code == 200, path
+    assert httpx.get(f"{base}/v1/cache/stats", headers=bearer(operator)).json()["dir"]
+    listed = json.loads(cli("keys", "list", "--json", "--config", config).stdout)
+    assert {k["name"]: k["operator"] for k in listed} == {"tenant": False, "ops": True}
+
+
 def test_without_auth_nothing_changes(make_settings, serve_searcher):
     base = serve_searcher(make_settings())
     assert httpx.post(f"{base}/v1/search", json=QUERY, timeout=20).status_code == 200
     assert httpx.get(f"{base}/v1/usage").status_code == 404
+    assert httpx.post(f"{base}/v1/cache/clear").status_code == 200  # one user: theirs to clear
 
 
 def test_a_rate_limit_holds_across_two_workers_sharing_redis(

@@ -37,6 +37,7 @@ from searcher.auth.access import EVERY, CollectionAccess, access_of
 from searcher.auth.keys import ApiKey, KeyBook, hash_secret
 from searcher.auth.rates import Rate
 from searcher.config import AuthSettings
+from searcher.errors import AccessDenied
 from searcher.state.base import StateStore
 from searcher.state.failsoft import FailSoftStore
 
@@ -61,6 +62,19 @@ def key_of(scope: Scope) -> str | None:
     path is open). What a key owns (its research jobs) is looked up by this."""
     key_id = scope.get("state", {}).get("key_id")
     return key_id if isinstance(key_id, str) else None
+
+
+def require_operator(scope: Scope) -> None:
+    """Refuse (``AccessDenied``) a request let in with a key that is not an operator's: the
+    route acts on the whole server, which one tenant must not do to the others. Keys off
+    (or the path open): nobody to tell apart, let through."""
+    key = scope.get("state", {}).get("api_key")
+    if isinstance(key, ApiKey) and not key.operator:
+        raise AccessDenied(
+            "Authorization",
+            "this route acts on the whole server: it needs a key created with "
+            "`searcher keys create --operator`",
+        )
 
 
 def collection_access(scope: Scope) -> CollectionAccess:

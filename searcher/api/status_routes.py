@@ -11,7 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from searcher import __version__
-from searcher.api.auth import quota_window, read_counter, usage_counter, usage_report
+from searcher.api.auth import (
+    quota_window,
+    read_counter,
+    require_operator,
+    usage_counter,
+    usage_report,
+)
 from searcher.api.errors import error_response
 from searcher.api.json_body import json_response
 from searcher.api.metrics import CONTENT_TYPE, Metrics
@@ -130,8 +136,19 @@ async def health(request: Request) -> Response:
     return json_response(health.model_dump(), 503 if health.status == "unavailable" else 200)
 
 
-@router.get("/v1/cache/stats", response_model=CacheStats, summary="Extraction cache statistics")
+_OPERATOR_ONLY = {
+    403: {"model": ErrorResponse, "description": "API keys are on and this key is no operator's."}
+}
+
+
+@router.get(
+    "/v1/cache/stats",
+    response_model=CacheStats,
+    summary="Extraction cache statistics",
+    responses=_OPERATOR_ONLY,
+)
 async def cache_stats(request: Request) -> Response:
+    require_operator(request.scope)
     runtime = _runtime(request)
     stats = await asyncio.to_thread(runtime.cache.stats)  # scans the cache directory
     return json_response(
@@ -144,8 +161,14 @@ async def cache_stats(request: Request) -> Response:
     )
 
 
-@router.post("/v1/cache/clear", response_model=CacheCleared, summary="Empty the extraction cache")
+@router.post(
+    "/v1/cache/clear",
+    response_model=CacheCleared,
+    summary="Empty the extraction cache",
+    responses=_OPERATOR_ONLY,
+)
 async def cache_clear(request: Request) -> Response:
+    require_operator(request.scope)
     removed = await _runtime(request).cache.clear()
     return json_response({"removed": removed})
 

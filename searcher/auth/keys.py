@@ -37,6 +37,9 @@ class ApiKey:
     # The collections of own documents it may see (``*``: all); None: no list of its own,
     # so ``corpus.default_access`` (see ``searcher.auth.access``).
     collections: tuple[str, ...] | None = None
+    # May use the routes that act on the whole server (the extraction cache's statistics
+    # and clearing): what one tenant must not do to the others.
+    operator: bool = False
 
     def public(self) -> dict[str, Any]:
         return {
@@ -44,6 +47,7 @@ class ApiKey:
             "quota": str(self.quota) if self.quota else None, "created_utc": self.created_utc,
             "revoked": self.revoked,
             "collections": list(self.collections) if self.collections is not None else None,
+            "operator": self.operator,
         }  # fmt: skip
 
 
@@ -70,7 +74,7 @@ def _key(data: Any) -> ApiKey | None:
             rate=Rate(int(rate["count"]), int(rate["per_s"])) if rate else None,
             quota=Rate(int(quota["count"]), int(quota["per_s"])) if quota else None,
             created_utc=str(data["created_utc"]), revoked=bool(data.get("revoked", False)),
-            collections=collections,
+            collections=collections, operator=data.get("operator") is True,
         )  # fmt: skip
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
@@ -103,9 +107,11 @@ class KeyBook:
         rate: Rate | None = None,
         quota: Rate | None = None,
         collections: tuple[str, ...] | None = None,
+        operator: bool = False,
     ) -> tuple[ApiKey, str]:
         """A new key and its secret (shown once: only its hash is kept); ``collections``:
-        those it may see (checked by ``searcher.auth.access.parse_collections``)."""
+        those it may see (checked by ``searcher.auth.access.parse_collections``);
+        ``operator``: it may use the routes that act on the whole server."""
         if not _NAME.match(name):
             raise InvalidRequest("name", "1-64 letters, digits, '.', '_' or '-'")
         active = [k for k in await self.list() if not k.revoked]
@@ -116,7 +122,9 @@ class KeyBook:
         secret = PREFIX + secrets.token_urlsafe(24)
         digest = hash_secret(secret)
         created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        key = ApiKey(digest[:12], name, rate, quota, created, collections=collections)
+        key = ApiKey(
+            digest[:12], name, rate, quota, created, collections=collections, operator=operator
+        )
         await set_json(self._store, NAMESPACE + "key:" + digest, _record(key), FOREVER_S)
         number = await self._store.incr(_CREATED, 1, FOREVER_S)
         await set_json(self._store, _slot(number), digest, FOREVER_S)
