@@ -344,6 +344,40 @@ def test_a_cached_answer_does_not_outlive_a_re_index(
     assert "caraway" in after["items"][0]["snippet"]
 
 
+@pytest.mark.parametrize("named", ["auto", "notes, by routing"])
+def test_a_cached_answer_routed_by_auto_does_not_outlive_a_re_index(
+    named, tmp_path, testbed, embedder, make_settings, serve_searcher
+):
+    """ "auto" names no instance: the generations of every collection routing may search
+    key its cache entry, as when the request names none."""
+    corpus = {"dir": str(tmp_path / "index")}
+    folder = write_notes(tmp_path / "notes")
+    config = write_config(tmp_path, testbed, corpus, embedder)
+    index = ("index", "add", str(folder), "--collection", "t-notes", "--config", config)
+    assert cli(*index).exit_code == 0
+    base = serve_searcher(make_settings(
+        backends={"instances": {"notes": {"adapter": "local", "collection": "t-notes"}},
+                  "order": ["notes"]},
+        embeddings=embeddings(embedder), corpus=corpus,
+    ))  # fmt: skip
+    backend = "auto" if named == "auto" else None
+
+    def ask() -> dict[str, Any]:
+        constraints = {"cache": "on", **({"backend": backend} if backend else {})}
+        body = {"query": "bread rises overnight", "constraints": constraints}
+        response = httpx.post(f"{base}/v1/search", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    assert "Sourdough" in ask()["items"][0]["snippet"]
+    assert ask()["meta"]["cache"]["hit"] is True
+    (folder / "bread.txt").write_text("This bread rises overnight with rye flour and caraway.\n")
+    assert cli(*index).exit_code == 0
+    after = ask()
+    assert after["meta"]["cache"]["hit"] is False
+    assert "caraway" in after["items"][0]["snippet"]
+
+
 # --- readers while index add writes ---------------------------------------------------
 
 

@@ -226,11 +226,12 @@ async def collection_generations(
     backends: Mapping[str, object], named: str | list[str] | None
 ) -> dict[str, int] | None:
     """The generation of every collection a request may search: of the ``local``
-    instances among the backends it ``named``, or of every one when it named none (routing
-    may pick any). Part of its result-cache key, so that an answer cached before a
+    instances among the backends it ``named``, or of every one when it named none or
+    ``auto`` (routing may pick any). Part of its result-cache key, so that an answer cached before a
     re-index is never served after it. ``None`` when the store cannot say (the cache is
     then bypassed)."""
-    wanted = [named] if isinstance(named, str) else named
+    # "auto" names no instance: routing may pick any, as when nothing was named.
+    wanted = None if named in (None, "auto") else [named] if isinstance(named, str) else named
     chosen = [b for n, b in backends.items() if isinstance(b, LocalBackend)
               and (wanted is None or n in wanted)]  # fmt: skip
     found: dict[str, int] = {}
