@@ -1986,10 +1986,10 @@ def deprecations(settings: Settings) -> list[str]:
 
 def masked(settings: Settings) -> dict[str, Any]:
     """The settings as a plain dict with secrets replaced by ``***``: the secret keys'
-    values, and passwords written into URLs (``http://user:pass@host``)."""
+    values, and passwords written into URLs (``http://user:pass@host``, ``?password=``)."""
 
     def mask(node: Any) -> Any:
-        if isinstance(node, str) and "@" in node:
+        if isinstance(node, str) and ("@" in node or "?" in node):
             return without_password(node)
         if isinstance(node, dict):
             return {

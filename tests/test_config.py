@@ -178,6 +178,9 @@ def test_passwords_in_urls_are_masked():
     shown = masked(load_settings(environ=environ))
     assert "sx-secret" not in repr(shown)
     assert shown["backends"]["searxng"]["base_url"] == "http://sx-user:***@127.0.0.1:8888"
+    in_query = {"SEARXNG_BASE_URL": "http://127.0.0.1:8888/?token=sx-secret&lang=en"}
+    shown = masked(load_settings(environ=in_query))
+    assert shown["backends"]["searxng"]["base_url"] == "http://127.0.0.1:8888/?token=***&lang=en"
 
 
 def test_a_malformed_allowed_host_is_a_config_error_naming_it():

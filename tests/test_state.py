@@ -417,3 +417,19 @@ async def test_keys_of_the_old_single_index_still_count(store: StateStore) -> No
     await book.create("new")
     assert [k.name for k in await book.list()] == ["old", "new"]
     assert (await book.revoke("old")).id == old.id
+
+
+def test_health_never_shows_a_redis_password_given_in_the_query(make_settings, serve_searcher):
+    """redis-py reads ``?password=`` (the form unix socket URLs need); /v1/health, open
+    to callers without a key, names the store by its URL with the password masked."""
+    import httpx
+    import redis as sync_redis
+
+    with RedisServer() as server:
+        sync_redis.Redis(port=server.port).config_set("requirepass", "hunter2pw")
+        url = f"{server.url}?password=hunter2pw"
+        base = serve_searcher(make_settings(state={"redis_url": url}))
+        health = httpx.get(f"{base}/v1/health")
+        assert health.status_code == 200 and health.json()["state"]["ok"] is True
+        assert health.json()["state"]["location"] == f"{server.url}?password=***"
+        assert "hunter2pw" not in health.text

@@ -141,14 +141,29 @@ def host_of(url: str) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
+# Query parameters that carry a secret in connection URLs (redis-py reads ``password``
+# from the query of a unix socket URL).
+_SECRET_PARAM = re.compile(
+    r"(?i)(?:^|[?&;])(?:password|passwd|pass|pwd|token|secret|key|api[-_]?key|access[-_]token)="
+    r"[^&;#]*"
+)
+
+
 def without_password(url: str) -> str:
-    """The URL with its password (if any) replaced by ``***``, for messages, health and
-    printed config; a string that is not a URL comes back unchanged."""
+    """The URL with its password (if any) replaced by ``***``, in its user info and in a
+    query parameter that names one (``?password=``, ``token=``, ``key=``...), for
+    messages, health and printed config; a string that is not a URL comes back unchanged."""
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:  # e.g. a bad port or IPv6 literal: no URL, nothing to hide
         return url
+    if parts.query:  # masked in place: putting the parts together again respells some
+        head, _, rest = url.partition("?")
+        query, hash_mark, fragment = rest.partition("#")
+        masked = _SECRET_PARAM.sub(lambda m: m.group().split("=", 1)[0] + "=***", "?" + query)
+        url = head + masked + hash_mark + fragment
+        parts = urlsplit(url)
     if password is None:
         return url
     netloc = parts.netloc.rsplit("@", 1)[1]
