@@ -508,14 +508,20 @@ class TooManyJobs(SearcherError):
 
 
 class TooManyJobsForKey(TooManyJobs):
-    """The caller's API key runs ``research.max_jobs_per_key`` jobs already (other keys may
-    still start theirs)."""
+    """The caller's API key runs its share of the job slots already (other keys may still
+    start theirs); ``setting`` is the one that sets the share."""
 
-    def __init__(self, limit: int, retry_after_s: int, what: str = "research") -> None:
+    def __init__(
+        self,
+        limit: int,
+        retry_after_s: int,
+        what: str = "research",
+        setting: str = "research.max_jobs_per_key",
+    ) -> None:
         SearcherError.__init__(
             self,
             f"this API key runs {limit} {what} job(s) already, its share of the job slots "
-            "(research.max_jobs_per_key); retry when one has ended",
+            f"({setting}); retry when one has ended",
         )
         self.limit = limit
         self.retry_after_s = retry_after_s

@@ -328,3 +328,26 @@ def test_a_crawl_is_its_keys_on_every_worker(make_settings, serve_searcher, conf
     assert kinds[-2:] == ["error", "done"]
     final = httpx.get(f"{runner}/v1/crawl/{job_id}", headers=headers, timeout=30).json()
     assert final["status"] == "cancelled"
+
+
+def test_a_key_over_its_crawl_share_is_told_the_setting_that_sets_it(
+    make_settings, serve_searcher, config_file, testbed
+):
+    from tests.test_auth import bearer, create_key
+
+    config = config_file()
+    settings = make_settings(
+        auth={"enabled": True, "default_rate": None}, crawl={"max_concurrent_jobs": 2}
+    )
+    base = serve_searcher(settings)
+    headers = bearer(create_key(config, "owner"))
+    origin = f"http://127.0.0.1:{testbed.port}"
+    body = {"url": f"{origin}/crawl/farm/", "politeness_delay_s": 5, "max_depth": 1}
+    started = httpx.post(f"{base}/v1/crawl", json=body, headers=headers, timeout=30)
+    assert started.status_code == 202, started.text
+    refused = httpx.post(f"{base}/v1/crawl", json=body, headers=headers, timeout=30)
+    assert refused.status_code == 429 and refused.headers["retry-after"]
+    message = refused.json()["error"]["message"]
+    assert "1 crawl job(s)" in message and "crawl.max_concurrent_jobs" in message
+    assert "research." not in message  # the research share has nothing to do with it
+    httpx.delete(f"{base}/v1/crawl/{started.json()['id']}", headers=headers, timeout=30)

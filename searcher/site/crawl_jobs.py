@@ -75,7 +75,7 @@ class CrawlBook(JobRunner[CrawlJobState, CrawlJob, CrawlEvent]):
         retry_s = max(1, int(plan.timeout_s / 4))
         share = max(1, limit // 2)
         if key is not None and self.running(key) >= share:
-            raise TooManyJobsForKey(share, retry_s, "crawl")
+            raise TooManyJobsForKey(share, retry_s, "crawl", "half of crawl.max_concurrent_jobs")
         if self.running() >= limit:
             raise TooManyJobs(limit, retry_s, "crawl")
         max_chars = extract_chars_within_limit(max_chars, self._all.limits)
