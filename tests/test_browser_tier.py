@@ -22,6 +22,7 @@ import pytest
 from searcher.cache.extraction import ExtractionCache
 from searcher.client import SearcherClient
 from searcher.config import BrowserSettings, FetchSettings
+from searcher.errors import FetchTimeout
 from searcher.fetch.browser_process import find_browser
 from searcher.fetch.browser_proxy import GUARD_HEADER, GuardedProxy
 from searcher.fetch.extractor import build_extractor
@@ -167,6 +168,36 @@ def test_render_always_renders_a_static_page_and_auto_leaves_it(browser: Harness
     assert auto.status == "fetched" and not auto.rendered
 
 
+@pytest.mark.parametrize("kind", ["alert", "confirm", "prompt"])
+def test_a_dialog_nobody_answers_does_not_stop_the_page_being_read(
+    browser: Harness, kind: str
+) -> None:
+    page = browser.read(f"/js/dialog?kind={kind}", timeout_s=10)
+    assert page.status == "fetched" and page.rendered, page.error
+    assert pages.WRITTEN_TEXT[1] in (page.content or "")
+    assert not page.truncated  # read when the page was done, not at the time limit
+
+
+def test_a_page_that_breaks_the_dom_functions_for_its_scripts_is_still_read(
+    browser: Harness,
+) -> None:
+    page = browser.read("/js/hostile-prototypes", timeout_s=10)
+    assert page.status == "fetched" and page.rendered, page.error
+    assert pages.WRITTEN_TEXT[3] in (page.content or "")
+
+
+def test_text_inside_an_open_shadow_root_is_read(browser: Harness) -> None:
+    page = browser.read("/js/shadow", timeout_s=10)
+    assert page.status == "fetched" and page.rendered, page.error
+    assert pages.WRITTEN_TEXT[2] in (page.content or "")
+
+
+def test_text_written_after_the_network_went_quiet_is_waited_for(browser: Harness) -> None:
+    page = browser.read("/js/late?ms=1500", timeout_s=10)
+    assert page.status == "fetched" and page.rendered, page.error
+    assert pages.WRITTEN_TEXT[0] in (page.content or "")
+
+
 # --- every request of a page goes through the guard -------------------------------------
 
 
@@ -261,6 +292,57 @@ def test_a_browser_past_its_memory_cap_is_restarted_between_pages(browser: Harne
         assert browser.read("/js/written").rendered  # the next page starts a new browser
     finally:
         browser.tier.settings = settings
+
+
+def _profiles() -> set[str]:
+    import tempfile
+
+    tmp = Path(tempfile.gettempdir())
+    return {p.name for p in tmp.glob("searcher-chromium-*")} | {
+        p.name for p in tmp.glob("org.chromium.Chromium.*")
+    }
+
+
+def _processes_running(executable: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if executable.encode() in command:
+                found.append(int(entry.name))
+    return found
+
+
+async def test_a_browser_still_starting_when_the_time_runs_out_is_killed_and_its_folders_go(
+    tmp_path: Path, testbed: TestbedServer
+) -> None:
+    chromium = find_browser(None)
+    slow = tmp_path / "slow-chromium"  # a start on a loaded machine: seconds
+    slow.write_text(f'#!/bin/sh\nsleep 3\nexec {chromium} "$@"\n')
+    slow.chmod(0o755)
+    before = _profiles()
+    tier = BrowserTier(BrowserSettings(executable=str(slow)), [f"127.0.0.1:{testbed.port}"])
+    try:
+        with pytest.raises(FetchTimeout):
+            await tier.render(testbed.url("/js/written"), 1.0, 1_000_000, "tests")
+        assert _processes_running(str(slow)) == []  # before: the shell, then a whole browser
+        assert _profiles() == before
+    finally:
+        await tier.aclose()
+
+
+async def test_a_browser_run_leaves_no_folder_behind(testbed: TestbedServer) -> None:
+    before = _profiles()
+    tier = BrowserTier(BrowserSettings(), [f"127.0.0.1:{testbed.port}"])
+    try:
+        page = await tier.render(testbed.url("/js/written"), 20.0, 1_000_000, "tests")
+        assert b"Lighthouse" in page.html
+    finally:
+        await tier.aclose()
+    assert _profiles() == before  # before: one /tmp/org.chromium.Chromium.* a browser
 
 
 async def test_one_client_cannot_hold_every_page() -> None:

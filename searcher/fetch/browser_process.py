@@ -92,6 +92,10 @@ class BrowserProcess:
             with contextlib.suppress(BrowserGone, RenderError, TimeoutError):
                 async with asyncio.timeout(_CLOSE_TIMEOUT_S):
                     await self.cdp.send("Browser.close")
+        await self.kill()
+
+    async def kill(self) -> None:
+        """End its process group at once; remove its profile."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)  # its renderers and zygotes too
         with contextlib.suppress(ProcessLookupError):
@@ -105,13 +109,16 @@ async def start_browser(executable: str, proxy_port: int, load_media: bool) -> B
     """A fresh browser with a fresh profile, answering over its pipe; ``RenderError`` when
     it does not start."""
     profile = tempfile.mkdtemp(prefix="searcher-chromium-")
+    # Chromium's own temporary folders (its singleton socket's) go inside the profile,
+    # which is removed with it: in /tmp they were left behind, one a browser.
+    environment = {**os.environ, "TMPDIR": profile}
     try:
         process = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", _PIPE_SHIM, "sh", executable,
             *browser_flags(proxy_port, profile, load_media),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-            limit=_MAX_MESSAGE_BYTES,
+            limit=_MAX_MESSAGE_BYTES, env=environment,
         )  # fmt: skip
     except OSError as exc:
         shutil.rmtree(profile, ignore_errors=True)
@@ -124,6 +131,9 @@ async def start_browser(executable: str, proxy_port: int, load_media: bool) -> B
     except (BrowserGone, RenderError, TimeoutError) as exc:
         await browser.close()
         raise RenderError(executable, "the browser did not start (no answer on its pipe)") from exc
+    except asyncio.CancelledError:  # the read's time ran out while it started: not left running
+        await browser.kill()
+        raise
     return browser
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Hashable
+from collections.abc import Coroutine, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +53,31 @@ _SNAPSHOT_SHARE = 0.2  # of the time limit kept for reading the DOM (at most 2 s
 _DISPOSE_TIMEOUT_S = 5.0
 # Before any script of the page runs: no service worker can be registered.
 _NO_SERVICE_WORKERS = "try { delete Navigator.prototype.serviceWorker } catch (e) {}"
-# Counts the elements first: a DOM over the cap is never serialised. Scripts, styles and
-# noscript go before serialising (text is what is read; noscript would read as a wall).
+# After the network is quiet, a page whose body has less text than this is given up to
+# _TEXT_WAIT_S more for its scripts to write it (a timer, a meta refresh, a slow API call).
+_TEXT_CHARS = 100
+_TEXT_WAIT_S = 3.0
+_TEXT_POLL_S = 0.1
+_BODY_TEXT = "document.body ? document.body.innerText.trim().length : 0"
+# Run in a world of our own (``Page.createIsolatedWorld``): the page's scripts share the
+# DOM with it but not their prototypes, so a page cannot break or fool the snapshot.
+# Counts the elements first: a DOM over the cap is never serialised. Open shadow roots
+# (web components) are copied into their hosts, innermost first: serialising leaves them
+# out. Scripts, styles and noscript go before serialising (text is what is read;
+# noscript would read as a wall).
 _SNAPSHOT = """(() => {
   const elements = document.getElementsByTagName('*').length;
   if (elements > %(max_elements)d) return {elements: elements};
+  const inline = (root) => {
+    for (const host of root.querySelectorAll('*')) {
+      if (!host.shadowRoot) continue;
+      inline(host.shadowRoot);
+      const copy = document.createElement('div');
+      copy.innerHTML = host.shadowRoot.innerHTML;
+      host.prepend(copy);
+    }
+  };
+  inline(document);
   document.querySelectorAll('script,style,noscript,template').forEach(e => e.remove());
   const html = '<!DOCTYPE html>' + document.documentElement.outerHTML;
   const cut = html.length > %(max_chars)d;
@@ -274,9 +294,11 @@ class _Tab:
     def on_event(self, method: str, params: dict[str, Any]) -> None:
         """Events of this tab's session (called by the connection's reader)."""
         if method == "Fetch.requestPaused":
-            task = asyncio.create_task(self._decide(params))
-            self._decisions.add(task)
-            task.add_done_callback(self._decisions.discard)
+            self._in_background(self._decide(params))
+        elif method == "Page.javascriptDialogOpening":
+            # Nobody is there to answer: an open dialog would hold every script of the
+            # page, ours too, until the time limit. Dismissed (no "OK" given to anything).
+            self._in_background(self._dismiss_dialog())
         elif method == "Page.loadEventFired":
             self.loaded.set()
         elif method == "Network.requestWillBeSent":
@@ -288,6 +310,15 @@ class _Tab:
         elif method == "Network.responseReceived" and self._is_main_document(params):
             headers = params.get("response", {}).get("headers", {})
             self.document_headers = {k.lower(): str(v) for k, v in headers.items()}
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._decisions.add(task)
+        task.add_done_callback(self._decisions.discard)
+
+    async def _dismiss_dialog(self) -> None:
+        with contextlib.suppress(FetchError):
+            await self.send("Page.handleJavaScriptDialog", {"accept": False})
 
     def _is_main_document(self, params: dict[str, Any]) -> bool:
         return params.get("type") == "Document" and params.get("frameId") == self.main_frame
@@ -344,6 +375,29 @@ class _Tab:
         await self.loaded.wait()
         while self.in_flight or time.monotonic() - self.last_activity < _QUIET_S:
             await asyncio.sleep(_POLL_S)
+        waiting_until = time.monotonic() + _TEXT_WAIT_S
+        while time.monotonic() < waiting_until:
+            with contextlib.suppress(RenderError):  # navigating on (a meta refresh)
+                if int(await self._evaluate(url, _BODY_TEXT) or 0) >= _TEXT_CHARS:
+                    return
+            await asyncio.sleep(_TEXT_POLL_S)
+
+    async def _evaluate(self, url: str, expression: str) -> Any:
+        """``expression``'s value, evaluated in a world of our own in the main frame;
+        ``RenderError`` when it throws."""
+        world = await self.send(
+            "Page.createIsolatedWorld", {"frameId": self.main_frame, "worldName": "searcher"}
+        )
+        answer = await self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True,
+             "contextId": world["executionContextId"]},
+        )  # fmt: skip
+        if "exceptionDetails" in answer:
+            details = answer["exceptionDetails"]
+            reason = details.get("exception", {}).get("description") or details.get("text")
+            raise RenderError(url, f"the rendered page could not be read: {reason}"[:300])
+        return answer.get("result", {}).get("value")
 
     def _refuse_guarded_document(self, url: str) -> None:
         """The main document was refused by the proxy (a redirect to a private address)."""
@@ -353,10 +407,7 @@ class _Tab:
     async def _snapshot(self, url: str, max_bytes: int) -> tuple[bytes, str, bool]:
         max_elements = self.tier.settings.max_dom_elements
         expression = _SNAPSHOT % {"max_elements": max_elements, "max_chars": max_bytes}
-        answer = await self.send(
-            "Runtime.evaluate", {"expression": expression, "returnByValue": True}
-        )
-        value = answer.get("result", {}).get("value") or {}
+        value = await self._evaluate(url, expression) or {}
         if "html" not in value:
             elements = value.get("elements", "?")
             raise PageTooComplex(

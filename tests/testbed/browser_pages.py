@@ -12,6 +12,12 @@
 - ``/js/redirect-browser?to=URL``  a shell to a static read; the browser is redirected to
                                ``URL`` (its User-Agent says HeadlessChrome)
 - ``/js/hang``                 never answers
+- ``/js/dialog?kind=alert``    writes its article, then opens an ``alert`` (``confirm``,
+                               ``prompt``) that nobody answers
+- ``/js/hostile-prototypes``   writes its article, then breaks ``NodeList.forEach`` and
+                               ``outerHTML`` for every script of the page
+- ``/js/shadow``               its article inside an open shadow root of a custom element
+- ``/js/late?ms=900``          writes its article ``ms`` after the load, the network quiet
 """
 
 from __future__ import annotations
@@ -169,3 +175,49 @@ async def redirect_browser(req: Request) -> None:
 @router.route("/js/hang")
 async def hang(req: Request) -> None:
     await req.hang()
+
+
+@router.route("/js/dialog")
+async def dialog(req: Request) -> None:
+    kind = req.query.get("kind", "alert")
+    if kind not in ("alert", "confirm", "prompt"):
+        kind = "alert"
+    script = _write_paragraphs(WRITTEN_TEXT, "Lighthouse logbooks") + f"{kind}('Welcome!');"
+    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+
+
+@router.route("/js/hostile-prototypes")
+async def hostile_prototypes(req: Request) -> None:
+    script = _write_paragraphs(WRITTEN_TEXT, "Lighthouse logbooks") + (
+        "NodeList.prototype.forEach = function () { throw new Error('no'); };"
+        "Object.defineProperty(Element.prototype, 'outerHTML', "
+        "{ get() { throw new Error('no'); } });"
+        "document.getElementsByTagName = () => ({ length: 0 });"
+    )
+    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+
+
+@router.route("/js/shadow")
+async def shadow(req: Request) -> None:
+    script = (
+        "class LogBook extends HTMLElement { constructor() { super();"
+        "  const root = this.attachShadow({mode: 'open'});"
+        "  const article = document.createElement('article');"
+        "  const h = document.createElement('h1'); h.textContent = 'Lighthouse logbooks';"
+        "  article.appendChild(h);"
+        f"  for (const line of {json.dumps(list(WRITTEN_TEXT))}) {{"
+        "    const p = document.createElement('p'); p.textContent = line; article.appendChild(p);"
+        "  }"
+        "  root.appendChild(article); } }"
+        "customElements.define('log-book', LogBook);"
+        "document.getElementById('root').appendChild(document.createElement('log-book'));"
+    )
+    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+
+
+@router.route("/js/late")
+async def late(req: Request) -> None:
+    delay = min(5000, max(0, int(req.query.get("ms", "900") or 0)))
+    write = _write_paragraphs(WRITTEN_TEXT, "Lighthouse logbooks")
+    script = f"setTimeout(() => {{ {write} }}, {delay});"
+    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
