@@ -75,3 +75,25 @@ async def test_a_start_that_only_ties_keeps_the_configured_values():
 
     result = await cross_validate(flat, _knobs(), QIDS, k=3)
     assert result.values == {k.name: k.start for k in _knobs()}
+
+
+async def test_a_gain_that_one_query_carries_is_not_a_move_a_gain_most_queries_share_is():
+    from searcher.ranking.tuning import ScoreTable
+
+    async def one_query_carries(values: Values) -> dict[str, float]:
+        # rrf_k 3 gains +0.12 on one query and loses 0.005 on each other: +0.0054 mean.
+        scores = dict.fromkeys(QIDS, 0.5)
+        if values["fusion.rrf_k"] == 3:
+            scores = {q: 0.62 if q == "0" else 0.495 for q in QIDS}
+        return scores
+
+    async def most_share(values: Values) -> dict[str, float]:
+        # rrf_k 3 gains +0.01 on every query but one, which it loses 0.005: +0.0088 mean.
+        if values["fusion.rrf_k"] == 3:
+            return {q: 0.495 if q == "0" else 0.51 for q in QIDS}
+        return dict.fromkeys(QIDS, 0.5)
+
+    noisy, _ = await coordinate_ascent(ScoreTable(one_query_carries, _knobs()), _knobs(), QIDS)
+    assert noisy["fusion.rrf_k"] == 1  # the configured value stays
+    shared, _ = await coordinate_ascent(ScoreTable(most_share, _knobs()), _knobs(), QIDS)
+    assert shared["fusion.rrf_k"] == 3
