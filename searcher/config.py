@@ -130,7 +130,9 @@ class FetchSettings(ConfigSection):
     max_table_row_cells: int = Field(
         default=2_000, ge=1, description="Cells one table row may have"
     )
-    pdf_max_pages: int = Field(default=200, ge=1, description="PDF pages read at most")
+    pdf_max_pages: int = Field(
+        default=200, ge=1, description="PDF pages read at most (a longer PDF is `truncated`)"
+    )
 
 
 class BrowserSettings(ConfigSection):

@@ -16,7 +16,7 @@ from searcher.fetch.extractor import ExtractionLimits, Extractor, extract_docume
 from searcher.fetch.fetcher import FetchLimits, PageFetcher
 from searcher.fetch.guard import INVALID_HOST_NAME
 from searcher.fetch.page_reader import PageReader
-from searcher.fetch.pdf import PAGE_BREAK
+from searcher.fetch.pdf import PAGE_BREAK, PartialText
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
 from searcher.pipeline.resilience import Deadline
 from tests.testbed.hostile import hostile_page
@@ -262,6 +262,33 @@ def test_pdf_pages_beyond_the_limit_are_not_read() -> None:
     pdf = make_pdf([page_lines(p) for p in range(1, 11)])
     text = extract_document(pdf, "", "application/pdf", None, ExtractionLimits(pdf_max_pages=4))
     assert len(text.split(PAGE_BREAK)) == 4 and "Page 5 line" not in text
+    assert isinstance(text, PartialText)
+    whole = extract_document(pdf, "", "application/pdf", None, ExtractionLimits(pdf_max_pages=10))
+    assert not isinstance(whole, PartialText)
+
+
+async def test_a_pdf_read_in_part_says_so_across_the_worker_pipe() -> None:
+    pdf = make_pdf([page_lines(p) for p in range(1, 4)])
+    extractor = Extractor(1, limits=ExtractionLimits(pdf_max_pages=2))
+    try:
+        text = await extractor.extract(pdf, "http://x/a.pdf", "application/pdf", None)
+    finally:
+        extractor.close()
+    assert isinstance(text, PartialText) and text.count(PAGE_BREAK) == 1
+
+
+def test_a_pdf_cut_at_its_page_limit_is_marked_truncated_and_not_cached(
+    make_settings, serve_searcher, testbed_clean
+):
+    base = serve_searcher(make_settings(fetch={"pdf_max_pages": 2}))
+    url = testbed_clean.url("/pdf/text?pages=3")
+    first = fetch(base, {"url": url, "max_chars": 100_000}).json()
+    assert first["status"] == "fetched" and first["content"].count("\f") == 1
+    assert first["fetch"]["truncated"] is True  # before: false, and cached as whole
+    again = fetch(base, {"url": url, "max_chars": 100_000}).json()
+    assert again["fetch"]["cached"] is False
+    whole = fetch(base, {"url": testbed_clean.url("/pdf/text?pages=2")}).json()
+    assert whole["fetch"]["truncated"] is False
 
 
 def test_pdfs_are_read_by_fetch_in_full(make_settings, serve_searcher, testbed_clean):

@@ -34,7 +34,7 @@ from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
 from searcher.fetch.js_shell import needs_javascript
-from searcher.fetch.pdf import PDF_MEDIA_TYPE
+from searcher.fetch.pdf import PDF_MEDIA_TYPE, PartialText
 from searcher.fetch.renderer import BrowserTier, RenderedPage
 from searcher.pipeline.resilience import Deadline
 from searcher.recording.render_tape import recorded_render, taped_render
@@ -224,6 +224,8 @@ class PageReader:
                     error="the PDF is larger than the download limit",
                 )  # fmt: skip
             return replace(outcome, status="failed", skip_reason=exc.skip_reason, error=exc.reason)
+        if isinstance(text, PartialText):  # pages beyond fetch.pdf_max_pages: partial text
+            outcome = replace(outcome, truncated=True)
         # A bot wall, CAPTCHA or cookie wall answers 200 with a few lines that are not the
         # page: report it, and keep it out of the pack and the cache.
         wall = blocked_reason(page.body[:HEAD_BYTES], text, None, page.status_code)

@@ -22,14 +22,22 @@ PDF_MEDIA_TYPE = "application/pdf"
 PAGE_BREAK = "\n\n\f\n\n"
 
 
+class PartialText(str):
+    """The text of a document read in part: it has pages beyond ``fetch.pdf_max_pages``.
+    A ``str`` (it crosses the extraction workers' pipe as one); its reader marks the page
+    ``truncated``, as a download cut at the byte limit is."""
+
+    __slots__ = ()
+
+
 class PdfUnreadable(Exception):
     """The PDF cannot be opened (damaged, truncated, encrypted) or has no text to give."""
 
 
 def pdf_text(body: bytes, max_pages: int, max_chars: int | None = None) -> str:
     """The text of the first ``max_pages`` pages, pages separated by ``PAGE_BREAK``, cut at
-    ``max_chars`` characters (``None``: not cut). A page that cannot be loaded or read (a
-    damaged or missing object) counts as an empty page.
+    ``max_chars`` characters (``None``: not cut); a ``PartialText`` when pages were left.
+    A page that cannot be loaded or read (a damaged or missing object) counts as empty.
 
     Raises ``PdfUnreadable`` when the file cannot be opened, when not one of its pages can
     be read, or when none of them has a text layer (a scanned document: we do not run
@@ -41,6 +49,7 @@ def pdf_text(body: bytes, max_pages: int, max_chars: int | None = None) -> str:
     except pypdfium2.PdfiumError as exc:
         raise PdfUnreadable(f"cannot open the PDF: {exc}") from None
     try:
+        dropped = len(document) > max_pages
         pages = _pages_text(document, min(len(document), max_pages), max_chars)
     finally:
         document.close()
@@ -49,7 +58,8 @@ def pdf_text(body: bytes, max_pages: int, max_chars: int | None = None) -> str:
     if not any(pages):
         raise PdfUnreadable("the PDF has no text layer (a scanned document?); OCR is not done")
     # An unreadable page keeps its page break, so that the pages after it keep their place.
-    return PAGE_BREAK.join(page or "" for page in pages)[:max_chars]
+    text = PAGE_BREAK.join(page or "" for page in pages)[:max_chars]
+    return PartialText(text) if dropped else text
 
 
 def _pages_text(
