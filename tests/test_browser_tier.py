@@ -432,3 +432,28 @@ def test_a_cached_rendered_text_is_kept_apart_from_static_reads(make_settings, s
     # render: never is the static read, never the browser's DOM kept in the cache.
     never = fetch(render="never")
     assert never["fetch"]["rendered"] is False and never["status"] != "fetched"
+
+
+def test_a_cached_rendered_page_is_checked_again_where_the_browser_ended_up(
+    make_settings, serve_searcher, testbed
+):
+    """A script sent the browser to another host; once that host is no longer allowed, a
+    cache hit is refused as a new read would be (the browser's landing is a hop)."""
+    slow_machine = {"fetch_timeout_ms": 25_000, "max_total_time_ms": 30_000}
+    here, there = f"127.0.0.1:{testbed.port}", f"localhost:{testbed.port}"
+    url = f"http://{here}/js/navigate?to=http://{there}/js/written"
+
+    def fetch(allowed: list[str]) -> dict[str, Any]:
+        settings = make_settings(
+            browser={"page_timeout_s": 25}, budget=slow_machine, fetch={"allowed_hosts": allowed}
+        )
+        reply = httpx.post(f"{serve_searcher(settings)}/v1/fetch", json={"url": url}, timeout=60)
+        data: dict[str, Any] = reply.json()
+        return data
+
+    first = fetch([here, there])
+    assert first["status"] == "fetched" and first["fetch"]["rendered"] is True
+    assert pages.WRITTEN_TEXT[0] in first["content"]
+    later = fetch([here])  # the same cache folder, the other host no longer allowed
+    assert later["status"] != "fetched" and later["fetch"]["skip_reason"] == "blocked"
+    assert pages.WRITTEN_TEXT[0] not in (later.get("content") or "")

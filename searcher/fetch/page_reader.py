@@ -305,7 +305,11 @@ class PageReader:
             outcome, rendered=True, render_ms=drawn.render_ms,
             truncated=outcome.truncated or drawn.truncated,
         )  # fmt: skip
-        return await self._finished(url, page, rendered, text, None, read)
+        # Where the browser ended up (a script may navigate on) is a hop of this read: a
+        # cache hit checks it against the guard again, as it checks redirects.
+        web = drawn.url.startswith(("http://", "https://"))  # not about:blank
+        landed = (drawn.url,) if web and drawn.url not in (page.url, url) else ()
+        return await self._finished(url, page, rendered, text, None, read, landed)
 
     async def _finished(
         self,
@@ -315,8 +319,10 @@ class PageReader:
         text: str,
         wall: str | None,
         read: _Read,
+        also_through: tuple[str, ...] = (),
     ) -> PageOutcome:
-        """The outcome of a page whose text is in: a wall, no text, or its text (cached)."""
+        """The outcome of a page whose text is in: a wall, no text, or its text (cached
+        with the URLs its read went through, and ``also_through``)."""
         cut_at, max_chars = read.cut_at, read.max_chars
         if wall is not None:
             return replace(outcome, status="failed", skip_reason="blocked", error=wall)
@@ -336,7 +342,7 @@ class PageReader:
             # name exactly what was fetched. Each keeps the URLs its read went through.
             name = self._rendered_cache_name() if outcome.rendered else self._extractor.name
             for key_url, key_hops in dict.fromkeys(((url, hops), (page.url, (page.url,)))):
-                entry = cache_entry(page.content_type, text, cut, key_hops)
+                entry = cache_entry(page.content_type, text, cut, key_hops + also_through)
                 await self._cache.put(name, key_url, entry)
         content = text[:max_chars]
         return replace(outcome, extracted_chars=len(content), content=content)

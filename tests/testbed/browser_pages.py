@@ -18,6 +18,7 @@
                                ``outerHTML`` for every script of the page
 - ``/js/shadow``               its article inside an open shadow root of a custom element
 - ``/js/late?ms=900``          writes its article ``ms`` after the load, the network quiet
+- ``/js/navigate?to=URL``      a shell whose script sends the browser on to ``URL``
 """
 
 from __future__ import annotations
@@ -221,3 +222,10 @@ async def late(req: Request) -> None:
     write = _write_paragraphs(WRITTEN_TEXT, "Lighthouse logbooks")
     script = f"setTimeout(() => {{ {write} }}, {delay});"
     await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+
+
+@router.route("/js/navigate")
+async def navigate(req: Request) -> None:
+    to = req.query.get("to", "/js/written")
+    script = f"location.replace({json.dumps(to)});"
+    await req.respond(200, _shell("Moving on", script), HTML)
