@@ -60,9 +60,11 @@ def _shell(title: str, script: str, extra: str = "") -> bytes:
     return page.encode()
 
 
-def _write_paragraphs(lines: tuple[str, ...] | list[str], heading: str) -> str:
+def _write_paragraphs(
+    lines: tuple[str, ...] | list[str], heading: str, into: str = "document.getElementById('root')"
+) -> str:
     return (
-        "const root = document.getElementById('root');"
+        f"const root = {into};"
         "const article = document.createElement('article');"
         f"const h = document.createElement('h1'); h.textContent = {json.dumps(heading)};"
         "article.appendChild(h);"
@@ -73,22 +75,26 @@ def _write_paragraphs(lines: tuple[str, ...] | list[str], heading: str) -> str:
     )
 
 
+def _logbook(then: str = "", lines: tuple[str, ...] = WRITTEN_TEXT) -> bytes:
+    """The logbook article written by script into an empty shell, then ``then`` run."""
+    return _shell("Lighthouse logbooks", _write_paragraphs(lines, "Lighthouse logbooks") + then)
+
+
 @router.route("/js/written")
 async def written(req: Request) -> None:
-    script = _write_paragraphs(WRITTEN_TEXT * 3, "Lighthouse logbooks")
-    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+    await req.respond(200, _logbook(lines=WRITTEN_TEXT * 3), HTML)
 
 
 @router.route("/js/service-worker")
 async def service_worker(req: Request) -> None:
     # Written at once, not after a promise: what the page could see when its script ran.
-    script = _write_paragraphs(WRITTEN_TEXT, "Lighthouse logbooks") + (
+    script = (
         "const s = document.createElement('p');"
         "s.textContent = 'serviceWorker' in navigator ? 'service workers: available'"
         " : 'service workers: absent';"
         "document.querySelector('article').appendChild(s);"
     )
-    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+    await req.respond(200, _logbook(script), HTML)
 
 
 @router.route("/js/spa/{route}")
@@ -183,33 +189,27 @@ async def dialog(req: Request) -> None:
     kind = req.query.get("kind", "alert")
     if kind not in ("alert", "confirm", "prompt"):
         kind = "alert"
-    script = _write_paragraphs(WRITTEN_TEXT, "Lighthouse logbooks") + f"{kind}('Welcome!');"
-    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+    await req.respond(200, _logbook(f"{kind}('Welcome!');"), HTML)
 
 
 @router.route("/js/hostile-prototypes")
 async def hostile_prototypes(req: Request) -> None:
-    script = _write_paragraphs(WRITTEN_TEXT, "Lighthouse logbooks") + (
+    script = (
         "NodeList.prototype.forEach = function () { throw new Error('no'); };"
         "Object.defineProperty(Element.prototype, 'outerHTML', "
         "{ get() { throw new Error('no'); } });"
         "document.getElementsByTagName = () => ({ length: 0 });"
     )
-    await req.respond(200, _shell("Lighthouse logbooks", script), HTML)
+    await req.respond(200, _logbook(script), HTML)
 
 
 @router.route("/js/shadow")
 async def shadow(req: Request) -> None:
+    write = _write_paragraphs(
+        WRITTEN_TEXT, "Lighthouse logbooks", "this.attachShadow({mode: 'open'})"
+    )
     script = (
-        "class LogBook extends HTMLElement { constructor() { super();"
-        "  const root = this.attachShadow({mode: 'open'});"
-        "  const article = document.createElement('article');"
-        "  const h = document.createElement('h1'); h.textContent = 'Lighthouse logbooks';"
-        "  article.appendChild(h);"
-        f"  for (const line of {json.dumps(list(WRITTEN_TEXT))}) {{"
-        "    const p = document.createElement('p'); p.textContent = line; article.appendChild(p);"
-        "  }"
-        "  root.appendChild(article); } }"
+        f"class LogBook extends HTMLElement {{ constructor() {{ super(); {write} }} }}"
         "customElements.define('log-book', LogBook);"
         "document.getElementById('root').appendChild(document.createElement('log-book'));"
     )
