@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from searcher.backends.base import Hit
 from searcher.config import Settings
 from searcher.contract import SearchRequest
+from searcher.embedding.embedders import CachedEmbedder
 from searcher.errors import InvalidRequest, SearcherError
 from searcher.fetch.urls import page_key
 from searcher.pipeline.context import RequestContext
@@ -87,6 +88,26 @@ async def capture(
             continue
         captured.append(Captured(qid, plan, tagged))
     return Capture(captured, failed)
+
+
+def remembering_every_text(parts: Parts, captured: Sequence[Captured]) -> Parts:
+    """``parts`` with an embedder that remembers the vectors of every captured text:
+    ranking them again under hundreds of settings then embeds each once (a bounded
+    serving cache, smaller than a tuning set's texts, forgot them between settings and
+    embedded them all again: a quarter of ``searcher tune``'s time)."""
+    embedder = parts.embedder
+    if embedder is None:
+        return parts
+    inner = embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
+    hits = sum(
+        len(answer.hits)
+        for query in captured
+        for _, outcome in query.tagged.outcomes
+        for answer in outcome.answers
+    )
+    # Title + snippet, and the text a result is compared by, per hit; the query.
+    size = 2 * hits + len(captured)
+    return dataclasses.replace(parts, embedder=CachedEmbedder(inner, size))
 
 
 def _replanned(plan: Plan, settings: Settings) -> Plan:

@@ -15,7 +15,13 @@ from typing import Any
 from searcher.config import Settings, deep_merge, settings_from_tree
 from searcher.fetch.urls import page_key
 from searcher.pipeline.parts import Parts
-from searcher.pipeline.replay import Capture, Captured, capture, rerank
+from searcher.pipeline.replay import (
+    Capture,
+    Captured,
+    capture,
+    remembering_every_text,
+    rerank,
+)
 from searcher.ranking.evaluation import EvalError, Qrels, per_query
 from searcher.ranking.tuning import (
     CrossValidation,
@@ -94,6 +100,7 @@ def scorer(
 ) -> PerQuery:
     """A setting -> each judged query's nDCG@10 when the captured answers are ranked with
     ``tree`` and the knobs' values laid over it (``judged`` keyed by ``by_page``)."""
+    parts = remembering_every_text(parts, captured)
 
     async def scores(values: Values) -> dict[str, float]:
         settings = settings_from_tree(deep_merge(tree, fragment(knobs, values)))
