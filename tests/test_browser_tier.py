@@ -8,6 +8,7 @@ Without a chromium on PATH the module is skipped; CI sets SEARCHER_REQUIRE_BROWS
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -457,3 +458,44 @@ def test_a_cached_rendered_page_is_checked_again_where_the_browser_ended_up(
     later = fetch([here])  # the same cache folder, the other host no longer allowed
     assert later["status"] != "fetched" and later["fetch"]["skip_reason"] == "blocked"
     assert pages.WRITTEN_TEXT[0] not in (later.get("content") or "")
+
+
+class SilentServer:
+    """Accepts connections on 127.0.0.1 and never reads, answers or closes them (nor
+    notices the other side going): an upstream that never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.sock.accept()[0])
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+async def test_a_subresource_that_never_answers_holds_no_connection_after_the_page(
+    testbed: TestbedServer,
+) -> None:
+    silent = SilentServer()
+    allowed = [f"127.0.0.1:{testbed.port}", f"127.0.0.1:{silent.port}"]
+    tier = BrowserTier(BrowserSettings(), allowed)
+    try:
+        url = testbed.url(f"/js/hanging-fetch?to=http://127.0.0.1:{silent.port}/never")
+        page = await tier.render(url, 6.0, 1_000_000, "tests")
+        assert b"Lighthouse" in page.html and silent.held  # the fetch reached it
+        async with asyncio.timeout(10):  # the tab is gone: its sockets close at once
+            while tier.proxy.open_connections:
+                await asyncio.sleep(0.05)
+        assert tier.proxy.open_connections == 0  # before: both sides stayed open
+    finally:
+        await tier.aclose()
+        silent.close()

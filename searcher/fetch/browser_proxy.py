@@ -128,9 +128,15 @@ class GuardedProxy:
         # left open when the loop stops is a transport nobody closes.
         self._open: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
+        self._closing = False
         self.decisions: deque[ProxyDecision] = deque(maxlen=keep_decisions)
         self.refused = 0
         self.allowed = 0
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open now, both sides (the browser's and the upstream ones)."""
+        return len(self._open)
 
     @property
     def port(self) -> int:
@@ -148,6 +154,7 @@ class GuardedProxy:
     async def aclose(self) -> None:
         """Stop listening and end the connections in flight."""
         if self._server is not None:
+            self._closing = True
             self._server.close()
             for writer in list(self._open):
                 writer.close()
@@ -156,6 +163,7 @@ class GuardedProxy:
             await asyncio.gather(*self._handlers, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
+            self._closing = False
 
     def _record(
         self, target: _Target, allowed: bool, reason: str = "", refused: bool = True
@@ -181,6 +189,9 @@ class GuardedProxy:
             pass  # the browser went away, or sent a head too large: nothing to answer
         except TimeoutError:
             await _answer(writer, "408 Request Timeout")
+        except asyncio.CancelledError:
+            if not self._closing:  # not the proxy closing its connections: pass it on
+                raise
         finally:
             self._open.discard(writer)
             if task is not None:
@@ -208,7 +219,15 @@ class GuardedProxy:
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             else:
                 up_writer.write(target.head)
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            to_browser = asyncio.create_task(_pipe(up_reader, writer))
+            try:
+                # The browser's side ends when it is done with the connection (the answer
+                # is in, or its tab went): nothing more can reach it then, so an upstream
+                # that never answers is not waited for.
+                await _pipe(reader, up_writer)
+            finally:
+                to_browser.cancel()
+                await asyncio.gather(to_browser, return_exceptions=True)
         finally:
             self._open.discard(up_writer)
             up_writer.close()

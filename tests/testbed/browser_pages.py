@@ -19,6 +19,8 @@
 - ``/js/shadow``               its article inside an open shadow root of a custom element
 - ``/js/late?ms=900``          writes its article ``ms`` after the load, the network quiet
 - ``/js/navigate?to=URL``      a shell whose script sends the browser on to ``URL``
+- ``/js/hanging-fetch?to=URL`` writes its article, then ``fetch()``es ``URL`` (default
+                               ``/js/hang``)
 """
 
 from __future__ import annotations
@@ -229,3 +231,9 @@ async def navigate(req: Request) -> None:
     to = req.query.get("to", "/js/written")
     script = f"location.replace({json.dumps(to)});"
     await req.respond(200, _shell("Moving on", script), HTML)
+
+
+@router.route("/js/hanging-fetch")
+async def hanging_fetch(req: Request) -> None:
+    to = json.dumps(req.query.get("to", "/js/hang"))
+    await req.respond(200, _logbook(f"fetch({to}, {{mode: 'no-cors'}}).catch(() => {{}});"), HTML)
