@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -295,13 +296,19 @@ def test_a_browser_past_its_memory_cap_is_restarted_between_pages(browser: Harne
         browser.tier.settings = settings
 
 
-def _profiles() -> set[str]:
+@pytest.fixture
+def scratch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This test's own temporary folder, for the browser's profile (``tempfile``) and for
+    Chromium's own folders (``$TMPDIR``): what is left in it is what a run left behind,
+    whatever the browsers of other test processes do meanwhile in /tmp."""
     import tempfile
 
-    tmp = Path(tempfile.gettempdir())
-    return {p.name for p in tmp.glob("searcher-chromium-*")} | {
-        p.name for p in tmp.glob("org.chromium.Chromium.*")
-    }
+    # Short: Chromium's socket goes under it, and a unix socket's path has 107 bytes.
+    folder = Path(tempfile.mkdtemp(prefix="st-", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _processes_running(executable: str) -> list[int]:
@@ -318,32 +325,30 @@ def _processes_running(executable: str) -> list[int]:
 
 
 async def test_a_browser_still_starting_when_the_time_runs_out_is_killed_and_its_folders_go(
-    tmp_path: Path, testbed: TestbedServer
+    tmp_path: Path, testbed: TestbedServer, scratch: Path
 ) -> None:
     chromium = find_browser(None)
     slow = tmp_path / "slow-chromium"  # a start on a loaded machine: seconds
     slow.write_text(f'#!/bin/sh\nsleep 3\nexec {chromium} "$@"\n')
     slow.chmod(0o755)
-    before = _profiles()
     tier = BrowserTier(BrowserSettings(executable=str(slow)), [f"127.0.0.1:{testbed.port}"])
     try:
         with pytest.raises(FetchTimeout):
             await tier.render(testbed.url("/js/written"), 1.0, 1_000_000, "tests")
         assert _processes_running(str(slow)) == []  # before: the shell, then a whole browser
-        assert _profiles() == before
+        assert list(scratch.iterdir()) == []  # its profile too
     finally:
         await tier.aclose()
 
 
-async def test_a_browser_run_leaves_no_folder_behind(testbed: TestbedServer) -> None:
-    before = _profiles()
+async def test_a_browser_run_leaves_no_folder_behind(testbed: TestbedServer, scratch: Path) -> None:
     tier = BrowserTier(BrowserSettings(), [f"127.0.0.1:{testbed.port}"])
     try:
         page = await tier.render(testbed.url("/js/written"), 20.0, 1_000_000, "tests")
         assert b"Lighthouse" in page.html
     finally:
         await tier.aclose()
-    assert _profiles() == before  # before: one /tmp/org.chromium.Chromium.* a browser
+    assert list(scratch.iterdir()) == []  # before: one org.chromium.Chromium.* a browser
 
 
 async def test_one_client_cannot_hold_every_page() -> None:

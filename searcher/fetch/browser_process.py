@@ -26,6 +26,10 @@ BROWSER_NAMES = ("chromium", "chromium-headless-shell", "chromium-browser")
 _MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 _START_TIMEOUT_S = 30.0
 _CLOSE_TIMEOUT_S = 3.0
+# Where Chromium puts its singleton socket under $TMPDIR, and the longest path a unix
+# socket may have (108 bytes with its NUL on Linux).
+_CHROMIUM_SOCKET = "/org.chromium.Chromium.XXXXXX/SingletonSocket"
+_UNIX_SOCKET_PATH_MAX = 107
 # fd 3 <- the commands (our pipe on the child's stdin), fd 4 -> the answers (its stdout).
 _PIPE_SHIM = 'exec "$@" 3<&0 4>&1 </dev/null >/dev/null'
 
@@ -110,8 +114,11 @@ async def start_browser(executable: str, proxy_port: int, load_media: bool) -> B
     it does not start."""
     profile = tempfile.mkdtemp(prefix="searcher-chromium-")
     # Chromium's own temporary folders (its singleton socket's) go inside the profile,
-    # which is removed with it: in /tmp they were left behind, one a browser.
-    environment = {**os.environ, "TMPDIR": profile}
+    # which is removed with it: in /tmp they were left behind, one a browser. Unless the
+    # socket's path would be too long for a unix socket: then where they were.
+    environment = dict(os.environ)
+    if len(profile) + len(_CHROMIUM_SOCKET) < _UNIX_SOCKET_PATH_MAX:
+        environment["TMPDIR"] = profile
     try:
         process = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", _PIPE_SHIM, "sh", executable,
