@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -136,7 +137,7 @@ async def health(request: Request) -> Response:
     return json_response(health.model_dump(), 503 if health.status == "unavailable" else 200)
 
 
-_OPERATOR_ONLY = {
+_OPERATOR_ONLY: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorResponse, "description": "API keys are on and this key is no operator's."}
 }
 
