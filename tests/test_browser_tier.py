@@ -110,6 +110,9 @@ class Harness:
         url = self.testbed.url(path)
         return self.run(self.reader.read(url, limits(render, timeout_s), 100_000, "tests"))
 
+    def testbed_body(self, path: str) -> bytes:
+        return httpx.get(self.testbed.url(path), timeout=10).content
+
     def refused(self, host: str, port: int) -> bool:
         return any(
             not d.allowed and d.host == host and d.port == port for d in self.tier.proxy.decisions
@@ -198,6 +201,13 @@ def test_text_written_after_the_network_went_quiet_is_waited_for(browser: Harnes
     page = browser.read("/js/late?ms=1500", timeout_s=10)
     assert page.status == "fetched" and page.rendered, page.error
     assert pages.WRITTEN_TEXT[0] in (page.content or "")
+
+
+def test_a_shell_behind_a_head_of_inline_css_is_rendered(browser: Harness) -> None:
+    assert len(browser.testbed_body("/js/big-head")) > 130_000
+    page = browser.read("/js/big-head", timeout_s=10)
+    assert page.status == "fetched" and page.rendered, page.error  # before: not sent
+    assert pages.WRITTEN_TEXT[1] in (page.content or "")
 
 
 # --- every request of a page goes through the guard -------------------------------------

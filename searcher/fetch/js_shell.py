@@ -31,11 +31,22 @@ _DATA_ISLANDS = (
     b"__PRELOADED_STATE__", b"ng-version=", b"data-reactroot", b"__remixContext",
 )  # fmt: skip
 _SCRIPT_SRC = re.compile(rb"<script\b[^>]*\bsrc\s*=", re.IGNORECASE)
+_BODY = re.compile(rb"<body[\s>]", re.IGNORECASE)
+
+
+def shell_window(html: bytes) -> bytes:
+    """What a page's shell signs are read from: its first ``HEAD_BYTES``, or, when its
+    ``<body>`` starts beyond them (a head of inline CSS or scripts), as many from there:
+    the mount point and the scripts are in the body, and cut-off CSS reads as text."""
+    if _BODY.search(html[:HEAD_BYTES]):
+        return html[:HEAD_BYTES]
+    found = _BODY.search(html)
+    return html[found.start() : found.start() + HEAD_BYTES] if found else html[:HEAD_BYTES]
 
 
 def shell_signs(html_head: bytes) -> list[str]:
-    """The signs of a JavaScript shell in the first bytes of a page's HTML (empty when
-    none): a mount point, a noscript asking for JavaScript, a data island."""
+    """The signs of a JavaScript shell in a page's ``shell_window`` (empty when none): a
+    mount point, a noscript asking for JavaScript, a data island."""
     head = html_head[:HEAD_BYTES]
     signs = []
     if _MOUNT_POINT.search(head) or _ANGULAR_ROOT.search(head):
@@ -50,8 +61,9 @@ def shell_signs(html_head: bytes) -> list[str]:
 
 
 def needs_javascript(html_head: bytes, extracted_text: str, wall: str | None) -> bool:
-    """Whether a page whose static read gave ``extracted_text`` (and was judged ``wall``
-    by ``searcher.fetch.blocked``) needs a browser to show its content."""
+    """Whether a page (its ``shell_window``) whose static read gave ``extracted_text``
+    (and was judged ``wall`` by ``searcher.fetch.blocked``) needs a browser to show its
+    content."""
     if wall == _JAVASCRIPT_WALL:
         return True
     if wall is not None:

@@ -19,6 +19,7 @@
 - ``/js/shadow``               its article inside an open shadow root of a custom element
 - ``/js/late?ms=900``          writes its article ``ms`` after the load, the network quiet
 - ``/js/navigate?to=URL``      a shell whose script sends the browser on to ``URL``
+- ``/js/big-head``             the logbook shell after 135 KB of inline CSS in its head
 - ``/js/hanging-fetch?to=URL`` writes its article, then ``fetch()``es ``URL`` (default
                                ``/js/hang``)
 """
@@ -237,3 +238,10 @@ async def navigate(req: Request) -> None:
 async def hanging_fetch(req: Request) -> None:
     to = json.dumps(req.query.get("to", "/js/hang"))
     await req.respond(200, _logbook(f"fetch({to}, {{mode: 'no-cors'}}).catch(() => {{}});"), HTML)
+
+
+@router.route("/js/big-head")
+async def big_head(req: Request) -> None:
+    css = "".join(f".c{n} {{ margin: {n % 7}px; color: #{n % 4096:03x}; }}\n" for n in range(4500))
+    page = _logbook().replace(b"</title>", f"</title><style>{css}</style>".encode(), 1)
+    await req.respond(200, page, HTML)
