@@ -260,6 +260,43 @@ async def test_the_proxy_resolves_a_name_once_and_refuses_a_private_answer(
         await proxy.aclose()
 
 
+async def test_the_proxy_never_lets_a_connection_carry_a_second_request_to_its_upstream(
+    testbed: TestbedServer,
+) -> None:
+    """An upstream that keeps its connections (ignoring ``Connection: close``): were the
+    browser's connection to the proxy kept too, its next request, for another host, would
+    reach this upstream unvetted. The proxy closes each after one answer."""
+
+    held: list[asyncio.StreamWriter] = []
+
+    async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while await reader.readuntil(b"\r\n\r\n"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n"
+                             b"Connection: keep-alive\r\n\r\nupstream")  # fmt: skip
+                await writer.drain()
+
+    upstream = await asyncio.start_server(keep_alive, "127.0.0.1", 0)
+    port = upstream.sockets[0].getsockname()[1]
+    proxy = GuardedProxy(GuardedNetworkBackend([f"127.0.0.1:{port}", f"127.0.0.1:{testbed.port}"]))
+    await proxy.start()
+    try:
+        async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{proxy.port}") as client:
+            first = await client.get(f"http://127.0.0.1:{port}/")
+            assert first.text == "upstream" and first.headers["connection"] == "close"
+            second = await client.get(testbed.url("/js/written"))
+        assert b"Lighthouse" in second.content  # the testbed answered, not the upstream
+        assert [d.port for d in proxy.decisions] == [port, testbed.port]  # both vetted
+    finally:
+        await proxy.aclose()
+        upstream.close()
+        for writer in held:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+
 # --- bounds ---------------------------------------------------------------------------
 
 

@@ -99,6 +99,28 @@ def parse_request_head(head: bytes) -> _Target:
     return _Target(method, host, port, rewritten.encode("latin-1"))
 
 
+async def _answer_head_then_pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Pass an upstream's answer to the browser with ``Connection: close`` in its head, so
+    that the browser never sends another request down this connection: it would reach
+    this upstream, vetted for another host, whatever host it named. A head that cannot be
+    read as one (too large, cut short) or a protocol switch passes as it came."""
+    with contextlib.suppress(asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        if lines[0].split(" ")[1:2] != ["101"]:  # not a protocol switch
+            kept = [
+                line for line in lines[1:]
+                if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS
+            ]  # fmt: skip
+            head = "\r\n".join([lines[0], *kept, "Connection: close", "", ""]).encode("latin-1")
+        with contextlib.suppress(ConnectionError, OSError):
+            writer.write(head)
+            await writer.drain()
+    await _pipe(reader, writer)
+
+
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     with contextlib.suppress(ConnectionError, OSError):
         while data := await reader.read(_PIPE_CHUNK):
@@ -219,7 +241,11 @@ class GuardedProxy:
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             else:
                 up_writer.write(target.head)
-            to_browser = asyncio.create_task(_pipe(up_reader, writer))
+            to_browser = asyncio.create_task(
+                _pipe(up_reader, writer)
+                if target.method == "CONNECT"
+                else _answer_head_then_pipe(up_reader, writer)
+            )
             try:
                 # The browser's side ends when it is done with the connection (the answer
                 # is in, or its tab went): nothing more can reach it then, so an upstream
