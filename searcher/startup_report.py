@@ -18,6 +18,8 @@ from searcher.backends.instances import backend_status
 from searcher.config import ENV_VARS, Settings, deprecations
 from searcher.config_hints import ConfigFile, lookalike_env_vars
 from searcher.embedding.loading import needs_network
+from searcher.fetch.browser_process import find_browser
+from searcher.fetch.renderer import browser_missing
 from searcher.fetch.urls import without_password
 
 PROBE_TIMEOUT_S = 1.5
@@ -116,6 +118,18 @@ def _llm_line(settings: Settings) -> str:
     return f"  llm: {llm.model} at {without_password(str(llm.base_url))}"
 
 
+def _browser_line(settings: Settings) -> str:
+    browser = settings.browser
+    if not browser.enabled:
+        return "  browser: off (browser.enabled: false; pages only JavaScript fills stay unread)"
+    found = find_browser(browser.executable)
+    if found is None:
+        return (
+            f"  browser: none ({browser_missing(browser)}; pages only JavaScript fills stay unread)"
+        )
+    return f"  browser: {found} (for pages only JavaScript fills)"
+
+
 def report_lines(
     config: ConfigFile | None,
     settings: Settings,
@@ -132,6 +146,7 @@ def report_lines(
         *(_backend_line(r) for r in reaches),
         _embedder_line(settings),
         _llm_line(settings),
+        _browser_line(settings),
     ]
     lines += [f"  warning: {w}" for w in lookalike_env_vars(environ, ENV_VARS)]
     lines += [f"  warning: {w}" for w in deprecations(settings)]

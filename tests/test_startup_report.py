@@ -50,6 +50,7 @@ def test_serve_says_what_it_read_and_what_it_can_reach(tmp_path):
             "brave": {"base_url": f"http://127.0.0.1:{closed}", "api_key": "k"},
         },
         "embeddings": {"provider": "none"},
+        "browser": {"executable": "no-such-chromium"},
         "service": {"cache": {"dir": str(tmp_path / "cache")}},
         "state": {"dir": str(tmp_path / "state")},
         "llm": {"steps": {"structured_output": {"repairs": 1}}},  # the step's old name
@@ -80,6 +81,8 @@ def test_serve_says_what_it_read_and_what_it_can_reach(tmp_path):
         f"    brave: cannot connect to 127.0.0.1:{closed}: connection refused",
         "  embedder: none (embeddings.provider: none; near-duplicate removal off)",
         "  llm: none (llm.base_url and llm.model unset: LLM steps use their fallbacks)",
+        "  browser: none (browser.executable 'no-such-chromium' was not found; pages only "
+        "JavaScript fills stay unread)",
         "  warning: $SEARXNG_URL is not a setting searcher reads; it is ignored "
         "(did you mean SEARXNG_BASE_URL?)",
         "  warning: llm.steps.structured_output is deprecated: it is now "

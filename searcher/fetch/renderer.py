@@ -97,7 +97,8 @@ class RenderedPage:
     truncated: bool
 
 
-def _browser_missing(settings: BrowserSettings) -> str:
+def browser_missing(settings: BrowserSettings) -> str:
+    """Why no browser was found for ``settings`` (the tier's ``problem``)."""
     if settings.executable:
         return f"browser.executable {settings.executable!r} was not found"
     return "no chromium on PATH (apt-get install chromium)"
@@ -113,7 +114,7 @@ class BrowserTier:
         if not settings.enabled:
             self.problem = "browser.enabled is false"
         elif self.executable is None:
-            self.problem = _browser_missing(settings)
+            self.problem = browser_missing(settings)
         self.proxy = GuardedProxy(GuardedNetworkBackend(allowed_hosts))
         self.gate = PageGate(settings.max_pages, settings.client_share)
         self._browser: BrowserProcess | None = None
