@@ -60,10 +60,10 @@ def shell_signs(html_head: bytes) -> list[str]:
     return signs
 
 
-def needs_javascript(html_head: bytes, extracted_text: str, wall: str | None) -> bool:
-    """Whether a page (its ``shell_window``) whose static read gave ``extracted_text``
-    (and was judged ``wall`` by ``searcher.fetch.blocked``) needs a browser to show its
-    content."""
+def needs_javascript(html: bytes, extracted_text: str, wall: str | None) -> bool:
+    """Whether a page (its HTML as fetched) whose static read gave ``extracted_text`` (and
+    was judged ``wall`` by ``searcher.fetch.blocked``) needs a browser to show its
+    content; its ``shell_window`` is looked at only when its text is short."""
     if wall == _JAVASCRIPT_WALL:
         return True
     if wall is not None:
@@ -71,10 +71,10 @@ def needs_javascript(html_head: bytes, extracted_text: str, wall: str | None) ->
     text = extracted_text.strip()
     if len(text) >= SHELL_MAX_CHARS:
         return False
-    if shell_signs(html_head):
+    head = shell_window(html)
+    if shell_signs(head):
         return True
     # No text at all, but scripts to run: what there is, they write.
-    head = html_head[:HEAD_BYTES]
     return (
         not text
         and not visible_text(head.decode("utf-8", "replace")).strip()

@@ -33,7 +33,7 @@ from searcher.errors import (
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.extractor import Extractor
 from searcher.fetch.fetcher import FetchedBody, FetchLimits, PageFetcher
-from searcher.fetch.js_shell import needs_javascript, shell_window
+from searcher.fetch.js_shell import needs_javascript
 from searcher.fetch.pdf import PDF_MEDIA_TYPE, PartialText
 from searcher.fetch.renderer import BrowserTier, RenderedPage
 from searcher.pipeline.resilience import Deadline
@@ -269,7 +269,7 @@ class PageReader:
             return False
         if limits.render == "always":
             return True
-        return limits.render == "auto" and needs_javascript(shell_window(page.body), text, wall)
+        return limits.render == "auto" and needs_javascript(page.body, text, wall)
 
     async def _rendered(
         self, url: str, page: FetchedBody, outcome: PageOutcome, read: _Read, usable: bool

@@ -287,7 +287,7 @@ class _Tab:
         self.last_activity = time.monotonic()
         self.main_frame: str | None = None
         self.document_headers: dict[str, str] | None = None
-        self._decisions: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self.cdp.send(method, params, self.session)
@@ -314,8 +314,8 @@ class _Tab:
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
-        self._decisions.add(task)
-        task.add_done_callback(self._decisions.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _dismiss_dialog(self) -> None:
         with contextlib.suppress(FetchError):
