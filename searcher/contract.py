@@ -1327,7 +1327,7 @@ class Removed(BaseModel):
 
 # --- crawl (POST /v1/crawl, GET /v1/crawl/{id}, .../events) ---------------------------------
 
-CrawlSkipReason = Literal["robots", "duplicate", "near_duplicate", "failed"]
+CrawlSkipReason = Literal["robots", "duplicate", "near_duplicate", "out_of_scope", "failed"]
 CrawlEventType = Literal["page", "skip", "done", "error"]
 
 

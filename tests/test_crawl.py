@@ -130,6 +130,33 @@ def test_per_host_concurrency_and_delay_hold(crawler):
     assert min(b - a for a, b in itertools.pairwise(arrivals)) >= 0.15
 
 
+def _two_hosts(port):
+    """Settings that let the fetcher reach the testbed under both of its names."""
+    return {"fetch": {"allowed_hosts": [f"127.0.0.1:{port}", f"localhost:{port}"]}}
+
+
+def test_a_link_that_redirects_off_the_site_is_skipped_not_read_as_its_page(crawler, testbed_clean):
+    _, _, status, _ = crawler(_two_hosts(testbed_clean.port), path="/crawl/away/", max_depth=1)
+    origin = crawler.origin
+    # A link within the site that lands on another page of it is that page, read once.
+    assert paths([p["url"] for p in status["pages"]], origin) == ["/crawl/away/", "/crawl/history"]
+    (out,) = [s for s in status["skipped"] if s["url"].endswith("/crawl/away/out")]
+    assert out["reason"] == "out_of_scope"
+    assert crawl_site.other_host(origin) in out["error"]
+    assert status["complete"] is True
+
+
+def test_a_root_that_redirects_to_another_host_crawls_the_site_there(crawler, testbed_clean):
+    elsewhere = crawl_site.other_host(crawler.origin)
+    _, _, status, _ = crawler(_two_hosts(testbed_clean.port),
+                              path=f"/redirect-to?url={elsewhere}/crawl/", max_depth=1)  # fmt: skip
+    read = [p["url"] for p in status["pages"]]
+    assert read[0] == f"{elsewhere}/crawl/"
+    assert f"{elsewhere}/crawl/history" in read and len(read) == 5, read
+    skipped = {s["url"]: s["reason"] for s in status["skipped"]}
+    assert skipped[f"{elsewhere}{crawl_site.PRIVATE}"] == "robots"  # the new host's robots.txt
+
+
 def test_a_crawl_can_be_cancelled(make_settings, serve_searcher, testbed_clean):
     base = serve_searcher(make_settings())
     origin = f"http://127.0.0.1:{testbed_clean.port}"

@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from searcher.contract import CrawledPage, CrawlSkip, CrawlSkipReason
@@ -26,7 +26,7 @@ from searcher.site.mapping import HTML_TYPES, Fetch, read_robots
 from searcher.site.off_loop import off_loop
 from searcher.site.politeness import HostPacer, host_delay
 from searcher.site.robots import RobotsRules
-from searcher.site.scope import SiteScope, admitted
+from searcher.site.scope import SiteScope, admitted, normalised_url
 
 # Reads one page through the given fetch (``PageReader.read_through`` with its limits).
 ReadPage = Callable[[str, Fetch], Awaitable[PageOutcome]]
@@ -104,6 +104,7 @@ class _Crawl:
     gate: asyncio.Semaphore
     rank: RankLinks
     deadline: float  # time.monotonic() at which the crawl ends
+    scope: SiteScope  # the plan's, on the host the root redirected to (``_stays``)
 
     def paced(self, bodies: list[FetchedBody]) -> Fetch:
         """The fetch for one page: paced per host, its body kept for the page's links."""
@@ -127,6 +128,11 @@ class _Crawl:
             self.tally.pages_read += 1
             bodies: list[FetchedBody] = []
             outcome = await self.read(link.url, self.paced(bodies))
+            if bodies and not await self._stays(bodies[-1].url, depth):
+                error = f"redirected to {bodies[-1].url}, outside the crawl's scope"
+                skip = CrawlSkip(url=link.url, depth=depth, reason="out_of_scope", error=error)
+                await self.report.skip(skip)
+                return []
             await self._report(link.url, depth, outcome, bodies)
             if depth >= self.plan.max_depth or outcome.status != "fetched":
                 return []
@@ -135,11 +141,29 @@ class _Crawl:
                     bodies.append(await self.paced([])(link.url, _link_limits(self.plan)))
                 except FetchError:
                     return []
+                if depth == 0:  # where the root leads, known only now
+                    await self._stays(bodies[-1].url, depth)
         body = bodies[-1]
         if not body.content_type.startswith(HTML_TYPES):
             return []
         # A page of 2 MB may hold 60,000 links: parsed off the event loop.
         return await self._followed(await off_loop(page_anchors, body.body, body.url))
+
+    async def _stays(self, final: str, depth: int) -> bool:
+        """Whether the page a read ended on (after redirects) is within the crawl. The
+        root may lead to another host (``www.`` to the bare name, an old domain to a new
+        one): the site lives there now, so the crawl's scope moves with it. A link that
+        leads out of scope is not the site's page (a ``/github`` link to github.com)."""
+        url = normalised_url(final)
+        if url is None:
+            return False
+        self.tally.seen.add(url)  # the page a redirect led to is not read again
+        host = urlsplit(url).hostname or ""
+        if depth == 0:
+            if not self.scope.same_site(host):
+                self.scope = replace(self.scope, root_host=host)
+            return True
+        return await off_loop(self.scope.admits, url)
 
     async def _report(
         self, url: str, depth: int, outcome: PageOutcome, bodies: list[FetchedBody]
@@ -166,7 +190,7 @@ class _Crawl:
         unseen = {link.url: link for link in links if link.url not in self.tally.seen}
         # The client's patterns over a page's links can take seconds: off the event loop.
         urls, _ = await off_loop(
-            admitted, list(unseen), self.plan.scope.admits, self.deadline, len(unseen)
+            admitted, list(unseen), self.scope.admits, self.deadline, len(unseen)
         )
         fresh = [unseen[url] for url in urls]
         if len(fresh) <= self.plan.max_breadth:  # all are followed: the level orders them
@@ -230,7 +254,8 @@ async def crawl_site(
             robots = await read_robots(fetch, origin, plan.user_agent, plan.timeout_s)
             pacer = HostPacer(host_delay(plan.delay_s, robots.crawl_delay()), plan.per_host)
             crawl = _Crawl(plan, read, fetch, {origin: robots}, pacer, report, tally,
-                           asyncio.Semaphore(plan.concurrency), rank, deadline)  # fmt: skip
+                           asyncio.Semaphore(plan.concurrency), rank, deadline,
+                           plan.scope)  # fmt: skip
             level = [Link(plan.root, "")]
             for depth in range(plan.max_depth + 1):
                 if not level:

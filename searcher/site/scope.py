@@ -160,10 +160,13 @@ class SiteScope:
     select_domains: tuple[regex.Pattern[str], ...] = field(default=())
     exclude_domains: tuple[regex.Pattern[str], ...] = field(default=())
 
+    def same_site(self, host: str) -> bool:
+        """``host`` is the root's or one of its subdomains."""
+        return host == self.root_host or host.endswith("." + self.root_host)
+
     def host_allowed(self, host: str) -> bool:
         """The host passes the same-site rule and the domain patterns."""
-        same_site = host == self.root_host or host.endswith("." + self.root_host)
-        if not same_site and not self.allow_external:
+        if not self.same_site(host) and not self.allow_external:
             return False
         if self.select_domains and not any(_search(p, host) for p in self.select_domains):
             return False

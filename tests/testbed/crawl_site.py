@@ -1,7 +1,8 @@
 """A small site to crawl under ``/crawl/``: pages with real paragraphs (each its own words
 and numbers), linked from a home page whose anchors a query can rank; a page robots.txt
 disallows (``/crawl/private/``), an exact copy of a page under another URL and a near copy
-(one sentence changed), and a link farm of pages that answer slowly (``/crawl/farm/``),
+(one sentence changed), links that redirect on and off the site (``/crawl/away/``),
+and a link farm of pages that answer slowly (``/crawl/farm/``),
 whose requests in flight and arrival times are recorded (``FARM``) so that a test can see
 the crawl's per-host concurrency and politeness delay."""
 
@@ -172,6 +173,29 @@ async def wide_index(req: Request) -> None:
     n = min(int(req.query.get("n", "100")), 5000)
     links = tuple((f"/crawl/wide/{i}?n={n}", f"Wide page {i}") for i in range(n))
     await req.respond(200, _html("Wide", paragraphs("wide"), links), HTML)
+
+
+def other_host(origin: str) -> str:
+    """The testbed under its other name (``localhost`` for ``127.0.0.1``): another site."""
+    return origin.replace("127.0.0.1", "localhost")
+
+
+@router.route("/crawl/away/")
+async def away_index(req: Request) -> None:
+    """Links that redirect: one off the site (to the testbed under another host name),
+    one to another page of the site."""
+    links = (("/crawl/away/out", "Our code on another site"), ("/crawl/away/moved", "Moved"))
+    await req.respond(200, _html("Away", paragraphs("away"), links), HTML)
+
+
+@router.route("/crawl/away/out")
+async def away_out(req: Request) -> None:
+    await req.redirect(f"{other_host(req.base_url)}/crawl/garden")
+
+
+@router.route("/crawl/away/moved")
+async def away_moved(req: Request) -> None:
+    await req.redirect("/crawl/history")
 
 
 @router.route("/crawl/{name:path}")
