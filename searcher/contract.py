@@ -52,11 +52,13 @@ HTTP_URL_RULE = (
 # A query must hold a character that is neither whitespace nor a control character (the
 # OpenAPI pattern says so too). The class is spelled out because Python's re and ECMA-262,
 # the pattern's dialect, disagree on what a bare \s covers (\x1c-\x1f, \x85, \ufeff).
-NOT_BLANK = r"[^\s\x00-\x1f\x7f-\x9f\ufeff]"
+_BLANK_CHARS = r"\s\x00-\x1f\x7f-\x9f\ufeff"
+NOT_BLANK = rf"[^{_BLANK_CHARS}]"
 # A session's name (constraints.session_id, MCP web_search's session_id).
 SESSION_ID = r"^[A-Za-z0-9._:-]+$"
 MAX_SESSION_ID_CHARS = 128
 _NOT_BLANK = re.compile(NOT_BLANK)
+_BLANK_RUN = re.compile(rf"[{_BLANK_CHARS}]+")
 
 SearchMode = Literal["simple", "full"]
 FetchStatus = Literal["skipped", "fetched", "failed"]
@@ -211,6 +213,12 @@ def query_text(value: str) -> str:
 def is_blank(text: str) -> bool:
     """Whether ``text`` holds nothing but whitespace and control characters (``NOT_BLANK``)."""
     return _NOT_BLANK.search(text) is None
+
+
+def squeezed(text: str) -> str:
+    """``text`` on one line: each run of whitespace and control characters one space,
+    none at either end ("" for blank text)."""
+    return _BLANK_RUN.sub(" ", text).strip()
 
 
 def _query_schema(schema: dict[str, Any]) -> None:

@@ -409,6 +409,52 @@ def test_sources_shown_earlier_in_the_conversation_step_aside_unless_still_the_b
     assert before[1] not in after[1 : len(before) - 1]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_question_led_by_control_characters_is_searched_on_one_line(
+    make_settings, serve_searcher, testbed_clean, stream
+):
+    # Its first 2,000 characters (a query's limit) are control characters: cut as sent,
+    # the query was blank and the chat a 500 (an internal error event when streamed).
+    base = start(make_settings, serve_searcher, testbed_clean, answer=script(reply=ANSWER))
+    question = "\x01" * 2500 + "\ncloud\x00gaming\r\n\tservices\x7f"
+    body = {"model": "searcher-search", "messages": ask(question), "stream": stream}
+    done = chat(base, body)
+    assert done.status_code == 200, done.text
+    assert "internal" not in done.text, done.text
+    assert searched(testbed_clean) == ["cloud gaming services"]
+
+
+def test_a_research_question_led_by_control_characters_is_researched(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    base = start(
+        make_settings, serve_searcher, testbed_clean,
+        research_plan=script(status=500), research_report=script(reply="Found it [1]."),
+    )  # fmt: skip
+    body = {"model": "searcher-research", "messages": ask("\x02" * 2100 + matching_query),
+            "reasoning_effort": "minimal"}  # fmt: skip
+    done = chat(base, body)
+    assert done.status_code == 200, done.text
+    assert matching_query in searched(testbed_clean)
+
+
+def test_a_condensed_query_of_control_characters_takes_the_fallback(
+    make_settings, serve_searcher, testbed_clean
+):
+    # The condense model's reply held no searchable character: it was searched as it was
+    # (a 500); it is refused as an empty rewrite is, and the fallback carries the words.
+    base = start(
+        make_settings, serve_searcher, testbed_clean,
+        condense=script(reply="\x01\x02"), answer=script(reply=ANSWER),
+    )  # fmt: skip
+    history = [("user", "capital of France"), ("assistant", "Paris [1].")]
+    done = chat(
+        base, {"model": "searcher-search", "messages": ask("and its population?", *history)}
+    )
+    assert done.status_code == 200, done.text
+    assert searched(testbed_clean) == ["France capital population"]
+
+
 # --- session novelty on /v1/search -----------------------------------------------------
 
 

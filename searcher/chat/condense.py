@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from searcher.chat.conversation import Conversation, fallback_query
-from searcher.contract import MAX_QUERY_CHARS
+from searcher.contract import MAX_QUERY_CHARS, squeezed
+from searcher.errors import LlmBadReply
 from searcher.llm.prompts import messages
 from searcher.llm.rewrite import clean_rewrite
 from searcher.llm.runner import StepRunner
@@ -40,6 +41,16 @@ def history_text(conversation: Conversation) -> str:
     return "\n".join(lines)
 
 
+def condensed_query(reply: str, question: str) -> str:
+    """The model's standalone query as a search takes it: cleaned as a rewrite is, on one
+    line and within the query limit (the operators put back may pass it).
+    ``LlmBadReply`` when nothing searchable is left (control characters alone)."""
+    query = squeezed(clean_rewrite(reply, question))[:MAX_QUERY_CHARS].rstrip()
+    if not query:
+        raise LlmBadReply("empty rewrite")
+    return query
+
+
 async def condense(runner: StepRunner, conversation: Conversation) -> Condensed:
     """The query to search for the conversation's last question."""
     if not conversation.is_follow_up:
@@ -48,7 +59,7 @@ async def condense(runner: StepRunner, conversation: Conversation) -> Condensed:
     outcome = await runner.run(
         "condense",
         messages("condense", runner.today, history=history_text(conversation), question=question),
-        lambda reply: clean_rewrite(reply, question),
+        lambda reply: condensed_query(reply, question),
     )
     if outcome.value is not None:
         return Condensed(outcome.value, "llm")

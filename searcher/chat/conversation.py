@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from searcher.chat.wire import ChatMessage
-from searcher.contract import MAX_QUERY_CHARS
+from searcher.contract import MAX_QUERY_CHARS, squeezed
 from searcher.llm.rewrite import operators, without_operators
 from searcher.text import STOP_WORDS
 
@@ -63,7 +63,10 @@ class Conversation:
 
 def read_conversation(messages: Sequence[ChatMessage]) -> Conversation:
     """The conversation in ``messages`` (the last one is the user's question, with text)."""
-    questions = [m.text.strip() for m in messages if m.role == "user" and m.text.strip()]
+    # On one line, as a search takes it: a question led by whitespace or control
+    # characters would otherwise be cut to a blank query.
+    questions = [squeezed(m.text) for m in messages if m.role == "user"]
+    questions = [q for q in questions if q]
     turns = [(m.role, m.text.strip()) for m in messages[:-1] if m.role in ("user", "assistant")]
     shown: list[str] = []
     for message in messages[:-1]:
