@@ -293,6 +293,13 @@ def test_cli_crawls_into_a_collection_that_search_then_finds(
     assert "limit" in cli(f"{origin}/crawl/", "--limit", "0").stderr
     missing = cli(f"{origin}/crawl/", "--collection", "nowhere")
     assert missing.exit_code == 2 and "no collection 'nowhere'" in missing.stderr
+    # Each page its own file: paths a file name cannot spell apart are not written over.
+    names = cli(f"{origin}/crawl/names/", "--limit", "20", "--collection", "pages")
+    assert names.exit_code == 0, names.output
+    assert f"pages: {len(crawl_site.AWKWARD_PATHS) + 1} indexed" in names.stderr
+    listed = runner.invoke(main, ["index", "status", "--json", "--config", str(config)])
+    documents = {d["path"] for c in json.loads(listed.stdout) for d in c["documents"]}
+    assert len(documents) == 3 + len(crawl_site.AWKWARD_PATHS) + 1
     # Not even the start page read: exit 1 saying why (the guard refuses a loopback port
     # not in fetch.allowed_hosts, before connecting).
     unread = cli("http://127.0.0.1:9/")

@@ -69,13 +69,26 @@ async def crawl_here(
 
 def page_file_name(url: str) -> str:
     """The name a crawled page is kept under in a collection: its host and path as safe
-    folder names, ``.md`` (a query adds a short hash, so two queries are two files)."""
+    folder names, ``.md``; one name per URL, so that no page of a crawl (or of an earlier
+    one) is written over by another. A path the name cannot spell back (characters
+    replaced, folders past ``MAX_PATH_PARTS``, a query, a last part ``index``) adds a
+    short hash of the path and query (``a_b-1f2e3d4c.md`` for ``/a.b``); a path ending
+    in ``/`` is its folder's ``index.md``."""
     parts = urlsplit(url)
     host = _UNSAFE.sub("_", parts.netloc) or "site"
-    path = [_UNSAFE.sub("_", p) for p in parts.path.split("/") if p][:MAX_PATH_PARTS]
-    stem = path.pop() if path else "index"
-    if parts.query:
-        stem += "-" + hashlib.sha256(parts.query.encode()).hexdigest()[:8]
+    named = [p for p in parts.path.split("/") if p]
+    folder = parts.path.endswith("/") or not named
+    safe = [_UNSAFE.sub("_", p) for p in named] + (["index"] if folder else [])
+    path = safe[:MAX_PATH_PARTS]
+    stem = path.pop()
+    exact = "/" + "/".join(named) + ("/" if folder and named else "")
+    spelled = (
+        safe[: len(named)] == named and len(safe) <= MAX_PATH_PARTS
+        and exact == (parts.path or "/") and named[-1:] != ["index"]
+    )  # fmt: skip
+    if parts.query or not spelled:
+        target = f"{parts.path}?{parts.query}" if parts.query else parts.path
+        stem += "-" + hashlib.sha256(target.encode()).hexdigest()[:8]
     return "/".join(["crawl", host, *path, f"{stem}.md"])
 
 

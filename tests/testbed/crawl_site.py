@@ -1,10 +1,10 @@
 """A small site to crawl under ``/crawl/``: pages with real paragraphs (each its own words
 and numbers), linked from a home page whose anchors a query can rank; a page robots.txt
 disallows (``/crawl/private/``), an exact copy of a page under another URL and a near copy
-(one sentence changed), links that redirect on and off the site (``/crawl/away/``),
-and a link farm of pages that answer slowly (``/crawl/farm/``),
-whose requests in flight and arrival times are recorded (``FARM``) so that a test can see
-the crawl's per-host concurrency and politeness delay."""
+(one sentence changed), links that redirect on and off the site (``/crawl/away/``), paths
+a file name cannot tell apart (``/crawl/names/``), and a link farm of pages that answer
+slowly (``/crawl/farm/``), whose requests in flight and arrival times are recorded
+(``FARM``) so that a test can see the crawl's per-host concurrency and politeness delay."""
 
 from __future__ import annotations
 
@@ -196,6 +196,19 @@ async def away_out(req: Request) -> None:
 @router.route("/crawl/away/moved")
 async def away_moved(req: Request) -> None:
     await req.redirect("/crawl/history")
+
+
+# Pages whose paths differ only where a file name cannot (each its own text).
+AWKWARD_PATHS = (
+    "/crawl/names/v1.0", "/crawl/names/v1_0", "/crawl/names/docs", "/crawl/names/docs/",
+    "/crawl/names/index", "/crawl/names/a/b/c/d/e/f", "/crawl/names/a/b/c/d/e/g",
+)  # fmt: skip
+
+
+@router.route("/crawl/names/")
+async def awkward_names(req: Request) -> None:
+    links = tuple((path, f"Page {n}") for n, path in enumerate(AWKWARD_PATHS))
+    await req.respond(200, _html("Names", paragraphs("names"), links), HTML)
 
 
 @router.route("/crawl/{name:path}")
