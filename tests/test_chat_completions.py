@@ -286,6 +286,10 @@ def test_keys_and_rate_limits_apply_in_openais_shape(
             {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": 5}}}},
             "response_format.json_schema.schema",
         ),
+        (  # jsonschema crashed looking this draft up (a 500)
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": {"$schema": 5}}}},
+            "response_format.json_schema.schema",
+        ),
     ],
 )
 def test_bad_input_is_a_422_in_openais_shape_naming_the_field(

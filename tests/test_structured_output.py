@@ -148,6 +148,10 @@ def test_an_unreachable_model_fails_the_job_saying_why(make_settings, serve_sear
         ({"$ref": "https://example.com/schema.json"}, "only references inside the schema"),
         ({"description": "x" * 30_000}, "over 20000"),
         ("not an object", "must be an object"),
+        # jsonschema crashed looking the draft up (a 500).
+        ({"$schema": 5}, "$schema must be a string"),
+        ({"$schema": ["https://json-schema.org/draft/2020-12/schema"]}, "$schema must be"),
+        ({"$schema": {}}, "$schema must be a string"),
     ],
 )
 def test_a_schema_searcher_cannot_use_is_a_422_naming_output_schema(

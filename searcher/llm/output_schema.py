@@ -59,6 +59,10 @@ def checked_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         raise SchemaRefused(f"schema of {size} characters is over {MAX_SCHEMA_CHARS}")
     if _depth(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
         raise SchemaRefused(f"schema nested deeper than {MAX_SCHEMA_DEPTH} levels")
+    if "$schema" in schema and not isinstance(schema["$schema"], str):
+        # jsonschema looks the draft up by it before any check, and crashes on a number
+        # or an object.
+        raise SchemaRefused("$schema must be a string: the URI of a JSON Schema draft")
     cls = validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)
