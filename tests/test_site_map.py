@@ -80,6 +80,21 @@ def test_path_patterns_select_and_exclude(mapped):
     assert "/site/links-only" in rest and not [p for p in rest if "/deep/" in p or "/docs/" in p]
 
 
+def test_a_root_that_redirects_to_another_host_maps_the_site_there(
+    make_settings, serve_searcher, testbed_clean
+):
+    port = testbed_clean.port
+    both = [f"127.0.0.1:{port}", f"localhost:{port}"]  # the testbed under two host names
+    base = serve_searcher(make_settings(fetch={"allowed_hosts": both}))
+    elsewhere = f"http://localhost:{port}"
+    root = f"http://127.0.0.1:{port}/redirect-to?url={elsewhere}/site/"
+    response = post(base, "/v1/map", {"url": root, "max_depth": 1, "sitemaps": False})
+    assert response.status_code == 200, response.text
+    found = response.json()["results"]
+    assert f"{elsewhere}/site/" in found and f"{elsewhere}/site/about" in found, found
+    assert f"{elsewhere}/site/private/hidden" not in found  # the new host's robots.txt
+
+
 def test_tavily_map_answers_in_tavilys_shape(make_settings, serve_searcher, testbed):
     base = serve_searcher(make_settings())
     origin = f"http://127.0.0.1:{testbed.port}"

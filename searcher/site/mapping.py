@@ -12,7 +12,7 @@ import asyncio
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit, urlunsplit
 
 from searcher.errors import FetchError, FetchHTTPError
@@ -173,25 +173,53 @@ async def _in_scope(
     return kept, checked
 
 
-async def _links_of(fetch: Fetch, url: str, deadline: float) -> list[str]:
+async def _page_of(fetch: Fetch, url: str, deadline: float) -> tuple[str, list[str]]:
+    """Where ``url`` leads (after redirects) and the links of the page there."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        return []
+        return url, []
     try:
         body = await fetch(url, _limits(remaining, MAX_PAGE_BYTES, HTML_TYPES))
     except FetchError:
-        return []
-    return await off_loop(page_links, body.body, body.url)  # lxml, off the loop
+        return url, []
+    return body.url, await off_loop(page_links, body.body, body.url)  # lxml, off the loop
+
+
+async def _settled(
+    fetch: Fetch, plan: MapPlan, robots: RobotsRules, deadline: float
+) -> tuple[MapPlan, RobotsRules, list[str] | None]:
+    """The plan and robots.txt of the site the root leads to, and the root's links
+    (None when it is not read: ``max_depth`` 0, or robots.txt disallows it). A root that
+    redirects to another host (``www.`` to the bare name, an old domain to a new one)
+    moves the map there: its links would all be off the old host's site."""
+    if plan.max_depth < 1 or not robots.allows(plan.root):
+        return plan, robots, None
+    async with _process_slots("pages", MAP_PAGES_AT_ONCE):
+        final, links = await _page_of(fetch, plan.root, deadline)
+    root = normalised_url(final) or plan.root
+    host = urlsplit(root).hostname or ""
+    if plan.scope.same_site(host):
+        return plan, robots, links
+    moved = replace(plan, root=root, scope=replace(plan.scope, root_host=host))
+    remaining = max(deadline - time.monotonic(), 0.001)
+    return moved, await read_robots(fetch, _origin(root), plan.user_agent, remaining), links
 
 
 async def _link_pages(
-    fetch: Fetch, plan: MapPlan, robots: RobotsRules, found: SiteMap, deadline: float
+    fetch: Fetch,
+    plan: MapPlan,
+    robots: RobotsRules,
+    found: SiteMap,
+    deadline: float,
+    root_links: list[str] | None,
 ) -> None:
     level, gate = [plan.root], asyncio.Semaphore(PAGE_CONCURRENCY)
 
     async def links(url: str) -> list[str]:
+        if url == plan.root and root_links is not None:  # read already (``_settled``)
+            return root_links
         async with gate, _process_slots("pages", MAP_PAGES_AT_ONCE):
-            return await _links_of(fetch, url, deadline)
+            return (await _page_of(fetch, url, deadline))[1]
 
     for _depth in range(plan.max_depth):
         readable = [u for u in level if robots.allows(u)]
@@ -221,9 +249,11 @@ async def map_site(fetch: Fetch, plan: MapPlan) -> SiteMap:
     try:
         async with asyncio.timeout(plan.timeout_s):
             robots = await read_robots(fetch, _origin(plan.root), plan.user_agent, plan.timeout_s)
+            plan, robots, root_links = await _settled(fetch, plan, robots, deadline)
+            found.add(plan.root, plan.limit)  # where the root led, when it moved
             if plan.use_sitemaps:
                 await _sitemap_pages(fetch, plan, robots, found, deadline)
-            await _link_pages(fetch, plan, robots, found, deadline)
+            await _link_pages(fetch, plan, robots, found, deadline, root_links)
     except TimeoutError:
         found.complete = False
     return found
