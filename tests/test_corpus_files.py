@@ -196,3 +196,39 @@ def test_removing_a_link_found_in_a_folder_removes_the_link_not_its_target(tmp_p
     )
     assert gone.exit_code == 0 and "1 documents" in gone.stdout, gone.output
     assert [Path(d["path"]).name for d in status(config)["lk"]["documents"]] == ["target.md"]
+
+
+POST = """---
+title: "Espresso at home"
+tags: [coffee, crema]
+date: 2024-03-01
+---
+
+Pulling a shot needs nine bars of pressure and a fine grind.
+
+## Tamping
+
+Tamp level with about fifteen kilograms of force.
+"""
+
+
+def test_markdown_front_matter_names_the_document_and_is_not_its_text(
+    tmp_path, corpus_config, make_settings, serve_searcher
+):
+    folder = tmp_path / "blog"
+    folder.mkdir()
+    (folder / "espresso.md").write_text(POST)
+    hugo = '+++\ntitle = "Cold brew"\n+++\n\nSteep the grounds overnight.\n'  # TOML
+    (folder / "hugo.md").write_text(hugo)
+    overrides = {"backends": {"instances": {"blog": {"adapter": "local", "collection": "blog"}}}}
+    config = corpus_config(**overrides)
+    added = cli("index", "add", str(folder), "--collection", "blog", "--config", config)
+    assert added.exit_code == 0, added.output
+    titles = {Path(d["path"]).name: d["title"] for d in status(config)["blog"]["documents"]}
+    assert titles == {"espresso.md": "Espresso at home", "hugo.md": "Cold brew"}
+    base = serve_searcher(make_settings(embeddings=EMBEDDINGS, **overrides))
+    item = search(base, "nine bars of pressure", "blog")["items"][0]
+    assert item["title"] == "Espresso at home"
+    assert "pressure" in item["snippet"] and "tags:" not in item["snippet"], item["snippet"]
+    # The title's words find the text it heads (the front matter's title is its heading).
+    assert search(base, "espresso at home", "blog")["items"][0]["url"].endswith("espresso.md")

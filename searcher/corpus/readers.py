@@ -100,21 +100,26 @@ def read_document(path: Path, body: bytes) -> Document:
     if b"\x00" in body[:_SNIFF_BYTES]:
         raise Unreadable("binary", f"a NUL byte in a {kind} file")
     text = _decoded(body, strict=False) or ""
-    sections = _markdown_sections(text) if kind == "markdown" else None
+    named = None
+    if kind == "markdown":
+        named, text = front_matter(text)
+    sections = _markdown_sections(text, named) if kind == "markdown" else None
     if kind == "rst":
         sections = _rst_sections(text)
     if sections is None:
         sections = [Section(normalise_plain_text(text))]
-    return _document(kind, path, sections)
+    return _document(kind, path, sections, named)
 
 
-def _document(kind: Kind, path: Path, sections: list[Section]) -> Document:
+def _document(
+    kind: Kind, path: Path, sections: list[Section], named: str | None = None
+) -> Document:
     kept = tuple(s for s in sections if s.text.strip())
     if not kept:
         raise Unreadable("empty", "no text in the file")
     # The first heading names the document, even when no text stands under it directly.
-    title = next((s.heading for s in sections if s.heading), None) or _first_line(kept[0].text)
-    return Document(kind, title or path.name, kept)
+    title = named or next((s.heading for s in sections if s.heading), None)
+    return Document(kind, title or _first_line(kept[0].text) or path.name, kept)
 
 
 def _first_line(text: str) -> str:
@@ -144,11 +149,30 @@ _SETEXT = re.compile(r"^(=+|-+)\s*$")
 _RST_ADORNMENT = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
 
 
-def _markdown_sections(text: str) -> list[Section]:
+# A metadata block at the top of a Markdown file (Jekyll, Hugo, Obsidian...): YAML
+# between ``---`` lines (or ended by ``...``), or TOML between ``+++`` lines.
+_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n(.*?)^(?:\1|\.\.\.)[ \t]*$\n?", re.M | re.S)
+_FRONT_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+?)[ \t]*$", re.M)
+_FRONT_MATTER_CHARS = 16_384
+
+
+def front_matter(text: str) -> tuple[str | None, str]:
+    """The title a Markdown file's front matter gives (``title: ...``), and the text
+    without the block: metadata is not the document's text, and its closing ``---``
+    would read as a Setext underline."""
+    block = _FRONT_MATTER.match(text[:_FRONT_MATTER_CHARS])
+    if block is None:
+        return None, text
+    found = _FRONT_TITLE.search(block.group(2))
+    title = found.group(1).strip("'\"").strip()[:200] if found else ""
+    return title or None, text[block.end() :]
+
+
+def _markdown_sections(text: str, heading: str | None = None) -> list[Section]:
     """Sections of a Markdown text, one per ATX (``# ...``) or Setext heading; a heading
-    inside a fenced code block is code."""
+    inside a fenced code block is code. ``heading``: the text's before the first (the
+    front matter's title)."""
     sections: list[Section] = []
-    heading: str | None = None
     lines: list[str] = []
     fenced = False
     raw = text.splitlines()
