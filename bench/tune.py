@@ -16,7 +16,10 @@ query is searched once through searcher's own backends (the answers are kept, as
 - searcher with the configured defaults;
 - searcher tuned: ``searcher.pipeline.tune`` (the code behind ``searcher tune``) fitted on
   the development queries with k-fold cross-validation (its held-out-fold figure is
-  printed too), the fit applied to the held-out half, which the fit never saw.
+  printed too), the fit applied to the held-out half, which the fit never saw. "fit" is
+  that figure; "tuned" is what the deployment runs: the fit, or the defaults when
+  ``searcher tune`` refuses to write it (its gain on the development folds within one
+  standard error).
 
 Targets (issue 28): tuned >= 1.05 x the best single backend with the strong second
 backend; tuned >= defaults with the weak one. nDCG@10.
@@ -115,6 +118,8 @@ async def setup_rows(c: rc.Collection, urls: Mapping[str, str]) -> dict[str, Any
             "test default": mean(await held(default)),
             "test tuned": mean(await held(cv.values)),
             "changed": {n: v for n, v in cv.values.items() if v != default[n]},
+            "refused": cv.refused,
+            "dev cv error": cv.held_gain_error,
             "scored": cv.settings_scored,
             "fit_s": fit_s,
         }
@@ -126,18 +131,23 @@ def print_rows(name: str, strength: str, r: dict[str, Any], sizes: tuple[int, in
         singles = {k: v for k, v in simple.items() if k != "SearXNG formula"}
         best_name = max(singles, key=lambda k: singles[k])
         best = singles[best_name]
-        tuned = r["dev cv tuned"] if key == "dev" else r["test tuned"]
         default = r["dev cv default"] if key == "dev" else r["test default"]
+        fit = r["dev cv tuned"] if key == "dev" else r["test tuned"]
+        # What the deployment runs: the fit, or the defaults when tune refuses to write it.
+        tuned = default if r["refused"] and key == "test" else fit
         print(
             f"  {name:10}{strength:8}{half:10}{n:>5}  "
             + "  ".join(f"{k} {v:.4f}" for k, v in sorted(singles.items()))
             + f"  | SearXNG formula {simple['SearXNG formula']:.4f}  defaults {default:.4f}"
-            f"  tuned {tuned:.4f}  tuned/best single ({best_name}) {tuned / best:.3f}"
+            f"  fit {fit:.4f}  tuned {tuned:.4f}"
+            f"  tuned/best single ({best_name}) {tuned / best:.3f}"
             f"  tuned-defaults {tuned - default:+.4f}",
             flush=True,
         )
+    verdict = "refused (tuned = defaults)" if r["refused"] else "written"
     print(f"  {'':10}{'':8}fit: {r['scored']} settings scored in {r['fit_s']:.0f} s; "
-          f"changed {r['changed']}")  # fmt: skip
+          f"changed {r['changed']}; dev CV gain {r['dev cv tuned'] - r['dev cv default']:+.4f}, "
+          f"standard error {r['dev cv error']:.4f}: {verdict}")  # fmt: skip
 
 
 def second_backends(c: rc.Collection, engines: list[eng.Engine]) -> dict[str, str]:

@@ -1274,11 +1274,14 @@ def tune_command(
         _fail(str(exc), 2)
     for line in report_lines(report):
         click.echo(line)
-    if report.result.worse_than_default:
+    result = report.result
+    if result.refused:
         _fail(
-            f"not written: the tuned settings score below the configured ones on held-out "
-            f"folds ({report.result.held_tuned:.4f} < {report.result.held_default:.4f}); "
-            "more judged queries would help",
+            f"not written: on held-out folds the tuned settings do not beat the configured "
+            f"ones by more than one standard error of the per-query gains ("
+            f"{result.held_tuned:.4f} against {result.held_default:.4f}, standard error "
+            f"{result.held_gain_error:.4f}): the gain may be noise; more judged queries "
+            "would tell",
             1,
         )
     _write_fragment(out_path, report.fragment())

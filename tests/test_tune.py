@@ -65,7 +65,7 @@ def _tune(config: str, files: list[str], out: Path, *extra: str):
 def _held_out(stdout: str) -> tuple[float, float]:
     line = next(line for line in stdout.splitlines() if "held-out, all folds" in line)
     default = float(line.split("default ")[1].split(",")[0])
-    tuned = float(line.split("tuned ")[1].split(";")[0])
+    tuned = float(line.split("tuned ")[1].split()[0])
     return default, tuned
 
 

@@ -177,7 +177,8 @@ def report_lines(report: TuneReport) -> list[str]:
             f"  {f.held_default:>16.4f}  {f.held_tuned:>14.4f}"
         )
     lines.append(
-        f"  held-out, all folds: default {r.held_default:.4f}, tuned {r.held_tuned:.4f}; "
+        f"  held-out, all folds: default {r.held_default:.4f}, tuned {r.held_tuned:.4f} "
+        f"(gain {r.held_tuned - r.held_default:+.4f}, standard error {r.held_gain_error:.4f}); "
         f"fit on every query: default {r.all_default:.4f}, tuned {r.all_tuned:.4f}"
     )
     return lines

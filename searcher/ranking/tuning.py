@@ -123,15 +123,23 @@ class ScoreTable:
         return sum(scores[q] for q in qids) / len(qids) if qids else 0.0
 
 
+def gain_and_error(
+    trial: Mapping[str, float], current: Mapping[str, float], qids: Sequence[str]
+) -> tuple[float, float]:
+    """The mean of ``trial``'s per-query gains over ``current`` on ``qids`` and its
+    standard error."""
+    diffs = [trial[q] - current[q] for q in qids]
+    mean = sum(diffs) / len(diffs)
+    return mean, statistics.pstdev(diffs) / math.sqrt(len(diffs))
+
+
 def gains(trial: Mapping[str, float], current: Mapping[str, float], qids: Sequence[str]) -> bool:
     """Whether ``trial``'s per-query scores beat ``current``'s on ``qids`` by more than
     ``MIN_GAIN`` on average and by more than ``STANDARD_ERRORS`` standard errors."""
     if not qids:
         return False
-    diffs = [trial[q] - current[q] for q in qids]
-    mean = sum(diffs) / len(diffs)
-    spread = statistics.pstdev(diffs) / math.sqrt(len(diffs))
-    return mean > MIN_GAIN and mean - STANDARD_ERRORS * spread > 0
+    mean, error = gain_and_error(trial, current, qids)
+    return mean > MIN_GAIN and mean - STANDARD_ERRORS * error > 0
 
 
 async def coordinate_ascent(
@@ -210,10 +218,15 @@ class CrossValidation:
     all_default: float
     all_tuned: float
     settings_scored: int
+    held_gain_error: float  # the standard error of the held-out per-query gains
 
     @property
-    def worse_than_default(self) -> bool:
-        return self.held_tuned < self.held_default
+    def refused(self) -> bool:
+        """Whether the fit is not written: on the held-out folds it does not beat the
+        configured settings by the margin a move needs (``gains``). A smaller gain is
+        as likely noise as the fit's; the configured settings are the safer bet."""
+        gain = self.held_tuned - self.held_default
+        return not (gain > MIN_GAIN and gain - STANDARD_ERRORS * self.held_gain_error > 0)
 
 
 def split_folds(qids: Sequence[str], k: int, seed: int) -> list[list[str]]:
@@ -243,7 +256,8 @@ async def cross_validate(
         ))  # fmt: skip
     values, all_tuned = await fit(table, knobs, qids)
     all_default = await table.mean(default, qids)
+    _, error = gain_and_error(held_scores, await table.scores(default), qids)
     return CrossValidation(
         folds, all_default, sum(held_scores.values()) / len(held_scores), values,
-        all_default, all_tuned, table.settings_scored,
+        all_default, all_tuned, table.settings_scored, error,
     )  # fmt: skip
