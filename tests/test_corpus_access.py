@@ -248,6 +248,25 @@ def test_uploads_are_indexed_listed_and_deleted(two_collections, tmp_path):
     assert hidden.status_code == 422 and hidden.json()["error"]["field"] == "document"
 
 
+def test_an_upload_answers_each_file_in_the_order_sent(two_collections):
+    base, _, make_key = two_collections(corpus={"uploads": {"enabled": True}})
+    writer = make_key("writer", "--collections", "notes")
+    made = upload(base, writer, "notes", [("guide/intro.md", b"# Intro\n\nHello.\n")])
+    assert made.status_code == 200, made.text
+    # "guide" is a folder of uploads already: that file cannot be kept, the others are.
+    sent = [("first.md", b"# First\n\none\n"), ("guide", b"# Guide\n\ntwo\n"),
+            ("third.md", b"# Third\n\nthree\n")]  # fmt: skip
+    answer = upload(base, writer, "notes", sent)
+    assert answer.status_code == 200, answer.text
+    files = answer.json()["files"]
+    assert [f["name"] for f in files] == ["first.md", "guide", "third.md"]
+    assert [f["status"] for f in files] == ["indexed", "skipped", "indexed"]
+    assert files[1]["reason"] == "unreadable" and "cannot be kept" in files[1]["detail"]
+    # Its skip is listed, as every skipped file's is.
+    listing = httpx.get(f"{base}/v1/collections", headers=bearer(writer), timeout=30).json()
+    assert listing["collections"][0]["skipped"] == 1
+
+
 def test_uploads_refuse_what_is_not_allowed(two_collections, tmp_path):
     base, _, make_key = two_collections(corpus={"uploads": {"enabled": True, "max_bytes": 4000,
                                                             "max_files": 3}})  # fmt: skip

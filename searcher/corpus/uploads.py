@@ -128,17 +128,22 @@ async def index_uploads(
         outcomes[path] = outcome
 
     report = await index_paths(corpus, list(paths.values()), options, embedder, note, extractor)
+    for name, result in unkept.items():  # listed by `index status` as any skip is
+        detail = result.detail or ""
+        corpus.record_skip(options.collection, str(kept_path(folder, name)), "unreadable", detail)
     skips = {path: (reason, detail) for path, reason, detail in report.skipped}
-    results = list(unkept.values())
+    results = dict(unkept)
     for name, path in paths.items():
         outcome = outcomes.get(str(path), "skipped")
         if outcome == "skipped":
             path.unlink(missing_ok=True)
             reason, detail = skips.get(str(path), ("unreadable", "not indexed"))
-            results.append(UploadResult(name, "skipped", reason, detail))
+            results[name] = UploadResult(name, "skipped", reason, detail)
         else:
-            results.append(UploadResult(name, "unchanged" if outcome == "unchanged" else "indexed"))
-    return results
+            status: UploadStatus = "unchanged" if outcome == "unchanged" else "indexed"
+            results[name] = UploadResult(name, status)
+    # In the order sent: a client pairs each answer with the file it sent.
+    return [results[name] for name in dict.fromkeys(name for name, _ in files)]
 
 
 def remove_upload(corpus: CorpusStore, folder: Path, collection: str, name: str) -> bool:
