@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -335,6 +337,37 @@ def test_json_schema_gets_a_json_answer_with_each_fields_sources(
     assert failed.status_code == 502
     assert failed.json()["error"]["code"] == "structured_output_failed"
     assert "'found' is a required property" in failed.json()["error"]["message"]
+
+
+def test_a_schema_pattern_that_backtracks_holds_neither_the_server_nor_the_answer(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    # jsonschema matched ^(a|a)*$ with `re`: against 26 a's and a "!" about 12 s on the
+    # event loop per validation (twice as long per letter more), every other request
+    # waiting. Matched within a time, an undecided match is a validation error.
+    reply = json.dumps({"data": {"code": "a" * 26 + "!"}, "citations": {}})
+    base = start(make_settings, serve_searcher, testbed_clean, output_schema=script(reply=reply))
+    code = {"type": "string", "pattern": "^(a|a)*$"}
+    schema = {"type": "object", "properties": {"code": code}, "required": ["code"]}
+    body = {
+        "model": "searcher-search",
+        "messages": ask(matching_query),
+        "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
+    }
+    slowest = 0.0
+    with ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(chat, base, body)
+        while not asked.done():
+            started = time.monotonic()
+            assert httpx.get(f"{base}/v1/models", timeout=60).status_code == 200
+            slowest = max(slowest, time.monotonic() - started)
+            time.sleep(0.05)
+        failed = asked.result()
+    assert slowest < 2, f"the server did not answer for {slowest:.1f} s"
+    assert failed.status_code == 502, failed.text
+    error = failed.json()["error"]
+    assert error["code"] == "structured_output_failed"
+    assert "could not be matched against '^(a|a)*$' in time" in error["message"]
 
 
 # --- conversations ---------------------------------------------------------------------

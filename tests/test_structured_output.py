@@ -216,6 +216,27 @@ def test_validation_errors_name_the_field_and_formats_are_checked():
         checked_schema(deep)
 
 
+def test_patterns_are_matched_within_a_time_and_bounded_when_checked():
+    # `regex` copies counted repeats when it compiles: a million copies is refused.
+    with pytest.raises(SchemaRefused, match="counted repeats make 1,000,000 copies"):
+        checked_schema({"properties": {"a": {"pattern": "((a{100}){100}){100}"}}})
+    # Property names too: `re` took about 12 s for each keyword that matched this one.
+    keys = {"patternProperties": {"^(a|a)*$": {"type": "integer"}}}
+    checker = validator(checked_schema({**keys, "additionalProperties": False}))
+    started = time.monotonic()
+    found = problems(checker, {"a" * 26 + "!": 1, "aaa": "x"})
+    assert time.monotonic() - started < 3
+    assert (
+        found[0]
+        == "/: 'aaaaaaaaaaaaaaaaaaaaaaaaaa!' could not be matched against '^(a|a)*$' in time"
+    )
+    assert problems(checker, {"aaa": 1}) == []
+    assert problems(checker, {"aaa": "x"}) == ["/aaa: 'x' is not of type 'integer'"]
+    assert problems(checker, {"b": 1}) == [
+        "/: Additional properties are not allowed ('b' was unexpected)"
+    ]
+
+
 def test_citations_keep_only_fields_that_exist_and_sources_that_hold_them():
     sources = [
         Passage("https://a.example/", "Stadia", "Google closed Stadia in 2023.", "page"),

@@ -16,10 +16,12 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+from jsonschema.validators import extend, validator_for
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
+
+from searcher.llm.schema_patterns import TIMED_KEYWORDS, pattern_problem, patterns_budget
 
 # A schema is sent in every structured prompt: far above any response shape, far below a
 # prompt the model could not read.
@@ -72,7 +74,37 @@ def checked_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             f"not a valid JSON Schema: {exc.message}" + (f" (at /{where})" if where else "")
         ) from None
     _check_references(schema)
+    _check_patterns(schema)
     return schema
+
+
+# Keywords whose values are data, not schemas: a "pattern" in them is no regex.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+
+
+def _patterns(value: Any) -> list[str]:
+    """Every regular expression of the schema: ``pattern`` values and the names of
+    ``patternProperties``."""
+    found, stack = [], [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                found.append(node["pattern"])
+            if isinstance(node.get("patternProperties"), dict):
+                found += list(node["patternProperties"])
+            stack += [v for k, v in node.items() if k not in _DATA_KEYWORDS]
+        elif isinstance(node, list):
+            stack += node
+    return found
+
+
+def _check_patterns(schema: dict[str, Any]) -> None:
+    """Every pattern can be matched within a time (``schema_patterns``)."""
+    for pattern in _patterns(schema):
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise SchemaRefused(f"pattern {pattern[:100]!r}: {problem}")
 
 
 def _references(value: Any) -> list[str]:
@@ -107,16 +139,18 @@ def _check_references(schema: dict[str, Any]) -> None:
 def validator(schema: Mapping[str, Any]) -> Validator:
     """The validator of a ``checked_schema``, formats checked as its draft defines them."""
     cls = validator_for(schema, default=Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    timed = extend(cls, TIMED_KEYWORDS)  # the caller's patterns matched within a time
+    return timed(schema, format_checker=cls.FORMAT_CHECKER)
 
 
 def problems(checker: Validator, instance: Any) -> list[str]:
     """What is wrong with ``instance``, each as ``/json/pointer: message`` (at most
     ``MAX_PROBLEMS``, in a stable order); empty when it validates."""
     try:
-        errors = sorted(
-            checker.iter_errors(instance), key=lambda e: (list(map(str, e.path)), e.message)
-        )
+        with patterns_budget():
+            errors = sorted(
+                checker.iter_errors(instance), key=lambda e: (list(map(str, e.path)), e.message)
+            )
     except Unresolvable as exc:
         return [f"/: a $ref does not resolve: {exc}"[:MAX_PROBLEM_CHARS]]
     found = []
