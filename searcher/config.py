@@ -482,7 +482,11 @@ class BudgetDefaults(ConfigSection):
             "text/plain",
             "application/pdf",
         ],
-        description="Other types are skipped (`content_type`) before the body is read",
+        description=(
+            "Other types are skipped (`content_type`) before the body is read; a file sent "
+            "as a download (`application/octet-stream` and the like) is read as a PDF when "
+            "it starts as one and `application/pdf` is listed"
+        ),
     )
     max_redirects: int = Field(default=5, ge=0, le=30, description="Redirects followed per page")
     max_context_chars: int = Field(default=8000, ge=0, description="Size of `rendered_text`")

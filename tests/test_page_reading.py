@@ -300,6 +300,31 @@ def test_pdfs_are_read_by_fetch_in_full(make_settings, serve_searcher, testbed_c
     assert page_lines(3)[-1] in data["content"] and page_lines(1)[0] in data["content"]
 
 
+@pytest.mark.parametrize("label", ["application/octet-stream", "binary/octet-stream"])
+def test_a_pdf_sent_as_a_download_is_read_as_a_pdf(
+    make_settings, serve_searcher, testbed_clean, label
+):
+    base = serve_searcher(make_settings())
+    url = testbed_clean.url(f"/pdf/text?pages=2&type={label}")
+    data = fetch(base, {"url": url, "max_chars": 100_000}).json()
+    assert data["status"] == "fetched" and data["fetch"]["content_type"] == "application/pdf"
+    assert page_lines(2)[-1] in data["content"]
+
+
+def test_a_download_that_is_no_pdf_is_still_skipped_for_its_type(
+    make_settings, serve_searcher, testbed_clean
+):
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed_clean.url("/download/archive")}).json()
+    assert data["status"] == "skipped" and data["fetch"]["skip_reason"] == "content_type"
+    assert "application/octet-stream is not allowed" in data["fetch"]["error"]
+    # PDFs not allowed: a download is not sniffed for one.
+    base = serve_searcher(make_settings(budget={"allowed_content_types": ["text/html"]}))
+    url = testbed_clean.url("/pdf/text?pages=2&type=application/octet-stream")
+    data = fetch(base, {"url": url}).json()
+    assert data["status"] == "skipped" and data["fetch"]["skip_reason"] == "content_type"
+
+
 @pytest.mark.parametrize(
     ("path", "reason"),
     [

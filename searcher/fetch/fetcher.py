@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
@@ -30,11 +30,17 @@ from searcher.errors import (
 from searcher.fetch.blocked import HEAD_BYTES, blocked_reason
 from searcher.fetch.body import BodyDecoder, looks_like_html, parse_content_type
 from searcher.fetch.guard import INVALID_HOST_NAME, GuardedNetworkBackend, guarded_transport
+from searcher.fetch.pdf import PDF_MEDIA_TYPE
 from searcher.recording.httpx_tape import TapedTransport
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _SCHEMES = ("http", "https")
-_SNIFF_BYTES = 512  # decoded bytes looked at to decide whether an unlabelled body is HTML
+_SNIFF_BYTES = 1024  # decoded bytes looked at to decide whether a body is HTML, or a PDF
+# Labels servers give any file they serve as a download: such a body may be a PDF.
+DOWNLOAD_TYPES = frozenset({
+    "application/octet-stream", "binary/octet-stream", "application/x-pdf",
+    "application/download", "application/x-download", "application/force-download",
+})  # fmt: skip
 _CONNECT_TIMEOUT_S = 5.0
 # Statuses that bot walls and CAPTCHAs come with; their body is checked for a wall.
 _WALL_STATUSES = frozenset({401, 403, 429, 503})
@@ -164,6 +170,21 @@ def _require_html(url: str, response: httpx.Response, prefix: bytes) -> None:
         raise UnsupportedContentType(url, reason, response.status_code, None)
 
 
+def _pdf_in_disguise(media_type: str | None, allowed: tuple[str, ...]) -> bool:
+    """Whether a body labelled ``media_type`` may be a PDF sent as a download (many servers
+    label every file they serve so): read it when it starts as a PDF does."""
+    return media_type in DOWNLOAD_TYPES and PDF_MEDIA_TYPE in {t.lower() for t in allowed}
+
+
+def _require_pdf(url: str, response: httpx.Response, prefix: bytes) -> None:
+    # The PDF header may follow a little junk (ISO 32000-1, 7.5.2: readers look in the
+    # first 1024 bytes).
+    if b"%PDF-" not in prefix[:1024]:
+        media_type = parse_content_type(response.headers.get("content-type"))[0]
+        reason = f"content type {media_type} is not allowed, and the body is not a PDF"
+        raise UnsupportedContentType(url, reason, response.status_code, media_type)
+
+
 @dataclass(frozen=True)
 class _Body:
     data: bytes
@@ -171,12 +192,17 @@ class _Body:
     truncated: bool
 
 
+PrefixCheck = Callable[[str, httpx.Response, bytes], None]
+
+
 async def _read_body(
-    url: str, response: httpx.Response, decoder: BodyDecoder, max_bytes: int, sniff: bool
-) -> _Body:
+    url: str, response: httpx.Response, decoder: BodyDecoder, max_bytes: int,
+    sniff: PrefixCheck | None,
+) -> _Body:  # fmt: skip
     """Stream raw bytes until the stream ends, ``max_bytes`` decoded bytes are kept, or
     more than ``max_bytes`` bytes came over the wire (the budget counts received bytes:
-    with reads of at most 16 KB, see ``small_reads``, reading stops within 16 KB of it)."""
+    with reads of at most 16 KB, see ``small_reads``, reading stops within 16 KB of it).
+    ``sniff`` is called on the first ``_SNIFF_BYTES`` decoded bytes and may refuse them."""
     body = bytearray()
     wire = 0
     wire_cap = max_bytes + 1
@@ -186,8 +212,8 @@ async def _read_body(
         wire += len(raw)
         body += decoder.decode(raw, max_bytes + 1 - len(body))
         if sniff and len(body) >= _SNIFF_BYTES:
-            _require_html(url, response, bytes(body))
-            sniff = False
+            sniff(url, response, bytes(body))
+            sniff = None
         if len(body) > max_bytes or wire >= wire_cap:
             truncated = True
             break
@@ -195,7 +221,7 @@ async def _read_body(
         body += decoder.finish(max_bytes + 1 - len(body))
         truncated = len(body) > max_bytes
     if sniff:
-        _require_html(url, response, bytes(body))
+        sniff(url, response, bytes(body))
     return _Body(bytes(body[:max_bytes]), wire, truncated)
 
 
@@ -286,9 +312,12 @@ class PageFetcher:
 
     async def _read(self, url: str, response: httpx.Response, limits: FetchLimits) -> FetchedBody:
         media_type, charset = parse_content_type(response.headers.get("content-type"))
+        sniff: PrefixCheck | None = _require_html if media_type is None else None
+        if _pdf_in_disguise(media_type, limits.allowed_content_types):
+            media_type, charset, sniff = PDF_MEDIA_TYPE, None, _require_pdf
         _check_media_type(url, response, media_type, limits.allowed_content_types)
         decoder = BodyDecoder(url, response.headers.get("content-encoding"))
-        body = await _read_body(url, response, decoder, limits.max_bytes, media_type is None)
+        body = await _read_body(url, response, decoder, limits.max_bytes, sniff)
         return FetchedBody(
             url=url,
             status_code=response.status_code,
@@ -304,7 +333,7 @@ class PageFetcher:
         answer (bounded) and report a wall as blocked rather than as an HTTP error."""
         with _translate_errors(url):
             decoder = BodyDecoder(url, response.headers.get("content-encoding"))
-            head = await _read_body(url, response, decoder, HEAD_BYTES, sniff=False)
+            head = await _read_body(url, response, decoder, HEAD_BYTES, sniff=None)
         reason = blocked_reason(head.data, "", None, response.status_code)
         if reason is not None:
             raise PageBlocked(url, reason)

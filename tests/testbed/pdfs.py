@@ -1,5 +1,6 @@
 """PDF documents written from known text at run time (no files from elsewhere), and the
-routes that serve them: ``/pdf/text?pages=N`` (N pages of known text), ``/pdf/scanned``
+routes that serve them: ``/pdf/text?pages=N`` (N pages of known text; ``&type=`` labels it
+otherwise), ``/download/archive`` (a ZIP's bytes as application/octet-stream), ``/pdf/scanned``
 (a page with a drawing and no text layer), ``/pdf/broken`` (not a PDF at all),
 ``/pdf/missing-page`` (page 2 of 3 points at no object), ``/pdf/tail-padded?pages=N&pad=B``
 (N text pages, then B bytes of padding), ``/pdf/dense?pages=N&lines=L&chars=C`` (a few
@@ -102,7 +103,15 @@ async def text_pdf(req: Request) -> None:
     if not 1 <= pages <= 2000:
         await req.respond(400, b"pages must be 1-2000", TEXT)
         return
-    await req.respond(200, make_pdf([page_lines(p) for p in range(1, pages + 1)]), PDF)
+    # ?type=: the label a server that sends every file as a download gives it.
+    label = req.query.get("type") or PDF
+    await req.respond(200, make_pdf([page_lines(p) for p in range(1, pages + 1)]), label)
+
+
+@router.route("/download/archive")
+async def archive(req: Request) -> None:
+    """A file that is no PDF (a ZIP's header), labelled as a download."""
+    await req.respond(200, b"PK\x03\x04" + bytes(range(256)) * 8, "application/octet-stream")
 
 
 @router.route("/pdf/dense")
