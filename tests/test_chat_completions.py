@@ -492,6 +492,24 @@ def test_a_condensed_query_of_control_characters_takes_the_fallback(
     assert searched(testbed_clean) == ["France capital population"]
 
 
+@pytest.mark.parametrize("model", ["searcher-search", "searcher-research"])
+def test_an_earlier_answer_with_a_placeholder_url_is_read_as_text(
+    make_settings, serve_searcher, testbed_clean, matching_query, model
+):
+    # "http://[your-host]:8080/v1" is no URL any parser reads: it was taken for a source
+    # shown, and reading it failed the turn with a 500.
+    base = start(
+        make_settings, serve_searcher, testbed_clean,
+        answer=script(reply=ANSWER), research_plan=script(status=500),
+        research_report=script(reply="Found it [1]."),
+    )  # fmt: skip
+    earlier = ("assistant", "Point it at http://[your-host]:8080/v1 and see https://a.example/x.")
+    body = {"model": model, "messages": ask(matching_query, ("user", "how?"), earlier),
+            "reasoning_effort": "minimal"}  # fmt: skip
+    done = chat(base, body)
+    assert done.status_code == 200, done.text
+
+
 # --- session novelty on /v1/search -----------------------------------------------------
 
 

@@ -78,6 +78,11 @@ def test_text_parts_are_read_and_other_parts_left_out():
     assert message.text == "look at\nthis"
 
 
+def test_what_only_looks_like_a_url_is_not_one():
+    text = "use http://[your-host]:8080/v1 or http://]x, not https://a.example/x"
+    assert urls_in(text) == ["https://a.example/x"]
+
+
 def test_urls_lose_the_sentences_punctuation():
     assert urls_in("see (https://a.example/x), and http://b.example/y.") == [
         "https://a.example/x",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from searcher.chat.wire import ChatMessage
 from searcher.contract import MAX_QUERY_CHARS, squeezed
+from searcher.fetch.urls import page_key
 from searcher.llm.rewrite import operators, without_operators
 from searcher.text import STOP_WORDS
 
@@ -76,8 +77,17 @@ def read_conversation(messages: Sequence[ChatMessage]) -> Conversation:
 
 
 def urls_in(text: str) -> list[str]:
-    """The http(s) URLs in ``text``, in order."""
-    return [_without_tail(match) for match in _URL.findall(text)]
+    """The http(s) URLs in ``text``, in order; what only looks like one (a placeholder
+    such as ``http://[your-host]:8080/``, which no URL parser reads) is left out."""
+    return [url for url in map(_without_tail, _URL.findall(text)) if _readable(url)]
+
+
+def _readable(url: str) -> bool:
+    try:
+        page_key(url)
+    except ValueError:
+        return False
+    return True
 
 
 def _without_tail(url: str) -> str:
