@@ -74,7 +74,8 @@ class FetchSettings(ConfigSection):
     )
     user_agent: str = Field(
         default="Mozilla/5.0 (compatible; searcher/0.1; +https://github.com/searcher)",
-        description="User-Agent for page fetches",
+        description="User-Agent for page reads, the browser's included (its requests and "
+        "`navigator.userAgent`)",
     )
     # Ten: a request for ten pages fetches them all at once. At eight, the ninth and tenth
     # downloads started only when two others were in, so a slow page last in rank order

@@ -208,7 +208,7 @@ def _page_reader(
         max_bytes=cache_cfg.max_bytes or None,
     )  # fmt: skip
     # The browser starts with the first page to render, not here: most runs need none.
-    browser = BrowserTier(settings.browser, settings.fetch.allowed_hosts)
+    browser = BrowserTier(settings.browser, settings.fetch.allowed_hosts, settings.fetch.user_agent)
     opened.push_async_callback(browser.aclose)
     reader = PageReader(fetcher, extractor, cache, settings.fetch.max_concurrency, browser)
     return reader, cache

@@ -421,18 +421,31 @@ async def test_one_client_cannot_hold_every_page() -> None:
 # --- through the API: the item's fetch block, health, bad input -------------------------
 
 
-def test_the_api_says_rendered_and_health_says_browser(make_settings, serve_searcher) -> None:
+def test_the_api_says_rendered_and_health_says_browser_and_reads_as_the_user_agent(
+    make_settings, serve_searcher
+) -> None:
     # The first page also starts the browser: time enough for that on a loaded machine.
     slow_machine = {"fetch_timeout_ms": 25_000, "max_total_time_ms": 30_000}
-    base = serve_searcher(make_settings(browser={"page_timeout_s": 25}, budget=slow_machine))
-    testbed_url = make_settings().fetch.allowed_hosts[0]
+    agent = "ExampleBot/2.0 (+mailto:ops@example.org)"
+    settings = make_settings(
+        browser={"page_timeout_s": 25}, budget=slow_machine, fetch={"user_agent": agent}
+    )
+    base = serve_searcher(settings)
+    testbed_url = settings.fetch.allowed_hosts[0]
     data = httpx.post(
         f"{base}/v1/fetch", json={"url": f"http://{testbed_url}/js/written"}, timeout=60
     ).json()
     assert data["status"] == "fetched" and data["fetch"]["rendered"] is True
     assert data["fetch"]["render_ms"] >= 0
+    # The browser reads as the deployment's fetch.user_agent, not as HeadlessChrome.
+    url = f"http://{testbed_url}/js/user-agent"
+    told = httpx.post(f"{base}/v1/fetch", json={"url": url, "render": "always"}, timeout=60)
+    assert told.json()["fetch"]["rendered"] is True
+    content = told.json()["content"]
+    assert f"Asked with user agent: {agent}" in content
+    assert f"Script sees user agent: {agent}" in content
     health = httpx.get(f"{base}/v1/health", timeout=30).json()["browser"]
-    assert health["available"] is True and health["renders"] == 1
+    assert health["available"] is True and health["renders"] == 2
     bad = httpx.post(f"{base}/v1/fetch", json={"url": "http://x.example/", "render": "maybe"})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "render"
     body = {"query": "x", "constraints": {"render": "sometimes"}}

@@ -46,11 +46,13 @@ def find_browser(executable: str | None) -> str | None:
     return None
 
 
-def browser_flags(proxy_port: int, user_data_dir: str, load_media: bool) -> list[str]:
+def browser_flags(
+    proxy_port: int, user_data_dir: str, load_media: bool, user_agent: str | None = None
+) -> list[str]:
     """Chromium's command line: headless, no sandbox (it runs as the service's user, often
     root in a container), nothing it would fetch on its own (updates, sync, safe-browsing
     lists), no QUIC or non-proxied WebRTC (UDP would leave past the proxy), every request
-    through the guarded proxy, loopback included."""
+    through the guarded proxy, loopback included; ``user_agent`` (None: Chromium's own)."""
     flags = [
         "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -68,6 +70,8 @@ def browser_flags(proxy_port: int, user_data_dir: str, load_media: bool) -> list
     ]  # fmt: skip
     if not load_media:
         flags.append("--blink-settings=imagesEnabled=false")
+    if user_agent:
+        flags.append(f"--user-agent={user_agent}")
     return [*flags, "about:blank"]
 
 
@@ -109,7 +113,9 @@ class BrowserProcess:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-async def start_browser(executable: str, proxy_port: int, load_media: bool) -> BrowserProcess:
+async def start_browser(
+    executable: str, proxy_port: int, load_media: bool, user_agent: str | None = None
+) -> BrowserProcess:
     """A fresh browser with a fresh profile, answering over its pipe; ``RenderError`` when
     it does not start."""
     profile = tempfile.mkdtemp(prefix="searcher-chromium-")
@@ -122,7 +128,7 @@ async def start_browser(executable: str, proxy_port: int, load_media: bool) -> B
     try:
         process = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", _PIPE_SHIM, "sh", executable,
-            *browser_flags(proxy_port, profile, load_media),
+            *browser_flags(proxy_port, profile, load_media, user_agent),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
             limit=_MAX_MESSAGE_BYTES, env=environment,

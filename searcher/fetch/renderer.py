@@ -107,8 +107,13 @@ def browser_missing(settings: BrowserSettings) -> str:
 class BrowserTier:
     """Renders pages in one shared headless Chromium; ``available`` says whether it can."""
 
-    def __init__(self, settings: BrowserSettings, allowed_hosts: list[str]) -> None:
+    def __init__(
+        self, settings: BrowserSettings, allowed_hosts: list[str], user_agent: str | None = None
+    ) -> None:
         self.settings = settings
+        # The deployment's own name for its page reads (fetch.user_agent): a site that
+        # tells searcher's reads apart, or lets them in, sees the same one from the browser.
+        self.user_agent = user_agent
         self.executable = find_browser(settings.executable) if settings.enabled else None
         self.problem: str | None = None
         if not settings.enabled:
@@ -207,7 +212,7 @@ class BrowserTier:
                     await self.proxy.start()
                     self._proxy_started = True
                 self._browser = await start_browser(
-                    executable, self.proxy.port, self.settings.load_media
+                    executable, self.proxy.port, self.settings.load_media, self.user_agent
                 )
             return self._browser
 

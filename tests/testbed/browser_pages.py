@@ -11,6 +11,7 @@
                                (about 9,000 elements a megabyte)
 - ``/js/redirect-browser?to=URL``  a shell to a static read; the browser is redirected to
                                ``URL`` (its User-Agent says HeadlessChrome)
+- ``/js/user-agent``           writes the User-Agent it was asked with and the script's
 - ``/js/hang``                 never answers
 - ``/js/dialog?kind=alert``    writes its article, then opens an ``alert`` (``confirm``,
                                ``prompt``) that nobody answers
@@ -180,6 +181,18 @@ async def redirect_browser(req: Request) -> None:
         await req.redirect(req.query.get("to", "http://127.0.0.1:9/"))
         return
     await req.respond(200, _shell("Redirecting", "document.title = 'x';"), HTML)
+
+
+@router.route("/js/user-agent")
+async def user_agent(req: Request) -> None:
+    """Writes the User-Agent the page was asked with and the one its script sees."""
+    asked = json.dumps(req.header("user-agent") or "")
+    script = _write_paragraphs([], "Who is reading") + (
+        "const said = (who, ua) => { const p = document.createElement('p');"
+        "  p.textContent = who + ' user agent: ' + ua; root.appendChild(p); };"
+        f"said('Asked with', {asked}); said('Script sees', navigator.userAgent);"
+    )
+    await req.respond(200, _shell("User agent", script), HTML)
 
 
 @router.route("/js/hang")
