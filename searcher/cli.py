@@ -896,7 +896,8 @@ def _collection_json(c: Any) -> dict[str, Any]:
 @config_option
 def index_remove(path: str | None, collection: str | None, config_path: tuple[str, ...]) -> None:
     """Drop a file or folder from the index (from --collection, else from every
-    collection), or with --collection alone the whole collection."""
+    collection), or with --collection alone the whole collection and the server's copies
+    of files uploaded or crawled into it."""
     from searcher.corpus import operations
 
     if path is None and collection is None:

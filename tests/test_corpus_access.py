@@ -246,6 +246,11 @@ def test_uploads_are_indexed_listed_and_deleted(two_collections, tmp_path):
     assert again_gone.status_code == 404
     hidden = httpx.delete(f"{base}/v1/collections/notes/documents/.env", headers=bearer(writer))
     assert hidden.status_code == 422 and hidden.json()["error"]["field"] == "document"
+    # Dropping the collection drops the server's copies of what was uploaded into it.
+    config = str(tmp_path / "searcher.yaml")
+    dropped = cli("index", "remove", "--collection", "notes", "--config", config)
+    assert dropped.exit_code == 0, dropped.output
+    assert not kept.exists() and (tmp_path / "notes" / "garden.md").is_file()
 
 
 def test_an_upload_answers_each_file_in_the_order_sent(two_collections):

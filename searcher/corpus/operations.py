@@ -4,6 +4,7 @@ only parses arguments and prints what these return."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,7 +149,12 @@ def remove(settings: Settings, path: str | None, collection: str | None) -> int:
             )
         if path is None:
             assert collection is not None  # the CLI asks for one of the two
-            return corpus.remove_collection(collection)
+            removed = corpus.remove_collection(collection)
+            # The server's copies of files uploaded (or crawled) into it were kept only
+            # for it: left behind, a dropped collection's documents stayed on disk.
+            folder = collection_folder(settings.corpus.directory(settings.state), collection)
+            shutil.rmtree(folder, ignore_errors=True)
+            return removed
         # A link found in a folder is kept under its own path: named, it means itself, not
         # the file it leads to (which went instead). A path kept under neither (a link
         # named to ``index add`` is kept under its target) is looked for resolved.
