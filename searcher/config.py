@@ -168,8 +168,11 @@ class BrowserSettings(ConfigSection):
         gt=0,
         le=120,
         description=(
-            "Wall time one rendering may take (always within the request's deadline); a "
-            "page still loading then is read as it stands, marked truncated"
+            "Wall time one rendering may take; always within what the page's read has left "
+            "of its own time (`budget.fetch_timeout_ms`, 8 s by default, or the request's "
+            "`per_request_timeout_ms.fetch`) and of the request's deadline: raise those too "
+            "for slower pages. A page still loading then is read as it stands, marked "
+            "truncated"
         ),
     )
     max_memory_mb: int = Field(
