@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 from searcher.backends.registry import BUILTIN_SPECS
@@ -52,6 +53,17 @@ def test_the_readme_links_the_reference_and_fits_a_few_screens():
     assert len(readme.splitlines()) <= 250
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).is_file(), link
+
+
+@pytest.mark.parametrize(
+    "name", ["README.md", *sorted(p.name for p in (ROOT / "docs").glob("*.md"))]
+)
+def test_every_code_block_of_the_docs_is_closed(name):
+    """An unclosed fence turns the rest of the page into one code block when rendered."""
+    path = ROOT / name if name == "README.md" else ROOT / "docs" / name
+    fences = [line for line in path.read_text(encoding="utf-8").splitlines()
+              if line.lstrip().startswith("```")]  # fmt: skip
+    assert len(fences) % 2 == 0, f"{name}: {len(fences)} fence lines, one block left open"
 
 
 def test_check_fails_on_a_stale_copy_and_passes_on_a_fresh_one(tmp_path):
