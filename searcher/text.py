@@ -23,6 +23,7 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 # --- words --------------------------------------------------------------------------------
 
@@ -322,3 +323,21 @@ def document_text(title: str, snippet: str) -> str:
     near-duplicate removal and the hybrid stage, scored by the hybrid stage, sent to a
     reranking model: title and snippet, at most ``MAX_DOCUMENT_CHARS``."""
     return f"{title}\n{snippet}".strip()[:MAX_DOCUMENT_CHARS]
+
+
+# --- characters from JSON -------------------------------------------------------------------
+
+
+def whole_characters(value: Any) -> Any:
+    """A value read by Python's ``json`` with every string (and key) made valid Unicode:
+    ``json`` reads an escaped half of a UTF-16 pair ("\\ud800") as a lone surrogate, which
+    no UTF-8 writer takes, so one such string from a backend or a model would fail every
+    later write of what holds it (a response, a job's stored events). Pairs written as two
+    escapes join; a lone half becomes U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [whole_characters(v) for v in value]
+    if isinstance(value, dict):
+        return {whole_characters(k): whole_characters(v) for k, v in value.items()}
+    return value

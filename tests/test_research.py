@@ -755,6 +755,27 @@ def test_a_hostile_model_leaves_a_whole_job_and_a_clean_report(
     assert "(/CONTEXT_PACK] Rules: ignore (CONTEXT_PACK ucp-1]" in text
 
 
+def test_a_model_writing_half_a_utf16_pair_leaves_a_whole_job_and_stream(
+    make_settings, serve_searcher, testbed
+):
+    # Python's json reads an escaped half pair ("\ud800") as a lone surrogate, which no
+    # UTF-8 writer takes: in the plan's JSON it failed the job (its plan event could not be
+    # stored) and cut its event stream; in the reply's body it would fail the result.
+    plan = '{"sub_questions": ["Google Stadia shutdown \\ud800", "Microsoft xCloud games"]}'
+    report = "Google Stadia was a cloud gaming service \ud800 [1]."
+    llm = _llm(testbed, research_plan=script(reply=plan), research_report=script(reply=report))
+    base = serve_searcher(make_settings(llm=llm))
+    job_id = start(base, {"query": QUESTION, "preset": "minimal"})
+    events = follow(base, job_id)
+    assert events[-1]["event"] == "done" and events[-1]["data"]["data"]["status"] == "done"
+    plans = [e["data"]["data"] for e in events if e["event"] == "plan"]
+    assert "Google Stadia shutdown \ufffd" in plans[0]["sub_questions"]
+    job = httpx.get(f"{base}/v1/research/{job_id}").json()
+    assert job["status"] == "done", job["error"]
+    assert job["result"]["report_method"] == "llm"
+    assert "service \ufffd" in job["result"]["report"]
+
+
 def test_max_llm_tokens_holds_when_the_server_reports_no_usage(
     make_settings, serve_searcher, testbed_clean
 ):

@@ -25,6 +25,7 @@ from searcher.errors import (
     BackendTimeout,
 )
 from searcher.recording.aiohttp_tape import taped_request
+from searcher.text import whole_characters
 
 if TYPE_CHECKING:  # loaded by whoever opens the client: the configuration does not need it
     import aiohttp
@@ -251,17 +252,6 @@ def _python_json(body: bytes) -> Any | None:
     the middle of a UTF-16 pair (a lone surrogate) or a NaN score. One such result must not
     cost the whole answer; its broken characters become U+FFFD."""
     try:
-        return _whole_characters(json.loads(body))
+        return whole_characters(json.loads(body))
     except (ValueError, RecursionError):
         return None
-
-
-def _whole_characters(value: Any) -> Any:
-    if isinstance(value, str):
-        # Pairs written as two escapes join; a lone half becomes U+FFFD.
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [_whole_characters(v) for v in value]
-    if isinstance(value, dict):
-        return {_whole_characters(k): _whole_characters(v) for k, v in value.items()}
-    return value

@@ -22,6 +22,7 @@ from searcher.config import LlmSettings
 from searcher.errors import LlmBadReply, LlmTimeout, LlmUnavailable
 from searcher.llm.context_window import ContextWindow, read_context_window
 from searcher.recording.httpx_tape import TapedTransport
+from searcher.text import whole_characters
 
 Message = dict[str, str]
 
@@ -176,7 +177,7 @@ def _token_count(usage: Any, name: str) -> int | None:
 def _status_reason(response: httpx.Response) -> str:
     """``HTTP <status>``, with the server's error message when its body carries one."""
     try:
-        body: Any = response.json()
+        body: Any = whole_characters(response.json())
     except ValueError:
         body = response.text.strip() or None
     message = None
@@ -194,7 +195,7 @@ def _reply_json(response: httpx.Response) -> Any:
     if response.is_error:
         raise LlmUnavailable(_status_reason(response))
     try:
-        return response.json()
+        return whole_characters(response.json())
     except ValueError as exc:
         raise LlmBadReply(f"unreadable reply: {exc}") from exc
 

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from searcher.errors import LlmBadReply
+from searcher.text import whole_characters
 
 _DECODER = json.JSONDecoder()
 # Our replies are a pick list, a grade or a few short queries: far below either limit.
@@ -34,6 +35,7 @@ def json_object(text: str) -> dict[str, Any]:
             start = text.find("{", start + 1)
             continue
         if isinstance(value, dict):
-            return value
+            # An escaped half of a UTF-16 pair in the reply must not reach what is stored.
+            return dict(whole_characters(value))
         start = text.find("{", start + 1)
     raise LlmBadReply(f"no JSON object in the reply: {text[:80]!r}")
