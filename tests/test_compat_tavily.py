@@ -584,6 +584,12 @@ def test_research_through_the_real_client(make_settings, serve_searcher, aeb_tit
     assert result["sources"] and all(
         s["url"].startswith(base.rsplit(":", 1)[0]) for s in result["sources"]
     )
+    # The sources are the pages, each once in the order first cited, not the passages
+    # (one page gave most of them, and was listed as often).
+    evidence = httpx.get(f"{base}/v1/research/{request_id}").json()["result"]["evidence"]
+    pages = list(dict.fromkeys(p["url"] for p in evidence))
+    assert len(pages) < len(evidence)
+    assert [s["url"] for s in result["sources"]] == pages
     missing = httpx.get(f"{base}/tavily/research/nope")
     assert missing.status_code == 404 and "error" in missing.json()["detail"]
     schema = httpx.post(

@@ -49,6 +49,7 @@ from searcher.contract import (
     CrawlRequest,
     Domain,
     ErrorResponse,
+    EvidencePassage,
     Item,
     MapPattern,
     MapRequest,
@@ -648,6 +649,15 @@ def research_created(job: ResearchJob, model: str) -> dict[str, Any]:
     }
 
 
+def _sources(evidence: Sequence[EvidencePassage]) -> list[dict[str, Any]]:
+    """Each page the evidence quotes, once, in the order first numbered: Tavily lists the
+    sources of a report, and one page often gives it several passages."""
+    pages: dict[str, dict[str, Any]] = {}
+    for passage in evidence:
+        pages.setdefault(passage.url, {"title": passage.title, "url": passage.url, "favicon": None})
+    return list(pages.values())
+
+
 def research_status(job: ResearchJob) -> tuple[int, dict[str, Any]]:
     """Tavily's answer to a status request: 202 while running, 200 when over."""
     base = {"request_id": job.id, "created_at": job.created_utc}
@@ -656,12 +666,11 @@ def research_status(job: ResearchJob) -> tuple[int, dict[str, Any]]:
     result = job.result
     if job.status != "done" or result is None:
         return 200, {**base, "status": "failed", "error": job.error or job.status}
-    sources = [{"title": p.title, "url": p.url, "favicon": None} for p in result.evidence or []]
     done: dict[str, Any] = {
         **base,
         "status": "completed",
         "content": result.report or "",
-        "sources": sources,
+        "sources": _sources(result.evidence or []),
         "response_time": round(result.usage.elapsed_ms / 1000, 2),
     }
     if result.structured is not None:  # as Tavily: the object itself is the content
