@@ -1,5 +1,18 @@
-"""``python -m searcher``: the same command line as ``searcher``."""
+"""``python -m searcher`` and the ``searcher`` command: the same command line."""
 
-from searcher.cli import main
+import sys
 
-main(prog_name="searcher")
+
+def run() -> None:
+    """The ``searcher`` command. Its modules take about a second to load: Ctrl-C then ends
+    it as Ctrl-C in a command does (one line, exit 130), not with a traceback."""
+    try:
+        from searcher.cli import main
+    except KeyboardInterrupt:
+        sys.stderr.write("searcher: interrupted\n")
+        sys.exit(130)
+    main(prog_name="searcher")
+
+
+if __name__ == "__main__":
+    run()
