@@ -608,3 +608,19 @@ def test_too_many_research_jobs_is_429_with_retry_after(make_settings, serve_sea
     assert int(second.headers["retry-after"]) >= 1
     assert "research jobs are running" in second.json()["detail"]["error"]
     httpx.delete(f"{base}/v1/research/{first.json()['request_id']}", timeout=30)
+
+
+def test_map_and_crawl_counts_are_whole_json_numbers_as_the_schema_says(
+    make_settings, serve_searcher, testbed
+):
+    # The schema says "integer", which JSON Schema meets with 2.0 as with 2 (and so do the
+    # other bodies); map and crawl refused it with a 400.
+    base = serve_searcher(make_settings())
+    root = f"http://127.0.0.1:{testbed.port}/site/"
+    whole = {"url": root, "max_depth": 0.0, "max_breadth": 5.0, "limit": 2.0}
+    for path in ("/tavily/map", "/tavily/crawl"):
+        answer = httpx.post(f"{base}{path}", json=whole, timeout=60)
+        assert answer.status_code == 200, answer.text
+        for field, value in (("max_depth", "1"), ("limit", True), ("max_breadth", 2.5)):
+            refused = httpx.post(f"{base}{path}", json={"url": root, field: value}, timeout=30)
+            assert refused.status_code == 400 and refused.json()["detail"]["field"] == field

@@ -26,7 +26,6 @@ from pydantic import (
     Field,
     StrictBool,
     StrictFloat,
-    StrictInt,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -517,9 +516,9 @@ class TavilyMapBody(_Body):
     """Tavily's map request; ``instructions`` and ``categories`` are accepted and unused."""
 
     url: str = Field(min_length=1, max_length=2048, json_schema_extra={"pattern": HTTP_URL})
-    max_depth: StrictInt = Field(default=1, ge=0, le=5)
-    max_breadth: StrictInt = Field(default=20, ge=1, le=500)
-    limit: StrictInt = Field(default=50, ge=1, le=5000)
+    max_depth: Annotated[int, Field(ge=0, le=5), WHOLE] = 1
+    max_breadth: Annotated[int, Field(ge=1, le=500), WHOLE] = 20
+    limit: Annotated[int, Field(ge=1, le=5000), WHOLE] = 50
     instructions: str | None = None
     select_paths: list[MapPattern] | None = Field(default=None, max_length=20)
     select_domains: list[MapPattern] | None = Field(default=None, max_length=20)
