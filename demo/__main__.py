@@ -4,6 +4,7 @@ on 127.0.0.1:8080 against it, until Ctrl-C."""
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -52,16 +53,43 @@ def _slugs() -> list[str]:
     return [line for line in text.splitlines() if line.startswith("=== ")]
 
 
+def _taken(port: int) -> str | None:
+    """Why searcher could not listen on 127.0.0.1:``port``, or None when it can."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def _other(port: int) -> int:
+    return port + 1 if port < 65535 else 8081
+
+
+def _refused(port: int, reason: str, option: str) -> int:
+    print(f"demo: cannot listen on 127.0.0.1:{port}: {reason.lower()}; another port: "
+          f".venv/bin/python -m demo {option}", file=sys.stderr)  # fmt: skip
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
     parser.add_argument("--port", type=int, default=8080, help="searcher's port")
     parser.add_argument("--web-port", type=int, default=WEB_PORT, help="the demo web's port")
     args = parser.parse_args(argv)
+    # Before the banner: a port taken (llama.cpp's server defaults to 8080 too) is told
+    # with the option of this command that moves it, not serve's --host/--port.
+    taken = _taken(args.port)
+    if taken:
+        return _refused(args.port, taken, f"--port {_other(args.port)}")
     try:
         web = DemoServer(args.web_port)
     except OSError as exc:
-        print(f"demo: cannot listen on 127.0.0.1:{args.web_port}: {exc.strerror}", file=sys.stderr)
-        return 2
+        return _refused(
+            args.web_port, exc.strerror or str(exc), f"--web-port {_other(args.web_port)}"
+        )
     config = config_for(web.port)
     from searcher.cli import main as searcher
 

@@ -165,3 +165,22 @@ def test_the_mcp_call_names_an_endpoint_it_cannot_reach(tmp_path):
     assert result.returncode == 1
     assert result.stderr.startswith(f"mcp_call: cannot call {url}: ")
     assert "Traceback" not in result.stderr and "TaskGroup" not in result.stderr
+
+
+@pytest.mark.parametrize("taken", ["--port", "--web-port"])
+def test_a_port_in_use_is_named_with_the_demo_s_own_option(tmp_path, taken):
+    # Something already listens where the demo wants one of its servers (llama.cpp's
+    # server defaults to 8080 too): one line naming this command's option, no banner.
+    ports = {"--port": free_port(), "--web-port": free_port()}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", ports[taken]))
+        squatter.listen()
+        result = subprocess.run(
+            [sys.executable, "-m", "demo", *(str(a) for kv in ports.items() for a in kv)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"demo: cannot listen on 127.0.0.1:{ports[taken]}: address already")
+    assert line.endswith(f"another port: .venv/bin/python -m demo {taken} {ports[taken] + 1}")
