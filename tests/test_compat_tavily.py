@@ -624,3 +624,18 @@ def test_map_and_crawl_counts_are_whole_json_numbers_as_the_schema_says(
         for field, value in (("max_depth", "1"), ("limit", True), ("max_breadth", 2.5)):
             refused = httpx.post(f"{base}{path}", json={"url": root, field: value}, timeout=30)
             assert refused.status_code == 400 and refused.json()["detail"]["field"] == field
+
+
+def test_map_and_crawl_take_a_site_without_its_scheme_as_tavily_does(
+    make_settings, serve_searcher, testbed
+):
+    # Tavily's own examples name the site bare ("docs.tavily.com"); it was a 400 here. The
+    # testbed speaks plain http, so the https read fails: the point is that it is tried.
+    base = serve_searcher(make_settings())
+    tavily = TavilyClient(api_key="tvly-x", api_base_url=f"{base}/tavily")
+    site = f"127.0.0.1:{testbed.port}/site/"
+    assert tavily.map(site)["base_url"] == f"https://{site}"
+    assert tavily.crawl(site, limit=2)["base_url"] == f"https://{site}"
+    for path in ("/tavily/map", "/tavily/crawl"):
+        refused = httpx.post(f"{base}{path}", json={"url": "ftp://example.org/"}, timeout=30)
+        assert refused.status_code == 400 and refused.json()["detail"]["field"] == "url"

@@ -10,6 +10,7 @@ plain; the routes only wire them to the service.
 from __future__ import annotations
 
 import hmac
+import re
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
@@ -512,10 +513,31 @@ async def tavily_extract(body: TavilyExtractBody, request: Request) -> Response:
 # --- map (POST /tavily/map) ---------------------------------------------------------------
 
 
+# Tavily's map and crawl take a site without its scheme ("docs.tavily.com", as its own
+# examples write it) and read it over https.
+_SCHEME = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
+_HTTPS = "https://"
+MAX_SITE_URL_CHARS = 2048  # the root's limit (SiteFilters.url), https:// included
+BARE_SITE = HTTP_URL.replace("^[Hh][Tt][Tt][Pp][Ss]?://", "^", 1)
+
+
+def _site_url_schema(schema: dict[str, Any]) -> None:
+    schema.pop("maxLength", None)
+    schema["anyOf"] = [
+        {"type": "string", "maxLength": MAX_SITE_URL_CHARS, "pattern": HTTP_URL},
+        {"type": "string", "maxLength": MAX_SITE_URL_CHARS - len(_HTTPS), "pattern": BARE_SITE},
+    ]
+
+
 class TavilyMapBody(_Body):
     """Tavily's map request; ``instructions`` and ``categories`` are accepted and unused."""
 
-    url: str = Field(min_length=1, max_length=2048, json_schema_extra={"pattern": HTTP_URL})
+    url: str = Field(
+        min_length=1,
+        max_length=MAX_SITE_URL_CHARS,
+        description="The root URL; without a scheme (docs.example.org), https.",
+        json_schema_extra=_site_url_schema,
+    )
     max_depth: Annotated[int, Field(ge=0, le=5), WHOLE] = 1
     max_breadth: Annotated[int, Field(ge=1, le=500), WHOLE] = 20
     limit: Annotated[int, Field(ge=1, le=5000), WHOLE] = 50
@@ -528,6 +550,13 @@ class TavilyMapBody(_Body):
     categories: list[str] | None = None
     # Tavily's range (tavily-python sends 150 unless told otherwise); held to our map's.
     timeout: float | None = Field(default=None, gt=0, le=150)
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _https_by_default(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip() and not _SCHEME.match(value):
+            return _HTTPS + value.strip()
+        return value
 
 
 @router.post("/map", summary="Tavily-compatible site map", responses=_TAVILY_ERRORS)
