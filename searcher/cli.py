@@ -105,6 +105,23 @@ _SEARCH_FLAGS = {
     "budget.max_results": "--max-results",
     "budget.max_context_chars": "--max-chars",
 }
+_CRAWL_FLAGS = {
+    "url": "URL",
+    "limit": "--limit",
+    "max_depth": "--max-depth",
+    "max_breadth": "--max-breadth",
+    "query": "--query",
+    "select_paths": "--select-path",
+    "exclude_paths": "--exclude-path",
+    "politeness_delay_s": "--delay",
+}
+
+
+def _fail_invalid(problem: InvalidRequest, flags: dict[str, str]) -> NoReturn:
+    """Exit 2 naming the option the user typed for a bad request field (the second
+    ``--select-path`` for ``select_paths.1``), else the field."""
+    flag = flags.get(problem.field) or flags.get(problem.field.rsplit(".", 1)[0])
+    _fail(f"invalid {flag}: {problem.message}" if flag else f"invalid {problem}", 2)
 
 
 @main.command()
@@ -414,9 +431,7 @@ def search(
     try:
         request = SearchRequest.model_validate(body)
     except ValidationError as exc:
-        problem = InvalidRequest.from_validation(exc.errors())
-        flag = _SEARCH_FLAGS.get(problem.field)
-        _fail(f"invalid {flag}: {problem.message}" if flag else f"invalid {problem}", 2)
+        _fail_invalid(InvalidRequest.from_validation(exc.errors()), _SEARCH_FLAGS)
     if remote:
         run = functools.partial(_search_remote, remote, api_key, request)
     else:
@@ -691,7 +706,7 @@ def crawl(
     try:
         request = CrawlRequest.model_validate({k: v for k, v in body.items() if v is not None})
     except ValidationError as exc:
-        _fail(f"invalid {InvalidRequest.from_validation(exc.errors())}", 2)
+        _fail_invalid(InvalidRequest.from_validation(exc.errors()), _CRAWL_FLAGS)
     settings = _settings(config_path)
     found = _crawl_here(settings, request, collection)
     if collection is not None:
@@ -727,8 +742,10 @@ def _crawl_here(settings: Settings, request: Any, collection: str | None) -> Any
         ):
             _fail(f"no collection {collection!r}: index one first (searcher index add) or "
                   "name it in backends.instances", 2)  # fmt: skip
-    except (InvalidRequest, ValueError) as exc:
-        _fail(f"invalid {exc}" if isinstance(exc, InvalidRequest) else str(exc), 2)
+    except InvalidRequest as exc:
+        _fail_invalid(exc, _CRAWL_FLAGS)
+    except ValueError as exc:
+        _fail(str(exc), 2)
     tty = sys.stderr.isatty()
 
     def progress(item: Any) -> None:

@@ -63,6 +63,24 @@ def test_bad_input_and_bad_config_exit_2(config_file, tmp_path):
     assert result.exit_code == 2 and "backends.searxng.timeout_s" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--limit", "0"], "--limit"),
+        (["--max-depth", "-1"], "--max-depth"),
+        (["--max-breadth", "0"], "--max-breadth"),
+        (["--delay", "-1"], "--delay"),
+        (["--select-path", "docs/", "--select-path", "(unclosed"], "--select-path"),
+        (["--exclude-path", "(unclosed"], "--exclude-path"),
+    ],
+)
+def test_crawl_names_the_option_typed_for_a_bad_value(config_file, args, flag):
+    result = run("crawl", "http://127.0.0.1:9/", *args, "--config", config_file())
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"searcher: invalid {flag}: "), line
+
+
 CONFIG_COMMANDS = [["config"], ["search", "q"], ["serve", "--port", "0"], ["mcp"],
                    ["research", "q"], ["cache", "stats"]]  # fmt: skip
 UNCLOSED_ROUTE = "routing:\n  groups:\n    g:\n      patterns: ['(unclosed']\n"
