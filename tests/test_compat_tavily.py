@@ -639,3 +639,20 @@ def test_map_and_crawl_take_a_site_without_its_scheme_as_tavily_does(
     for path in ("/tavily/map", "/tavily/crawl"):
         refused = httpx.post(f"{base}{path}", json={"url": "ftp://example.org/"}, timeout=30)
         assert refused.status_code == 400 and refused.json()["detail"]["field"] == "url"
+
+
+def test_crawl_gives_the_chunks_and_the_format_asked_for(make_settings, serve_searcher, testbed):
+    # chunks_per_source (with instructions) and format: "text" were accepted and ignored:
+    # every page came whole, in markdown, however small a share of it the client wanted.
+    base = serve_searcher(make_settings(crawl={"politeness_delay_s": 0}))
+    tavily = TavilyClient(api_key="tvly-x", api_base_url=f"{base}/tavily")
+    root = f"http://127.0.0.1:{testbed.port}/crawl/"
+    whole = tavily.crawl(root, limit=3, instructions="pricing")["results"]
+    cut = tavily.crawl(root, limit=3, instructions="pricing", chunks_per_source=1, format="text")
+    pages = {r["url"]: r["raw_content"] for r in whole}
+    assert all(page.startswith("# ") for page in pages.values())  # markdown by default
+    assert [r["url"] for r in cut["results"]] == list(pages)
+    for result in cut["results"]:
+        text = result["raw_content"]
+        assert 0 < len(text) <= 500 < len(pages[result["url"]])
+        assert not text.startswith("#") and text.split("\n\n")[1] in pages[result["url"]]

@@ -585,15 +585,32 @@ async def tavily_map(body: TavilyMapBody, request: Request) -> Response:
 
 
 class TavilyCrawlBody(TavilyMapBody):
-    """Tavily's crawl request; ``instructions`` ranks the links followed first (BM25);
-    ``include_images``, ``extract_depth``, ``format`` and ``include_favicon`` are accepted
-    (the content is markdown, without images or favicons)."""
+    """Tavily's crawl request; ``instructions`` ranks the links followed first (BM25) and,
+    with ``chunks_per_source``, cuts each page to its passages best for them; ``format``
+    text gives plain text; ``include_images``, ``extract_depth`` and ``include_favicon``
+    are accepted (no images or favicons)."""
 
     timeout: float | None = Field(default=None, gt=0, le=150)
     include_images: StrictBool = False
     include_favicon: StrictBool = False
     extract_depth: Literal["basic", "advanced"] | None = None
     format: Literal["markdown", "text"] | None = None
+    chunks_per_source: Annotated[int, Field(ge=1, le=5), WHOLE] | None = Field(
+        default=None,
+        description="With `instructions`: each page's content is its that many passages "
+        "(<= 500 characters) best for them, joined by ` [...] `.",
+    )
+
+
+def crawled_content(content: str, body: TavilyCrawlBody) -> str:
+    """A crawled page's text as Tavily gives it: plain with ``format: text``; with
+    ``instructions`` and ``chunks_per_source``, only the passages best for them (Tavily
+    offers the chunks so that a crawl does not flood an agent's context)."""
+    text = plain_text(content) if body.format == "text" else content
+    if body.instructions and body.chunks_per_source:
+        chunks = top_chunks(body.instructions, text, body.chunks_per_source, CHUNK_CHARS)
+        text = CHUNK_JOINER.join(chunks)
+    return text
 
 
 @router.post(
@@ -627,7 +644,8 @@ async def tavily_crawl(body: TavilyCrawlBody, request: Request) -> Response:
     if job.task is not None:
         await job.task  # a client gone cancels the request, and so the job
     results: list[dict[str, Any]] = [
-        {"url": p.url, "raw_content": p.content, "images": []} for p in job.pages
+        {"url": p.url, "raw_content": crawled_content(p.content, body), "images": []}
+        for p in job.pages
     ]
     if body.include_favicon:
         results = [r | {"favicon": None} for r in results]
