@@ -557,11 +557,15 @@ def freeze_command(
 
     from searcher.pipeline.replay import capture, pooled
     from searcher.recording.book import recorded_request
-    from searcher.recording.frozen import freeze
+    from searcher.recording.frozen import FrozenSetError, check_destination, freeze
     from searcher.runtime import open_service
 
     settings = _recordings_settings(config_path)
     request_ids = tuple(dict.fromkeys(request_ids))  # an id named twice is one query
+    try:
+        check_destination(Path(out_path))  # before the searches are replayed
+    except FrozenSetError as exc:
+        _fail(f"--out {exc}", 2)
 
     async def run() -> tuple[list[Any], dict[str, Any]]:
         async with open_service(settings, extract_in_process=True, sweep=False) as runtime:
@@ -579,6 +583,8 @@ def freeze_command(
         frozen = freeze(recordings, hits, Path(out_path))
     except OSError as exc:
         _fail(f"cannot write {out_path}: {exc.strerror or exc}", 2)
+    except FrozenSetError as exc:  # files appeared there meanwhile
+        _fail(f"--out {exc}", 2)
     pages = sum(e.kind == "page" for r in recordings for e in r.exchanges)
     click.echo(
         f"wrote {out_path}: {len(frozen.queries)} queries, "

@@ -150,6 +150,28 @@ def test_unknown_recordings_and_refused_recording_are_clear_errors(
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "constraints.record"
 
 
+def test_freeze_writes_over_no_folder_but_an_earlier_set(private_testbed, tmp_path):
+    path = _write(tmp_path, "searcher.yaml", _config(private_testbed, tmp_path))
+    searched = _cli("search", "cloud gaming", "--record", "--config", path)
+    request_id = searched.stderr.split("recorded as ")[1].split()[0]
+    # The user's own folder, holding a file by a name a set uses: left as it was.
+    mine = tmp_path / "work"
+    mine.mkdir()
+    (mine / "queries.tsv").write_text("q1\tmy own queries\n")
+    refused = CliRunner().invoke(main, ["freeze", request_id, "--out", str(mine), "--config", path])
+    assert refused.exit_code == 2, refused.output
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(f"searcher: --out {mine} holds files and is not a frozen set")
+    assert sorted(p.name for p in mine.iterdir()) == ["queries.tsv"]
+    assert (mine / "queries.tsv").read_text() == "q1\tmy own queries\n"
+    # A new folder, an empty one, and an earlier set (frozen again) are written.
+    for out in (tmp_path / "new", tmp_path / "new", tmp_path / "work" / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        frozen = _cli("freeze", request_id, "--out", str(out), "--config", path)
+        assert frozen.exit_code == 0, frozen.output
+
+
 def test_a_recording_larger_than_its_bound_is_not_kept(
     private_testbed, tmp_path, serve_searcher, matching_query
 ):

@@ -55,12 +55,32 @@ def run_lines(qid: str, response: dict[str, object]) -> list[str]:
     return [f"{qid} Q0 {item['url']} {i} {n - i + 1} searcher" for i, item in enumerate(items, 1)]
 
 
+def check_destination(out: Path) -> None:
+    """``FrozenSetError`` unless ``out`` may take a set: missing, empty, or an earlier set
+    (a manifest of this format), which is replaced. A set's files have common names
+    (queries.tsv, run.trec): written into any folder they would replace the user's own."""
+    try:
+        if not out.is_dir() or not any(out.iterdir()):
+            return  # a file there, or one that cannot be listed: the write says so
+        manifest = json.loads((out / MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if isinstance(manifest, dict) and manifest.get("format") == FORMAT:
+        return
+    raise FrozenSetError(
+        f"{out} holds files and is not a frozen set: a set writes {MANIFEST}, queries.tsv, "
+        "run.trec, pooled.tsv and recordings/ there; give a new or empty folder"
+    )
+
+
 def freeze(
     recordings: Sequence[Recording], pooled_hits: Mapping[str, Sequence[Hit]], out: Path
 ) -> FrozenSet:
     """Write the set (see the module) into ``out`` (made if missing); ``pooled_hits``:
     each query's pooled backend results (``pipeline.replay.pooled`` of its replayed
-    searches). ``OSError`` when it cannot be written."""
+    searches). ``OSError`` when it cannot be written, ``FrozenSetError`` when ``out``
+    holds other files (``check_destination``)."""
+    check_destination(out)
     (out / "recordings").mkdir(parents=True, exist_ok=True)
     queries: dict[str, str] = {}
     run: list[str] = []
