@@ -1099,6 +1099,9 @@ def keys_create(
     click.echo(
         f"created key {key.id} ({key.name}); store the key now, it is not shown again", err=True
     )
+    if not settings.auth.enabled:  # else a server run with this config lets anyone in
+        click.echo("note: auth.enabled is off in this configuration: the server asks for "
+                   "no key until it is on (auth: {enabled: true})", err=True)  # fmt: skip
 
 
 @keys.command("list")

@@ -4,6 +4,7 @@ the state store (SQLite, and a real Redis shared by two app instances)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -152,6 +153,16 @@ def test_keys_are_listed_without_secrets_and_names_are_checked(keyed):
     taken_id = json.loads(listed.stdout)[0]["id"]
     as_id = cli("keys", "create", taken_id, "--config", config)
     assert as_id.exit_code == 2 and "is the id of an active key" in as_id.output
+
+
+def test_a_key_made_while_auth_is_off_says_that_no_key_is_asked_for(config_file, tmp_path):
+    off = cli("keys", "create", "early", "--config", config_file())
+    assert off.exit_code == 0 and off.stdout.startswith("sk-searcher-")
+    assert "note: auth.enabled is off in this configuration" in off.stderr
+    on = tmp_path / "on.yaml"
+    on.write_text(Path(config_file()).read_text() + "auth: {enabled: true}\n")
+    made = cli("keys", "create", "later", "--config", str(on))
+    assert made.exit_code == 0 and "auth.enabled" not in made.stderr
 
 
 def test_only_an_operator_key_may_read_or_clear_the_shared_extraction_cache(keyed):
