@@ -776,6 +776,19 @@ def test_a_model_writing_half_a_utf16_pair_leaves_a_whole_job_and_stream(
     assert "service \ufffd" in job["result"]["report"]
 
 
+def test_a_long_question_of_ors_is_searched_not_stuck_in_planning(make_settings, serve_searcher):
+    # Looking for "X or Y" in it took the cube of its length on the event loop when every
+    # "or" was followed by a comma: ~20 s for these 2,000 characters, during which the
+    # process answered nobody, and the job's whole deadline went by before its first search.
+    base = serve_searcher(make_settings())
+    question = "a or " * 399 + "b,"
+    body = {"query": question, "preset": "minimal", "budget": {"max_total_time_ms": 5000}}
+    job = _finished(base, body)
+    assert job["status"] == "done", job["error"]
+    usage = job["result"]["usage"]
+    assert usage["rounds"] == 1 and usage["tool_calls"] >= 1, usage
+
+
 def test_max_llm_tokens_holds_when_the_server_reports_no_usage(
     make_settings, serve_searcher, testbed_clean
 ):
