@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -1820,6 +1820,43 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: object, first: int, again: int) -> None:
+        super().__init__(f"{key!r} is given twice (lines {first} and {again})")
+
+
+def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
+    """A mapping whose keys are all different, built as PyYAML's safe loader builds one
+    (first empty, so that an alias may refer to it). PyYAML keeps the last of a repeated
+    key silently: a second ``backends:`` block would drop every setting of the first."""
+    _check_unique_keys(loader, node)
+    data: dict[Any, Any] = {}
+    yield data
+    data.update(loader.construct_mapping(node))
+
+
+def _check_unique_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> None:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *defaults`` may repeat
+            continue
+        key, line = loader.construct_object(key_node), key_node.start_mark.line + 1
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: construct_mapping says so
+            continue
+        if first is not None:
+            raise _DuplicateKey(key, first, line)
+        seen[key] = line
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping."""
+
+
+_ConfigLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -1830,7 +1867,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
             f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from exc
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader: no Python objects
+    except _DuplicateKey as exc:
+        raise ConfigError(
+            f"config file {path}: {exc}; the later would replace the earlier whole: "
+            "write them as one"
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
     if data is None:

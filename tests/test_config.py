@@ -99,6 +99,33 @@ def test_yaml_aliases_that_refer_to_themselves_or_explode_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # A second section block, as when a snippet is pasted below a file that has one:
+        # YAML kept the last, and DuckDuckGo was on again without a word.
+        ("backends:\n  order: [searxng]\n  duckduckgo: {enabled: false}\nbudget: {max_results: 3}\n"
+         "backends:\n  searxng: {base_url: 'http://127.0.0.1:8888'}\n",
+         "'backends' is given twice (lines 1 and 5)"),
+        ("backends:\n  searxng: {timeout_s: 3}\n  searxng: {base_url: 'http://h'}\n",
+         "'searxng' is given twice (lines 2 and 3)"),
+        ("budget: {max_results: 3, max_results: 5}\n",
+         "'max_results' is given twice (lines 1 and 1)"),
+    ],
+)  # fmt: skip
+def test_a_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path, text, message):
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(f"config file {path}: {message}")):
+        load_settings(path, environ={})
+    # Merge keys say a value once for several sections; an explicit key overrides them.
+    path.write_text(
+        "backends:\n  searxng: &s {timeout_s: 3, base_url: 'http://h'}\n"
+        "  instances:\n    s2:\n      <<: *s\n      adapter: searxng\n      timeout_s: 4\n"
+    )
+    assert load_settings(path, environ={}).backends.get("s2").timeout_s == 4
+
+
+@pytest.mark.parametrize(
     ("instances", "message"),
     [
         ({"n2": {"adapter": "local", "collection": "bad name!"}}, "is not a collection name"),
