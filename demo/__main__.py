@@ -4,9 +4,11 @@ on 127.0.0.1:8080 against it, until Ctrl-C."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -17,16 +19,20 @@ CONFIG = Path(__file__).with_name("searcher.yaml")
 WEB_PORT = 8890
 
 
-def config_for(web_port: int) -> str:
-    """demo/searcher.yaml itself, or a copy pointed at another port of the demo web."""
+@contextlib.contextmanager
+def config_for(web_port: int) -> Iterator[str]:
+    """demo/searcher.yaml itself, or a copy pointed at another port of the demo web, kept
+    while the demo runs (its banner names it) and removed after."""
     if web_port == WEB_PORT:
-        return str(CONFIG.relative_to(Path.cwd()) if CONFIG.is_relative_to(Path.cwd()) else CONFIG)
+        yield str(CONFIG.relative_to(Path.cwd()) if CONFIG.is_relative_to(Path.cwd()) else CONFIG)
+        return
     config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
     config["backends"]["searxng"]["base_url"] = f"http://127.0.0.1:{web_port}"
     config["fetch"]["allowed_hosts"] = [f"127.0.0.1:{web_port}"]
-    path = Path(tempfile.mkdtemp(prefix="searcher-demo-")) / "searcher.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return str(path)
+    with tempfile.TemporaryDirectory(prefix="searcher-demo-") as folder:
+        path = Path(folder) / "searcher.yaml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        yield str(path)
 
 
 def banner(web: str, api: str, config: str) -> str:
@@ -90,17 +96,20 @@ def main(argv: list[str] | None = None) -> int:
         return _refused(
             args.web_port, exc.strerror or str(exc), f"--web-port {_other(args.web_port)}"
         )
-    config = config_for(web.port)
+    with web, config_for(web.port) as config:
+        return _serve(web, args.port, config)
+
+
+def _serve(web: DemoServer, port: int, config: str) -> int:
     from searcher.cli import main as searcher
 
-    with web:
-        print(banner(web.base_url, f"http://127.0.0.1:{args.port}", config), file=sys.stderr)
-        try:
-            searcher(["serve", "--port", str(args.port), "--config", config])
-        except SystemExit as exc:  # click ends every command so; Ctrl-C included (code 0)
-            return exc.code if isinstance(exc.code, int) else 1
-        except KeyboardInterrupt:
-            return 0
+    print(banner(web.base_url, f"http://127.0.0.1:{port}", config), file=sys.stderr)
+    try:
+        searcher(["serve", "--port", str(port), "--config", config])
+    except SystemExit as exc:  # click ends every command so; Ctrl-C included (code 0)
+        return exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        return 0
     return 0
 
 

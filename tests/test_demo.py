@@ -31,8 +31,8 @@ def test_the_pages_are_a_few_dozen_and_searchable():
 
 
 def test_searcher_on_the_demo_web_in_simple_and_full_mode(serve_searcher, tmp_path):
-    with DemoServer() as web:
-        settings = load_settings(config_for(web.port), environ={})
+    with DemoServer() as web, config_for(web.port) as config:
+        settings = load_settings(config, environ={})
         cache = {
             "service": {"cache": {"dir": str(tmp_path / "c")}},
             "state": {"dir": str(tmp_path)},
@@ -61,11 +61,13 @@ def _answers(url: str) -> bool:
         return False
 
 
-def test_the_demo_stops_cleanly_on_ctrl_c():
+def test_the_demo_stops_cleanly_on_ctrl_c(tmp_path):
     port, web_port = free_port(), free_port()
+    # Another web port: the demo runs on a copy of its config, in a folder of TMPDIR.
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "demo", "--port", str(port), "--web-port", str(web_port)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -74,6 +76,7 @@ def test_the_demo_stops_cleanly_on_ctrl_c():
             time.sleep(0.1)  # polling readiness, bounded by the deadline above
         assert _answers(health), "the demo did not start"
         assert _answers(f"http://127.0.0.1:{web_port}/pages/okapi-bm25")
+        assert list(tmp_path.glob("searcher-demo-*/searcher.yaml"))  # what the banner names
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:
@@ -82,6 +85,7 @@ def test_the_demo_stops_cleanly_on_ctrl_c():
             proc.communicate(timeout=20)
     assert proc.returncode == 0, stderr[-2000:]
     assert "Traceback" not in stderr and "Aborted" not in stderr
+    assert not list(tmp_path.glob("searcher-demo-*"))  # the copy went with the demo
     for freed in (port, web_port):  # both servers gone: nothing listens on their ports
         with socket.socket() as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
