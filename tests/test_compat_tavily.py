@@ -644,7 +644,8 @@ def test_map_and_crawl_take_a_site_without_its_scheme_as_tavily_does(
 def test_crawl_gives_the_chunks_and_the_format_asked_for(make_settings, serve_searcher, testbed):
     # chunks_per_source (with instructions) and format: "text" were accepted and ignored:
     # every page came whole, in markdown, however small a share of it the client wanted.
-    base = serve_searcher(make_settings(crawl={"politeness_delay_s": 0}))
+    # One page at a time: both crawls read the same pages in the same order.
+    base = serve_searcher(make_settings(crawl={"politeness_delay_s": 0, "concurrency": 1}))
     tavily = TavilyClient(api_key="tvly-x", api_base_url=f"{base}/tavily")
     root = f"http://127.0.0.1:{testbed.port}/crawl/"
     whole = tavily.crawl(root, limit=3, instructions="pricing")["results"]
