@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlsplit
 
+import anyio
 import httpx
 from pydantic import BaseModel, ValidationError
 
@@ -306,10 +308,33 @@ def _refuse_if_closed(http: httpx.Client | httpx.AsyncClient, url: str) -> None:
 
 def _transport_error(url: str, exc: Exception, timeout: float) -> RemoteError:
     if isinstance(exc, httpx.TimeoutException):
-        return RemoteError(url, f"no answer within {timeout:g} s")
+        return _no_answer(url, timeout)
     if isinstance(exc, httpx.ConnectError):
         return RemoteError(url, f"cannot connect ({str(exc) or 'connection failed'})")
     return RemoteError(url, f"request failed ({str(exc) or type(exc).__name__})")
+
+
+def _no_answer(url: str, timeout: float) -> RemoteError:
+    return RemoteError(url, f"no answer within {timeout:g} s")
+
+
+def body_by(chunks: Iterable[bytes], deadline: float, url: str, timeout: float) -> bytes:
+    """The answer's body, read by ``deadline`` (``time.monotonic()``). httpx's read timeout
+    bounds each wait between two parts of the body, not the whole: a server or proxy that
+    trickles its answer a byte at a time would hold the call for ever."""
+    parts = []
+    for chunk in chunks:
+        parts.append(chunk)
+        if time.monotonic() > deadline:
+            raise _no_answer(url, timeout)
+    return b"".join(parts)
+
+
+def _read(streamed: httpx.Response, body: bytes) -> httpx.Response:
+    # The streamed answer as a response read whole; httpx decodes its raw body here.
+    return httpx.Response(
+        streamed.status_code, headers=streamed.headers, content=body, request=streamed.request
+    )
 
 
 def decode(response: httpx.Response, url: str) -> Any:
@@ -500,8 +525,14 @@ class SearcherClient:
     def _send(self, call: _Call) -> Any:
         url = self.base_url + call.path
         _refuse_if_closed(self._http, url)
+        # ``timeout`` is for the whole call; each wait within it is bounded by httpx too.
+        deadline = time.monotonic() + self.timeout
         try:
-            response = self._http.request(call.method, call.path, json=call.body, files=call.files)
+            with self._http.stream(
+                call.method, call.path, json=call.body, files=call.files
+            ) as streamed:
+                body = body_by(streamed.iter_raw(), deadline, url, self.timeout)
+                response = _read(streamed, body)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise _transport_error(url, exc, self.timeout) from exc
         return decode(response, url)
@@ -694,9 +725,14 @@ class AsyncSearcherClient:
         url = self.base_url + call.path
         _refuse_if_closed(self._http, url)
         try:
-            response = await self._http.request(
-                call.method, call.path, json=call.body, files=call.files
-            )
+            # ``timeout`` is for the whole call: httpx's bounds each wait for a part of
+            # the answer only, so a server trickling it would hold the call for ever.
+            with anyio.fail_after(self.timeout):
+                response = await self._http.request(
+                    call.method, call.path, json=call.body, files=call.files
+                )
+        except TimeoutError as exc:
+            raise _no_answer(url, self.timeout) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise _transport_error(url, exc, self.timeout) from exc
         return decode(response, url)

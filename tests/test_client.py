@@ -4,6 +4,7 @@ on 127.0.0.1 with the testbed behind it."""
 import asyncio
 import json
 import math
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -415,3 +416,41 @@ def test_a_closed_client_an_empty_job_id_and_a_negative_after_are_said_plainly(
             [event async for event in aclient.stream_research("a")]
 
     asyncio.run(closed_async())
+
+
+# A health answer sent a few bytes every 0.2 s: 3 s in all, each wait far under a second.
+TRICKLED = json.dumps({"status": "ok"}).encode().ljust(30)
+
+
+async def trickling(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """ASGI app answering every request with ``TRICKLED``, two bytes at a time."""
+    if scope["type"] != "http":
+        return
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for start in range(0, len(TRICKLED), 2):
+        await send({"type": "http.response.body", "body": TRICKLED[start : start + 2],
+                    "more_body": True})  # fmt: skip
+        await asyncio.sleep(0.2)
+    await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.mark.parametrize("client_class", [SearcherClient, AsyncSearcherClient])
+def test_timeout_bounds_the_whole_call_even_when_the_answer_trickles(client_class):
+    # httpx's timeout bounds each wait for a part of the answer: a server (or proxy)
+    # trickling it held a call with timeout=1 for as long as it kept trickling.
+    async def call_async(base: str) -> None:
+        async with AsyncSearcherClient(base, timeout=1) as client:
+            await client.health()
+
+    with ThreadedServer(trickling) as server:
+        started = time.monotonic()
+        with pytest.raises(RemoteError) as caught:
+            if client_class is SearcherClient:
+                with SearcherClient(server.base_url, timeout=1) as client:
+                    client.health()
+            else:
+                asyncio.run(call_async(server.base_url))
+        elapsed = time.monotonic() - started
+    assert str(caught.value) == f"{server.base_url}/v1/health: no answer within 1 s"
+    assert caught.value.status is None and elapsed < 2.5
