@@ -134,7 +134,7 @@ def print_rows(name: str, strength: str, r: dict[str, Any], sizes: tuple[int, in
         default = r["dev cv default"] if key == "dev" else r["test default"]
         fit = r["dev cv tuned"] if key == "dev" else r["test tuned"]
         # What the deployment runs: the fit, or the defaults when tune refuses to write it.
-        tuned = default if r["refused"] and key == "test" else fit
+        tuned = default if r["refused"] else fit
         print(
             f"  {name:10}{strength:8}{half:10}{n:>5}  "
             + "  ".join(f"{k} {v:.4f}" for k, v in sorted(singles.items()))
