@@ -83,7 +83,9 @@ class SearchService:
         response = await serve_cached(
             await self._results_for(request, shown),
             request,
-            lambda: self.search_uncached(request, progress, client, limited, access, shown),
+            lambda waited_s: self.search_uncached(
+                request, progress, client, limited.spent(waited_s), access, shown
+            ),
             limited.lowered,
             limited.budget.max_total_time_ms / 1000,
             client,

@@ -22,7 +22,7 @@ from searcher.cache.results import (
     serve_cached,
 )
 from searcher.config import ResultCacheSettings, Settings
-from searcher.contract import SearchRequest
+from searcher.contract import ErrorEntry, SearchRequest
 from searcher.state import SqliteStore
 from tests.conftest import serve_until_it_exits
 from tests.redis_server import RedisServer, closed_port_url
@@ -543,16 +543,68 @@ async def _second_once_the_first_searches(
         return await running, then
 
 
+def test_a_request_with_more_time_is_not_given_the_failure_of_a_hurried_identical_one(
+    make_settings, serve_searcher, testbed_clean, matching_query
+):
+    # The backend answers in 1.5 s: the first request (0.5 s) fails on its deadline; the
+    # second, identical but for its 8 s, waits for it and then searches itself.
+    slow = {"order": ["searxng"], "searxng": {"base_url": testbed_clean.searxng_url("slow/1500")}}
+    base = serve_searcher(make_settings(backends=slow))
+    body = {"query": matching_query, "budget": {"max_results": 4}}
+    hurried = {**body, "budget": {"max_results": 4, "max_total_time_ms": 500}}
+    patient = {**body, "budget": {"max_results": 4, "max_total_time_ms": 8000}}
+    first, second = asyncio.run(
+        _second_once_the_first_searches(base, testbed_clean, hurried, patient)
+    )
+    assert first.status_code == 502
+    assert second.status_code == 200, second.text
+    assert second.json()["meta"]["cache"]["hit"] is False
+    assert len(second.json()["items"]) == 4
+
+
+async def test_a_partial_answer_of_an_identical_request_is_not_shared_while_time_is_left(
+    tmp_path,
+):
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    cache = ResultCache(store, ResultCacheSettings(), "f")
+    started, release = asyncio.Event(), asyncio.Event()
+    cut = ErrorEntry(stage="fetch", source="http://a.example/", reason="deadline", kind="timeout")
+    waits: list[float] = []
+
+    async def partial(_waited_s: float) -> Any:
+        started.set()
+        await release.wait()
+        answer = search_response([])
+        answer.meta.errors.append(cut)
+        return answer
+
+    async def whole(waited_s: float) -> Any:
+        waits.append(waited_s)
+        return search_response([])
+
+    leader = asyncio.create_task(serve_cached(cache, _request(), partial, (), 1.0))
+    await started.wait()
+    follower = asyncio.create_task(serve_cached(cache, _request(), whole, (), 60.0))
+    await asyncio.sleep(0.2)  # the follower waits for the leader
+    release.set()
+    assert (await leader).meta.errors == [cut]
+    answer = await asyncio.wait_for(follower, 5)
+    assert answer.meta.cache.hit is False and answer.meta.errors == []  # its own
+    assert len(waits) == 1 and 0.1 < waits[0] < 5  # the time it waited is off its deadline
+    assert cache.computing == {}
+    await store.aclose()
+
+
 async def test_a_request_waiting_for_a_cancelled_one_computes_its_own(tmp_path):
     store = SqliteStore(tmp_path / "s.sqlite3")
     cache = ResultCache(store, ResultCacheSettings(), "f")
     started, never = asyncio.Event(), asyncio.Event()
 
-    async def stuck() -> Any:
+    async def stuck(_waited_s: float) -> Any:
         started.set()
         await never.wait()
 
-    async def quick() -> Any:
+    async def quick(_waited_s: float) -> Any:
         return search_response([])
 
     looked_up = asyncio.Event()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import hashlib
 import logging
 import time
@@ -35,6 +36,7 @@ from searcher import __version__
 from searcher.backends.instances import answer_settings
 from searcher.config import LEGACY_INSTANCES, ResultCacheSettings, Settings
 from searcher.contract import (
+    MIN_TIME_MS,
     Budget,
     CacheInfo,
     CacheKind,
@@ -406,7 +408,7 @@ def _served(
 async def serve_cached(
     cache: ResultCache | None,
     request: SearchRequest,
-    compute: Callable[[], Awaitable[SearchResponse]],
+    compute: Callable[[float], Awaitable[SearchResponse]],
     budget_notes: Sequence[ErrorEntry] = (),
     time_budget_s: float = 0.0,
     client: str | None = None,
@@ -417,36 +419,37 @@ async def serve_cached(
     ``budget_notes`` (what ``limits.*`` lowered in this request's budget) stand in a cached
     answer for those of the request that stored it: the time fields are not in the key.
     An identical request being computed in this process, whose deadline ends before
-    ``time_budget_s`` (this request's) does, is waited for instead of computed again.
-    ``client``: who asks (an API key), whose answers alone it may be served when the cache
-    is kept per client; ``partition``: what the caller may see (see ``ResultCache.key``)."""
+    ``time_budget_s`` (this request's) does, is waited for instead of computed again;
+    ``compute`` is given the seconds so spent (0 when it did not wait), which its
+    deadline no longer has. ``client``: who asks (an API key), whose answers alone it may
+    be served when the cache is kept per client; ``partition``: what the caller may see
+    (see ``ResultCache.key``)."""
     started = time.perf_counter()
     policy = cache_policy(request) if cache is not None else "off"
     whose = (client, partition)
     if cache is None or policy != "use":
-        return await _computed(cache, request, compute, policy, started, budget_notes, whose)
+        run = functools.partial(compute, 0.0)
+        return await _computed(cache, request, run, policy, started, budget_notes, whose)
     cached = await cache.lookup(request, *whose)
     if cached is not None:
         return _served(cached, request, started, budget_notes, [])
     key = cache.key(request, *whose)
     ends_by = time.monotonic() + time_budget_s
+    waited_s = 0.0
     other = cache.computing.get(key)
     if other is not None and other.ends_by <= ends_by:
-        try:
-            # Shielded: this request giving up must not cancel the other's computation.
-            answer = await asyncio.shield(other.answer)
-        except asyncio.CancelledError:
-            if not other.answer.cancelled():
-                raise  # this request was cancelled
-            # The other was (its client left): compute after all.
-        else:
+        waiting = time.monotonic()
+        answer = await _awaited(other, ends_by)
+        if answer is not None:
             return _served(_shared(answer), request, started, budget_notes)
+        waited_s = time.monotonic() - waiting
+    run = functools.partial(compute, waited_s)
     if key in cache.computing:  # one that may outlast this request's deadline
-        return await _computed(cache, request, compute, policy, started, budget_notes, whose)
+        return await _computed(cache, request, run, policy, started, budget_notes, whose)
     mine = _Computing(asyncio.get_running_loop().create_future(), ends_by)
     cache.computing[key] = mine
     try:
-        response = await _computed(cache, request, compute, policy, started, budget_notes, whose)
+        response = await _computed(cache, request, run, policy, started, budget_notes, whose)
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError):
             mine.answer.cancel()
@@ -459,6 +462,42 @@ async def serve_cached(
         return response
     finally:
         del cache.computing[key]
+
+
+async def _awaited(other: _Computing, ends_by: float) -> SearchResponse | None:
+    """The answer of an identical request computed meanwhile, if this request may take
+    it: a complete one, or whatever it got when this request has too little time left to
+    do better (``ends_by``: when its deadline is over). None: compute this request's own,
+    as a request arriving just after the other ended would (nothing was cached): the
+    other was cancelled, or its answer is partial or a failure, which its own shorter
+    deadline or per-call timeouts may have caused."""
+    try:
+        # Shielded: this request giving up must not cancel the other's computation.
+        answer = await asyncio.shield(other.answer)
+    except asyncio.CancelledError:
+        if not other.answer.cancelled():
+            raise  # this request was cancelled
+        return None  # the other was (its client left)
+    except AllBackendsFailed:
+        if _time_left(ends_by):
+            return None
+        raise
+    if _time_left(ends_by) and not _storable(answer):
+        return None
+    return answer
+
+
+def _time_left(ends_by: float) -> bool:
+    """Whether enough of a deadline is left for a search of its own (the shortest a
+    request may ask for)."""
+    return ends_by - time.monotonic() >= MIN_TIME_MS / 1000
+
+
+def _storable(answer: SearchResponse) -> bool:
+    """Whether ``answer`` is what the cache would keep: computed (not a stale stand-in)
+    and complete."""
+    stale = answer.meta.cache is not None and answer.meta.cache.kind == "stale"
+    return not stale and is_complete(answer)
 
 
 def _shared(answer: SearchResponse) -> CachedResponse:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from searcher.config import BudgetDefaults, Settings
 from searcher.contract import Budget, ErrorEntry
@@ -72,6 +72,15 @@ class LimitedBudget:
 
     budget: EffectiveBudget
     lowered: list[ErrorEntry]
+
+    def spent(self, seconds: float) -> LimitedBudget:
+        """This budget for a request that has spent ``seconds`` of its deadline already
+        (waiting for an identical request's answer it could not use): the deadline still
+        ends when it would have."""
+        if seconds <= 0:
+            return self
+        left = max(1, self.budget.max_total_time_ms - int(seconds * 1000))
+        return LimitedBudget(replace(self.budget, max_total_time_ms=left), self.lowered)
 
 
 def limited_budget(budget: Budget, settings: Settings) -> LimitedBudget:
