@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from searcher.backends.registry import load_registry
 from searcher.cache.results import (
@@ -224,8 +225,9 @@ def test_redis_lost_while_serving_requests_go_on(
 
 def test_serve_exits_2_when_redis_is_unreachable(config_file, tmp_path):
     path = config_file()
-    text = Path(path).read_text() + f"state:\n  redis_url: {closed_port_url()}\n"
-    Path(path).write_text(text)
+    config = yaml.safe_load(Path(path).read_text())
+    config["state"]["redis_url"] = closed_port_url()  # one state block: a second is refused
+    Path(path).write_text(yaml.safe_dump(config))
     done = serve_until_it_exits(path)
     assert done.returncode == 2
     assert "state store" in done.stderr and "Redis at redis://127.0.0.1" in done.stderr

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from searcher.cache.semantic_qdrant import COLLECTION, QdrantSemanticCache, open_qdrant
 from searcher.embedding.embedders import StaticEmbedder
@@ -92,10 +93,10 @@ def test_serve_exits_2_when_qdrant_is_unreachable(config_file):
     from tests.ports import free_port
 
     path = config_file()
-    text = Path(path).read_text()
-    text += f"state:\n  qdrant_url: http://127.0.0.1:{free_port()}\n"
-    text += "cache:\n  semantic:\n    enabled: true\n"
-    Path(path).write_text(text)
+    config = yaml.safe_load(Path(path).read_text())
+    config["state"]["qdrant_url"] = f"http://127.0.0.1:{free_port()}"
+    config["cache"] = {"semantic": {"enabled": True}}
+    Path(path).write_text(yaml.safe_dump(config))
     done = serve_until_it_exits(path)
     assert done.returncode == 2, done.stderr
     assert "Qdrant at http://127.0.0.1" in done.stderr and "Traceback" not in done.stderr
@@ -136,7 +137,9 @@ def test_cache_clear_deletes_the_vectors_in_qdrant(config_file, embedder, tmp_pa
 
     asyncio.run(fill())
     path = config_file()
-    Path(path).write_text(Path(path).read_text() + f"state:\n  qdrant_url: {where}\n")
+    config = yaml.safe_load(Path(path).read_text())
+    config["state"]["qdrant_url"] = where  # one state block: a second is refused
+    Path(path).write_text(yaml.safe_dump(config))
     cleared = CliRunner().invoke(main, ["cache", "clear", "--config", path])
     assert cleared.exit_code == 0, cleared.output
     assert f"removed 2 query vectors from Qdrant at {where}" in cleared.stdout
