@@ -136,6 +136,9 @@ def test_a_foreign_host_gets_421_everywhere(make_settings, serve_searcher, testb
     for response in refused:
         assert response.status_code == 421, response.text
         error = response.json()["error"]
+        if response.url.path == "/mcp":  # a JSON-RPC error, which MCP clients read
+            assert error["code"] == -32600 and response.json()["id"] is None
+            error = {**error, "type": error["data"]["type"]}
         assert error["type"] == "misdirected_request" and "server.allowed_hosts" in error["message"]
     assert not [e for e in testbed_clean.log if e.path.startswith("/pages/")]  # nothing fetched
     # The same requests under a name the server answers to go through.

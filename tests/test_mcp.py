@@ -18,6 +18,7 @@ import httpx
 import pytest
 import yaml
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from searcher.config import Settings
 from searcher.fetch.urls import page_key
@@ -470,6 +471,36 @@ async def test_deep_research_counts_against_the_running_jobs(
     assert refused.is_error is True
     assert "1 research jobs are running already" in text_of(refused)
     httpx.delete(f"{base}/v1/research/{running.json()['id']}", timeout=30)
+
+
+def mcp_refusal(error: BaseException) -> Any:
+    """The MCP error a client raised (the SDK may wrap it in exception groups)."""
+    while isinstance(error, BaseExceptionGroup):
+        (error,) = error.exceptions
+    assert isinstance(error, MCPError), repr(error)
+    return error.error
+
+
+async def test_a_refusal_before_the_tool_reaches_the_mcp_client_with_its_reason(
+    make_settings, serve_searcher
+):
+    # A 401, 413, 429 or 504 on /mcp was our own error body, which MCP clients cannot read:
+    # the user saw "Server returned an error response" (an internal error, code -32603).
+    auth = serve_searcher(make_settings(auth={"enabled": True}))
+    with pytest.raises(BaseException) as no_key:
+        async with Client(f"{auth}/mcp") as client:
+            await client.list_tools()
+    refused = mcp_refusal(no_key.value)
+    assert refused.code == -32600 and refused.message.startswith("an API key is required")
+    assert refused.data["type"] == "unauthorized"
+
+    base = serve_searcher(make_settings(server={"max_body_bytes": 4096}))
+    async with Client(f"{base}/mcp") as client:
+        with pytest.raises(MCPError) as too_large:
+            await client.call_tool("web_search", {"query": "x" * 5000})
+    assert too_large.value.error.message == (
+        "request body over 4096 bytes (server.max_body_bytes)"
+    )
 
 
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

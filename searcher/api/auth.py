@@ -26,13 +26,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from searcher.api.errors import (
-    error_response,
-    in_openai_shape,
-    in_tavily_shape,
-    speaks_openai,
-    speaks_tavily,
-)
+from searcher.api.errors import error_response, in_route_shape
 from searcher.auth.access import EVERY, CollectionAccess, access_of
 from searcher.auth.keys import ApiKey, KeyBook, hash_secret
 from searcher.auth.rates import Rate
@@ -205,11 +199,7 @@ class AuthMiddleware:
             response.headers["WWW-Authenticate"] = 'Bearer realm="searcher"'
         for name, value in headers or []:
             response.headers[name.decode()] = value.decode()
-        if speaks_openai(scope):
-            response = in_openai_shape(response)
-        elif speaks_tavily(scope):
-            response = in_tavily_shape(response)
-        await response(scope, receive, send)
+        await in_route_shape(scope, response)(scope, receive, send)
 
 
 def _limit_headers(limit: int, remaining: int, reset_s: int) -> list[tuple[bytes, bytes]]:

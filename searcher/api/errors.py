@@ -87,20 +87,56 @@ def in_tavily_shape(response: JSONResponse) -> JSONResponse:
     return _reshaped(response, {"detail": {"error": error["message"]}})
 
 
+MCP_PATH = "/mcp"
+# JSON-RPC's codes for a message refused (the client's doing) and for the server's failure.
+_JSONRPC_INVALID_REQUEST = -32600
+_JSONRPC_INTERNAL_ERROR = -32603
+
+
+def speaks_mcp(scope: Scope) -> bool:
+    """Whether the request is for the MCP endpoint (streamable HTTP)."""
+    return scope.get("path", "") == MCP_PATH
+
+
+def mcp_error(error: dict[str, Any], status: int) -> dict[str, Any]:
+    """Our error body's ``error`` as a JSON-RPC error (id null: the message was not read),
+    ours kept as its ``data``. MCP clients show a JSON-RPC error's message whatever the
+    status; any other body reaches the user as "Server returned an error response"."""
+    code = _JSONRPC_INTERNAL_ERROR if status >= 500 else _JSONRPC_INVALID_REQUEST
+    return {"jsonrpc": "2.0", "id": None,
+            "error": {"code": code, "message": error["message"], "data": error}}  # fmt: skip
+
+
+def in_mcp_shape(response: JSONResponse) -> JSONResponse:
+    """The same error response, its body a JSON-RPC error, its status and headers kept."""
+    error = orjson.loads(bytes(response.body))["error"]
+    return _reshaped(response, mcp_error(error, response.status_code))
+
+
+def in_route_shape(scope: Scope, response: JSONResponse) -> JSONResponse:
+    """An error response of ours in the shape the route's clients read: OpenAI's, Tavily's,
+    JSON-RPC on ``/mcp``, else ours."""
+    if speaks_openai(scope):
+        return in_openai_shape(response)
+    if speaks_tavily(scope):
+        return in_tavily_shape(response)
+    return in_mcp_shape(response) if speaks_mcp(scope) else response
+
+
 def error_response(status: int, type_: str, message: str, **extra: Any) -> JSONResponse:
     body: dict[str, Any] = {"type": type_, "message": message}
     body.update({k: v for k, v in extra.items() if v is not None})
     return JSONResponse({"error": body}, status_code=status)
 
 
-def shaped_for(scope: Scope, error: dict[str, Any]) -> dict[str, Any]:
+def shaped_for(scope: Scope, error: dict[str, Any], status: int) -> dict[str, Any]:
     """The error body for the route asked: OpenAI's shape on the routes OpenAI's clients
-    call, Tavily's on Tavily's, ours elsewhere."""
+    call, Tavily's on Tavily's, JSON-RPC on ``/mcp``, ours elsewhere."""
     if speaks_openai(scope):
         return {"error": openai_error(error)}
     if speaks_tavily(scope):
         return {"detail": {"error": error["message"]}}
-    return {"error": error}
+    return mcp_error(error, status) if speaks_mcp(scope) else {"error": error}
 
 
 async def send_error(
@@ -111,7 +147,7 @@ async def send_error(
     refuses a request before the app, and its exception handlers, see it); in the shape
     of the route ``scope`` asked for, when given."""
     error = {"type": type_, "message": message} | ({"field": field} if field else {})
-    body = orjson.dumps(shaped_for(scope, error) if scope is not None else {"error": error})
+    body = orjson.dumps(shaped_for(scope, error, status) if scope is not None else {"error": error})
     raw = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
@@ -282,8 +318,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def _answer_compat_clients_in_their_shape(app: FastAPI) -> None:
-    """Every handler above answers the OpenAI routes in OpenAI's error shape and the
-    Tavily routes in Tavily's (a 404, 405, 413, 503 or 500 there included)."""
+    """Every handler above answers the OpenAI routes in OpenAI's error shape, the Tavily
+    routes in Tavily's and ``/mcp`` in JSON-RPC's (a 404, 405, 413, 503 or 500 there
+    included)."""
     for kind, handler in list(app.exception_handlers.items()):
         if getattr(handler, "__module__", None) == __name__:
             app.exception_handlers[kind] = _compat_shaped(handler)
@@ -291,10 +328,7 @@ def _answer_compat_clients_in_their_shape(app: FastAPI) -> None:
 
 def _compat_shaped(handler: Any) -> Any:
     async def answer(request: Request, exc: Exception) -> JSONResponse:
-        response: JSONResponse = await handler(request, exc)
-        if speaks_openai(request.scope):
-            return in_openai_shape(response)
-        return in_tavily_shape(response) if speaks_tavily(request.scope) else response
+        return in_route_shape(request.scope, await handler(request, exc))
 
     return answer
 

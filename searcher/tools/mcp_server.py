@@ -675,7 +675,7 @@ class McpEndpoint:
             return
         log.warning("MCP exchange ended after %.0f s", self.max_exchange_s)
         if not started:
-            await send_error(send, 504, "timeout", "the MCP exchange took too long")
+            await send_error(send, 504, "timeout", "the MCP exchange took too long", scope=scope)
         else:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
