@@ -441,8 +441,8 @@ def search(
         run = functools.partial(_search_in_process, settings, request)
     try:
         data = _run(run)
-    except InvalidRequest as exc:
-        _fail(str(exc), 2)
+    except InvalidRequest as exc:  # a value only the search can judge (backend names, limits)
+        _fail_invalid(exc, _SEARCH_FLAGS)
     except AllBackendsFailed as exc:
         if not exc.failures:  # none was tried: "no backend is enabled"
             _fail(str(exc), 1)

@@ -81,6 +81,28 @@ def test_crawl_names_the_option_typed_for_a_bad_value(config_file, args, flag):
     assert line.startswith(f"searcher: invalid {flag}: "), line
 
 
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--backend", "nope"], "--backend"),
+        (["--backend", "searxng,nope"], "--backend"),
+        (["--max-results", "50"], "--max-results"),  # over the strict limit, as the server says
+    ],
+)
+def test_search_names_the_option_typed_for_a_value_the_search_refuses(
+    config_file, tmp_path, args, flag
+):
+    path = tmp_path / "strict.yaml"
+    with open(config_file()) as written:
+        config = yaml.safe_load(written)
+    config["limits"] = {"strict": True, "max_results": 10}
+    path.write_text(yaml.safe_dump(config))
+    result = run("search", "q", *args, "--config", str(path))
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"searcher: invalid {flag}: "), line
+
+
 CONFIG_COMMANDS = [["config"], ["search", "q"], ["serve", "--port", "0"], ["mcp"],
                    ["research", "q"], ["cache", "stats"]]  # fmt: skip
 UNCLOSED_ROUTE = "routing:\n  groups:\n    g:\n      patterns: ['(unclosed']\n"
