@@ -452,8 +452,12 @@ def test_the_fingerprint_follows_what_shapes_an_answer_and_only_that():
     assert changed(fetch={"allowed_hosts": ["127.0.0.1:1"]})
     assert changed(fetch={"pdf_max_pages": 3})
     assert changed(limits={"max_results": 30})
+    # Whether pages only JavaScript fills are rendered (without: failed, "no main text").
+    assert changed(browser={"enabled": False})
+    assert changed(browser={"max_dom_elements": 100})
     # Capacity, timeouts and secrets do not.
     assert not changed(fetch={"extract_workers": 7, "max_concurrency": 2})
+    assert not changed(browser={"max_pages": 8, "page_timeout_s": 30, "max_memory_mb": 512})
     assert not changed(backends={"brave": {"api_key": "other"}})
 
 

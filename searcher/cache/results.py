@@ -68,6 +68,10 @@ _FETCH_CAPACITY = {
     "extract_client_share",
 }
 
+# How many pages are rendered at once and within what time and memory, not what
+# rendering gives.
+_BROWSER_CAPACITY = {"max_pages", "client_share", "page_timeout_s", "max_memory_mb"}
+
 CachePolicy = Literal["use", "refresh", "off"]
 
 
@@ -181,6 +185,9 @@ def answer_fingerprint(settings: Settings) -> str:
         "budget": settings.budget.model_dump(mode="json", exclude=_TIMING_DEFAULTS),
         # Which pages may be read and how (hosts, user agent, complexity and PDF limits).
         "fetch": settings.fetch.model_dump(mode="json", exclude=_FETCH_CAPACITY),
+        # Whether pages only JavaScript fills are rendered, and which are refused: without
+        # the browser such a page is a complete answer's failed item.
+        "browser": settings.browser.model_dump(mode="json", exclude=_BROWSER_CAPACITY),
         # The ceilings lower what a request asked: an answer made under others differs.
         "limits": settings.limits.model_dump(mode="json"),
         "embeddings": [settings.embeddings.provider, settings.embeddings.model],
