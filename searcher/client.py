@@ -71,12 +71,20 @@ E = TypeVar("E", bound=JobEvent)
 JobKind = Literal["research", "crawl"]
 
 
+def _given_text(field: str, value: object) -> str:
+    """``value`` if it is a non-empty string; else ``InvalidRequest`` naming ``field``
+    (``quote`` would raise a TypeError about bytes for a number)."""
+    if not isinstance(value, str):
+        raise InvalidRequest(field, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidRequest(field, "must not be empty")
+    return value
+
+
 def job_path(job_id: str, kind: JobKind = "research") -> str:
     """The path of a job (research or crawl): its id as one path segment, whatever it
     holds; ``InvalidRequest`` for an empty id (the path would name the job list)."""
-    if not job_id:
-        raise InvalidRequest("job_id", "must not be empty")
-    segment = quote(job_id, safe="")
+    segment = quote(_given_text("job_id", job_id), safe="")
     if segment in (".", ".."):  # a dot segment the URL would drop: the job list or /v1
         segment = segment.replace(".", "%2E")
     return f"/v1/{kind}/{segment}"
@@ -85,12 +93,10 @@ def job_path(job_id: str, kind: JobKind = "research") -> str:
 def documents_path(collection: str, name: str | None = None) -> str:
     """The path of a collection's uploaded documents (or of one, ``name``, its folders
     kept as path segments); ``InvalidRequest`` for an empty collection or name."""
-    if not collection:
-        raise InvalidRequest("collection", "must not be empty")
-    path = f"/v1/collections/{quote(collection, safe='')}/documents"
+    path = f"/v1/collections/{quote(_given_text('collection', collection), safe='')}/documents"
     if name is None:
         return path
-    if not name.strip("/"):
+    if not _given_text("name", name).strip("/"):
         raise InvalidRequest("name", "must not be empty")
     return f"{path}/{quote(name, safe='/')}"
 
@@ -105,6 +111,10 @@ def upload_parts(files: UploadFiles) -> list[tuple[str, tuple[str, bytes, str]]]
         raise InvalidRequest("files", "send one or more (name, bytes) pairs")
     parts = []
     for index, entry in enumerate(files):
+        # A bare body, a path or a name alone would fail to unpack with Python's own error.
+        if not (isinstance(entry, tuple | list) and len(entry) == 2 and isinstance(entry[0], str)):
+            kind = type(entry).__name__
+            raise InvalidRequest(f"files[{index}]", f"must be a (name, bytes) pair, got {kind}")
         name, body = entry
         if not isinstance(body, bytes | bytearray):
             raise InvalidRequest(f"files[{index}]", "the body must be bytes (read the file)")

@@ -454,3 +454,23 @@ def test_timeout_bounds_the_whole_call_even_when_the_answer_trickles(client_clas
         elapsed = time.monotonic() - started
     assert str(caught.value) == f"{server.base_url}/v1/health: no answer within 1 s"
     assert caught.value.status is None and elapsed < 2.5
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "field", "message"),
+    [("research_status", (123,), "job_id", "must be a string, got int"),
+     ("cancel_crawl", (None,), "job_id", "must be a string, got NoneType"),
+     ("upload", ("notes", [b"# a note"]), "files[0]", "must be a (name, bytes) pair, got bytes"),
+     ("upload", ("notes", ["a.md"]), "files[0]", "must be a (name, bytes) pair, got str"),
+     ("upload", ("notes", [(b"a.md", b"x")]), "files[0]", "must be a (name, bytes) pair"),
+     ("upload", (7, [("a.md", b"x")]), "collection", "must be a string, got int"),
+     ("delete_document", ("notes", 5), "name", "must be a string, got int")],
+)  # fmt: skip
+def test_arguments_of_the_wrong_kind_are_invalid_request_naming_them(
+    call, method, args, field, message
+):
+    # They raised Python's own errors from deep inside: "quote_from_bytes() expected
+    # bytes", "too many values to unpack (expected 2)". Refused before sending.
+    with pytest.raises(InvalidRequest) as caught:
+        call(f"http://127.0.0.1:{closed_port()}", method, *args)
+    assert caught.value.field == field and caught.value.message.startswith(message)
