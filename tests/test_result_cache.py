@@ -68,6 +68,26 @@ def test_an_identical_request_is_served_from_cache_by_any_worker(
     assert backend_calls(testbed_clean) > calls
 
 
+def test_a_shorter_fresh_time_configured_later_holds_for_answers_stored_before(
+    make_settings, serve_searcher, testbed_clean, matching_query, engine
+):
+    # Answers stored under ttl_s 3600; the deployment restarted with a shorter fresh time
+    # (here 0: answers never fresh) serves none of them as fresh any more.
+    before = serve_searcher(make_settings(state=engine))
+    body = {"query": matching_query, "budget": {"max_results": 4}}
+    post(before, body)
+    assert post(before, body).json()["meta"]["cache"]["hit"] is True
+    after = serve_searcher(make_settings(state=engine, cache={"ttl_s": 0}))
+    calls = backend_calls(testbed_clean)
+    assert post(after, body).json()["meta"]["cache"]["hit"] is False
+    assert backend_calls(testbed_clean) > calls
+    # Per intent too: fresh_data answers kept for 120 s are not fresh under 0.
+    fresh_data = {**body, "intent": "fresh_data"}
+    post(before, fresh_data)
+    soon = serve_searcher(make_settings(state=engine, cache={"ttl_by_intent": {"fresh_data": 0}}))
+    assert post(soon, fresh_data).json()["meta"]["cache"]["hit"] is False
+
+
 def test_max_age_zero_and_cache_off_bypass_the_cache(
     make_settings, serve_searcher, testbed_clean, matching_query
 ):

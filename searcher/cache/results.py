@@ -309,9 +309,13 @@ class ResultCache:
         owner = self._owner(client, partition)
         return request_scope(request, self.fingerprint, self.budget_defaults, owner)
 
-    async def _entry(self, key: str) -> tuple[SearchResponse, float, float] | None:
-        """(response, age, fresh seconds) of the entry at ``key``; None if absent or
-        corrupt."""
+    async def _entry(
+        self, key: str, request: SearchRequest
+    ) -> tuple[SearchResponse, float, float] | None:
+        """(response, age, fresh seconds) of the entry at ``key`` as an answer to
+        ``request``; None if absent or corrupt. Its fresh time is the shorter of the one
+        it was stored with and the one the configuration gives now: a fresh time lowered
+        since (``cache.ttl_s``, ``ttl_by_intent``) holds for answers kept before."""
         data = decode_json(await self.state.get(key))
         if not isinstance(data, dict) or data.get("v") != _FORMAT:
             return None
@@ -322,7 +326,7 @@ class ResultCache:
         except (KeyError, TypeError, ValueError, ValidationError):
             log.warning("result cache: corrupt entry %s treated as a miss", key)
             return None
-        return response, age, fresh
+        return response, age, min(fresh, fresh_seconds(request, response, self.settings))
 
     async def lookup(
         self, request: SearchRequest, client: str | None = None, partition: str | None = None
@@ -332,12 +336,12 @@ class ResultCache:
         max_age = request.budget.max_age_s
         key = self.key(request, client, partition)
         kind: CacheKind = "exact"
-        entry = await self._entry(key)
+        entry = await self._entry(key, request)
         if entry is None and self.semantic is not None:
             scope = self.scope(request, client, partition)
             similar = await self.semantic.find(request.query_text, scope)
             if similar is not None:
-                entry, kind = await self._entry(similar), "semantic"
+                entry, kind = await self._entry(similar, request), "semantic"
         if entry is None:
             return None
         response, age, fresh = entry
@@ -349,7 +353,7 @@ class ResultCache:
         self, request: SearchRequest, client: str | None = None, partition: str | None = None
     ) -> CachedResponse | None:
         """An answer past its fresh time but within ``stale_if_error_s`` of it."""
-        entry = await self._entry(self.key(request, client, partition))
+        entry = await self._entry(self.key(request, client, partition), request)
         if entry is None:
             return None
         response, age, fresh = entry
