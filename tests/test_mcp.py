@@ -498,9 +498,8 @@ async def test_a_refusal_before_the_tool_reaches_the_mcp_client_with_its_reason(
     async with Client(f"{base}/mcp") as client:
         with pytest.raises(MCPError) as too_large:
             await client.call_tool("web_search", {"query": "x" * 5000})
-    assert too_large.value.error.message == (
-        "request body over 4096 bytes (server.max_body_bytes)"
-    )
+    message = too_large.value.error.message
+    assert message == "request body over 4096 bytes (server.max_body_bytes)"
 
 
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -560,9 +559,32 @@ def test_a_malformed_message_gets_a_one_line_reason_without_internals(
         assert "pydantic" not in message and "input_value" not in message
 
 
-def test_stdio_answers_lines_that_are_no_json_rpc_message(make_settings, tmp_path):
-    # As /mcp over HTTP does: the SDK dropped these unanswered, and a client waiting for
-    # the id it sent waited for ever.
+# tools/call params that are no tool call, and the reason each is refused with.
+BAD_TOOL_CALLS = [
+    # OpenAI's tool calls carry the arguments as a string of JSON; passed on as they are.
+    ({"name": "web_search", "arguments": '{"query": "x"}'},
+     "Invalid params: params.arguments: must be an object (a mapping of keys to values)"),
+    ({"arguments": {"query": "x"}}, "Invalid params: params.name: Field required"),
+    (None, "Invalid params: params must be an object with the tool's name and its arguments"),
+]  # fmt: skip
+
+
+def test_tool_call_params_that_are_no_call_are_refused_with_the_reason(
+    make_settings, serve_searcher
+):
+    # The SDK answered "Invalid request parameters", with no word of which or why.
+    base = serve_searcher(make_settings())
+    for index, (params, reason) in enumerate(BAD_TOOL_CALLS):
+        call = {"jsonrpc": "2.0", "id": index, "method": "tools/call", "params": params}
+        response = post_mcp(base, call)
+        assert response.status_code == 200 and response.json() == {
+            "jsonrpc": "2.0", "id": index, "error": {"code": -32602, "message": reason}
+        }  # fmt: skip
+
+
+def stdio_answers(make_settings, tmp_path, messages: list[Any]) -> list[dict]:
+    """What ``searcher mcp`` answers to ``messages`` (lines as they are, or objects as
+    JSON) sent after the handshake, up to its answer to a last ping (id "last")."""
     config = tmp_path / "searcher.yaml"
     config.write_text(yaml.safe_dump(make_settings().model_dump(mode="json")))
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -571,11 +593,8 @@ def test_stdio_answers_lines_that_are_no_json_rpc_message(make_settings, tmp_pat
     lines = [
         json.dumps(init),
         json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        "not json",
-        json.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}),
-        json.dumps([{"jsonrpc": "2.0", "id": 2, "method": "ping"}]),
-        json.dumps({"id": 3, "method": "ping"}),
-        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping"}),
+        *(m if isinstance(m, str) else json.dumps(m) for m in messages),
+        json.dumps({"jsonrpc": "2.0", "id": "last", "method": "ping"}),
     ]
     server = subprocess.Popen(
         [sys.executable, "-m", "searcher", "mcp"], stdin=subprocess.PIPE,
@@ -590,7 +609,7 @@ def test_stdio_answers_lines_that_are_no_json_rpc_message(make_settings, tmp_pat
         server.stdin.flush()
         # Read until the last ping is answered (stdin stays open: at its end the server
         # stops, and may do so before it answers what it read last).
-        while not any(a.get("id") == 4 for a in answers):
+        while not any(a.get("id") == "last" for a in answers):
             line = server.stdout.readline()
             assert line, f"the server stopped; it answered {answers}"
             answers.append(json.loads(line))
@@ -599,8 +618,33 @@ def test_stdio_answers_lines_that_are_no_json_rpc_message(make_settings, tmp_pat
         server.stdin.close()
         server.wait(timeout=60)
         server.stdout.close()
+    return answers
+
+
+def test_stdio_answers_lines_that_are_no_json_rpc_message(make_settings, tmp_path):
+    # As /mcp over HTTP does: the SDK dropped these unanswered, and a client waiting for
+    # the id it sent waited for ever.
+    lines = [
+        "not json",
+        {"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"},
+        [{"jsonrpc": "2.0", "id": 2, "method": "ping"}],
+        {"id": 3, "method": "ping"},
+    ]
+    answers = stdio_answers(make_settings, tmp_path, lines)
     errors = [a["error"] for a in answers if "error" in a]
     assert all(a["id"] is None for a in answers if "error" in a)
     assert [e["code"] for e in errors] == [-32700, -32600, -32600, -32600], errors
     assert "batches are not supported" in errors[2]["message"]
-    assert {"jsonrpc": "2.0", "id": 4, "result": {}} in answers  # still serving after them
+    assert {"jsonrpc": "2.0", "id": "last", "result": {}} in answers  # still serving after them
+
+
+def test_stdio_refuses_tool_call_params_that_are_no_call_with_the_reason(make_settings, tmp_path):
+    calls = [
+        {"jsonrpc": "2.0", "id": index, "method": "tools/call", "params": params}
+        for index, (params, _) in enumerate(BAD_TOOL_CALLS)
+    ]
+    answers = stdio_answers(make_settings, tmp_path, calls)
+    for index, (_, reason) in enumerate(BAD_TOOL_CALLS):
+        assert {"jsonrpc": "2.0", "id": index, "error": {"code": -32602, "message": reason}} in (
+            answers
+        ), answers

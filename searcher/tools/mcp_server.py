@@ -27,6 +27,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from mcp.types import (
+    INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     CallToolRequestParams,
@@ -34,6 +35,7 @@ from mcp.types import (
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
+    JSONRPCRequest,
     ListToolsResult,
     PaginatedRequestParams,
     TextContent,
@@ -473,16 +475,29 @@ async def serve_stdio(settings: Settings) -> None:
 
 async def _answer_bad_lines(lines: Any, to_server: Any, to_client: Any) -> None:
     """Pass the SDK's messages on to the server; answer what it could not read (it sends
-    the exception instead) and requests it took for notifications (a malformed id)."""
+    the exception instead), requests it took for notifications (a malformed id) and tool
+    calls whose params are none (``tool_call_error``)."""
     async with to_server:
         async for item in lines:
-            problem = stdio_problem(item)
-            if problem is None:
+            refusal = stdio_refusal(item)
+            if refusal is None:
                 await to_server.send(item)
-                continue
-            code, reason = problem
-            error = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=reason))
-            await to_client.send(SessionMessage(error))
+            else:
+                await to_client.send(SessionMessage(refusal))
+
+
+def stdio_refusal(item: Any) -> JSONRPCError | None:
+    """The error answering what the SDK's stdio reader passed on, or None for a message
+    the server should get."""
+    problem = stdio_problem(item)
+    if problem is not None:
+        code, reason = problem
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=reason))
+    message = getattr(item, "message", None)
+    if not isinstance(message, JSONRPCRequest):
+        return None
+    refused = tool_call_error(message.model_dump(by_alias=True, mode="json"))
+    return None if refused is None else JSONRPCError.model_validate(refused)
 
 
 def stdio_problem(item: Any) -> tuple[int, str] | None:
@@ -619,17 +634,44 @@ def message_problem(decoded: Any) -> str | None:
     return _response_problem(decoded) if answer else NOT_A_MESSAGE
 
 
+def tool_call_error(decoded: Any) -> dict[str, Any] | None:
+    """The JSON-RPC error (Invalid params, with the request's id) for a ``tools/call``
+    request whose params are no tool call, naming the field; None for any other message.
+    The SDK answers such params with "Invalid request parameters" and no reason at all,
+    arguments sent as a string of JSON (as OpenAI's tool calls carry them) included."""
+    if not (isinstance(decoded, dict) and decoded.get("method") == "tools/call"):
+        return None
+    params = decoded.get("params")
+    reason = None
+    if not isinstance(params, dict):
+        reason = "params must be an object with the tool's name and its arguments"
+    else:
+        try:
+            CallToolRequestParams.model_validate(params, by_alias=True)
+        except ValidationError as exc:
+            problem = InvalidRequest.from_validation(exc.errors())
+            reason = f"params.{problem.field}: {problem.message}"
+    if reason is None:
+        return None
+    error = {"code": INVALID_PARAMS, "message": f"Invalid params: {reason}"}
+    return {"jsonrpc": "2.0", "id": decoded.get("id"), "error": error}
+
+
 async def send_invalid_request(send: Send, reason: str) -> None:
     """A JSON-RPC Invalid Request error with a null id (the id could not be determined),
     with the status and headers the SDK gives its own."""
-    body = orjson.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": reason}}
-    )
+    error = {"code": INVALID_REQUEST, "message": reason}
+    await send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
+
+
+async def send_json(send: Send, status: int, message: dict[str, Any]) -> None:
+    """A JSON-RPC message as a whole ``application/json`` response."""
+    body = orjson.dumps(message)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
     ]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -683,23 +725,27 @@ class McpEndpoint:
         received: Received = []
         # Bounded here too: the app's BodyLimitMiddleware cuts a body there already.
         body = await read_body(receive, received, self.max_body_bytes)
-        problem = self._problem(body)
+        decoded = self._decoded(body)
+        problem = message_problem(decoded) if decoded is not None else None
         if problem is not None:
             await send_invalid_request(send, problem)
+            return
+        refused = tool_call_error(decoded)
+        if refused is not None:  # an answer to the request, as the SDK's own error would be
+            await send_json(send, 200, refused)
             return
         await self.app(scope, replaying(received, receive), send)
 
     @staticmethod
-    def _problem(body: bytes | None) -> str | None:
+    def _decoded(body: bytes | None) -> Any:
         # A body cut short, too large or not JSON is the SDK's to answer (413, parse
         # error); it parses with pydantic_core too, so both read the same message.
         if body is None:
             return None
         try:
-            decoded = pydantic_core.from_json(body)
+            return pydantic_core.from_json(body)
         except ValueError:
             return None
-        return message_problem(decoded)
 
 
 @contextlib.asynccontextmanager
