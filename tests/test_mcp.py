@@ -148,6 +148,10 @@ def long_page(aeb_ground_truth, min_chars: int) -> str:
 async def test_tools_listed_with_the_schemas_openai_clients_get(mcp_server):
     async with connect(mcp_server()) as client:
         tools = (await client.list_tools()).tools
+    async with Client(mcp_server(own_process=True), mode="legacy") as client:
+        instructions = client.instructions
+    # What the server tells the agent names every tool it lists (crawl_site was left out).
+    assert all(tool.name in instructions for tool in tools), instructions
     expected = {t["function"]["name"]: t["function"] for t in openai_tools(20_000)}
     assert [t.name for t in tools] == ["web_search", "fetch_page", "deep_research", "crawl_site"]
     for tool in tools[:2]:  # deep_research is MCP's alone: too slow for a tool-call loop

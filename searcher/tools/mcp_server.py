@@ -1,5 +1,5 @@
-"""The MCP server: ``web_search``, ``fetch_page`` and ``deep_research`` as MCP tools, over stdio
-(``searcher mcp``) or streamable HTTP (mounted at ``/mcp`` by the HTTP app).
+"""The MCP server: ``web_search``, ``fetch_page``, ``deep_research`` and ``crawl_site`` as MCP
+tools, over stdio (``searcher mcp``) or streamable HTTP (mounted at ``/mcp`` by the HTTP app).
 
 Built on the official SDK's low-level ``Server`` so that the tools' input schemas are the
 ones in ``searcher.tools.specs`` (also served to OpenAI clients) and arguments are checked
@@ -83,7 +83,8 @@ INSTRUCTIONS = (
     "web_search returns a numbered context pack of web results (use it as evidence and "
     "cite the URLs); fetch_page reads one page's main text, in slices for long pages; "
     "deep_research answers a harder question over several rounds of searching and reading "
-    "and returns a cited report (slow: tens of seconds)."
+    "and returns a cited report (slow: tens of seconds); crawl_site reads a site's pages "
+    "from a start URL (up to 50)."
 )
 
 ServiceGetter = Callable[[], SearchService]
