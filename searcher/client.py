@@ -484,7 +484,8 @@ def research_body(question: str | ResearchRequest, preset: Preset | None) -> dic
 # Events may be minutes apart (a slow LLM step): a stream waits longer than a call.
 STREAM_READ_S = 120.0
 _STREAM_TIMEOUT = httpx.Timeout(10.0, read=STREAM_READ_S)
-# A dropped stream is resumed after the last event seen, this many times at most.
+# A dropped stream is resumed after the last event seen, this many times in a row at most
+# (with no event between them): a long job may be resumed any number of times.
 STREAM_RECONNECTS = 5
 
 _HEALTH = _Call("GET", "/v1/health")
@@ -642,7 +643,7 @@ class SearcherClient:
                         event = parser.feed(line)
                         if event is None:
                             continue
-                        last = event.id
+                        last, drops = event.id, 0  # a resume that goes on is no failure
                         yield event
                         if event.type == "done":
                             return
@@ -842,7 +843,7 @@ class AsyncSearcherClient:
                         event = parser.feed(line)
                         if event is None:
                             continue
-                        last = event.id
+                        last, drops = event.id, 0  # a resume that goes on is no failure
                         yield event
                         if event.type == "done":
                             return

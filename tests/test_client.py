@@ -474,3 +474,33 @@ def test_arguments_of_the_wrong_kind_are_invalid_request_naming_them(
     with pytest.raises(InvalidRequest) as caught:
         call(f"http://127.0.0.1:{closed_port()}", method, *args)
     assert caught.value.field == field and caught.value.message.startswith(message)
+
+
+# Events a job gives before its done event, each on a stream the server then cuts.
+CUT_EVENTS = 8
+
+
+async def cutting_stream(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """ASGI app: the event after Last-Event-ID, then the connection dropped mid-stream
+    (as a proxy ending idle streams does); the done event once CUT_EVENTS have gone."""
+    if scope["type"] != "http":
+        return
+    last = int(dict(scope["headers"]).get(b"last-event-id", b"0"))
+    kind = "done" if last + 1 > CUT_EVENTS else "search"
+    event = {"id": last + 1, "type": kind, "ts": "2026-01-01T00:00:00Z", "data": {}}
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    body = f"id: {last + 1}\ndata: {json.dumps(event)}\n\n".encode()
+    await send({"type": "http.response.body", "body": body, "more_body": kind != "done"})
+    if kind != "done":
+        raise ConnectionAbortedError("stream cut")  # uvicorn drops the connection
+
+
+@pytest.mark.parametrize("stream", [stream_sync, stream_async], ids=["sync", "async"])
+def test_a_stream_resumed_after_each_drop_goes_on_for_a_long_job(stream):
+    # Resumes were counted over the job's whole life: the sixth drop of a long job failed
+    # it with a RemoteError, though every resume had gone on with the next event.
+    with ThreadedServer(cutting_stream) as server:
+        events = stream(server.base_url)
+    assert [event.id for event in events] == list(range(1, CUT_EVENTS + 2))
+    assert events[-1].type == "done"
