@@ -355,7 +355,7 @@ def test_remote_bad_input_exits_2(config_path, serve_searcher):
     assert unknown.exit_code == 2 and "unknown backend 'google'" in unknown.stderr
     for bad in BAD_BASE_URLS:
         bad_url = run("search", "q", "--remote", bad)
-        assert bad_url.exit_code == 2 and bad_url.stderr.startswith("searcher: --remote: ")
+        assert bad_url.exit_code == 2 and bad_url.stderr.startswith("searcher: invalid --remote: ")
         assert len(bad_url.stderr.splitlines()) == 1  # one line, no traceback
 
 
