@@ -1395,7 +1395,7 @@ def judge_command(
     """Write qrels for `searcher tune`: the configured LLM grades (0-2) the pooled top
     results of every backend (searched, or recorded in a frozen set), or feedback
     reported by agents becomes judgements."""
-    from searcher.pipeline.judge import POOL_DEPTH
+    from searcher.pipeline.judge import POOL_DEPTH, check_query_ids
     from searcher.ranking import evaluation
 
     if sum(bool(x) for x in (queries_path, log_path, from_feedback, set_path)) != 1:
@@ -1420,6 +1420,7 @@ def judge_command(
             queries = (
                 frozen.queries if frozen else _judge_input(queries_path, log_path, sample, seed)
             )
+            check_query_ids(queries, set_path or queries_path or log_path or "")
         except evaluation.EvalError as exc:
             _fail(str(exc), 2)
         recorded = frozen.recordings if frozen else None

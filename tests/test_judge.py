@@ -163,3 +163,27 @@ def test_options_the_chosen_source_does_not_read_are_refused_not_ignored(testbed
     assert sampled.exit_code == 2 and "--sample applies" in sampled.stderr
     sampled = judge(config, "--from-feedback", "--sample", "2", "--out", out)
     assert sampled.exit_code == 2 and "--sample applies" in sampled.stderr
+
+
+def test_a_query_id_a_qrels_line_cannot_hold_is_refused_before_any_grade(testbed_clean, tmp_path):
+    config = _config(tmp_path, testbed_clean, '{"grade": 2}')
+    out = tmp_path / "j.qrels"
+    # A space, and a no-break space: qrels fields are split on either, so `searcher tune`
+    # read the qrels judge wrote as lines of five fields, and refused them.
+    for qid in ("q 1", "q\u00a01"):
+        (tmp_path / "q.tsv").write_text(f"{qid}\tGoogle Stadia games\n2\tcloud gaming\n")
+        result = judge(config, "--queries", str(tmp_path / "q.tsv"), "--out", str(out))
+        assert result.exit_code == 2, result.output
+        assert repr(qid) in result.stderr and "whitespace" in result.stderr
+    assert testbed_clean.chat_bodies() == [] and not out.exists()
+
+
+def test_judgements_keep_only_urls_a_qrels_line_can_hold():
+    from searcher.contract import FeedbackOutcome
+    from searcher.feedback.book import SearchRecord, feedback_qrels
+
+    items = {"a": "http://a.example/x\ty", "b": "http://b.example/\u00a0", "c": "http://c/"}
+    record = SearchRecord("r1", "q", "general", "simple", items)
+    given = {i: FeedbackOutcome.used for i in items}
+    _, qrels = feedback_qrels([(record, given)])
+    assert qrels == {"f1": {"http://c/": 1}}

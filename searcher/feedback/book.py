@@ -20,6 +20,7 @@ from searcher.contract import FeedbackOutcome as Outcome
 from searcher.contract import ResearchResult
 from searcher.errors import InvalidRequest, UnknownRequest
 from searcher.llm.answer import CITED
+from searcher.pipeline.judge import fits_a_qrels_field
 from searcher.state.base import StateStore, get_json, set_json
 from searcher.state.ring import Ring
 
@@ -253,6 +254,6 @@ def feedback_qrels(
         judged = qrels.setdefault(qid, {})
         for item_id, outcome in outcomes.items():
             url = record.items.get(item_id)
-            if url is not None and " " not in url:
+            if url is not None and fits_a_qrels_field(url):
                 judged[url] = max(GRADES[outcome], judged.get(url, 0))
     return queries, {q: d for q, d in qrels.items() if d}

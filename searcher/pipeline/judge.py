@@ -27,6 +27,24 @@ POOL_DEPTH = 10  # results of each backend judged per query
 MAX_FAILURES_IN_A_ROW = 5
 
 
+def fits_a_qrels_field(text: str) -> bool:
+    """Whether ``text`` can be a field of a qrels line: those lines are split on any
+    whitespace (str.split, so a tab or a no-break space too), and a query id or URL
+    holding some would be read back as extra fields."""
+    return bool(text) and text.split() == [text]
+
+
+def check_query_ids(queries: Mapping[str, str], source: str) -> None:
+    """``EvalError`` naming the first query id that cannot be written to qrels: judging
+    it would write a file ``searcher tune`` refuses, after every grade was paid for."""
+    for qid in queries:
+        if not fits_a_qrels_field(qid):
+            raise EvalError(
+                f"{source}: query id {qid!r} holds whitespace, which a qrels line cannot "
+                "(its fields are split on it); give the query an id without"
+            )
+
+
 def queries_from_log(lines: Iterable[str], source: str, sample: int, seed: int) -> dict[str, str]:
     """Up to ``sample`` distinct queries of the access log's search lines, drawn with
     ``seed`` from the most recent ``4 x sample`` (recent queries are what to tune for)."""
@@ -99,7 +117,7 @@ async def judge_queries(
                 cache.put(pair, value)
             else:
                 judged.cached += 1
-            if " " not in hit.url:  # a qrels line is split on whitespace
+            if fits_a_qrels_field(hit.url):
                 judged.qrels.setdefault(query.qid, {})[hit.url] = value
         if progress is not None:
             progress(done, len(found.queries), query.qid)
