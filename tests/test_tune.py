@@ -190,3 +190,16 @@ def test_deep_merge_leaves_its_inputs_alone():
     over = {"a": {"c": [2], "d": None}}
     assert deep_merge(base, over) == {"a": {"b": 1, "c": [2], "d": None}}
     assert base == {"a": {"b": 1, "c": [1]}} and over == {"a": {"c": [2], "d": None}}
+
+
+def test_a_judged_document_that_is_no_readable_url_matches_nothing_not_a_traceback(
+    config_file, testbed, tmp_path
+):
+    answers = _answers(testbed)
+    files = _write(tmp_path, answers, lambda _, r: "startpage" in r["engines"])
+    with open(files[3], "a") as qrels:
+        qrels.write(f"{next(iter(answers))} 0 http://[x/ 2\n")  # urlsplit: Invalid IPv6 URL
+    result = _tune(config_file(order=["searxng"], brave={"enabled": False}), files,
+                   tmp_path / "out.yaml", "--folds", "2")  # fmt: skip
+    assert result.exit_code in (0, 1), result.output  # fitted, or refused as no better
+    assert "held-out, all folds" in result.stdout

@@ -56,9 +56,19 @@ def by_page(qrels: Qrels) -> Qrels:
     for qid, docs in qrels.items():
         judged = out.setdefault(qid, {})
         for url, grade in docs.items():
-            key = page_key(url)
+            key = _judged_key(url)
             judged[key] = max(grade, judged.get(key, grade))
     return out
+
+
+def _judged_key(docid: str) -> str:
+    """A judged document's ``page_key``, or the id as written when it is no URL that
+    can be read (``http://[x/``): it then matches no result, as a judged page no search
+    found, rather than ending the run with a traceback."""
+    try:
+        return page_key(docid)
+    except ValueError:
+        return docid
 
 
 def _used(captured: Sequence[Captured]) -> tuple[list[str], list[str]]:
