@@ -20,7 +20,7 @@ from searcher.fetch.pdf import PAGE_BREAK, PartialText
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
 from searcher.pipeline.resilience import Deadline
 from tests.testbed.hostile import hostile_page
-from tests.testbed.misbehaviour import TEMPLATE_TEXT, TEXT_PAGE
+from tests.testbed.misbehaviour import LEGACY_TEXTS, TEMPLATE_TEXT, TEXT_PAGE
 from tests.testbed.pdfs import make_pdf, page_lines
 from tests.testbed.server import TestbedServer
 
@@ -123,6 +123,18 @@ def test_a_charset_that_no_web_page_uses_counts_as_missing(
     data = fetch(base, {"url": testbed.url(f"/charset/{label}")}).json()
     assert data["status"] == "fetched", data["fetch"]
     assert data["content"] == normalise_plain_text(TEXT_PAGE)  # UTF-8, the fallback
+
+
+@pytest.mark.parametrize("name", sorted(LEGACY_TEXTS))
+def test_a_text_file_with_no_charset_is_decoded_in_the_encoding_its_bytes_are_in(
+    make_settings, serve_searcher, testbed, name
+):
+    # As an HTML page with no charset is: a legacy encoding is detected from the bytes,
+    # not read as UTF-8 (which gave a page of replacement characters).
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url(f"/legacy-text/{name}")}).json()
+    assert data["status"] == "fetched", data["fetch"]
+    assert data["content"] == normalise_plain_text(LEGACY_TEXTS[name][1])
 
 
 def test_template_content_is_not_page_text(make_settings, serve_searcher, testbed):

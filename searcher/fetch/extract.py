@@ -14,7 +14,13 @@ import re
 import trafilatura
 from lxml.etree import LxmlError, strip_tags
 from lxml.html import HtmlElement, HTMLParser, fromstring
-from trafilatura.utils import decode_file, is_dubious_html, load_html, repair_faulty_html
+from trafilatura.utils import (
+    decode_file,
+    detect_encoding,
+    is_dubious_html,
+    load_html,
+    repair_faulty_html,
+)
 
 from searcher.fetch.whitespace import normalise_plain_text
 
@@ -25,7 +31,8 @@ _VERSION = ".".join(trafilatura.__version__.split(".")[:2])
 # "r3": byte-order marks and web-only charsets decide the decoding, <template> dropped.
 # "r4": markup inside words stripped, code kept as written, <time> text and deep elements
 # kept.
-EXTRACTOR_TAG = f"{EXTRACTOR_NAME}-{_VERSION}-r4-md"
+# "r5": plain text without a charset decoded in the encoding detected, not as UTF-8.
+EXTRACTOR_TAG = f"{EXTRACTOR_NAME}-{_VERSION}-r5-md"
 
 _PLAIN_TYPES = frozenset({"text/plain"})
 # Backslash escapes trafilatura's markdown puts before punctuation (``snake\_case``,
@@ -132,12 +139,32 @@ def _split_bom(body: bytes) -> tuple[str | None, bytes]:
     return None, body
 
 
+def _decoded_plain_text(body: bytes, codec: str | None) -> str:
+    """A plain-text body as text: in ``codec`` when the page named one, else in UTF-8 when
+    the bytes are UTF-8 (a last character cut at the download limit aside), else in the
+    web encoding detected from the bytes, as HTML without a charset is (and as browsers
+    detect an unlabelled page's encoding); a Russian or Japanese text file served without
+    a charset was read as UTF-8 and came out as replacement characters."""
+    if codec is not None:
+        return body.decode(codec, errors="replace")
+    try:
+        # Not final: a multi-byte character cut at the end is no sign of another encoding.
+        return codecs.getincrementaldecoder("utf-8")().decode(body, final=False)
+    except UnicodeDecodeError:
+        pass
+    for guess in detect_encoding(body):
+        detected = _web_codec(guess)
+        if detected is not None:
+            return body.decode(detected, errors="replace")
+    return body.decode("utf-8", errors="replace")
+
+
 def extract_main_text(body: bytes, url: str, content_type: str, charset: str | None) -> str:
     """The main text of a page as markdown (plain text for text/plain); "" if none is found."""
     bom_codec, body = _split_bom(body)
     codec = bom_codec or _web_codec(charset)
     if content_type.lower() in _PLAIN_TYPES:
-        return normalise_plain_text(body.decode(codec or "utf-8", errors="replace"))
+        return normalise_plain_text(_decoded_plain_text(body, codec))
     # With a byte-order mark or the header's charset we decode; without, trafilatura
     # detects it from the bytes (meta tags, then statistics). Both score the same on the
     # benchmark.

@@ -1,6 +1,7 @@
 """Pages that misbehave: hangs, error statuses, huge and bomb bodies, slow drips,
 redirect chains and loops, wrong or mislabelled content types, byte-order marks and odd
-charsets (``/bom/{kind}``, ``/charset/{label}``), never-shown markup (``/template``)."""
+charsets (``/bom/{kind}``, ``/charset/{label}``, ``/legacy-text/{name}``), never-shown
+markup (``/template``)."""
 
 from __future__ import annotations
 
@@ -280,6 +281,36 @@ async def bom(req: Request) -> None:
 async def charset(req: Request) -> None:
     """TEXT_PAGE in UTF-8, labelled text/plain with any charset (rot13, base64, ...)."""
     await req.respond(200, TEXT_PAGE.encode("utf-8"), f"text/plain; charset={req.params['label']}")
+
+
+# Text files in a legacy encoding, served as text/plain with no charset: (codec, text).
+LEGACY_TEXTS = {
+    "windows-1251": (
+        "cp1251",
+        "Новости дня\n\nСегодня в Москве прошёл большой городской праздник. Жители и гости "
+        "столицы гуляли по улицам, слушали музыку и смотрели салют над рекой.\n",
+    ),
+    "shift_jis": (
+        "shift_jis",
+        "今日のニュース\n\n東京では大きな祭りが開かれました。多くの人々が通りを歩き、"
+        "音楽を聞き、川の上の花火を見ました。\n",
+    ),
+    "gb18030": (
+        "gb18030",
+        "今日新闻\n\n北京今天举行了盛大的城市节日。市民和游客在街上散步，听音乐，观看河上的烟花。\n",
+    ),
+}
+
+
+@router.route("/legacy-text/{name}")
+async def legacy_text(req: Request) -> None:
+    """A text file in a legacy encoding, labelled ``text/plain`` with no charset."""
+    entry = LEGACY_TEXTS.get(req.params["name"])
+    if entry is None:
+        await req.respond(400, b"unknown encoding", TEXT)
+        return
+    codec, text = entry
+    await req.respond(200, text.encode(codec), "text/plain")
 
 
 TEMPLATE_TEXT = "TEMPLATE_ONLY words that a browser never shows on the page"
