@@ -1291,6 +1291,7 @@ def tune_command(
     tree = config_tree(config_path)
     if (queries_path is None) == (set_path is None):
         _fail("give one of --queries, --set", 2)
+    _check_fragment_path(out_path, config_path, queries_path, qrels_path, set_path)
     frozen = _frozen_set(set_path)
     try:
         queries = frozen.queries if frozen else evaluation.read_queries(queries_path or "")
@@ -1325,6 +1326,26 @@ def tune_command(
             1,
         )
     _write_fragment(out_path, report.fragment())
+
+
+def _check_fragment_path(
+    out_path: str, config_path: tuple[str, ...], queries: str | None, qrels: str,
+    frozen_set: str | None,
+) -> None:  # fmt: skip
+    """Refuse (exit 2) an ``--out`` that is a file tune reads: the fragment would replace
+    the judgements, or the whole configuration (its secrets too) with a few keys."""
+    from pathlib import Path
+
+    from searcher.config import config_files
+
+    inputs = [("--config", p) for p in config_files(config_path)]
+    inputs += [("--queries", queries), ("--qrels", qrels), ("--set", frozen_set)]
+    out = Path(out_path).resolve()
+    for option, path in inputs:
+        if path is not None and Path(path).resolve() == out:
+            _fail(f"--out {out_path} is the {option} file tune reads: writing the fragment "
+                  "there would replace it; choose another --out and pass it as a further "
+                  "--config", 2)  # fmt: skip
 
 
 def _frozen_set(set_path: str | None) -> Any:

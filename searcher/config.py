@@ -1937,6 +1937,11 @@ def home_config_files(environ: Mapping[str, str] | None = None) -> list[str]:
     return _config_files(None, os.environ if environ is None else environ)
 
 
+def config_files(path: ConfigPaths = None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The config files ``load_settings`` reads for ``path``, in order."""
+    return _config_files(path, os.environ if environ is None else environ)
+
+
 def _config_files(path: ConfigPaths, env: Mapping[str, str]) -> list[str]:
     """The config files to read, in order: every ``--config`` given (later ones win),
     else ``$SEARCHER_CONFIG`` (several joined by the path separator), else

@@ -203,3 +203,22 @@ def test_a_judged_document_that_is_no_readable_url_matches_nothing_not_a_traceba
                    tmp_path / "out.yaml", "--folds", "2")  # fmt: skip
     assert result.exit_code in (0, 1), result.output  # fitted, or refused as no better
     assert "held-out, all folds" in result.stdout
+
+
+def test_tune_never_writes_its_fragment_over_a_file_it_reads(config_file, tmp_path, monkeypatch):
+    config = config_file()
+    (tmp_path / "queries.tsv").write_text("1\tq\n2\tr\n")
+    (tmp_path / "judged.qrels").write_text("1 0 http://a.example/ 1\n2 0 http://b.example/ 1\n")
+    files = ["--queries", str(tmp_path / "queries.tsv"), "--qrels", str(tmp_path / "judged.qrels")]
+    before = {p: p.read_text() for p in tmp_path.iterdir() if p.is_file()}
+    for out, option in ((config, "--config"), (tmp_path / "judged.qrels", "--qrels"),
+                        (tmp_path / "queries.tsv", "--queries")):  # fmt: skip
+        result = _tune(config, files, Path(out))
+        assert result.exit_code == 2, result.output
+        assert f"is the {option} file tune reads" in result.stderr
+    # The configuration found without --config (./searcher.yaml) is read too.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SEARCHER_CONFIG", raising=False)
+    result = CliRunner().invoke(main, ["tune", *files, "--out", "searcher.yaml"])
+    assert result.exit_code == 2 and "is the --config file" in result.stderr, result.output
+    assert {p: p.read_text() for p in tmp_path.iterdir() if p.is_file()} == before
