@@ -1427,7 +1427,8 @@ def judge_command(
     if depth is not None and from_feedback:
         _fail("--depth applies to the LLM's judgements, not to --from-feedback", 2)
     depth = depth or POOL_DEPTH
-    _check_judgement_paths(out_path, queries_path)
+    inputs = {"--queries": queries_path, "--query-log": log_path, "--set": set_path}
+    _check_judgement_paths(out_path, config_path, inputs)
     settings = _settings(config_path)
     if from_feedback:
         queries, qrels = _state_call(settings, lambda store: _feedback_qrels(settings, store))
@@ -1508,19 +1509,29 @@ async def _llm_qrels(
     return judged.qrels
 
 
-def _check_judgement_paths(out_path: str, queries_path: str | None) -> None:
-    """Refuse (exit 2) an ``--out`` whose queries file (beside it, ``.tsv``) would
-    overwrite the qrels or the queries given: judge writes only what it judged."""
+def _check_judgement_paths(
+    out_path: str, config_path: tuple[str, ...], inputs: dict[str, str | None]
+) -> None:
+    """Refuse (exit 2) an ``--out`` whose qrels, or queries file (beside it, ``.tsv``),
+    would overwrite a file judge reads (``inputs``: option -> path; the config files
+    too): judge writes only what it judged."""
     from pathlib import Path
+
+    from searcher.config import config_files
 
     out = Path(out_path)
     beside = out.with_suffix(".tsv")
     if beside == out:
         _fail(f"--out {out_path}: the queries are written beside it as {beside}; "
               "give the qrels another suffix (e.g. .qrels)", 2)  # fmt: skip
-    if queries_path is not None and beside.resolve() == Path(queries_path).resolve():
-        _fail(f"--out {out_path} would write its queries over --queries {queries_path} "
-              f"({beside}); choose another --out", 2)  # fmt: skip
+    read = [("--config", p) for p in config_files(config_path)] + list(inputs.items())
+    for option, path in read:
+        if path is None:
+            continue
+        for written, what in ((out, "qrels"), (beside, "queries")):
+            if written.resolve() == Path(path).resolve():
+                _fail(f"--out {out_path} would write its {what} over {option} {path} "
+                      f"({written}); choose another --out", 2)  # fmt: skip
 
 
 def _write_judgements(out_path: str, queries: dict[str, str], qrels: Any) -> None:

@@ -187,3 +187,16 @@ def test_judgements_keep_only_urls_a_qrels_line_can_hold():
     given = {i: FeedbackOutcome.used for i in items}
     _, qrels = feedback_qrels([(record, given)])
     assert qrels == {"f1": {"http://c/": 1}}
+
+
+def test_judge_never_writes_over_the_log_or_the_config_it_reads(testbed_clean, tmp_path):
+    config = _config(tmp_path, testbed_clean, '{"grade": 2}')
+    log = tmp_path / "access.log"
+    log.write_text(json.dumps({"route": "/v1/search", "query": "Google Stadia games"}) + "\n")
+    before = {p: p.read_text() for p in (log, tmp_path / "searcher.yaml")}
+    refused = judge(config, "--query-log", str(log), "--out", str(log))
+    assert refused.exit_code == 2 and "its qrels over --query-log" in refused.stderr
+    refused = judge(config, "--from-feedback", "--out", config)
+    assert refused.exit_code == 2 and "its qrels over --config" in refused.stderr
+    assert {p: p.read_text() for p in before} == before
+    assert testbed_clean.chat_bodies() == []
