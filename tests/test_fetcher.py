@@ -358,11 +358,29 @@ async def test_a_refused_content_type_says_what_arrived(
     assert info.value.skip_reason == "content_type"
 
 
-async def test_redirect_to_another_scheme_is_refused(
+@pytest.mark.parametrize(
+    "target",
+    ["file:///etc/passwd", "data:text/html,<p>hi</p>", "javascript:alert(1)", "mailto:a@b.c"],
+)
+async def test_redirect_to_another_scheme_is_refused_by_the_guard(
+    fetcher: PageFetcher, testbed: TestbedServer, recorder: RecordingBackend, target: str
+) -> None:
+    # Refused as the guard refuses (skipped, blocked), naming the scheme; data: and
+    # javascript: failed with httpx's "InvalidURL: For absolute URLs, path must be empty
+    # or begin with '/'", file: as a failed page.
+    with pytest.raises(FetchBlocked) as info:
+        await fetcher.fetch(redirect_to(testbed, target), LIMITS)
+    scheme = target.partition(":")[0]
+    assert info.value.reason == f"unsupported scheme {scheme!r}; only http and https"
+    assert recorder.connects == [("127.0.0.1", testbed.port)]  # only the first hop
+
+
+async def test_a_redirect_to_a_location_that_is_no_url_says_so(
     fetcher: PageFetcher, testbed: TestbedServer
 ) -> None:
-    with pytest.raises(FetchError, match="unsupported scheme"):
-        await fetcher.fetch(redirect_to(testbed, "file:///etc/passwd"), LIMITS)
+    with pytest.raises(FetchError) as info:
+        await fetcher.fetch(redirect_to(testbed, "http://[::1"), LIMITS)
+    assert info.value.reason == "invalid redirect Location 'http://[::1'"
 
 
 async def test_testbed_itself_is_blocked_without_the_allow_list(

@@ -84,7 +84,9 @@ def _require_http(url: str) -> None:
     except ValueError as exc:
         raise FetchError(url, f"invalid URL: {exc}") from exc
     if parts.scheme.lower() not in _SCHEMES:
-        raise FetchError(url, f"unsupported scheme {parts.scheme!r}; only http and https")
+        # The guard's refusal (docs/security.md): a redirect to file:, data: or
+        # javascript: is a page refused, not a page that failed.
+        raise FetchBlocked(url, f"unsupported scheme {parts.scheme!r}; only http and https")
     if not parts.hostname:
         raise FetchError(url, "the URL has no host")
     _require_valid_host(url)
@@ -154,6 +156,15 @@ def _redirect_target(url: str, response: httpx.Response) -> str:
         raise FetchError(url, f"invalid redirect Location {location!r}") from exc
     _require_http(str(target))
     return str(target)
+
+
+async def _vet_redirect(response: httpx.Response) -> None:
+    """A response hook: a redirect's Location is checked (scheme, syntax) before httpx
+    builds the request it would follow, which raised its own errors for a ``data:``,
+    ``javascript:`` or ``mailto:`` target ("InvalidURL: For absolute URLs, path must be
+    empty or begin with '/'") before ours could say what was refused."""
+    if response.status_code in REDIRECT_STATUSES and "location" in response.headers:
+        _redirect_target(str(response.request.url), response)
 
 
 def _check_media_type(
@@ -252,6 +263,7 @@ class PageFetcher:
                 "Accept-Encoding": "gzip, deflate",
             },
             follow_redirects=False,
+            event_hooks={"response": [_vet_redirect]},
             trust_env=False,
             # The deadline is FetchLimits.timeout_s, enforced in fetch(). The connect
             # timeout is per address, so that a black-holed first address still leaves
