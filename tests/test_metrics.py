@@ -61,6 +61,20 @@ def test_metrics_count_searches_stages_routes_and_breakers(make_settings, serve_
     assert sample(text, "searcher_info", version="0.1.0") == 1
 
 
+def test_methods_no_route_answers_share_one_label(make_settings, serve_searcher):
+    base = serve_searcher(make_settings())
+    odd = ["PROPFIND", "MKCOL", "LOCK", "UNLOCK", "COPY", "MOVE", "PURGE", "REPORT", "SEARCH"]
+    for method in odd:
+        assert httpx.request(method, f"{base}/v1/health").status_code == 405
+    text = httpx.get(f"{base}/metrics").text
+    labels = set(
+        re.findall(r'searcher_http_request_duration_seconds_count\{[^}]*method="([^"]*)"', text)
+    )
+    assert labels == {"other"}  # this scrape is counted once it is answered
+    route = {"route": "/v1/health", "method": "other", "status": "405"}
+    assert sample(text, "searcher_http_request_duration_seconds_count", **route) == len(odd)
+
+
 def test_requests_refused_before_routing_are_labelled_with_their_route(
     make_settings, serve_searcher
 ):

@@ -35,6 +35,12 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BREAKER_STATES = ("closed", "open", "half_open")
 
+# The methods a route of ours can answer, as labels; any other a client sends (the HTTP
+# parser takes some thirty: PROPFIND, MKCALENDAR, ...) is "other", or every route would
+# grow a histogram per method a client cares to try.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+OTHER_METHOD = "other"
+
 # Seconds; the service's own work is milliseconds, a search through a backend up to seconds.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -160,7 +166,8 @@ class Metrics:
         self.state_errors.labels(engine).inc()
 
     def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self._child(self.http_seconds, route, method, str(status)).observe(seconds)
+        label = method if method in KNOWN_METHODS else OTHER_METHOD
+        self._child(self.http_seconds, route, label, str(status)).observe(seconds)
 
     def exposition(self) -> bytes:
         """The text format of every metric, summed over workers in multiprocess mode."""
