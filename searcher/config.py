@@ -484,10 +484,12 @@ class BudgetDefaults(ConfigSection):
             "text/html",
             "application/xhtml+xml",
             "text/plain",
+            "text/markdown",
             "application/pdf",
         ],
         description=(
-            "Other types are skipped (`content_type`) before the body is read; a file sent "
+            "Other types are skipped (`content_type`) before the body is read; `text/*` "
+            "other than HTML and XML is read as the text it is; a file sent "
             "as a download (`application/octet-stream` and the like) is read as a PDF when "
             "it starts as one and `application/pdf` is listed"
         ),

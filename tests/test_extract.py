@@ -148,6 +148,12 @@ def test_text_plain_with_bad_bytes_does_not_raise() -> None:
     assert text.startswith("café ok")
 
 
+@pytest.mark.parametrize("media", ["text/markdown", "text/x-markdown", "text/csv", "TEXT/Plain"])
+def test_text_that_is_not_markup_is_read_as_it_is(media: str) -> None:
+    body = b"# Prices\n\nitem,price\napple,1.20\npear,0.95\n"
+    assert extract_main_text(body, "", media, "utf-8") == body.decode().strip()
+
+
 def test_normalise_plain_text_is_idempotent() -> None:
     once = normalise_plain_text(" a  b \n\n\n\n c\t\n")
     assert normalise_plain_text(once) == once == "a b\n\nc"

@@ -20,7 +20,7 @@ from searcher.fetch.pdf import PAGE_BREAK, PartialText
 from searcher.fetch.prescan import ComplexityLimits, complexity_problem
 from searcher.pipeline.resilience import Deadline
 from tests.testbed.hostile import hostile_page
-from tests.testbed.misbehaviour import LEGACY_TEXTS, TEMPLATE_TEXT, TEXT_PAGE
+from tests.testbed.misbehaviour import LEGACY_TEXTS, MARKDOWN_PAGE, TEMPLATE_TEXT, TEXT_PAGE
 from tests.testbed.pdfs import make_pdf, page_lines
 from tests.testbed.server import TestbedServer
 
@@ -135,6 +135,16 @@ def test_a_text_file_with_no_charset_is_decoded_in_the_encoding_its_bytes_are_in
     data = fetch(base, {"url": testbed.url(f"/legacy-text/{name}")}).json()
     assert data["status"] == "fetched", data["fetch"]
     assert data["content"] == normalise_plain_text(LEGACY_TEXTS[name][1])
+
+
+def test_a_markdown_file_is_read_as_the_text_it_is(make_settings, serve_searcher, testbed):
+    # text/markdown was refused by default, and where allowed it went to the HTML
+    # extractor, which found "no main text" in it.
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url("/markdown")}).json()
+    assert data["status"] == "fetched", data["fetch"]
+    assert data["fetch"]["content_type"] == "text/markdown"
+    assert data["content"] == normalise_plain_text(MARKDOWN_PAGE)
 
 
 def test_template_content_is_not_page_text(make_settings, serve_searcher, testbed):

@@ -31,10 +31,14 @@ _VERSION = ".".join(trafilatura.__version__.split(".")[:2])
 # "r3": byte-order marks and web-only charsets decide the decoding, <template> dropped.
 # "r4": markup inside words stripped, code kept as written, <time> text and deep elements
 # kept.
-# "r5": plain text without a charset decoded in the encoding detected, not as UTF-8.
+# "r5": plain text without a charset decoded in the encoding detected, not as UTF-8;
+# text/markdown read as text.
 EXTRACTOR_TAG = f"{EXTRACTOR_NAME}-{_VERSION}-r5-md"
 
-_PLAIN_TYPES = frozenset({"text/plain"})
+# Markup read by trafilatura; any other text/* type a configuration allows (text/plain,
+# text/markdown, text/csv, ...) is read as the text it is: trafilatura found "no main
+# text" in a Markdown file.
+_MARKUP_TEXT_TYPES = frozenset({"text/html", "text/xml"})
 # Backslash escapes trafilatura's markdown puts before punctuation (``snake\_case``,
 # ``\[1\]``). Readers of this text are LLMs and keyword scorers, not markdown renderers:
 # the escapes split words (AEB F1 0.958 with them, 0.960 without).
@@ -139,6 +143,11 @@ def _split_bom(body: bytes) -> tuple[str | None, bytes]:
     return None, body
 
 
+def _is_plain_text(content_type: str) -> bool:
+    media = content_type.lower()
+    return media.startswith("text/") and media not in _MARKUP_TEXT_TYPES
+
+
 def _decoded_plain_text(body: bytes, codec: str | None) -> str:
     """A plain-text body as text: in ``codec`` when the page named one, else in UTF-8 when
     the bytes are UTF-8 (a last character cut at the download limit aside), else in the
@@ -160,10 +169,11 @@ def _decoded_plain_text(body: bytes, codec: str | None) -> str:
 
 
 def extract_main_text(body: bytes, url: str, content_type: str, charset: str | None) -> str:
-    """The main text of a page as markdown (plain text for text/plain); "" if none is found."""
+    """The main text of a page as markdown (the text itself for text/plain, text/markdown
+    and other text that is not markup); "" if none is found."""
     bom_codec, body = _split_bom(body)
     codec = bom_codec or _web_codec(charset)
-    if content_type.lower() in _PLAIN_TYPES:
+    if _is_plain_text(content_type):
         return normalise_plain_text(_decoded_plain_text(body, codec))
     # With a byte-order mark or the header's charset we decode; without, trafilatura
     # detects it from the bytes (meta tags, then statistics). Both score the same on the

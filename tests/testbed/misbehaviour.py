@@ -1,7 +1,7 @@
 """Pages that misbehave: hangs, error statuses, huge and bomb bodies, slow drips,
 redirect chains and loops, wrong or mislabelled content types, byte-order marks and odd
-charsets (``/bom/{kind}``, ``/charset/{label}``, ``/legacy-text/{name}``), never-shown
-markup (``/template``)."""
+charsets (``/bom/{kind}``, ``/charset/{label}``, ``/legacy-text/{name}``), Markdown
+(``/markdown``), never-shown markup (``/template``)."""
 
 from __future__ import annotations
 
@@ -311,6 +311,20 @@ async def legacy_text(req: Request) -> None:
         return
     codec, text = entry
     await req.respond(200, text.encode(codec), "text/plain")
+
+
+MARKDOWN_PAGE = (
+    "# Release notes\n\n"
+    "Version 2.1 adds *faster* start-up and a `--quiet` flag.\n\n"
+    "- Fixed: the cache is pruned on start.\n"
+    "- Changed: logs go to stderr.\n"
+)
+
+
+@router.route("/markdown")
+async def markdown(req: Request) -> None:
+    """A Markdown file served as such (``text/markdown``), as llms.txt files and docs are."""
+    await req.respond(200, MARKDOWN_PAGE.encode(), "text/markdown; charset=utf-8")
 
 
 TEMPLATE_TEXT = "TEMPLATE_ONLY words that a browser never shows on the page"
