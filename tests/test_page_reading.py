@@ -444,6 +444,25 @@ def test_a_dense_pdf_is_cut_at_the_ceiling_before_it_is_cached(
     assert again["fetch"]["cached"] is True and again["total_chars"] == 300_000
 
 
+def test_a_text_cut_at_the_character_limit_is_marked_truncated(
+    make_settings, serve_searcher, testbed_clean
+):
+    # The text stops at limits.max_extract_chars_per_page: the last slice has no
+    # next_start_char, and only `truncated` tells the reader that the page has more.
+    chars = {"max_extract_chars_per_page": 200}
+    base = serve_searcher(make_settings(limits=chars, budget=chars))
+    url = testbed_clean.url("/text")
+    for cached in (False, True):
+        data = fetch(base, {"url": url, "start_char": 100}).json()
+        assert data["fetch"]["cached"] is cached and data["status"] == "fetched"
+        assert (data["total_chars"], data["next_start_char"]) == (200, None)
+        assert data["fetch"]["truncated"] is True
+    whole = serve_searcher(make_settings(service={"cache": {"enabled": False}}))
+    data = fetch(whole, {"url": url}).json()
+    assert data["content"] == normalise_plain_text(TEXT_PAGE)
+    assert data["fetch"]["truncated"] is False
+
+
 async def test_a_cached_text_cut_at_the_limit_serves_only_reads_it_covers(
     testbed: TestbedServer, tmp_path: Path
 ) -> None:

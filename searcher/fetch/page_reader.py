@@ -344,8 +344,7 @@ class PageReader:
             for key_url, key_hops in dict.fromkeys(((url, hops), (page.url, (page.url,)))):
                 entry = cache_entry(page.content_type, text, cut, key_hops + also_through)
                 await self._cache.put(name, key_url, entry)
-        content = text[:max_chars]
-        return replace(outcome, extracted_chars=len(content), content=content)
+        return _with_text(outcome, text, max_chars, cut=len(text) >= cut_at)
 
     @staticmethod
     def _cached(hit: CachedText, limits: FetchLimits, max_chars: int) -> PageOutcome:
@@ -355,11 +354,8 @@ class PageReader:
                 "skipped", "content_type", f"content type {content_type} is not allowed",
                 content_type=content_type,
             )  # fmt: skip
-        content = text[:max_chars]
-        return PageOutcome(
-            "fetched", content_type=content_type, cached=True,
-            extracted_chars=len(content), content=content,
-        )  # fmt: skip
+        outcome = PageOutcome("fetched", content_type=content_type, cached=True)
+        return _with_text(outcome, text, max_chars, cut=hit.cut)
 
     async def read_all(
         self,
@@ -428,6 +424,15 @@ class PageReader:
         return outcomes
 
 
+def _with_text(outcome: PageOutcome, text: str, max_chars: int, cut: bool) -> PageOutcome:
+    """``outcome`` with the first ``max_chars`` characters of ``text``; ``truncated`` when
+    they are not the page's whole text (``cut``: the extraction stopped at the server's
+    ceiling), so that a reader paging through a long page is told it did not get it all."""
+    content = text[:max_chars]
+    partial = outcome.truncated or cut or len(text) > max_chars
+    return replace(outcome, extracted_chars=len(content), content=content, truncated=partial)
+
+
 def _not_fetched(exc: FetchError) -> PageOutcome:
     """The outcome of a fetch that failed, with what the server did say: the status of an
     HTTP error, the status and media type of a response refused for its content type."""
@@ -452,6 +457,7 @@ class CachedText:
     content_type: str
     text: str
     hops: tuple[str, ...]
+    cut: bool = False  # the text stops at the extraction's ceiling; the page has more
 
 
 def cache_entry(content_type: str, text: str, cut: bool, hops: Sequence[str]) -> str:
@@ -483,9 +489,10 @@ def usable_entry(entry: str, max_chars: int) -> CachedText | None:
     hops = _hops(raw_hops) if newline and tab else None
     if hops is None:
         return None
-    if kind.endswith(_CUT_MARK) and len(text) < max_chars:
+    cut = kind.endswith(_CUT_MARK)
+    if cut and len(text) < max_chars:
         return None
-    return CachedText(kind.removesuffix(_CUT_MARK), text, hops)
+    return CachedText(kind.removesuffix(_CUT_MARK), text, hops, cut)
 
 
 def _crashed(task: asyncio.Task[PageOutcome]) -> PageOutcome:
