@@ -359,8 +359,8 @@ class UnsupportedContentType(FetchError):
 
 
 class FetchHTTPError(FetchError):
-    def __init__(self, url: str, status_code: int) -> None:
-        super().__init__(url, f"HTTP {status_code}")
+    def __init__(self, url: str, status_code: int, note: str = "") -> None:
+        super().__init__(url, f"HTTP {status_code}{note}")
         self.status_code = status_code
 
 
@@ -369,9 +369,14 @@ class TooManyRedirects(FetchError):
 
 
 class PageBlocked(FetchError):
-    """The page is a CAPTCHA, bot wall, cookie wall or access-denied stub, not content."""
+    """The page is a CAPTCHA, bot wall, cookie wall or access-denied stub, not content;
+    ``status_code`` is the HTTP status it came with, when the fetcher judged it."""
 
     skip_reason = "blocked"
+
+    def __init__(self, url: str, reason: str, status_code: int | None = None) -> None:
+        super().__init__(url, reason)
+        self.status_code = status_code
 
 
 class RenderError(FetchError):

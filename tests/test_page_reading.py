@@ -89,6 +89,27 @@ def test_a_refused_content_type_reports_the_status_and_type_that_arrived(
     assert data["fetch"]["content_type"] == "application/zip"
 
 
+@pytest.mark.parametrize(
+    ("path", "skip_reason", "error"),
+    [
+        ("/status/429?retry_after=120", "blocked",
+         "rate limited (HTTP 429); the site asks to retry after 120 s"),
+        ("/status/503?retry_after=90", None, "HTTP 503; the site asks to retry after 90 s"),
+        ("/status/403", "blocked", "access denied (HTTP 403)"),
+        ("/status/429?retry_after=soon", "blocked", "rate limited (HTTP 429)"),
+    ],
+)  # fmt: skip
+def test_a_refusal_reports_its_status_and_when_to_retry(
+    make_settings, serve_searcher, testbed, path, skip_reason, error
+):
+    # A wall's status was dropped (http_status null), and a Retry-After was never said.
+    base = serve_searcher(make_settings())
+    data = fetch(base, {"url": testbed.url(path)}).json()
+    assert (data["status"], data["fetch"]["skip_reason"]) == ("failed", skip_reason)
+    assert data["fetch"]["http_status"] == int(path[8:11])
+    assert data["fetch"]["error"] == error
+
+
 def test_a_url_with_a_trailing_newline_is_refused_like_one_with_a_trailing_space(
     make_settings, serve_searcher, testbed
 ):

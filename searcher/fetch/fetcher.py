@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
+from searcher.backends.failures import retry_after_s
 from searcher.contract import RenderMode
 from searcher.errors import (
     FetchBlocked,
@@ -156,6 +157,15 @@ def _redirect_target(url: str, response: httpx.Response) -> str:
         raise FetchError(url, f"invalid redirect Location {location!r}") from exc
     _require_http(str(target))
     return str(target)
+
+
+def _retry_note(response: httpx.Response) -> str:
+    """When a 429 or 503 says when to come back (``Retry-After``), that, for the reason:
+    a caller told only "rate limited" cannot tell a minute from a day."""
+    if response.status_code not in (429, 503):
+        return ""
+    wait = retry_after_s(response.headers.get("retry-after"))
+    return "" if wait is None else f"; the site asks to retry after {wait:.0f} s"
 
 
 async def _vet_redirect(response: httpx.Response) -> None:
@@ -304,7 +314,7 @@ class PageFetcher:
                 if not 200 <= response.status_code < 300:
                     if response.status_code in _WALL_STATUSES:
                         await self._raise_if_wall(current, response)
-                    raise FetchHTTPError(current, response.status_code)
+                    raise FetchHTTPError(current, response.status_code, _retry_note(response))
                 with _translate_errors(current):
                     page = await self._read(current, response, limits)
                 return replace(page, hops=tuple(hops))
@@ -348,7 +358,7 @@ class PageFetcher:
             head = await _read_body(url, response, decoder, HEAD_BYTES, sniff=None)
         reason = blocked_reason(head.data, "", None, response.status_code)
         if reason is not None:
-            raise PageBlocked(url, reason)
+            raise PageBlocked(url, reason + _retry_note(response), response.status_code)
 
     async def aclose(self) -> None:
         """Close the connection pool."""

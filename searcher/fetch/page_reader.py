@@ -27,6 +27,7 @@ from searcher.errors import (
     FetchBlocked,
     FetchError,
     FetchHTTPError,
+    PageBlocked,
     RenderError,
     UnsupportedContentType,
 )
@@ -435,9 +436,10 @@ def _with_text(outcome: PageOutcome, text: str, max_chars: int, cut: bool) -> Pa
 
 def _not_fetched(exc: FetchError) -> PageOutcome:
     """The outcome of a fetch that failed, with what the server did say: the status of an
-    HTTP error, the status and media type of a response refused for its content type."""
+    HTTP error or of a wall, the status and media type of a response refused for its
+    content type."""
     outcome = PageOutcome(exc.status, exc.skip_reason, exc.reason)
-    if isinstance(exc, FetchHTTPError):
+    if isinstance(exc, FetchHTTPError | PageBlocked):
         return replace(outcome, http_status=exc.status_code)
     if isinstance(exc, UnsupportedContentType):
         return replace(outcome, http_status=exc.status_code, content_type=exc.media_type)

@@ -43,7 +43,10 @@ async def status(req: Request) -> None:
         await req.respond(400, b"status must be 200-599", TEXT)
         return
     body = f"<html><head><title>{code}</title></head><body><h1>Status {code}</h1></body></html>"
-    await req.respond(code, body.encode())
+    # ?retry_after=V: a Retry-After header (seconds or an HTTP date), as 429 and 503 send.
+    retry_after = req.query.get("retry_after")
+    headers = [("retry-after", retry_after)] if retry_after else []
+    await req.respond(code, body.encode(), headers=headers)
 
 
 # ---- /huge ---------------------------------------------------------------------------
