@@ -4,6 +4,7 @@ into qrels."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -249,3 +250,31 @@ def test_taking_back_a_searchs_only_use_takes_back_its_used_search(make_settings
     assert (row["used"], row["not_relevant"], row["used_searches"], row["used_rate"]) == (
         0, 1, 0, 0.0,
     )  # fmt: skip
+
+
+def test_reports_on_one_search_arriving_at_once_are_all_kept_and_counted_once(
+    make_settings, serve_searcher, redis_url
+):
+    # Two servers sharing one real Redis, as two workers do; eight reports at once, each
+    # on another item of the same search, half through each server.
+    settings = make_settings(feedback=FEEDBACK, state={"redis_url": redis_url})
+    bases = [serve_searcher(settings), serve_searcher(settings)]
+    data = search(bases[0], {"query": QUERY, "budget": {"max_results": 8}}).json()
+    rid, ids = data["meta"]["request_id"], [item["id"] for item in data["items"]]
+    assert len(ids) == 8
+
+    async def report_all() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await asyncio.gather(*(
+                client.post(f"{bases[n % 2]}/v1/feedback",
+                            json={"request_id": rid, "items": {item: "used"}})
+                for n, item in enumerate(ids)
+            ))  # fmt: skip
+
+    answers = asyncio.run(report_all())
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    everything = feedback(bases[1], {"request_id": rid, "items": {ids[0]: "cited"}}).json()
+    assert everything["items"] == {**dict.fromkeys(ids, "used"), ids[0]: "cited"}
+    (row,) = httpx.get(f"{bases[0]}/v1/stats/routes").json()["routes"]
+    assert (row["with_feedback"], row["used_searches"]) == (1, 1)
+    assert (row["used"], row["cited"]) == (8, 1)

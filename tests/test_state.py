@@ -85,6 +85,16 @@ async def test_counters_add_atomically(store: StateStore) -> None:
     assert await store.incr("c", amount=10) == 60
 
 
+async def test_swaps_each_see_the_value_they_replace(store: StateStore) -> None:
+    assert await store.swap("s", b"first", 60) is None
+    # Many at once: each gets the value of exactly one other, none is seen twice.
+    written = [str(n).encode() for n in range(20)]
+    held = await asyncio.gather(*(store.swap("s", value, 60) for value in written))
+    assert len(set(held)) == 20 and set(held) <= {b"first", *written} and b"first" in held
+    (last,) = {b"first", *written} - set(held)  # the one value no swap replaced
+    assert await store.get("s") == last
+
+
 async def test_token_bucket_allows_the_burst_then_says_when(store: StateStore) -> None:
     grants = [await store.take("b", rate_per_s=0.001, burst=3) for _ in range(4)]
     assert [g.allowed for g in grants] == [True, True, True, False]

@@ -94,11 +94,10 @@ class FeedbackBook:
         entry = _entry(record.request_id, record.key)
         evicted = await self._ring().put(entry)
         if evicted is not None:
-            await self.store.delete(f"{PREFIX}search:{evicted}")
-            await self.store.delete(f"{PREFIX}given:{evicted}")
+            await self._forget(evicted)
         # A request id used again names the new search: the outcomes given for the one it
         # named before are not this one's (they stay counted in the route's figures).
-        await self.store.delete(f"{PREFIX}given:{entry}")
+        await self._forget(entry)
         kept = list(record.items.items())[: self.settings.max_items]
         record = SearchRecord(
             record.request_id, record.query[:MAX_QUERY_CHARS], record.route, record.preset,
@@ -110,6 +109,15 @@ class FeedbackBook:
 
     def _ring(self) -> Ring:
         return Ring(self.store, PREFIX, self.settings.max_searches, self.settings.ttl_s)
+
+    async def _forget(self, entry: str) -> None:
+        """Drop the record kept at ``entry`` and every outcome given for it."""
+        data = await get_json(self.store, f"{PREFIX}search:{entry}")
+        items = data.get("items") if isinstance(data, dict) else None
+        for item_id in items if isinstance(items, dict) else {}:
+            await self.store.delete(_given_key(entry, item_id))
+        for what in ("search", "given", "fed", "given_n", "used_n"):
+            await self.store.delete(f"{PREFIX}{what}:{entry}")
 
     async def search(self, request_id: str, key: str | None = None) -> SearchRecord:
         """The record of a search made with ``key``; ``UnknownRequest`` when none is kept
@@ -139,27 +147,52 @@ class FeedbackBook:
                        if full else "")
                     + f"(its items: {', '.join(list(record.items)[:20])})",
                 )  # fmt: skip
-        where = f"{PREFIX}given:{_entry(request_id, key)}"
-        before = {i: Outcome(o) for i, o in (await get_json(self.store, where) or {}).items()}
-        given = {**before, **outcomes}
-        kept = {i: o.value for i, o in given.items()}
-        await set_json(self.store, where, kept, self.settings.ttl_s)
-        await self._count_changes(record, before, given)
+        entry = _entry(request_id, key)
+        for item_id, outcome in outcomes.items():
+            # Each item's outcome is swapped in atomically: reports on one search arriving
+            # at once (other workers, or this one's awaits) each see the outcome they
+            # replace, so none is lost and every count moves once. (Read, merged and
+            # written back as one value, 8 reports at once against Redis kept 4.)
+            held = await self.store.swap(
+                _given_key(entry, item_id), outcome.value.encode(), self.settings.ttl_s
+            )
+            await self._count_change(record, entry, _outcome(held), outcome)
+        return await self._given(entry, record)
+
+    async def _given(self, entry: str, record: SearchRecord) -> dict[str, Outcome]:
+        """Every outcome given so far for the search kept at ``entry``."""
+        # Outcomes a version before per-item keys kept, as one value, until they expire.
+        legacy = await get_json(self.store, f"{PREFIX}given:{entry}")
+        given = {
+            i: o for i, raw in (legacy if isinstance(legacy, dict) else {}).items()
+            if isinstance(raw, str) and (o := _outcome(raw.encode())) is not None
+        }  # fmt: skip
+        for item_id in record.items:
+            outcome = _outcome(await self.store.get(_given_key(entry, item_id)))
+            if outcome is not None:
+                given[item_id] = outcome
         return given
 
-    async def _count_changes(
-        self, record: SearchRecord, before: Mapping[str, Outcome], after: Mapping[str, Outcome]
+    async def _count_change(
+        self, record: SearchRecord, entry: str, before: Outcome | None, after: Outcome
     ) -> None:
-        """Route counters follow the outcomes now held (a changed outcome moves its count)."""
-        if not before:
-            await self._count(record, "with_feedback")
-        if _used(after) != _used(before):  # a search's last use taken back counts too
-            await self._count(record, "used_searches", 1 if _used(after) else -1)
-        for item_id, outcome in after.items():
-            if before.get(item_id) != outcome:
-                if item_id in before:
-                    await self._count(record, before[item_id].value, -1)
-                await self._count(record, outcome.value)
+        """Route counters follow one item's outcome (a changed outcome moves its count); a
+        search counts once with feedback, and as used while any of its items is."""
+        if before == after:
+            return
+        ttl = self.settings.ttl_s
+        if before is None:
+            if await self.store.incr(f"{PREFIX}given_n:{entry}", 1, ttl) == 1:
+                await self.store.set(f"{PREFIX}fed:{entry}", b"1", ttl)
+                await self._count(record, "with_feedback")
+        else:
+            await self._count(record, before.value, -1)
+        await self._count(record, after.value)
+        moved = _is_use(after) - _is_use(before)
+        if moved:  # a search's last use taken back counts too
+            users = await self.store.incr(f"{PREFIX}used_n:{entry}", moved, ttl)
+            if users == (1 if moved > 0 else 0):
+                await self._count(record, "used_searches", moved)
 
     async def _count(self, record: SearchRecord, what: str, amount: int = 1) -> None:
         await self.store.incr(_stat_key(record.key, record.route, record.preset, what), amount)
@@ -168,12 +201,15 @@ class FeedbackBook:
         """Every kept search that has feedback, with its outcomes (oldest slot first)."""
         out = []
         for rid in await self._ring().ids():
-            given = await get_json(self.store, f"{PREFIX}given:{rid}")
+            fed = await self.store.get(f"{PREFIX}fed:{rid}")
+            if fed is None and await self.store.get(f"{PREFIX}given:{rid}") is None:
+                continue  # no feedback: its items are not read one by one
             data = await get_json(self.store, f"{PREFIX}search:{rid}")
-            if isinstance(given, dict) and given and isinstance(data, dict):
-                out.append(
-                    (SearchRecord.from_json(data), {i: Outcome(o) for i, o in given.items()})
-                )
+            if isinstance(data, dict):
+                record = SearchRecord.from_json(data)
+                given = await self._given(rid, record)
+                if given:
+                    out.append((record, given))
         return out
 
     async def route_stats(
@@ -215,8 +251,20 @@ def _stat_key(key: str | None, route: str, preset: str, what: str) -> str:
     return f"{PREFIX}stats:{owner}{route}\x1f{preset}\x1f{what}"
 
 
-def _used(outcomes: Mapping[str, Outcome]) -> bool:
-    return any(o in (Outcome.used, Outcome.cited) for o in outcomes.values())
+def _given_key(entry: str, item_id: str) -> str:
+    return f"{PREFIX}given:{entry}\x1f{item_id}"
+
+
+def _outcome(raw: bytes | None) -> Outcome | None:
+    """The outcome ``raw`` names; None for none (or a value no outcome has)."""
+    try:
+        return Outcome(raw.decode()) if raw is not None else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _is_use(outcome: Outcome | None) -> int:
+    return 1 if outcome in (Outcome.used, Outcome.cited) else 0
 
 
 RESEARCH_ROUTE = "research"

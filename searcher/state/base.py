@@ -71,6 +71,11 @@ class StateStore(Protocol):
         """Store ``value`` for ``ttl_s`` seconds (``ttl_s <= 0`` stores nothing)."""
         ...
 
+    async def swap(self, key: str, value: bytes, ttl_s: float) -> bytes | None:
+        """Store ``value`` for ``ttl_s`` seconds and return what the key held (None if
+        absent or expired), atomically across every process sharing the store."""
+        ...
+
     async def delete(self, key: str) -> bool:
         """Remove the key, whatever it holds (a value, a counter, a bucket); True if it
         was there."""

@@ -111,6 +111,9 @@ class FailSoftStore:
     async def set(self, key: str, value: bytes, ttl_s: float) -> None:
         await self._soft(lambda: self.inner.set(key, value, ttl_s), None)
 
+    async def swap(self, key: str, value: bytes, ttl_s: float) -> bytes | None:
+        return await self._soft(lambda: self.inner.swap(key, value, ttl_s), None)
+
     async def delete(self, key: str) -> bool:
         return await self._soft(lambda: self.inner.delete(key), False)
 
@@ -163,6 +166,9 @@ class StrictStore:
 
     async def set(self, key: str, value: bytes, ttl_s: float) -> None:
         await self.outer.attempt(lambda: self.outer.inner.set(key, value, ttl_s))
+
+    async def swap(self, key: str, value: bytes, ttl_s: float) -> bytes | None:
+        return await self.outer.attempt(lambda: self.outer.inner.swap(key, value, ttl_s))
 
     async def delete(self, key: str) -> bool:
         return await self.outer.attempt(lambda: self.outer.inner.delete(key))

@@ -108,6 +108,12 @@ class RedisStore:
             return
         await self._call(self._redis.set(self._k(key), value, px=max(1, int(ttl_s * 1000))))
 
+    async def swap(self, key: str, value: bytes, ttl_s: float) -> bytes | None:
+        held: bytes | None = await self._call(
+            self._redis.set(self._k(key), value, px=max(1, int(ttl_s * 1000)), get=True)
+        )
+        return held
+
     async def delete(self, key: str) -> bool:
         removed: int = await self._call(self._redis.delete(self._k(key)))
         return removed > 0

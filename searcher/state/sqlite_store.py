@@ -307,6 +307,27 @@ class SqliteStore:
             writes=True,
         )
 
+    async def swap(self, key: str, value: bytes, ttl_s: float) -> bytes | None:
+        now, expires = self._clock(), self._expiry(ttl_s)
+
+        def run(db: sqlite3.Connection) -> bytes | None:
+            db.execute("BEGIN IMMEDIATE")  # the write lock first: no read of a stale value
+            try:
+                rows = db.execute(
+                    "SELECT value FROM kv WHERE key = ? AND expires_at > ?", (key, now)
+                ).fetchall()
+                db.execute(
+                    "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
+                    (key, value, expires),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return _as_bytes(rows[0][0]) if rows else None
+
+        return await self._quick(run, writes=True)
+
     async def delete(self, key: str) -> bool:
         def run(db: sqlite3.Connection) -> int:
             # Whatever the key holds, as Redis's DEL: a counter deleted must start again.
