@@ -1338,7 +1338,7 @@ def _check_fragment_path(
 
     from searcher.config import config_files
 
-    inputs = [("--config", p) for p in config_files(config_path)]
+    inputs: list[tuple[str, str | None]] = [("--config", p) for p in config_files(config_path)]
     inputs += [("--queries", queries), ("--qrels", qrels), ("--set", frozen_set)]
     out = Path(out_path).resolve()
     for option, path in inputs:
