@@ -112,10 +112,13 @@ class FeedbackBook:
 
     async def _forget(self, entry: str) -> None:
         """Drop the record kept at ``entry`` and every outcome given for it."""
-        data = await get_json(self.store, f"{PREFIX}search:{entry}")
-        items = data.get("items") if isinstance(data, dict) else None
-        for item_id in items if isinstance(items, dict) else {}:
-            await self.store.delete(_given_key(entry, item_id))
+        # Most searches get no feedback: their items' keys are not there to delete (once
+        # the ring is full, each new search evicts one).
+        if await self.store.get(f"{PREFIX}fed:{entry}") is not None:
+            data = await get_json(self.store, f"{PREFIX}search:{entry}")
+            items = data.get("items") if isinstance(data, dict) else None
+            for item_id in items if isinstance(items, dict) else {}:
+                await self.store.delete(_given_key(entry, item_id))
         for what in ("search", "given", "fed", "given_n", "used_n"):
             await self.store.delete(f"{PREFIX}{what}:{entry}")
 
