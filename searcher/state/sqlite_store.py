@@ -311,22 +311,16 @@ class SqliteStore:
         now, expires = self._clock(), self._expiry(ttl_s)
 
         def run(db: sqlite3.Connection) -> bytes | None:
-            db.execute("BEGIN IMMEDIATE")  # the write lock first: no read of a stale value
-            try:
-                rows = db.execute(
-                    "SELECT value FROM kv WHERE key = ? AND expires_at > ?", (key, now)
-                ).fetchall()
-                db.execute(
-                    "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
-                    (key, value, expires),
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            rows = db.execute(
+                "SELECT value FROM kv WHERE key = ? AND expires_at > ?", (key, now)
+            ).fetchall()
+            db.execute(
+                "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
+                (key, value, expires),
+            )
             return _as_bytes(rows[0][0]) if rows else None
 
-        return await self._quick(run, writes=True)
+        return await self._quick(_under_write_lock(run), writes=True)
 
     async def delete(self, key: str) -> bool:
         def run(db: sqlite3.Connection) -> int:
@@ -363,24 +357,18 @@ class SqliteStore:
         now = self._clock()
 
         def run(db: sqlite3.Connection) -> TokenGrant:
-            db.execute("BEGIN IMMEDIATE")  # the write lock first: no lost updates
-            try:
-                row = db.execute(
-                    "SELECT tokens, updated_at FROM buckets WHERE key = ?", (key,)
-                ).fetchone()
-                tokens, updated = (row[0], row[1]) if row else (burst, now)
-                grant, left = refill(tokens, updated, now, rate_per_s, burst, cost)
-                db.execute(
-                    "INSERT OR REPLACE INTO buckets (key, tokens, updated_at) VALUES (?, ?, ?)",
-                    (key, left, now),
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            row = db.execute(
+                "SELECT tokens, updated_at FROM buckets WHERE key = ?", (key,)
+            ).fetchone()
+            tokens, updated = (row[0], row[1]) if row else (burst, now)
+            grant, left = refill(tokens, updated, now, rate_per_s, burst, cost)
+            db.execute(
+                "INSERT OR REPLACE INTO buckets (key, tokens, updated_at) VALUES (?, ?, ?)",
+                (key, left, now),
+            )
             return grant
 
-        return await self._quick(run, writes=True)
+        return await self._quick(_under_write_lock(run), writes=True)
 
     # --- vectors -------------------------------------------------------------------------
 
@@ -488,3 +476,20 @@ class SqliteStore:
 
         await asyncio.get_running_loop().run_in_executor(self._executor, close)
         self._executor.shutdown(wait=False)
+
+
+def _under_write_lock(fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+    """``fn`` as one transaction that takes the write lock before it reads: what it reads
+    cannot change before it writes (no lost update, no stale value read)."""
+
+    def run(db: sqlite3.Connection) -> T:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(db)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return result
+
+    return run
